@@ -1,0 +1,20 @@
+// The subcommands of `gshare`. Each Add*Command registers one subcommand (its flags, help text and
+// action) on the application; the action stores its exit code in the CommandContext.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace gshare::cli {
+
+struct CommandContext {
+  int exit_code = 0;
+};
+
+void AddSimCommand(CLI::App& app, CommandContext& context);       // gshare sim
+void AddWorkloadCommand(CLI::App& app, CommandContext& context);  // gshare workload
+void AddCatalogCommand(CLI::App& app, CommandContext& context);   // gshare catalog
+void AddNodeCommands(CLI::App& app, CommandContext& context);     // gshare node ...
+// `bench` is the group created by main; each adds its benchmark under it.
+void AddBenchRestoreCommand(CLI::App& bench, CommandContext& context);  // gshare bench restore
+
+}  // namespace gshare::cli

@@ -1,0 +1,42 @@
+// gshare: the command line. Each subcommand lives in its own file (commands.h).
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <exception>
+
+#include "gshare/cli/commands.h"
+#include "gshare/common/log.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "gshare: fine-grained GPU sharing for multi-tenant serverless inference.\n"
+      "Simulate a trace under each sharing policy, generate workloads, and run the node."};
+  app.require_subcommand(1);
+  std::string log_level = "info";
+  app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off")
+      ->capture_default_str();
+
+  gshare::cli::CommandContext context;
+  gshare::cli::AddSimCommand(app, context);
+  gshare::cli::AddWorkloadCommand(app, context);
+  gshare::cli::AddCatalogCommand(app, context);
+  gshare::cli::AddNodeCommands(app, context);
+  CLI::App* bench =
+      app.add_subcommand("bench", "Micro-benchmarks that print ratios measured in one run");
+  bench->require_subcommand(1);
+  gshare::cli::AddBenchRestoreCommand(*bench, context);
+
+  app.parse_complete_callback([&] {
+    if (!gshare::SetLogLevel(log_level)) {
+      throw CLI::ValidationError("--log-level", "unknown level '" + log_level + "'");
+    }
+  });
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "gshare: %s\n", e.what());
+    return 1;
+  }
+  return context.exit_code;
+}

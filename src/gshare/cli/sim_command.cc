@@ -1,0 +1,164 @@
+// gshare sim: replay a trace under each policy and report GPU usage, SLO attainment and cost.
+#include <unistd.h>
+
+#include <fmt/format.h>
+#include <chrono>
+#include <cstdio>
+#include <memory>
+
+#include "gshare/cli/commands.h"
+#include "gshare/common/units.h"
+#include "gshare/model/catalog.h"
+#include "gshare/sched/policy_registry.h"
+#include "gshare/sim/report.h"
+#include "gshare/sim/simulator.h"
+#include "gshare/sim/workload/trace_reader.h"
+
+namespace gshare::cli {
+namespace {
+
+struct SimFlags {
+  std::string catalog;
+  std::string trace;
+  std::string trace_format = "invocations";
+  std::string function;
+  std::string gpu_type = "a100-40gb";
+  std::vector<std::string> policies = {"keepalive", "faaswap"};
+  std::uint64_t seed = 1;
+  std::string out = "out/sim";
+  std::string keep_alive = "15m";
+  std::string instance_start = "2s";
+  double proxy_overhead = 0.40;
+  std::string quantum = "20ms";
+  bool quiet = false;
+};
+
+int Fail(const Status& status) {
+  std::fprintf(stderr, "gshare sim: %s\n", status.ToString().c_str());
+  return status.code() == StatusCode::kInternal ? 3 : 2;
+}
+
+int RunSim(const SimFlags& flags) {
+  SimulationOptions options;
+  for (const auto& [text, target, what] :
+       {std::tuple{flags.keep_alive, &options.policy.keep_alive, "--keep-alive"},
+        std::tuple{flags.instance_start, &options.policy.instance_start, "--instance-start"},
+        std::tuple{flags.quantum, &options.executor.quantum, "--quantum"}}) {
+    auto parsed = ParseDuration(text);
+    if (!parsed.ok()) return Fail(parsed.status().WithContext(what));
+    *target = *parsed;
+  }
+  if (options.executor.quantum <= Duration::zero()) {
+    return Fail(InvalidArgument("--quantum must be positive"));
+  }
+  if (flags.proxy_overhead < 0) return Fail(InvalidArgument("--proxy-overhead must be >= 0"));
+  options.policy.proxy_overhead_fraction = flags.proxy_overhead;
+  for (const auto& policy : flags.policies) {
+    bool known = false;
+    for (auto name : PolicyNames()) known = known || name == policy;
+    if (!known) {
+      return Fail(NotFound(
+          fmt::format("unknown policy '{}' (known: {})", policy, fmt::join(PolicyNames(), ", "))));
+    }
+  }
+
+  auto catalog = LoadCatalog(flags.catalog);
+  if (!catalog.ok()) return Fail(catalog.status());
+  auto format = ParseTraceFormat(flags.trace_format);
+  if (!format.ok()) return Fail(format.status());
+  const GpuType* gpu = catalog->FindGpuType(flags.gpu_type);
+  if (gpu == nullptr) {
+    std::string known;
+    for (const auto& t : catalog->gpu_types) known += (known.empty() ? "" : ", ") + t.name;
+    return Fail(NotFound(fmt::format("unknown GPU type '{}' (known: {})", flags.gpu_type, known)));
+  }
+  TraceOptions trace_options;
+  trace_options.seed = flags.seed;
+  trace_options.function = flags.function;
+  auto raw = ReadTrace(flags.trace, *format, *catalog, trace_options);
+  if (!raw.ok()) return Fail(raw.status());
+  auto workload = BuildWorkload(*catalog, *raw, *gpu);
+  if (!workload.ok()) return Fail(workload.status());
+  workload->trace_path = flags.trace;
+  workload->trace_format = std::string(TraceFormatName(*format));
+
+  RunInfo info{flags.seed, flags.trace, workload->trace_format, gpu->name};
+  const double span =
+      workload->requests.empty() ? 0 : SinceEpochSeconds(workload->requests.back().arrival);
+  const bool show_progress = !flags.quiet && isatty(STDERR_FILENO);
+  std::vector<PolicyReport> reports;
+  for (const auto& policy : flags.policies) {
+    const auto wall_start = std::chrono::steady_clock::now();
+    auto last_print = wall_start;
+    if (show_progress || !flags.quiet) {
+      std::fprintf(stderr, "simulating %s: %zu requests, %zu functions...\n", policy.c_str(),
+                   workload->requests.size(), workload->functions.size());
+    }
+    if (show_progress) {
+      options.progress = [&](double now_s, std::uint64_t done) {
+        const auto wall = std::chrono::steady_clock::now();
+        if (wall - last_print < std::chrono::milliseconds(500)) return;
+        last_print = wall;
+        std::fprintf(stderr, "\r  %s: t=%.0fs of %.0fs, %llu/%zu requests done   ", policy.c_str(),
+                     now_s, span, static_cast<unsigned long long>(done), workload->requests.size());
+      };
+    } else {
+      options.progress = nullptr;
+    }
+    auto report = Simulate(*workload, policy, options);
+    if (show_progress) std::fprintf(stderr, "\n");
+    if (!report.ok()) return Fail(report.status());
+    const double wall_s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
+    if (!flags.quiet) {
+      std::fprintf(stderr, "  %s: %llu events in %.2f s (%.2f M events/s)\n", policy.c_str(),
+                   static_cast<unsigned long long>(report->events), wall_s,
+                   wall_s > 0 ? static_cast<double>(report->events) / wall_s / 1e6 : 0.0);
+    }
+    reports.push_back(std::move(report).value());
+  }
+
+  std::fputs(SummaryTable(info, *workload, reports).c_str(), stdout);
+  std::string figures_note;
+  if (Status s = WriteReports(flags.out, info, *workload, reports, &figures_note); !s.ok()) {
+    return Fail(s);
+  }
+  std::printf("wrote %s/summary.json, policies.csv, functions.csv; %s\n", flags.out.c_str(),
+              figures_note.c_str());
+  return 0;
+}
+
+}  // namespace
+
+void AddSimCommand(CLI::App& app, CommandContext& context) {
+  auto flags = std::make_shared<SimFlags>();
+  CLI::App* cmd = app.add_subcommand(
+      "sim", "Replay a trace under each policy and compare GPU usage, SLO attainment and cost");
+  cmd->add_option("--catalog", flags->catalog, "Function catalog (YAML)")->required();
+  cmd->add_option("--trace", flags->trace, "Trace file")->required();
+  cmd->add_option("--trace-format", flags->trace_format,
+                  "invocations, azure-2019, azure-2021 or azure-llm")
+      ->capture_default_str();
+  cmd->add_option("--function", flags->function,
+                  "azure-llm: the catalog function the arrivals belong to (default: the first)");
+  cmd->add_option("--gpu-type", flags->gpu_type, "GPU type of every GPU")->capture_default_str();
+  cmd->add_option("--policy", flags->policies, "Policies to compare, comma-separated")
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd->add_option("--seed", flags->seed, "Seed for every random draw")->capture_default_str();
+  cmd->add_option("--out", flags->out, "Output directory")->capture_default_str();
+  cmd->add_option("--keep-alive", flags->keep_alive, "Idle time before a GPU is released")
+      ->capture_default_str();
+  cmd->add_option("--instance-start", flags->instance_start,
+                  "Start time of a new instance or pool GPU, before the model load")
+      ->capture_default_str();
+  cmd->add_option("--proxy-overhead", flags->proxy_overhead,
+                  "faaswap: proxy forwarding delay as a fraction of batch-1 execution")
+      ->capture_default_str();
+  cmd->add_option("--quantum", flags->quantum, "Time-slice quantum of GPU compute")
+      ->capture_default_str();
+  cmd->add_flag("--quiet", flags->quiet, "No progress or timing on stderr");
+  cmd->callback([flags, &context] { context.exit_code = RunSim(*flags); });
+}
+
+}  // namespace gshare::cli

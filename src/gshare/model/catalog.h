@@ -1,0 +1,65 @@
+// Catalog: the functions and GPU types a run knows, loaded from YAML.
+//
+// Schema (more fields are allowed and ignored):
+//   gpu_types:            # optional; the embedded table (data/gpu-types.yaml) is the default
+//     - name: a100-40gb
+//       memory: 40Gi
+//       h2d_bandwidth: 24G          # bytes per second
+//       restore_overhead: 1ms
+//       price_per_hour: 2.74        # USD
+//       price_source: "..."
+//       relative_latency: 1.0
+//       batch_scaling: [1.0, 1.03, 1.30, 1.83, 2.72]
+//   functions:
+//     - name: resnet50              # unique
+//       tenant: acme
+//       model: resnet50             # optional
+//       model_size: 98Mi
+//       gpu_memory: 300Mi           # >= model_size
+//       exec_latency: 3.3ms         # batch 1 on reference_gpu; or a map by GPU type, whose values
+//                                   # are a latency or a map batch -> latency
+//       reference_gpu: a100-40gb    # optional
+//       slo: 50ms                   # optional
+//       max_batch: 1                # optional
+// Loading is all-or-nothing: on any error nothing is returned, and the error names the file, the
+// entry and the field.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "gshare/common/status.h"
+#include "gshare/model/function_spec.h"
+#include "gshare/model/gpu_type.h"
+
+namespace gshare {
+
+struct Catalog {
+  std::vector<FunctionSpec> functions;
+  std::vector<GpuType> gpu_types;
+
+  const FunctionSpec* FindFunction(std::string_view name) const;
+  const GpuType* FindGpuType(std::string_view name) const;
+  // Adds a function; AlreadyExists when the name is taken.
+  Status AddFunction(FunctionSpec spec);
+
+ private:
+  std::unordered_map<std::string, std::size_t> function_index_;
+};
+
+// The GPU types shipped with gshare (data/gpu-types.yaml, embedded at build time).
+const std::vector<GpuType>& BuiltinGpuTypes();
+
+// Parses catalog YAML text; `source` names it in errors. GPU types in the text replace built-in
+// types of the same name and add new ones.
+Result<Catalog> ParseCatalog(std::string_view yaml_text, std::string_view source);
+// Reads and parses a catalog file.
+Result<Catalog> LoadCatalog(const std::string& path);
+
+// Writes `catalog`'s functions as YAML in the schema above (GPU types are not written).
+std::string CatalogToYaml(const Catalog& catalog);
+
+}  // namespace gshare

@@ -1,0 +1,65 @@
+// FunctionSpec: one tenant's inference function, as the catalog describes it.
+//
+// Value type. Latencies are execution times on a GPU, without queueing or restore. A spec may
+// give batch-1 latency for a reference GPU type only; ResolveFunction turns it into the table the
+// scheduler uses for one concrete GPU type.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "gshare/common/status.h"
+#include "gshare/common/units.h"
+#include "gshare/model/gpu_type.h"
+
+namespace gshare {
+
+// Execution latency by batch size on one GPU type. Batch sizes not listed are interpolated.
+struct BatchLatency {
+  std::map<int, Duration> by_batch;  // batch size -> latency; batch 1 is always present
+};
+
+struct FunctionSpec {
+  std::string name;                         // unique in a catalog
+  std::string tenant;                       // the owner; a tenant sees only its own functions
+  std::string model;                        // the model it serves (informational: "resnet50")
+  std::uint64_t model_bytes = 0;            // bytes copied onto the GPU on a restore
+  std::uint64_t gpu_memory_bytes = 0;       // GPU memory held while resident (>= model_bytes)
+  std::string reference_gpu = "a100-40gb";  // the type `exec_latency` refers to when it is scalar
+  std::map<std::string, BatchLatency> exec_latency;  // by GPU type name
+  std::optional<Duration> slo;  // latency target; default: 1.5 x p90 execution latency
+  int max_batch = 1;            // largest batch the function accepts
+};
+
+// A function ready for one GPU type: latency by batch size 1..max_batch, and its SLO.
+struct ResolvedFunction {
+  std::string name;
+  std::string tenant;
+  std::uint64_t model_bytes = 0;
+  std::uint64_t gpu_memory_bytes = 0;
+  std::vector<Duration> exec_by_batch;  // index b - 1: latency of a batch of b
+  Duration slo{};
+  int max_batch = 1;
+
+  Duration ExecLatency(int batch) const {
+    const auto i = static_cast<std::size_t>(batch < 1 ? 1 : batch) - 1;
+    return exec_by_batch[i < exec_by_batch.size() ? i : exec_by_batch.size() - 1];
+  }
+};
+
+// The paper's default SLO: 1.5 x the p90 execution latency.
+inline constexpr double kDefaultSloFactor = 1.5;
+
+// Resolves `spec` for `gpu`. Latency comes from the spec's entry for this GPU type, else from its
+// reference type scaled by gpu.relative_latency / reference.relative_latency. Batch sizes without
+// a figure are scaled from batch 1 with gpu.BatchScale. The SLO is the spec's, else
+// kDefaultSloFactor x `p90_exec` when given (the p90 of observed durations), else x batch-1
+// latency. Errors: no latency for this type or its reference type; gpu_memory < model size.
+Result<ResolvedFunction> ResolveFunction(const FunctionSpec& spec, const GpuType& gpu,
+                                         const std::vector<GpuType>& known_types,
+                                         std::optional<Duration> p90_exec = std::nullopt);
+
+}  // namespace gshare

@@ -1,0 +1,22 @@
+// Request: one invocation of a function, as the scheduler sees it.
+#pragma once
+
+#include <cstdint>
+
+#include "gshare/common/units.h"
+
+namespace gshare {
+
+using FunctionId = std::uint32_t;  // index into the workload's function table
+using RequestId = std::uint64_t;   // index into the workload's request table
+using GpuId = std::uint32_t;       // a GPU handed out by an Executor; never reused in one run
+
+struct Request {
+  RequestId id = 0;
+  FunctionId function = 0;
+  TimePoint arrival{};
+  TimePoint deadline{};      // arrival + the function's SLO
+  Duration exec_override{};  // when positive: this request's execution time (from the trace)
+};
+
+}  // namespace gshare

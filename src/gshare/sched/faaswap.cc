@@ -1,0 +1,196 @@
+#include "gshare/sched/faaswap.h"
+
+#include <algorithm>
+#include <limits>
+
+namespace gshare {
+namespace {
+
+constexpr std::uint64_t kForwardTag = 1ULL << 62;
+constexpr std::uint64_t kIdleTag = 2ULL << 62;
+constexpr std::uint64_t kPayloadMask = (1ULL << 62) - 1;
+
+}  // namespace
+
+FaaSwapPolicy::FaaSwapPolicy(const SchedulerContext& context, const PolicyOptions& options)
+    : context_(context), options_(options) {}
+
+Duration FaaSwapPolicy::SwapTime(FunctionId function) const {
+  return context_.gpu->restore_overhead + TransferTime((*context_.functions)[function].model_bytes,
+                                                       context_.gpu->h2d_bytes_per_second);
+}
+
+void FaaSwapPolicy::OnRequest(const Request& request) {
+  if (request.id >= requests_.size()) requests_.resize(request.id + 1);
+  requests_[request.id] = request;
+  const Duration exec = (*context_.functions)[request.function].ExecLatency(1);
+  const Duration proxy = Duration(static_cast<std::int64_t>(static_cast<double>(exec.count()) *
+                                                            options_.proxy_overhead_fraction));
+  if (proxy <= Duration::zero()) {
+    Forward(request.id);
+    return;
+  }
+  context_.executor->SetTimer(context_.executor->Now() + proxy, kForwardTag | request.id);
+}
+
+std::size_t FaaSwapPolicy::Place(const Request& request) {
+  const TimePoint now = context_.executor->Now();
+  const Duration exec = (*context_.functions)[request.function].ExecLatency(1);
+  const Duration swap = SwapTime(request.function);
+  std::size_t best = std::numeric_limits<std::size_t>::max();
+  TimePoint best_done = TimePoint::max();
+  for (std::size_t slot : alive_) {
+    const PoolGpu& gpu = pool_[slot];
+    const bool has_model = gpu.resident.contains(request.function) ||
+                           (gpu.restoring && gpu.restoring_function == request.function);
+    const TimePoint start = std::max({now, gpu.predicted_free_at, gpu.ready_at});
+    const TimePoint done = start + (has_model ? Duration::zero() : swap) + exec;
+    if (done < best_done) {
+      best_done = done;
+      best = slot;
+    }
+  }
+  if ((best_done > request.deadline || alive_.empty()) && starting_ == 0) {
+    const GpuId id = context_.executor->AcquireGpu(options_.instance_start);
+    const std::size_t slot = pool_.size();
+    pool_.emplace_back();
+    PoolGpu& gpu = pool_.back();
+    gpu.gpu = id;
+    gpu.ready = options_.instance_start <= Duration::zero();
+    gpu.ready_at = now + options_.instance_start;
+    gpu.predicted_free_at = gpu.ready_at;
+    alive_.push_back(slot);
+    slot_of_gpu_[id] = slot;
+    if (!gpu.ready) starting_ += 1;
+    if (best == std::numeric_limits<std::size_t>::max()) best = slot;
+  }
+  return best;
+}
+
+void FaaSwapPolicy::Forward(RequestId id) {
+  const Request& request = requests_[id];
+  const std::size_t slot = Place(request);
+  PoolGpu& gpu = pool_[slot];
+  const TimePoint now = context_.executor->Now();
+  const bool has_model = gpu.resident.contains(request.function) ||
+                         (gpu.restoring && gpu.restoring_function == request.function);
+  gpu.predicted_free_at = std::max({now, gpu.predicted_free_at, gpu.ready_at}) +
+                          (has_model ? Duration::zero() : SwapTime(request.function)) +
+                          (*context_.functions)[request.function].ExecLatency(1);
+  gpu.queue.push_back(id);
+  gpu.idle_generation += 1;
+  Advance(slot);
+}
+
+bool FaaSwapPolicy::MakeRoom(PoolGpu& gpu, std::uint64_t bytes, FunctionId keep) {
+  const std::uint64_t capacity = context_.gpu->memory_bytes;
+  auto it = gpu.lru.begin();
+  while (gpu.memory_used + bytes > capacity && it != gpu.lru.end()) {
+    const FunctionId victim = *it;
+    if ((gpu.running && victim == gpu.running_function) || victim == keep) {
+      ++it;
+      continue;
+    }
+    context_.executor->Evict(gpu.gpu, victim, EvictMode::kDiscard);
+    gpu.memory_used -= (*context_.functions)[victim].gpu_memory_bytes;
+    gpu.resident.erase(victim);
+    it = gpu.lru.erase(it);
+  }
+  return gpu.memory_used + bytes <= capacity;
+}
+
+void FaaSwapPolicy::Advance(std::size_t slot) {
+  PoolGpu& gpu = pool_[slot];
+  if (!gpu.ready) return;
+  // Run the head of the queue when its model is on the GPU.
+  if (!gpu.running && !gpu.queue.empty()) {
+    const FunctionId function = requests_[gpu.queue.front()].function;
+    if (auto it = gpu.resident.find(function); it != gpu.resident.end()) {
+      gpu.lru.splice(gpu.lru.end(), gpu.lru, it->second);  // most recently used
+      const auto max_batch = static_cast<std::size_t>((*context_.functions)[function].max_batch);
+      batch_.clear();
+      while (!gpu.queue.empty() && batch_.size() < max_batch &&
+             requests_[gpu.queue.front()].function == function) {
+        batch_.push_back(gpu.queue.front());
+        gpu.queue.pop_front();
+      }
+      gpu.running = true;
+      gpu.running_function = function;
+      context_.executor->Run(gpu.gpu, function, batch_);
+    }
+  }
+  // Keep the copy engine busy: restore the first queued model that is not on the GPU.
+  if (!gpu.restoring) {
+    for (RequestId id : gpu.queue) {
+      const FunctionId function = requests_[id].function;
+      if (gpu.resident.contains(function)) continue;
+      const std::uint64_t bytes = (*context_.functions)[function].gpu_memory_bytes;
+      if (!MakeRoom(gpu, bytes, function)) break;  // wait for the running batch to finish
+      gpu.memory_used += bytes;
+      gpu.restoring = true;
+      gpu.restoring_function = function;
+      context_.executor->Restore(gpu.gpu, function, bytes);
+      break;
+    }
+  }
+}
+
+void FaaSwapPolicy::MaybeIdle(std::size_t slot) {
+  PoolGpu& gpu = pool_[slot];
+  if (gpu.running || gpu.restoring || !gpu.queue.empty()) return;
+  gpu.idle_generation += 1;
+  context_.executor->SetTimer(
+      context_.executor->Now() + options_.keep_alive,
+      kIdleTag | (static_cast<std::uint64_t>(slot) << 32) | gpu.idle_generation);
+}
+
+void FaaSwapPolicy::OnGpuReady(GpuId id) {
+  const std::size_t slot = slot_of_gpu_.at(id);
+  pool_[slot].ready = true;
+  starting_ -= 1;
+  Advance(slot);
+  MaybeIdle(slot);
+}
+
+void FaaSwapPolicy::OnRestoreDone(GpuId id, FunctionId function) {
+  const std::size_t slot = slot_of_gpu_.at(id);
+  PoolGpu& gpu = pool_[slot];
+  gpu.restoring = false;
+  gpu.lru.push_back(function);
+  gpu.resident[function] = std::prev(gpu.lru.end());
+  Advance(slot);
+  MaybeIdle(slot);
+}
+
+void FaaSwapPolicy::OnRunDone(GpuId id, FunctionId, std::span<const RequestId>) {
+  const std::size_t slot = slot_of_gpu_.at(id);
+  pool_[slot].running = false;
+  Advance(slot);
+  MaybeIdle(slot);
+}
+
+void FaaSwapPolicy::OnTimer(std::uint64_t token) {
+  if ((token & ~kPayloadMask) == kForwardTag) {
+    Forward(token & kPayloadMask);
+    return;
+  }
+  const std::size_t slot = static_cast<std::size_t>((token & kPayloadMask) >> 32);
+  const auto generation = static_cast<std::uint32_t>(token & 0xFFFFFFFFu);
+  PoolGpu& gpu = pool_[slot];
+  if (!gpu.alive || gpu.idle_generation != generation || gpu.running || gpu.restoring ||
+      !gpu.queue.empty()) {
+    return;
+  }
+  for (FunctionId function : gpu.lru) {
+    context_.executor->Evict(gpu.gpu, function, EvictMode::kDiscard);
+  }
+  gpu.lru.clear();
+  gpu.resident.clear();
+  gpu.memory_used = 0;
+  gpu.alive = false;
+  context_.executor->ReleaseGpu(gpu.gpu);
+  slot_of_gpu_.erase(gpu.gpu);
+  alive_.erase(std::find(alive_.begin(), alive_.end(), slot));
+}
+
+}  // namespace gshare

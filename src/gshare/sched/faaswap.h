@@ -1,0 +1,76 @@
+// FaaSwapPolicy: the proxy-and-swap baseline (FaaSwap-like; Yu et al., "FaaSwap: SLO-Aware,
+// GPU-Efficient Serverless Inference via Model Swapping", arXiv:2306.03622).
+//
+// A pool of GPUs shared by every function. Models live in host memory and are swapped onto a GPU
+// on demand; a GPU keeps the models it has loaded until memory is needed (LRU eviction). Every
+// request first crosses a GPU proxy, which delays it by PolicyOptions::proxy_overhead_fraction of
+// the function's batch-1 execution latency. Placement prefers the GPU whose predicted finish for
+// the request is earliest, where a GPU already holding the model saves the swap (so popular
+// models stay resident and attract their requests). Each GPU serves its queue in FIFO order, one
+// batch at a time (consecutive requests of one function form a batch); the copy engine restores
+// the next queued model while the current batch runs. The pool grows by one GPU when the best
+// predicted finish misses the request's deadline and no GPU is already starting, and a GPU idle
+// for PolicyOptions::keep_alive leaves the pool.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <list>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "gshare/sched/policy_options.h"
+#include "gshare/sched/scheduler.h"
+
+namespace gshare {
+
+class FaaSwapPolicy final : public Scheduler {
+ public:
+  FaaSwapPolicy(const SchedulerContext& context, const PolicyOptions& options);
+
+  std::string_view name() const override { return "faaswap"; }
+  void OnRequest(const Request& request) override;
+  void OnGpuReady(GpuId gpu) override;
+  void OnRestoreDone(GpuId gpu, FunctionId function) override;
+  void OnRunDone(GpuId gpu, FunctionId function, std::span<const RequestId> batch) override;
+  void OnTimer(std::uint64_t token) override;
+
+ private:
+  struct PoolGpu {
+    GpuId gpu = 0;
+    bool alive = true;
+    bool ready = false;
+    TimePoint ready_at{};
+    std::deque<RequestId> queue;
+    bool running = false;
+    FunctionId running_function = 0;
+    bool restoring = false;
+    FunctionId restoring_function = 0;
+    std::uint64_t memory_used = 0;
+    std::list<FunctionId> lru;  // resident models, least recently used first
+    std::unordered_map<FunctionId, std::list<FunctionId>::iterator> resident;
+    TimePoint predicted_free_at{};  // when the queued work is predicted to be done
+    std::uint32_t idle_generation = 0;
+  };
+
+  void Forward(RequestId id);
+  std::size_t Place(const Request& request);
+  void Advance(std::size_t pool_index);
+  bool MakeRoom(PoolGpu& gpu, std::uint64_t bytes, FunctionId keep);
+  void MaybeIdle(std::size_t pool_index);
+  Duration SwapTime(FunctionId function) const;
+
+  SchedulerContext context_;
+  PolicyOptions options_;
+  std::vector<Request> requests_;  // by RequestId, as they arrive
+  // Index: pool slot (never reused). A deque: PoolGpu holds iterators into its own list, so the
+  // elements must never be copied or moved by growth.
+  std::deque<PoolGpu> pool_;
+  std::vector<std::size_t> alive_;  // pool slots in the pool now
+  std::unordered_map<GpuId, std::size_t> slot_of_gpu_;
+  int starting_ = 0;
+  std::vector<RequestId> batch_;  // scratch
+};
+
+}  // namespace gshare

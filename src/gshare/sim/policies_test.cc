@@ -1,0 +1,118 @@
+// The baselines against schedules computed by hand (docs/simulator.md walks through them).
+#include <gtest/gtest.h>
+
+#include "gshare/sim/sim_test_util.h"
+#include "gshare/sim/simulator.h"
+
+namespace gshare {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+using testing::AddRequest;
+using testing::MakeFunction;
+using testing::RoundGpu;
+
+// One function: 100 MB model (101 ms restore on the 1 GB/s link with 1 ms overhead), 256 MiB of
+// GPU memory, 10 ms execution, 50 ms SLO. Requests at 0, 0.5, 5 and 20 s.
+Workload HandWorkload() {
+  Workload w;
+  w.gpu = RoundGpu();
+  w.functions.push_back(
+      MakeFunction("f", 100'000'000, 256 * kMiB, milliseconds(10), milliseconds(50)));
+  for (double t : {0.0, 0.5, 5.0, 20.0}) AddRequest(w, 0, t);
+  return w;
+}
+
+SimulationOptions HandOptions() {
+  SimulationOptions options;
+  options.policy.keep_alive = seconds(10);
+  options.policy.instance_start = seconds(1);
+  options.policy.proxy_overhead_fraction = 0.4;  // 4 ms
+  return options;
+}
+
+TEST(KeepAlivePolicyTest, MatchesTheHandComputedSchedule) {
+  const Workload w = HandWorkload();
+  auto report = Simulate(w, "keepalive", HandOptions());
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  // r0: instance 0 starts at 0, ready at 1.0, loaded at 1.101, runs to 1.111.
+  // r1 (0.5): queues behind r0; a second instance starts at 0.5 (ready 1.5, loaded 1.601), but
+  //     instance 0 frees first and serves r1 from 1.111 to 1.121.
+  // r2 (5.0): the most recently idle instance (1) serves it at once: 10 ms.
+  // Instance 0 expires at 1.121 + 10 = 11.121, instance 1 at 5.010 + 10 = 15.010.
+  // r3 (20.0): a cold start again: 1 s + 101 ms + 10 ms.
+  const auto& sorted = report->sorted_latency_ms;
+  ASSERT_EQ(sorted.size(), 4u);
+  EXPECT_NEAR(sorted[0], 10.0, 1e-3);
+  EXPECT_NEAR(sorted[1], 621.0, 1e-3);
+  EXPECT_NEAR(sorted[2], 1111.0, 1e-3);
+  EXPECT_NEAR(sorted[3], 1111.0, 1e-3);
+  EXPECT_DOUBLE_EQ(report->slo_attainment, 0.25);
+  EXPECT_NEAR(report->horizon_seconds, 21.111, 1e-9);
+  // GPUs held: 0 -> 11.121, 0.5 -> 15.010, 20 -> 21.111 (the horizon).
+  EXPECT_NEAR(report->gpu_seconds, 11.121 + 14.510 + 1.111, 1e-6);
+  EXPECT_EQ(report->peak_gpus, 2);
+  EXPECT_EQ(report->swaps, 3u);
+  EXPECT_EQ(report->swap_bytes, 300'000'000u);
+  // Each instance reserves the whole 40 GiB GPU from its restore on.
+  EXPECT_NEAR(report->vgpu_gib_seconds, 40.0 * (10.121 + 13.510 + 0.111), 1e-6);
+  EXPECT_NEAR(report->cost_usd, (11.121 + 14.510 + 1.111) * 0.001, 1e-9);
+}
+
+TEST(FaaSwapPolicyTest, MatchesTheHandComputedSchedule) {
+  const Workload w = HandWorkload();
+  auto report = Simulate(w, "faaswap", HandOptions());
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  // Every request first waits 4 ms in the proxy.
+  // r0 reaches the pool at 0.004: no GPU, one starts (ready 1.004); restore 1.004-1.105; runs
+  // to 1.115. r1 reaches it at 0.504: a GPU is already starting, so it queues there;
+  // runs 1.115-1.125. r2 at 5.004: the model is resident: runs 5.004-5.014 (14 ms, within 50 ms).
+  // The GPU idles from 5.014 and leaves the pool at 15.014.
+  // r3 at 20.004: a new GPU (ready 21.004), restore to 21.105, runs to 21.115.
+  const auto& sorted = report->sorted_latency_ms;
+  ASSERT_EQ(sorted.size(), 4u);
+  EXPECT_NEAR(sorted[0], 14.0, 1e-3);
+  EXPECT_NEAR(sorted[1], 625.0, 1e-3);
+  EXPECT_NEAR(sorted[2], 1115.0, 1e-3);
+  EXPECT_NEAR(sorted[3], 1115.0, 1e-3);
+  EXPECT_DOUBLE_EQ(report->slo_attainment, 0.25);
+  EXPECT_NEAR(report->horizon_seconds, 21.115, 1e-9);
+  EXPECT_NEAR(report->gpu_seconds, (15.014 - 0.004) + (21.115 - 20.004), 1e-6);
+  EXPECT_EQ(report->peak_gpus, 1);
+  EXPECT_EQ(report->swaps, 2u);
+  // 256 MiB reserved from each restore: 1.004 -> 15.014 and 21.004 -> 21.115.
+  EXPECT_NEAR(report->vgpu_gib_seconds, 0.25 * (14.010 + 0.111), 1e-6);
+}
+
+TEST(FaaSwapPolicyTest, SwapsModelsInLruOrderWhenMemoryIsShort) {
+  // Three 16 GiB functions on one 40 GiB GPU: only two fit. Calls a, b, c, a: the last a must be
+  // restored again after c evicted it (the least recently used), so 4 swaps.
+  Workload w;
+  w.gpu = RoundGpu();
+  for (const char* name : {"a", "b", "c"}) {
+    w.functions.push_back(MakeFunction(name, 1'000'000, 16 * kGiB, milliseconds(10), seconds(10)));
+  }
+  AddRequest(w, 0, 0.0);
+  AddRequest(w, 1, 2.0);
+  AddRequest(w, 2, 4.0);
+  AddRequest(w, 0, 6.0);
+  SimulationOptions options = HandOptions();
+  options.policy.instance_start = Duration::zero();
+  auto report = Simulate(w, "faaswap", options);
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  EXPECT_EQ(report->swaps, 4u);
+  EXPECT_EQ(report->peak_gpus, 1);
+  EXPECT_DOUBLE_EQ(report->slo_attainment, 1.0);
+}
+
+TEST(PoliciesTest, UnknownPolicyIsAClearError) {
+  const Workload w = HandWorkload();
+  auto report = Simulate(w, "magic", HandOptions());
+  ASSERT_FALSE(report.ok());
+  EXPECT_EQ(report.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(report.status().message().find("keepalive"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace gshare

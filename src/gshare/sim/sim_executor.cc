@@ -1,0 +1,347 @@
+#include "gshare/sim/sim_executor.h"
+
+#include <fmt/format.h>
+#include <algorithm>
+
+namespace gshare {
+
+SimulatedExecutor::SimulatedExecutor(const Workload& workload, Options options)
+    : workload_(workload),
+      options_(options),
+      completion_(workload.requests.size(), TimePoint::max()),
+      function_usage_(workload.functions.size()) {
+  if (options_.quantum <= Duration::zero()) options_.quantum = std::chrono::milliseconds(20);
+}
+
+void SimulatedExecutor::Fail(Status status) {
+  if (error_.ok()) error_ = std::move(status);
+}
+
+SimulatedExecutor::Gpu* SimulatedExecutor::CheckGpu(GpuId gpu, const char* call) {
+  if (gpu >= gpus_.size() || !gpus_[gpu].held) {
+    Fail(Internal(fmt::format("{}: GPU {} is not held", call, gpu)));
+    return nullptr;
+  }
+  if (!gpus_[gpu].ready) {
+    Fail(Internal(fmt::format("{}: GPU {} is still starting", call, gpu)));
+    return nullptr;
+  }
+  return &gpus_[gpu];
+}
+
+void SimulatedExecutor::MarkGpus(int delta) {
+  gpus_held_.Change(now_, delta);
+  if (captured_) return;
+  const int level = static_cast<int>(gpus_held_.level());
+  if (!gpu_timeline_.empty() && gpu_timeline_.back().first == now_) {
+    gpu_timeline_.back().second = level;
+  } else {
+    gpu_timeline_.emplace_back(now_, level);
+  }
+}
+
+GpuId SimulatedExecutor::AcquireGpu(Duration startup) {
+  const auto id = static_cast<GpuId>(gpus_.size());
+  gpus_.emplace_back();
+  Gpu& gpu = gpus_.back();
+  gpu.held = true;
+  gpu.ready = startup <= Duration::zero();
+  MarkGpus(+1);
+  if (!gpu.ready) events_.Push(now_ + startup, Event{EventType::kGpuReady, id, 0, 0});
+  return id;
+}
+
+void SimulatedExecutor::ReleaseGpu(GpuId gpu_id) {
+  Gpu* gpu = CheckGpu(gpu_id, "ReleaseGpu");
+  if (gpu == nullptr) return;
+  if (!gpu->residents.empty() || gpu->current >= 0 || gpu->memory_used != 0) {
+    Fail(Internal(fmt::format("ReleaseGpu: GPU {} still holds {} function(s)", gpu_id,
+                              gpu->residents.size())));
+    return;
+  }
+  gpu->held = false;
+  gpu->residents = {};
+  gpu->waiting = {};
+  MarkGpus(-1);
+}
+
+void SimulatedExecutor::Restore(GpuId gpu_id, FunctionId function, std::uint64_t reserve_bytes) {
+  Gpu* gpu = CheckGpu(gpu_id, "Restore");
+  if (gpu == nullptr) return;
+  if (function >= workload_.functions.size()) {
+    return Fail(Internal(fmt::format("Restore: unknown function {}", function)));
+  }
+  const ResolvedFunction& spec = workload_.functions[function];
+  if (gpu->residents.contains(function)) {
+    return Fail(
+        Internal(fmt::format("Restore: function '{}' is already on GPU {}", spec.name, gpu_id)));
+  }
+  if (reserve_bytes < spec.gpu_memory_bytes) {
+    return Fail(Internal(fmt::format("Restore: reserving {} for '{}', which needs {}",
+                                     FormatBytes(reserve_bytes), spec.name,
+                                     FormatBytes(spec.gpu_memory_bytes))));
+  }
+  if (gpu->memory_used + reserve_bytes > workload_.gpu.memory_bytes) {
+    return Fail(Internal(fmt::format("Restore: '{}' needs {} on GPU {}, which has {} free",
+                                     spec.name, FormatBytes(reserve_bytes), gpu_id,
+                                     FormatBytes(workload_.gpu.memory_bytes - gpu->memory_used))));
+  }
+  gpu->memory_used += reserve_bytes;
+  gpu->residents.emplace(function, Residency{reserve_bytes, ResidencyState::kRestoring, 0});
+  reserved_bytes_.Change(now_, static_cast<double>(reserve_bytes));
+  FunctionUsage& usage = function_usage_[function];
+  usage.reserved_bytes.Change(now_, static_cast<double>(reserve_bytes));
+  usage.restores += 1;
+  usage.restore_bytes += spec.model_bytes;
+
+  const TimePoint start = std::max(now_, gpu->h2d_free_at);
+  const TimePoint done = start + workload_.gpu.restore_overhead +
+                         TransferTime(spec.model_bytes, workload_.gpu.h2d_bytes_per_second);
+  gpu->h2d_free_at = done;
+  gpu->copies_in_flight += 1;
+  events_.Push(done, Event{EventType::kRestoreDone, gpu_id, function, 0});
+}
+
+void SimulatedExecutor::Evict(GpuId gpu_id, FunctionId function, EvictMode mode) {
+  Gpu* gpu = CheckGpu(gpu_id, "Evict");
+  if (gpu == nullptr) return;
+  auto it = gpu->residents.find(function);
+  if (it == gpu->residents.end() || it->second.state != ResidencyState::kResident) {
+    return Fail(
+        Internal(fmt::format("Evict: function {} is not resident on GPU {}", function, gpu_id)));
+  }
+  if (it->second.runs_in_flight > 0) {
+    return Fail(Internal(fmt::format("Evict: function {} is running on GPU {}", function, gpu_id)));
+  }
+  if (mode == EvictMode::kDiscard) {
+    const std::uint64_t bytes = it->second.bytes;
+    gpu->memory_used -= bytes;
+    gpu->residents.erase(it);
+    reserved_bytes_.Change(now_, -static_cast<double>(bytes));
+    function_usage_[function].reserved_bytes.Change(now_, -static_cast<double>(bytes));
+    return;
+  }
+  it->second.state = ResidencyState::kEvicting;
+  const TimePoint start = std::max(now_, gpu->d2h_free_at);
+  const TimePoint done = start + TransferTime(workload_.functions[function].model_bytes,
+                                              workload_.gpu.h2d_bytes_per_second);
+  gpu->d2h_free_at = done;
+  gpu->copies_in_flight += 1;
+  events_.Push(done, Event{EventType::kEvictDone, gpu_id, function, 0});
+}
+
+void SimulatedExecutor::Run(GpuId gpu_id, FunctionId function, std::span<const RequestId> batch) {
+  Gpu* gpu = CheckGpu(gpu_id, "Run");
+  if (gpu == nullptr) return;
+  auto it = gpu->residents.find(function);
+  if (it == gpu->residents.end() || it->second.state != ResidencyState::kResident) {
+    return Fail(
+        Internal(fmt::format("Run: function {} is not resident on GPU {}", function, gpu_id)));
+  }
+  if (batch.empty()) return Fail(Internal("Run: empty batch"));
+  const ResolvedFunction& spec = workload_.functions[function];
+  Duration exec = spec.ExecLatency(static_cast<int>(batch.size()));
+  Duration longest_override{};
+  for (RequestId id : batch) {
+    if (id >= workload_.requests.size() || workload_.requests[id].function != function) {
+      return Fail(Internal(fmt::format("Run: request {} is not a request of '{}'", id, spec.name)));
+    }
+    longest_override = std::max(longest_override, workload_.requests[id].exec_override);
+  }
+  if (longest_override > Duration::zero()) {
+    // The trace gave this request's execution time: scale the batch latency by it.
+    const double scale = static_cast<double>(longest_override.count()) /
+                         static_cast<double>(spec.ExecLatency(1).count());
+    exec = Duration(static_cast<std::int64_t>(static_cast<double>(exec.count()) * scale));
+  }
+
+  std::int32_t index;
+  if (!free_executions_.empty()) {
+    index = free_executions_.back();
+    free_executions_.pop_back();
+  } else {
+    index = static_cast<std::int32_t>(executions_.size());
+    executions_.emplace_back();
+  }
+  Execution& execution = executions_[static_cast<std::size_t>(index)];
+  execution.function = function;
+  execution.remaining = exec;
+  execution.batch.assign(batch.begin(), batch.end());
+  if (it->second.runs_in_flight++ == 0) ChangeActive(function, it->second.bytes, true);
+
+  if (gpu->current < 0) {
+    gpu->current = index;
+    StartSlice(gpu_id);
+    return;
+  }
+  gpu->waiting.push_back(index);
+  if (gpu->waiting.size() == 1) {
+    // The running execution had the GPU to itself: its quantum now ends at the next boundary.
+    const Duration q = options_.quantum;
+    const auto elapsed = now_ - gpu->slice_start;
+    const auto quanta = (elapsed.count() + q.count() - 1) / q.count();
+    TimePoint boundary = gpu->slice_start + Duration(std::max<std::int64_t>(quanta, 1) * q.count());
+    if (boundary < gpu->slice_end) {
+      gpu->slice_end = boundary;
+      events_.Push(boundary, Event{EventType::kSliceEnd, gpu_id, 0, ++gpu->slice_generation});
+    }
+  }
+}
+
+void SimulatedExecutor::SetTimer(TimePoint at, std::uint64_t token) {
+  events_.Push(std::max(at, now_), Event{EventType::kTimer, 0, 0, token});
+}
+
+void SimulatedExecutor::StartSlice(GpuId gpu_id) {
+  Gpu& gpu = gpus_[gpu_id];
+  const Execution& execution = executions_[static_cast<std::size_t>(gpu.current)];
+  gpu.slice_start = now_;
+  const Duration length =
+      gpu.waiting.empty() ? execution.remaining : std::min(execution.remaining, options_.quantum);
+  gpu.slice_end = now_ + length;
+  events_.Push(gpu.slice_end, Event{EventType::kSliceEnd, gpu_id, 0, ++gpu.slice_generation});
+}
+
+void SimulatedExecutor::OnSliceEnd(GpuId gpu_id, std::uint64_t generation) {
+  Gpu& gpu = gpus_[gpu_id];
+  if (generation != gpu.slice_generation || gpu.current < 0) return;  // superseded
+  const std::int32_t index = gpu.current;
+  Execution& execution = executions_[static_cast<std::size_t>(index)];
+  execution.remaining -= now_ - gpu.slice_start;
+  if (execution.remaining <= Duration::zero()) {
+    gpu.current = -1;
+    if (!gpu.waiting.empty()) {
+      gpu.current = gpu.waiting.front();
+      gpu.waiting.pop_front();
+      StartSlice(gpu_id);
+    }
+    CompleteExecution(gpu_id, index);
+    return;
+  }
+  if (!gpu.waiting.empty()) {  // quantum over: round robin
+    gpu.waiting.push_back(index);
+    gpu.current = gpu.waiting.front();
+    gpu.waiting.pop_front();
+  }
+  StartSlice(gpu_id);
+}
+
+void SimulatedExecutor::ChangeActive(FunctionId function, std::uint64_t bytes, bool start) {
+  const double delta = static_cast<double>(bytes);
+  function_usage_[function].active_bytes.Change(now_, start ? delta : -delta);
+}
+
+void SimulatedExecutor::CompleteExecution(GpuId gpu_id, std::int32_t index) {
+  Execution& execution = executions_[static_cast<std::size_t>(index)];
+  const FunctionId function = execution.function;
+  // The batch leaves the slot during the callback: the scheduler may start runs from inside it.
+  std::vector<RequestId> batch;
+  batch.swap(execution.batch);
+  for (RequestId id : batch) {
+    completion_[id] = now_;
+  }
+  completed_ += batch.size();
+  Residency& residency = gpus_[gpu_id].residents.at(function);
+  if (--residency.runs_in_flight == 0) ChangeActive(function, residency.bytes, false);
+  if (completed_ == workload_.requests.size()) CaptureTotals();
+  scheduler_->OnRunDone(gpu_id, function, batch);
+  batch.clear();  // keep the capacity for the slot's next run
+  executions_[static_cast<std::size_t>(index)].batch.swap(batch);
+  free_executions_.push_back(index);
+}
+
+void SimulatedExecutor::Dispatch(const Event& event) {
+  switch (event.type) {
+    case EventType::kGpuReady:
+      if (event.gpu < gpus_.size() && gpus_[event.gpu].held) {
+        gpus_[event.gpu].ready = true;
+        scheduler_->OnGpuReady(event.gpu);
+      }
+      return;
+    case EventType::kRestoreDone: {
+      Gpu& gpu = gpus_[event.gpu];
+      gpu.copies_in_flight -= 1;
+      gpu.residents.at(event.function).state = ResidencyState::kResident;
+      scheduler_->OnRestoreDone(event.gpu, event.function);
+      return;
+    }
+    case EventType::kEvictDone: {
+      Gpu& gpu = gpus_[event.gpu];
+      gpu.copies_in_flight -= 1;
+      auto it = gpu.residents.find(event.function);
+      const std::uint64_t bytes = it->second.bytes;
+      gpu.memory_used -= bytes;
+      gpu.residents.erase(it);
+      reserved_bytes_.Change(now_, -static_cast<double>(bytes));
+      function_usage_[event.function].reserved_bytes.Change(now_, -static_cast<double>(bytes));
+      scheduler_->OnEvictDone(event.gpu, event.function);
+      return;
+    }
+    case EventType::kSliceEnd:
+      OnSliceEnd(event.gpu, event.value);
+      return;
+    case EventType::kTimer:
+      scheduler_->OnTimer(event.value);
+      return;
+  }
+}
+
+void SimulatedExecutor::CaptureTotals() {
+  if (captured_) return;
+  captured_ = true;
+  totals_.horizon = now_;
+  totals_.gpu_seconds = gpus_held_.IntegralUntil(now_);
+  totals_.peak_gpus = static_cast<int>(gpus_held_.peak());
+  totals_.reserved_byte_seconds = reserved_bytes_.IntegralUntil(now_);
+  const std::size_t n = function_usage_.size();
+  totals_.function_reserved_byte_seconds.resize(n);
+  totals_.function_active_byte_seconds.resize(n);
+  totals_.function_restores.resize(n);
+  totals_.function_restore_bytes.resize(n);
+  for (std::size_t f = 0; f < n; ++f) {
+    const FunctionUsage& usage = function_usage_[f];
+    totals_.function_reserved_byte_seconds[f] = usage.reserved_bytes.IntegralUntil(now_);
+    totals_.function_active_byte_seconds[f] = usage.active_bytes.IntegralUntil(now_);
+    totals_.function_restores[f] = usage.restores;
+    totals_.function_restore_bytes[f] = usage.restore_bytes;
+    totals_.restores += usage.restores;
+    totals_.restore_bytes += usage.restore_bytes;
+  }
+  if (gpu_timeline_.empty() || gpu_timeline_.back().first != now_) {
+    gpu_timeline_.emplace_back(now_, static_cast<int>(gpus_held_.level()));
+  }
+}
+
+Status SimulatedExecutor::RunToEnd(const std::function<void(TimePoint, std::uint64_t)>& progress) {
+  if (scheduler_ == nullptr) return FailedPrecondition("SimulatedExecutor: no scheduler set");
+  const auto& requests = workload_.requests;
+  std::size_t next = 0;
+  while (error_.ok()) {
+    const bool have_event = !events_.empty();
+    const bool have_arrival = next < requests.size();
+    if (!have_event && !have_arrival) break;
+    // Events before arrivals at equal times: completions free resources first.
+    if (have_arrival && (!have_event || requests[next].arrival < events_.Top().time)) {
+      now_ = requests[next].arrival;
+      scheduler_->OnRequest(requests[next]);
+      ++next;
+    } else {
+      const auto entry = events_.Pop();
+      now_ = entry.time;
+      Dispatch(entry.payload);
+    }
+    ++events_processed_;
+    if (progress && (events_processed_ & 0xFFFF) == 0) progress(now_, completed_);
+  }
+  GSHARE_RETURN_IF_ERROR(error_.WithContext(
+      fmt::format("policy '{}' at t={:.6f}s", scheduler_->name(), SinceEpochSeconds(now_))));
+  if (completed_ != requests.size()) {
+    return Internal(fmt::format("policy '{}' left {} of {} requests unserved", scheduler_->name(),
+                                requests.size() - completed_, requests.size()));
+  }
+  if (!captured_) CaptureTotals();
+  if (progress) progress(now_, completed_);
+  return Status::Ok();
+}
+
+}  // namespace gshare

@@ -1,0 +1,98 @@
+#include "gshare/sim/simulator.h"
+
+#include <gtest/gtest.h>
+
+#include "gshare/common/random.h"
+#include "gshare/sim/report.h"
+#include "gshare/sim/sim_test_util.h"
+
+namespace gshare {
+namespace {
+
+using std::chrono::milliseconds;
+using testing::AddRequest;
+using testing::MakeFunction;
+using testing::RoundGpu;
+
+// Twenty functions of mixed sizes with bursty Poisson arrivals drawn from `seed`.
+Workload RandomWorkload(std::uint64_t seed) {
+  Random rng(seed);
+  Workload w;
+  w.gpu = RoundGpu();
+  for (int f = 0; f < 20; ++f) {
+    const auto model = static_cast<std::uint64_t>(rng.Uniform(20e6, 2e9));
+    const auto memory = (model / (128 * kMiB) + 2) * 128 * kMiB;
+    const Duration exec = FromMilliseconds(rng.Uniform(1, 40));
+    w.functions.push_back(MakeFunction("f" + std::to_string(f), model, memory, exec, exec * 3, 4));
+  }
+  std::vector<std::pair<double, FunctionId>> arrivals;
+  for (FunctionId f = 0; f < 20; ++f) {
+    const double rate = std::pow(10.0, rng.Uniform(-2, 1.5));
+    for (double t = rng.Exponential(rate); t < 600; t += rng.Exponential(rate)) {
+      arrivals.emplace_back(t, f);
+    }
+  }
+  std::sort(arrivals.begin(), arrivals.end());
+  for (const auto& [t, f] : arrivals) AddRequest(w, f, t);
+  return w;
+}
+
+TEST(SimulatorTest, SameInputsGiveAByteIdenticalSummary) {
+  const Workload a = RandomWorkload(7);
+  const Workload b = RandomWorkload(7);
+  SimulationOptions options;
+  std::vector<PolicyReport> ra, rb;
+  for (const char* policy : {"keepalive", "faaswap"}) {
+    auto x = Simulate(a, policy, options);
+    auto y = Simulate(b, policy, options);
+    ASSERT_TRUE(x.ok()) << x.status().ToString();
+    ASSERT_TRUE(y.ok()) << y.status().ToString();
+    ra.push_back(*x);
+    rb.push_back(*y);
+  }
+  RunInfo info{7, "random", "test", "round"};
+  const std::string ja = SummaryJson(info, a, ra);
+  EXPECT_EQ(ja, SummaryJson(info, b, rb));
+  EXPECT_GT(ra[0].requests, 100u);
+  // A different seed gives a different workload and summary.
+  const Workload c = RandomWorkload(8);
+  auto z = Simulate(c, "keepalive", options);
+  ASSERT_TRUE(z.ok());
+  EXPECT_NE(ja, SummaryJson(info, c, {*z, rb[1]}));
+}
+
+TEST(SimulatorTest, EveryRequestCompletesAfterItArrives) {
+  const Workload w = RandomWorkload(3);
+  for (const char* policy : {"keepalive", "faaswap"}) {
+    auto report = Simulate(w, policy, SimulationOptions{});
+    ASSERT_TRUE(report.ok()) << report.status().ToString();
+    EXPECT_EQ(report->requests, w.requests.size());
+    // Latency is never below the fastest possible execution (1 ms in this workload).
+    EXPECT_GE(report->sorted_latency_ms.front(), 1.0f);
+    EXPECT_GE(report->slo_attainment, 0.0);
+    EXPECT_LE(report->slo_attainment, 1.0);
+    EXPECT_GE(report->gpu_seconds, 0.0);
+    EXPECT_LE(report->avg_gpus, report->peak_gpus);
+  }
+}
+
+TEST(SimulatorTest, SharingUsesFewerGpuSecondsThanWholeGpusOnSparseLoad) {
+  const Workload w = RandomWorkload(11);
+  auto keepalive = Simulate(w, "keepalive", SimulationOptions{});
+  auto faaswap = Simulate(w, "faaswap", SimulationOptions{});
+  ASSERT_TRUE(keepalive.ok());
+  ASSERT_TRUE(faaswap.ok());
+  EXPECT_LT(faaswap->gpu_seconds, keepalive->gpu_seconds);
+  EXPECT_LT(faaswap->vgpu_gib_seconds, keepalive->vgpu_gib_seconds);
+}
+
+TEST(PercentileTest, NearestRank) {
+  const std::vector<float> v = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
+  EXPECT_EQ(Percentile(v, 50), 5);
+  EXPECT_EQ(Percentile(v, 95), 10);
+  EXPECT_EQ(Percentile(v, 10), 1);
+  EXPECT_EQ(Percentile({}, 50), 0);
+}
+
+}  // namespace
+}  // namespace gshare

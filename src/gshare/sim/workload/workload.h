@@ -1,0 +1,21 @@
+// Workload: what one simulation replays: functions resolved for one GPU type, and requests.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "gshare/model/function_spec.h"
+#include "gshare/model/gpu_type.h"
+#include "gshare/model/request.h"
+
+namespace gshare {
+
+struct Workload {
+  GpuType gpu;                              // every GPU in the run is of this type
+  std::vector<ResolvedFunction> functions;  // FunctionId indexes this
+  std::vector<Request> requests;            // sorted by arrival; requests[i].id == i
+  std::string trace_path;                   // for the report
+  std::string trace_format;                 // for the report
+};
+
+}  // namespace gshare
