@@ -12,6 +12,7 @@ struct CommandContext {
 
 void AddSimCommand(CLI::App& app, CommandContext& context);       // gshare sim
 void AddWorkloadCommand(CLI::App& app, CommandContext& context);  // gshare workload
+void AddOptGapCommand(CLI::App& app, CommandContext& context);    // gshare optgap
 void AddCatalogCommand(CLI::App& app, CommandContext& context);   // gshare catalog
 void AddNodeCommands(CLI::App& app, CommandContext& context);     // gshare node ...
 // `bench` is the group created by main; each adds its benchmark under it.

@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
   gshare::cli::CommandContext context;
   gshare::cli::AddSimCommand(app, context);
   gshare::cli::AddWorkloadCommand(app, context);
+  gshare::cli::AddOptGapCommand(app, context);
   gshare::cli::AddCatalogCommand(app, context);
   gshare::cli::AddNodeCommands(app, context);
   CLI::App* bench =

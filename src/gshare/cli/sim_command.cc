@@ -27,6 +27,7 @@ struct SimFlags {
   std::uint64_t seed = 1;
   std::string out = "out/sim";
   std::string keep_alive = "15m";
+  std::string pool_idle = "1m";
   std::string instance_start = "2s";
   double proxy_overhead = 0.40;
   std::string quantum = "20ms";
@@ -42,6 +43,7 @@ int RunSim(const SimFlags& flags) {
   SimulationOptions options;
   for (const auto& [text, target, what] :
        {std::tuple{flags.keep_alive, &options.policy.keep_alive, "--keep-alive"},
+        std::tuple{flags.pool_idle, &options.policy.pool_idle, "--pool-idle"},
         std::tuple{flags.instance_start, &options.policy.instance_start, "--instance-start"},
         std::tuple{flags.quantum, &options.executor.quantum, "--quantum"}}) {
     auto parsed = ParseDuration(text);
@@ -147,7 +149,11 @@ void AddSimCommand(CLI::App& app, CommandContext& context) {
       ->capture_default_str();
   cmd->add_option("--seed", flags->seed, "Seed for every random draw")->capture_default_str();
   cmd->add_option("--out", flags->out, "Output directory")->capture_default_str();
-  cmd->add_option("--keep-alive", flags->keep_alive, "Idle time before a GPU is released")
+  cmd->add_option("--keep-alive", flags->keep_alive,
+                  "keepalive: idle time before an instance releases its GPU")
+      ->capture_default_str();
+  cmd->add_option("--pool-idle", flags->pool_idle,
+                  "Idle time before a pooled GPU (faaswap, gshare) leaves the pool")
       ->capture_default_str();
   cmd->add_option("--instance-start", flags->instance_start,
                   "Start time of a new instance or pool GPU, before the model load")

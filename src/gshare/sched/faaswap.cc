@@ -50,7 +50,10 @@ std::size_t FaaSwapPolicy::Place(const Request& request) {
       best = slot;
     }
   }
-  if ((best_done > request.deadline || alive_.empty()) && starting_ == 0) {
+  // Grow when the best GPU misses the deadline because of the work queued on it: an idle GPU
+  // would finish the request sooner.
+  const bool contention = now + swap + exec < best_done;
+  if ((alive_.empty() || (best_done > request.deadline && contention)) && starting_ == 0) {
     const GpuId id = context_.executor->AcquireGpu(options_.instance_start);
     const std::size_t slot = pool_.size();
     pool_.emplace_back();
@@ -119,9 +122,12 @@ void FaaSwapPolicy::Advance(std::size_t slot) {
       context_.executor->Run(gpu.gpu, function, batch_);
     }
   }
-  // Keep the copy engine busy: restore the first queued model that is not on the GPU.
+  // Keep the copy engine busy: restore the first model, among the next few queued requests, that
+  // is not on the GPU (a bounded look-ahead keeps the work per event constant).
   if (!gpu.restoring) {
-    for (RequestId id : gpu.queue) {
+    constexpr std::size_t kLookAhead = 8;
+    for (std::size_t i = 0; i < gpu.queue.size() && i < kLookAhead; ++i) {
+      const RequestId id = gpu.queue[i];
       const FunctionId function = requests_[id].function;
       if (gpu.resident.contains(function)) continue;
       const std::uint64_t bytes = (*context_.functions)[function].gpu_memory_bytes;
@@ -140,7 +146,7 @@ void FaaSwapPolicy::MaybeIdle(std::size_t slot) {
   if (gpu.running || gpu.restoring || !gpu.queue.empty()) return;
   gpu.idle_generation += 1;
   context_.executor->SetTimer(
-      context_.executor->Now() + options_.keep_alive,
+      context_.executor->Now() + options_.pool_idle,
       kIdleTag | (static_cast<std::uint64_t>(slot) << 32) | gpu.idle_generation);
 }
 

@@ -8,9 +8,10 @@
 // the request is earliest, where a GPU already holding the model saves the swap (so popular
 // models stay resident and attract their requests). Each GPU serves its queue in FIFO order, one
 // batch at a time (consecutive requests of one function form a batch); the copy engine restores
-// the next queued model while the current batch runs. The pool grows by one GPU when the best
-// predicted finish misses the request's deadline and no GPU is already starting, and a GPU idle
-// for PolicyOptions::keep_alive leaves the pool.
+// the next queued model (within the next 8 requests) while the current batch runs. The pool grows by one GPU when the best
+// predicted finish misses the request's deadline and an idle GPU would finish it sooner (the miss
+// comes from queued work), and no GPU is already starting, and a GPU idle
+// for PolicyOptions::pool_idle leaves the pool.
 #pragma once
 
 #include <cstdint>

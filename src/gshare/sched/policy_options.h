@@ -2,16 +2,25 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 
 #include "gshare/common/units.h"
 
 namespace gshare {
 
 struct PolicyOptions {
-  // How long an idle GPU (a keepalive instance, an idle faaswap pool GPU) is kept before it is
-  // released. 15 minutes: the keep-alive window of common FaaS platforms and of the gShare
-  // paper's keep-alive baseline.
+  // keepalive: how long an idle function instance keeps its GPU before it is released.
+  // 15 minutes: the keep-alive window of common FaaS platforms and of the gShare paper's
+  // keep-alive baseline.
   Duration keep_alive = std::chrono::minutes(15);
+  // Shared pools (faaswap, gshare): how long a GPU with no work in flight stays in the pool before
+  // its models are dropped and it is released. The same for every pooled policy, so they differ
+  // only in how they place work. One minute: long enough to ride out gaps between bursts, short
+  // enough that a pool follows the load.
+  Duration pool_idle = std::chrono::minutes(1);
+  // gshare: the most GPUs the pool may hold at once; 0 means no limit (the optimality-gap study
+  // gives the online policy exactly the exact solver's GPUs).
+  int max_gpus = 0;
   // Time from asking for a new GPU (a function instance, a pool GPU) until it can take a restore:
   // VM or container start plus CUDA context creation. Not counting the model load, which the
   // simulator charges as a restore over the link.
@@ -20,6 +29,18 @@ struct PolicyOptions {
   // fraction of the function's batch-1 execution latency. gShare (ASPLOS'26) measures about 40%
   // more forwarding delay through such a proxy.
   double proxy_overhead_fraction = 0.40;
+
+  // gshare: the options of the online algorithm (docs/scheduling.md).
+  struct GShare {
+    bool lazy = true;        // wait for a resident slice while the deadline allows
+    bool slack_order = true;  // serve a GPU's waiting functions by deadline (else by arrival)
+    bool fast_swap = true;    // evict by discarding (host snapshot valid); else checkpoint first
+    double initial_margin = 0.40;    // predicted execution = profile x (1 + margin)
+    double target_attainment = 0.99;  // the margin adapts toward this SLO attainment
+    bool adapt_margin = true;
+    std::uint64_t slice_granularity_bytes = 128ull << 20;  // slices are multiples of this
+  };
+  GShare gshare;
 };
 
 }  // namespace gshare

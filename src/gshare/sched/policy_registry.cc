@@ -3,12 +3,14 @@
 #include <fmt/format.h>
 
 #include "gshare/sched/faaswap.h"
+#include "gshare/sched/gshare_policy.h"
 #include "gshare/sched/keepalive.h"
 
 namespace gshare {
 
 const std::vector<std::string_view>& PolicyNames() {
-  static const std::vector<std::string_view> names = {"keepalive", "faaswap"};
+  static const std::vector<std::string_view> names = {
+      "keepalive", "faaswap", "gshare", "fifo", "gshare-no-lazy", "gshare-no-fast-swap"};
   return names;
 }
 
@@ -23,6 +25,20 @@ Result<std::unique_ptr<Scheduler>> MakePolicy(std::string_view name,
   }
   if (name == "faaswap") {
     return std::unique_ptr<Scheduler>(std::make_unique<FaaSwapPolicy>(context, options));
+  }
+  if (name == "gshare" || name == "fifo" || name == "gshare-no-lazy" ||
+      name == "gshare-no-fast-swap") {
+    PolicyOptions variant = options;
+    if (name == "fifo") {
+      variant.gshare.lazy = false;
+      variant.gshare.slack_order = false;
+    } else if (name == "gshare-no-lazy") {
+      variant.gshare.lazy = false;
+    } else if (name == "gshare-no-fast-swap") {
+      variant.gshare.fast_swap = false;
+    }
+    return std::unique_ptr<Scheduler>(
+        std::make_unique<GSharePolicy>(std::string(name), context, variant));
   }
   return NotFound(
       fmt::format("unknown policy '{}' (known: {})", name, fmt::join(PolicyNames(), ", ")));

@@ -27,6 +27,7 @@ Workload HandWorkload() {
 SimulationOptions HandOptions() {
   SimulationOptions options;
   options.policy.keep_alive = seconds(10);
+  options.policy.pool_idle = seconds(10);
   options.policy.instance_start = seconds(1);
   options.policy.proxy_overhead_fraction = 0.4;  // 4 ms
   return options;

@@ -6,6 +6,8 @@
 #include <utility>
 #include <vector>
 
+#include "gshare/sim/schedule_log.h"
+
 namespace gshare {
 
 struct LatencySummary {
@@ -48,6 +50,7 @@ struct PolicyReport {
   std::vector<FunctionReport> functions;
   std::vector<std::pair<double, int>> gpu_timeline;  // (seconds, GPUs held) at each change
   std::vector<float> sorted_latency_ms;              // for the CDF
+  ScheduleLog schedule;  // every restore and run, when SimulatedExecutor::Options asked for it
 };
 
 }  // namespace gshare

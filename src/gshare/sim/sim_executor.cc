@@ -87,7 +87,12 @@ void SimulatedExecutor::Restore(GpuId gpu_id, FunctionId function, std::uint64_t
                                      FormatBytes(workload_.gpu.memory_bytes - gpu->memory_used))));
   }
   gpu->memory_used += reserve_bytes;
-  gpu->residents.emplace(function, Residency{reserve_bytes, ResidencyState::kRestoring, 0});
+  Residency residency{reserve_bytes, ResidencyState::kRestoring, 0, 0};
+  if (options_.record_schedule) {
+    residency.record = log_.residencies.size();
+    log_.residencies.push_back({gpu_id, function, now_, TimePoint::max(), TimePoint::max()});
+  }
+  gpu->residents.emplace(function, residency);
   reserved_bytes_.Change(now_, static_cast<double>(reserve_bytes));
   FunctionUsage& usage = function_usage_[function];
   usage.reserved_bytes.Change(now_, static_cast<double>(reserve_bytes));
@@ -115,6 +120,7 @@ void SimulatedExecutor::Evict(GpuId gpu_id, FunctionId function, EvictMode mode)
   }
   if (mode == EvictMode::kDiscard) {
     const std::uint64_t bytes = it->second.bytes;
+    if (options_.record_schedule) log_.residencies[it->second.record].released = now_;
     gpu->memory_used -= bytes;
     gpu->residents.erase(it);
     reserved_bytes_.Change(now_, -static_cast<double>(bytes));
@@ -167,6 +173,11 @@ void SimulatedExecutor::Run(GpuId gpu_id, FunctionId function, std::span<const R
   execution.function = function;
   execution.remaining = exec;
   execution.batch.assign(batch.begin(), batch.end());
+  if (options_.record_schedule) {
+    execution.record = log_.runs.size();
+    log_.runs.push_back({gpu_id, function, it->second.record,
+                         std::vector<RequestId>(batch.begin(), batch.end()), now_, TimePoint::max()});
+  }
   if (it->second.runs_in_flight++ == 0) ChangeActive(function, it->second.bytes, true);
 
   if (gpu->current < 0) {
@@ -240,6 +251,7 @@ void SimulatedExecutor::CompleteExecution(GpuId gpu_id, std::int32_t index) {
   for (RequestId id : batch) {
     completion_[id] = now_;
   }
+  if (options_.record_schedule) log_.runs[execution.record].end = now_;
   completed_ += batch.size();
   Residency& residency = gpus_[gpu_id].residents.at(function);
   if (--residency.runs_in_flight == 0) ChangeActive(function, residency.bytes, false);
@@ -261,7 +273,9 @@ void SimulatedExecutor::Dispatch(const Event& event) {
     case EventType::kRestoreDone: {
       Gpu& gpu = gpus_[event.gpu];
       gpu.copies_in_flight -= 1;
-      gpu.residents.at(event.function).state = ResidencyState::kResident;
+      Residency& residency = gpu.residents.at(event.function);
+      residency.state = ResidencyState::kResident;
+      if (options_.record_schedule) log_.residencies[residency.record].ready = now_;
       scheduler_->OnRestoreDone(event.gpu, event.function);
       return;
     }
@@ -270,6 +284,7 @@ void SimulatedExecutor::Dispatch(const Event& event) {
       gpu.copies_in_flight -= 1;
       auto it = gpu.residents.find(event.function);
       const std::uint64_t bytes = it->second.bytes;
+      if (options_.record_schedule) log_.residencies[it->second.record].released = now_;
       gpu.memory_used -= bytes;
       gpu.residents.erase(it);
       reserved_bytes_.Change(now_, -static_cast<double>(bytes));

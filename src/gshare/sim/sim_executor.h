@@ -24,6 +24,7 @@
 #include "gshare/common/timer_queue.h"
 #include "gshare/sched/executor.h"
 #include "gshare/sched/scheduler.h"
+#include "gshare/sim/schedule_log.h"
 #include "gshare/sim/usage_meter.h"
 #include "gshare/sim/workload/workload.h"
 
@@ -55,6 +56,7 @@ class SimulatedExecutor final : public Executor {
  public:
   struct Options {
     Duration quantum = std::chrono::milliseconds(20);  // time-slice length
+    bool record_schedule = false;  // keep a ScheduleLog of every restore and run
   };
 
   SimulatedExecutor(const Workload& workload, Options options);
@@ -81,6 +83,8 @@ class SimulatedExecutor final : public Executor {
   // (time, GPUs held) at every change, until the horizon.
   const std::vector<std::pair<TimePoint, int>>& gpu_timeline() const { return gpu_timeline_; }
   std::uint64_t events_processed() const { return events_processed_; }
+  // Empty unless Options::record_schedule.
+  const ScheduleLog& schedule_log() const { return log_; }
 
  private:
   enum class EventType : std::uint8_t { kGpuReady, kRestoreDone, kEvictDone, kSliceEnd, kTimer };
@@ -95,11 +99,13 @@ class SimulatedExecutor final : public Executor {
     std::uint64_t bytes = 0;
     ResidencyState state = ResidencyState::kRestoring;
     int runs_in_flight = 0;
+    std::size_t record = 0;  // index into log_.residencies when recording
   };
   struct Execution {
     FunctionId function = 0;
     Duration remaining{};
     std::vector<RequestId> batch;
+    std::size_t record = 0;  // index into log_.runs when recording
   };
   struct Gpu {
     bool held = false;
@@ -146,6 +152,7 @@ class SimulatedExecutor final : public Executor {
   std::vector<std::pair<TimePoint, int>> gpu_timeline_;
   bool captured_ = false;
   ExecutorTotals totals_;
+  ScheduleLog log_;
 };
 
 }  // namespace gshare

@@ -114,6 +114,7 @@ Result<PolicyReport> Simulate(const Workload& workload, std::string_view policy,
   for (const auto& [t, n] : executor.gpu_timeline()) {
     report.gpu_timeline.emplace_back(SinceEpochSeconds(t), n);
   }
+  report.schedule = executor.schedule_log();
   return report;
 }
 

@@ -3,7 +3,8 @@
 // Formats:
 //   invocations  CSV whose header names at least `function` and `timestamp` (seconds, float),
 //                optionally `duration` (seconds: this request's execution time).
-//   azure-2019   Azure Functions 2019 per-minute counts: HashOwner,HashApp,HashFunction,Trigger,1..1440;
+//   azure-2019   Azure Functions 2019 per-minute counts
+//                (HashOwner,HashApp,HashFunction,Trigger,1..1440);
 //                each minute's count is spread over the minute by a seeded uniform draw.
 //   azure-2021   Azure Functions 2021: app,func,end_timestamp,duration; arrival = end - duration.
 //   azure-llm    Azure LLM inference 2023: TIMESTAMP,ContextTokens,GeneratedTokens; arrivals of
@@ -41,8 +42,8 @@ struct TraceOptions {
 };
 
 struct Invocation {
-  std::size_t function = 0;  // index into Catalog::functions
-  double arrival_seconds = 0;  // from the trace's first arrival (which is 0)
+  std::size_t function = 0;     // index into Catalog::functions
+  double arrival_seconds = 0;   // from the trace's first arrival (which is 0)
   double duration_seconds = 0;  // > 0: execution time given by the trace
 };
 

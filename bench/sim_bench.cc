@@ -1,0 +1,83 @@
+// Simulator throughput: replays a generated Azure-like workload of 1,000,000 invocations over
+// at least 1,000 invoked functions through each policy, single-threaded (CPU time), and reports simulated events per second
+// and its ratio to the target of 1,000,000 events/s (counter `vs_target`).
+//
+//   ./build/bench/gshare_sim_bench [--benchmark_filter=keepalive]
+#include <benchmark/benchmark.h>
+
+#include <cstdio>
+#include <cstdlib>
+
+#include "gshare/model/catalog.h"
+#include "gshare/sim/simulator.h"
+#include "gshare/sim/workload/generator.h"
+#include "gshare/sim/workload/trace_reader.h"
+
+namespace gshare {
+namespace {
+
+constexpr int kFunctions = 6000;  // most rare functions are never invoked in the hour
+constexpr std::uint64_t kInvocations = 1'000'000;
+constexpr double kTargetEventsPerSecond = 1e6;
+
+const Workload& BenchWorkload() {
+  static const Workload workload = [] {
+    GeneratorOptions options;
+    options.functions = kFunctions;
+    options.duration = std::chrono::hours(1);
+    options.seed = 1;
+    options.target_invocations = kInvocations;
+    auto generated = GenerateWorkload(options);
+    if (!generated.ok()) {
+      std::fprintf(stderr, "generating the workload: %s\n", generated.status().ToString().c_str());
+      std::exit(1);
+    }
+    const GpuType* gpu = generated->catalog.FindGpuType("a100-40gb");
+    if (gpu == nullptr) {
+      std::fprintf(stderr, "no a100-40gb GPU type\n");
+      std::exit(1);
+    }
+    auto built = BuildWorkload(generated->catalog, generated->trace, *gpu);
+    if (!built.ok()) {
+      std::fprintf(stderr, "building the workload: %s\n", built.status().ToString().c_str());
+      std::exit(1);
+    }
+    if (built->functions.size() < 1000) {
+      std::fprintf(stderr, "only %zu functions invoked; the benchmark needs 1,000\n",
+                   built->functions.size());
+      std::exit(1);
+    }
+    std::fprintf(stderr, "workload: %zu invocations, %zu functions invoked, %.0f s\n",
+                 built->requests.size(), built->functions.size(),
+                 SinceEpochSeconds(built->requests.back().arrival));
+    return std::move(built).value();
+  }();
+  return workload;
+}
+
+void BM_Simulate(benchmark::State& state, const char* policy) {
+  const Workload& workload = BenchWorkload();
+  double events = 0;
+  for (auto _ : state) {
+    auto report = Simulate(workload, policy, SimulationOptions{});
+    if (!report.ok()) {
+      state.SkipWithError(report.status().ToString().c_str());
+      return;
+    }
+    events += static_cast<double>(report->events);
+    benchmark::DoNotOptimize(report->gpu_seconds);
+  }
+  state.counters["requests"] = static_cast<double>(workload.requests.size());
+  state.counters["events_per_s"] = benchmark::Counter(events, benchmark::Counter::kIsRate);
+  state.counters["vs_target"] =
+      benchmark::Counter(events / kTargetEventsPerSecond, benchmark::Counter::kIsRate);
+}
+
+BENCHMARK_CAPTURE(BM_Simulate, keepalive, "keepalive")->Unit(benchmark::kMillisecond)->Iterations(3);
+BENCHMARK_CAPTURE(BM_Simulate, faaswap, "faaswap")->Unit(benchmark::kMillisecond)->Iterations(3);
+BENCHMARK_CAPTURE(BM_Simulate, gshare, "gshare")->Unit(benchmark::kMillisecond)->Iterations(3);
+
+}  // namespace
+}  // namespace gshare
+
+BENCHMARK_MAIN();

@@ -1,0 +1,123 @@
+// gshare workload: generate a multi-tenant catalog and an invocation trace (docs/workloads.md).
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <memory>
+
+#include "gshare/cli/commands.h"
+#include "gshare/sim/workload/generator.h"
+
+namespace gshare::cli {
+namespace {
+
+struct WorkloadFlags {
+  int functions = 100;
+  std::string duration = "1h";
+  std::uint64_t seed = 1;
+  std::string out;
+  std::string profiles;
+  int tenants = 0;
+  double burst_cv = 2.0;
+  double diurnal_amplitude = 0.5;
+  double start_hour = 6;
+  std::uint64_t target_invocations = 0;
+  bool quiet = false;
+};
+
+int Fail(const Status& status) {
+  std::fprintf(stderr, "gshare workload: %s\n", status.ToString().c_str());
+  return status.code() == StatusCode::kInternal ? 3 : 2;
+}
+
+// The fraction of `values` at or below `limit`.
+double FractionAtMost(const std::vector<double>& values, double limit) {
+  const auto n = std::count_if(values.begin(), values.end(), [&](double v) { return v <= limit; });
+  return values.empty() ? 0 : static_cast<double>(n) / static_cast<double>(values.size());
+}
+
+int RunWorkload(const WorkloadFlags& flags) {
+  GeneratorOptions options;
+  auto duration = ParseDuration(flags.duration);
+  if (!duration.ok()) return Fail(duration.status().WithContext("--duration"));
+  options.duration = *duration;
+  options.functions = flags.functions;
+  options.seed = flags.seed;
+  options.profile_catalog_path = flags.profiles;
+  options.tenants = flags.tenants;
+  options.burst_cv = flags.burst_cv;
+  options.diurnal_amplitude = flags.diurnal_amplitude;
+  options.start_hour = flags.start_hour;
+  options.target_invocations = flags.target_invocations;
+  if (!flags.quiet) {
+    options.progress = [](int done, int total) {
+      std::fprintf(stderr, "\rgenerating arrivals: %d/%d functions", done, total);
+      if (done == total) std::fprintf(stderr, "\n");
+    };
+  }
+  auto workload = GenerateWorkload(options);
+  if (!workload.ok()) return Fail(workload.status());
+  if (Status s = WriteGeneratedWorkload(*workload, flags.out); !s.ok()) return Fail(s);
+
+  const auto& functions = workload->catalog.functions;
+  std::vector<double> sizes;
+  for (const auto& f : functions) sizes.push_back(static_cast<double>(f.model_bytes));
+  std::vector<int> counts(functions.size(), 0);
+  for (const auto& invocation : workload->trace.invocations) ++counts[invocation.function];
+  const auto invoked = std::count_if(counts.begin(), counts.end(), [](int c) { return c > 0; });
+  std::vector<double> rates;
+  for (const double r : workload->rate_per_second) rates.push_back(r * workload->rate_scale);
+  std::printf(
+      "wrote %s/catalog.yaml (%zu functions, %zu tenants max) and %s/invocations.csv "
+      "(%zu invocations, %lld functions invoked)\n",
+      flags.out.c_str(), functions.size(),
+      static_cast<std::size_t>(options.tenants > 0 ? options.tenants
+                                                   : std::max(1, options.functions / 10)),
+      flags.out.c_str(), workload->trace.invocations.size(), static_cast<long long>(invoked));
+  std::printf(
+      "mean rates: %.1f%% of functions <= 1/hour, %.1f%% <= 1/minute (targets 45%%, 81%%)%s\n",
+      100 * FractionAtMost(rates, 1.0 / 3600), 100 * FractionAtMost(rates, 1.0 / 60),
+      workload->rate_scale != 1
+          ? fmt::format("; rates scaled by {:.4g}", workload->rate_scale).c_str()
+          : "");
+  std::printf("model sizes: %.1f%% of functions < 1 GB, %.1f%% < 4 GB (targets 66.4%%, 78.1%%)\n",
+              100 * FractionAtMost(sizes, 1e9 - 1), 100 * FractionAtMost(sizes, 4e9 - 1));
+  return 0;
+}
+
+}  // namespace
+
+void AddWorkloadCommand(CLI::App& app, CommandContext& context) {
+  auto flags = std::make_shared<WorkloadFlags>();
+  CLI::App* cmd = app.add_subcommand(
+      "workload",
+      "Generate a multi-tenant catalog and an invocation trace calibrated to published "
+      "statistics (Azure Functions 2019 rates, model sizes of popular models)");
+  cmd->add_option("--functions", flags->functions, "Number of functions")->capture_default_str();
+  cmd->add_option("--duration", flags->duration, "Trace length (\"1h\", \"15m\")")
+      ->capture_default_str();
+  cmd->add_option("--seed", flags->seed, "Seed: the same seed gives byte-identical files")
+      ->capture_default_str();
+  cmd->add_option("--out", flags->out, "Output folder for catalog.yaml and invocations.csv")
+      ->required();
+  cmd->add_option("--profiles", flags->profiles,
+                  "Catalog the function profiles are drawn from (default: the shipped "
+                  "data/models.yaml, built in)");
+  cmd->add_option("--tenants", flags->tenants, "Number of tenants (default: functions / 10)");
+  cmd->add_option("--burst-cv", flags->burst_cv,
+                  "Coefficient of variation of inter-arrival times (>= 1; 1 is Poisson)")
+      ->capture_default_str();
+  cmd->add_option("--diurnal-amplitude", flags->diurnal_amplitude,
+                  "Relative amplitude of the daily rate cycle, in [0, 1)")
+      ->capture_default_str();
+  cmd->add_option("--start-hour", flags->start_hour,
+                  "Hour of the day at which the trace starts (the rate peaks at 12)")
+      ->capture_default_str();
+  cmd->add_option("--target-invocations", flags->target_invocations,
+                  "Scale all rates so that about this many invocations are expected (0: off)")
+      ->capture_default_str();
+  cmd->add_flag("--quiet", flags->quiet, "No progress on stderr");
+  cmd->callback([flags, &context] { context.exit_code = RunWorkload(*flags); });
+}
+
+}  // namespace gshare::cli

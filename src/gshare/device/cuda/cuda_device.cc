@@ -1,0 +1,334 @@
+#include "gshare/device/cuda/cuda_device.h"
+
+#include <cuda_runtime.h>
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cstdint>
+#include <limits>
+#include <string_view>
+#include <utility>
+
+#include "gshare/common/mutex.h"
+
+namespace gshare {
+namespace {
+
+Status CudaStatus(cudaError_t error, std::string_view what) {
+  StatusCode code = StatusCode::kInternal;
+  switch (error) {
+    case cudaErrorMemoryAllocation:
+      code = StatusCode::kResourceExhausted;
+      break;
+    case cudaErrorNoDevice:
+    case cudaErrorInsufficientDriver:
+    case cudaErrorInitializationError:
+    case cudaErrorDevicesUnavailable:
+      code = StatusCode::kUnavailable;
+      break;
+    default:
+      break;
+  }
+  return Status(
+      code, fmt::format("{}: {} ({})", what, cudaGetErrorString(error), cudaGetErrorName(error)));
+}
+
+#define GSHARE_CUDA_RETURN_IF_ERROR(call, what)      \
+  do {                                               \
+    const cudaError_t gshare_cuda_error_ = (call);   \
+    if (gshare_cuda_error_ != cudaSuccess) {         \
+      return CudaStatus(gshare_cuda_error_, (what)); \
+    }                                                \
+  } while (false)
+
+std::string FormatUuid(const cudaUUID_t& uuid) {
+  const auto* b = reinterpret_cast<const unsigned char*>(uuid.bytes);
+  return fmt::format(
+      "GPU-{:02x}{:02x}{:02x}{:02x}-{:02x}{:02x}-{:02x}{:02x}-{:02x}{:02x}-"
+      "{:02x}{:02x}{:02x}{:02x}{:02x}{:02x}",
+      b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14],
+      b[15]);
+}
+
+class CudaDevice;
+
+class CudaBuffer final : public DeviceBuffer {
+ public:
+  CudaBuffer(CudaDevice& owner, std::uint64_t size_bytes, void* address);
+  ~CudaBuffer() override;
+  void* address() const { return address_; }
+
+ private:
+  CudaDevice& owner_;
+  void* address_;
+};
+
+class CudaEvent final : public CopyCompletion::Event {
+ public:
+  explicit CudaEvent(cudaEvent_t event) : event_(event) {}
+  ~CudaEvent() override { cudaEventDestroy(event_); }
+  CudaEvent(const CudaEvent&) = delete;
+  CudaEvent& operator=(const CudaEvent&) = delete;
+
+  bool Done() const override { return cudaEventQuery(event_) != cudaErrorNotReady; }
+  Status Wait() const override {
+    GSHARE_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(event_), "waiting for a copy");
+    return Status::Ok();
+  }
+
+ private:
+  cudaEvent_t event_;
+};
+
+class CudaDevice final : public Device {
+ public:
+  static Result<std::unique_ptr<CudaDevice>> Create(int ordinal) {
+    cudaDeviceProp properties{};
+    GSHARE_CUDA_RETURN_IF_ERROR(cudaGetDeviceProperties(&properties, ordinal),
+                                fmt::format("reading the properties of CUDA GPU {}", ordinal));
+    DeviceInfo info;
+    info.kind = DeviceKind::kCuda;
+    info.index = ordinal;
+    info.name = properties.name;
+    info.uuid = FormatUuid(properties.uuid);
+    info.memory_bytes = properties.totalGlobalMem;
+    info.link_bytes_per_second = 0;  // measured by the inventory
+
+    GSHARE_CUDA_RETURN_IF_ERROR(cudaSetDevice(ordinal), fmt::format("selecting GPU {}", ordinal));
+    int pools_supported = 0;
+    GSHARE_CUDA_RETURN_IF_ERROR(
+        cudaDeviceGetAttribute(&pools_supported, cudaDevAttrMemoryPoolsSupported, ordinal),
+        "querying memory pool support");
+    if (pools_supported != 0) {
+      cudaMemPool_t pool = nullptr;
+      GSHARE_CUDA_RETURN_IF_ERROR(cudaDeviceGetDefaultMemPool(&pool, ordinal),
+                                  "getting the default memory pool");
+      // Keep freed memory in the pool: the next restore reuses it without asking the driver.
+      std::uint64_t threshold = std::numeric_limits<std::uint64_t>::max();
+      GSHARE_CUDA_RETURN_IF_ERROR(
+          cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &threshold),
+          "setting the memory pool's release threshold");
+    }
+    cudaStream_t allocation_stream = nullptr;
+    GSHARE_CUDA_RETURN_IF_ERROR(
+        cudaStreamCreateWithFlags(&allocation_stream, cudaStreamNonBlocking),
+        "creating the allocation stream");
+    return std::unique_ptr<CudaDevice>(
+        new CudaDevice(std::move(info), pools_supported != 0, allocation_stream));
+  }
+
+  ~CudaDevice() override {
+    cudaSetDevice(info_.index);
+    cudaStreamSynchronize(allocation_stream_);
+    cudaStreamDestroy(allocation_stream_);
+  }
+
+  const DeviceInfo& info() const override { return info_; }
+
+  Result<std::unique_ptr<DeviceBuffer>> Allocate(std::uint64_t size_bytes) override {
+    if (size_bytes == 0) return InvalidArgument(fmt::format("{}: cannot allocate 0 bytes", Name()));
+    GSHARE_RETURN_IF_ERROR(Select());
+    void* address = nullptr;
+    const std::string what = fmt::format("{}: allocating {}", Name(), FormatBytes(size_bytes));
+    if (memory_pools_) {
+      GSHARE_CUDA_RETURN_IF_ERROR(cudaMallocAsync(&address, size_bytes, allocation_stream_), what);
+      // Other streams may use the memory as soon as this returns.
+      GSHARE_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(allocation_stream_), what);
+    } else {
+      GSHARE_CUDA_RETURN_IF_ERROR(cudaMalloc(&address, size_bytes), what);
+    }
+    {
+      MutexLock lock(mutex_);
+      allocated_bytes_ += size_bytes;
+    }
+    return std::unique_ptr<DeviceBuffer>(new CudaBuffer(*this, size_bytes, address));
+  }
+
+  std::uint64_t allocated_bytes() const override {
+    MutexLock lock(mutex_);
+    return allocated_bytes_;
+  }
+
+  Result<std::unique_ptr<CopyStream>> CreateStream() override;
+
+  Result<Duration> TimedRawCopyToDevice(DeviceBuffer& destination,
+                                        std::span<const std::byte> source) override {
+    GSHARE_ASSIGN_OR_RETURN(CudaBuffer * buffer, Own(destination));
+    if (source.size() > buffer->size_bytes()) {
+      return OutOfRange(fmt::format("{}: raw copy of {} bytes into a buffer of {} bytes", Name(),
+                                    source.size(), buffer->size_bytes()));
+    }
+    GSHARE_RETURN_IF_ERROR(Select());
+    // From pinned memory, cudaMemcpy returns when the copy is done; it runs on the legacy default
+    // stream, which does not wait for the engine's non-blocking streams. The synchronization
+    // below only makes the end certain.
+    const auto start = std::chrono::steady_clock::now();
+    GSHARE_CUDA_RETURN_IF_ERROR(
+        cudaMemcpy(buffer->address(), source.data(), source.size(), cudaMemcpyHostToDevice),
+        fmt::format("{}: raw copy", Name()));
+    GSHARE_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(nullptr),
+                                fmt::format("{}: raw copy", Name()));
+    return std::chrono::duration_cast<Duration>(std::chrono::steady_clock::now() - start);
+  }
+
+  // Makes this GPU current for the calling thread.
+  Status Select() const {
+    GSHARE_CUDA_RETURN_IF_ERROR(cudaSetDevice(info_.index),
+                                fmt::format("selecting GPU {}", info_.index));
+    return Status::Ok();
+  }
+
+  Result<CudaBuffer*> Own(const DeviceBuffer& buffer) const {
+    if (&buffer.device() != this) {
+      return InvalidArgument(
+          fmt::format("a buffer of {} was used on {}", buffer.device().info().name, Name()));
+    }
+    return const_cast<CudaBuffer*>(static_cast<const CudaBuffer*>(&buffer));
+  }
+
+  void Free(void* address, std::uint64_t size_bytes) {
+    cudaSetDevice(info_.index);
+    if (memory_pools_) {
+      cudaFreeAsync(address, allocation_stream_);
+    } else {
+      cudaFree(address);
+    }
+    MutexLock lock(mutex_);
+    allocated_bytes_ -= size_bytes;
+  }
+
+  std::string Name() const { return fmt::format("GPU {} ({})", info_.index, info_.name); }
+
+ private:
+  CudaDevice(DeviceInfo info, bool memory_pools, cudaStream_t allocation_stream)
+      : info_(std::move(info)),
+        memory_pools_(memory_pools),
+        allocation_stream_(allocation_stream) {}
+
+  const DeviceInfo info_;
+  const bool memory_pools_;
+  cudaStream_t allocation_stream_;
+  mutable Mutex mutex_;
+  std::uint64_t allocated_bytes_ GUARDED_BY(mutex_) = 0;
+};
+
+CudaBuffer::CudaBuffer(CudaDevice& owner, std::uint64_t size_bytes, void* address)
+    : DeviceBuffer(owner, size_bytes), owner_(owner), address_(address) {}
+
+CudaBuffer::~CudaBuffer() { owner_.Free(address_, size_bytes()); }
+
+class CudaStream final : public CopyStream {
+ public:
+  CudaStream(CudaDevice& device, cudaStream_t stream) : device_(device), stream_(stream) {}
+  ~CudaStream() override {
+    cudaSetDevice(device_.info().index);
+    cudaStreamSynchronize(stream_);
+    cudaStreamDestroy(stream_);
+  }
+  CudaStream(const CudaStream&) = delete;
+  CudaStream& operator=(const CudaStream&) = delete;
+
+  Status CopyToDevice(DeviceBuffer& destination, std::uint64_t destination_offset_bytes,
+                      std::span<const std::byte> source) override {
+    GSHARE_ASSIGN_OR_RETURN(CudaBuffer * buffer, device_.Own(destination));
+    GSHARE_RETURN_IF_ERROR(CheckRange(*buffer, destination_offset_bytes, source.size()));
+    GSHARE_RETURN_IF_ERROR(device_.Select());
+    GSHARE_CUDA_RETURN_IF_ERROR(
+        cudaMemcpyAsync(static_cast<std::byte*>(buffer->address()) + destination_offset_bytes,
+                        source.data(), source.size(), cudaMemcpyHostToDevice, stream_),
+        fmt::format("{}: host-to-device copy", device_.Name()));
+    return Status::Ok();
+  }
+
+  Status CopyToHost(std::span<std::byte> destination, const DeviceBuffer& source,
+                    std::uint64_t source_offset_bytes) override {
+    GSHARE_ASSIGN_OR_RETURN(CudaBuffer * buffer, device_.Own(source));
+    GSHARE_RETURN_IF_ERROR(CheckRange(*buffer, source_offset_bytes, destination.size()));
+    GSHARE_RETURN_IF_ERROR(device_.Select());
+    GSHARE_CUDA_RETURN_IF_ERROR(
+        cudaMemcpyAsync(destination.data(),
+                        static_cast<const std::byte*>(buffer->address()) + source_offset_bytes,
+                        destination.size(), cudaMemcpyDeviceToHost, stream_),
+        fmt::format("{}: device-to-host copy", device_.Name()));
+    return Status::Ok();
+  }
+
+  Result<CopyCompletion> Record() override {
+    GSHARE_RETURN_IF_ERROR(device_.Select());
+    cudaEvent_t event = nullptr;
+    GSHARE_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&event, cudaEventDisableTiming),
+                                fmt::format("{}: creating an event", device_.Name()));
+    auto owned = std::make_shared<CudaEvent>(event);
+    GSHARE_CUDA_RETURN_IF_ERROR(cudaEventRecord(event, stream_),
+                                fmt::format("{}: recording an event", device_.Name()));
+    return CopyCompletion(std::move(owned));
+  }
+
+  Status Synchronize() override {
+    GSHARE_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_),
+                                fmt::format("{}: synchronizing a stream", device_.Name()));
+    return Status::Ok();
+  }
+
+ private:
+  Status CheckRange(const CudaBuffer& buffer, std::uint64_t offset_bytes,
+                    std::uint64_t size_bytes) const {
+    if (offset_bytes > buffer.size_bytes() || size_bytes > buffer.size_bytes() - offset_bytes) {
+      return OutOfRange(
+          fmt::format("{}: copy of {} bytes at offset {} does not fit a buffer of {} bytes",
+                      device_.Name(), size_bytes, offset_bytes, buffer.size_bytes()));
+    }
+    return Status::Ok();
+  }
+
+  CudaDevice& device_;
+  cudaStream_t stream_;
+};
+
+Result<std::unique_ptr<CopyStream>> CudaDevice::CreateStream() {
+  GSHARE_RETURN_IF_ERROR(Select());
+  cudaStream_t stream = nullptr;
+  GSHARE_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking),
+                              fmt::format("{}: creating a copy stream", Name()));
+  return std::unique_ptr<CopyStream>(new CudaStream(*this, stream));
+}
+
+class CudaPinnedBuffer final : public PinnedHostBuffer {
+ public:
+  explicit CudaPinnedBuffer(std::span<std::byte> bytes) : PinnedHostBuffer(bytes, true) {}
+  ~CudaPinnedBuffer() override { cudaFreeHost(bytes().data()); }
+};
+
+class CudaHostMemory final : public HostMemory {
+ public:
+  Result<std::unique_ptr<PinnedHostBuffer>> Allocate(std::uint64_t size_bytes) override {
+    if (size_bytes == 0) return InvalidArgument("cannot allocate 0 bytes of pinned host memory");
+    void* address = nullptr;
+    GSHARE_CUDA_RETURN_IF_ERROR(
+        cudaHostAlloc(&address, size_bytes, cudaHostAllocPortable),
+        fmt::format("allocating {} of pinned host memory", FormatBytes(size_bytes)));
+    return std::unique_ptr<PinnedHostBuffer>(
+        new CudaPinnedBuffer(std::span<std::byte>(static_cast<std::byte*>(address), size_bytes)));
+  }
+};
+
+}  // namespace
+
+Result<std::vector<std::unique_ptr<Device>>> DiscoverCudaDevices() {
+  int count = 0;
+  const cudaError_t error = cudaGetDeviceCount(&count);
+  if (error != cudaSuccess) {
+    return Unavailable(fmt::format("no CUDA driver/GPU found ({})", cudaGetErrorString(error)));
+  }
+  if (count == 0) return Unavailable("no CUDA driver/GPU found (the driver reports no GPU)");
+  std::vector<std::unique_ptr<Device>> devices;
+  for (int ordinal = 0; ordinal < count; ++ordinal) {
+    GSHARE_ASSIGN_OR_RETURN(std::unique_ptr<CudaDevice> device, CudaDevice::Create(ordinal));
+    devices.push_back(std::move(device));
+  }
+  return devices;
+}
+
+std::unique_ptr<HostMemory> NewCudaHostMemory() { return std::make_unique<CudaHostMemory>(); }
+
+}  // namespace gshare

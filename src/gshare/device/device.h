@@ -1,0 +1,132 @@
+// Device: the boundary between gshare and one GPU, real (CUDA) or emulated.
+//
+// A Device allocates device memory (DeviceBuffer), creates copy streams (CopyStream) that move
+// bytes between pinned host memory and device memory asynchronously, and describes itself
+// (DeviceInfo). Nothing above this boundary knows which kind of GPU it drives.
+//
+// Ownership and lifetime: the creator owns a Device. Every DeviceBuffer and CopyStream a Device
+// hands out must be destroyed before the Device. A DeviceBuffer frees its memory when destroyed;
+// destroying one while a copy that uses it is still in flight is a caller bug.
+//
+// Thread safety: Device, DeviceBuffer and CopyStream methods may be called from any thread.
+// Copies enqueued on one stream run in order; copies on different streams may run concurrently.
+//
+// Errors: every failure is a Status. Out of device memory is ResourceExhausted; a copy that does
+// not fit its buffer is OutOfRange; a buffer that belongs to another device is InvalidArgument; a
+// driver error is Internal or Unavailable, with the driver's message.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "gshare/common/status.h"
+#include "gshare/common/units.h"
+
+namespace gshare {
+
+class Device;
+
+enum class DeviceKind { kEmulated, kCuda };
+std::string_view DeviceKindName(DeviceKind kind);  // "emulated", "cuda"
+
+// What a GPU is. Value type.
+struct DeviceInfo {
+  DeviceKind kind = DeviceKind::kEmulated;
+  int index = 0;                   // position in the node's inventory (for CUDA: the ordinal)
+  std::string name;                // "NVIDIA H100 80GB HBM3", "emulated-gpu-0"
+  std::string uuid;                // "GPU-5f0c...": stable identity, used to restore onto a GPU
+  std::uint64_t memory_bytes = 0;  // device memory that allocations may use
+  // Host-to-device link bandwidth the device is configured for; 0 when it is not configured
+  // (CUDA: the physical link, measured by the inventory; emulated: unpaced).
+  double link_bytes_per_second = 0;
+};
+
+// Device memory. Move-only through std::unique_ptr; frees its memory when destroyed.
+class DeviceBuffer {
+ public:
+  virtual ~DeviceBuffer() = default;
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+
+  std::uint64_t size_bytes() const { return size_bytes_; }
+  // The device that owns this memory.
+  const Device& device() const { return device_; }
+
+ protected:
+  DeviceBuffer(const Device& device, std::uint64_t size_bytes)
+      : device_(device), size_bytes_(size_bytes) {}
+
+ private:
+  const Device& device_;
+  std::uint64_t size_bytes_;
+};
+
+// A point in a stream's order: done when every copy enqueued on that stream before it was
+// recorded has finished. Copyable handle; all copies refer to the same point.
+class CopyCompletion {
+ public:
+  // What a backend implements: an event that becomes done once.
+  class Event {
+   public:
+    virtual ~Event() = default;
+    virtual bool Done() const = 0;
+    // Blocks until done. Returns the first error of the copies it covers, or OK.
+    virtual Status Wait() const = 0;
+  };
+
+  explicit CopyCompletion(std::shared_ptr<const Event> event) : event_(std::move(event)) {}
+
+  bool Done() const { return event_->Done(); }
+  Status Wait() const { return event_->Wait(); }
+
+ private:
+  std::shared_ptr<const Event> event_;
+};
+
+// An ordered queue of copies on one device, like a CUDA stream.
+//
+// The host side of a copy must be pinned memory from a HostMemory (host_memory.h) of the node,
+// and must stay valid until a completion recorded after the copy is done. The device buffer must
+// belong to this stream's device. Ranges are checked when the copy is enqueued.
+class CopyStream {
+ public:
+  virtual ~CopyStream() = default;
+
+  // Enqueues a copy of `source` into `destination` at `destination_offset_bytes`.
+  virtual Status CopyToDevice(DeviceBuffer& destination, std::uint64_t destination_offset_bytes,
+                              std::span<const std::byte> source) = 0;
+  // Enqueues a copy of `destination.size()` bytes of `source`, from `source_offset_bytes`.
+  virtual Status CopyToHost(std::span<std::byte> destination, const DeviceBuffer& source,
+                            std::uint64_t source_offset_bytes) = 0;
+  // Records a completion after every copy enqueued so far.
+  virtual Result<CopyCompletion> Record() = 0;
+  // Waits until every copy enqueued so far has finished; returns the first copy error, if any.
+  virtual Status Synchronize() = 0;
+};
+
+class Device {
+ public:
+  virtual ~Device() = default;
+
+  virtual const DeviceInfo& info() const = 0;
+
+  // Allocates `size_bytes` (> 0) of device memory. ResourceExhausted when the device lacks it.
+  virtual Result<std::unique_ptr<DeviceBuffer>> Allocate(std::uint64_t size_bytes) = 0;
+  // Bytes currently allocated through this Device.
+  virtual std::uint64_t allocated_bytes() const = 0;
+
+  virtual Result<std::unique_ptr<CopyStream>> CreateStream() = 0;
+
+  // The raw copy limit of the link: one synchronous, unchunked copy of `source` into the start of
+  // `destination`, timed from call to return. Emulated: a plain memcpy (paced when the device is
+  // paced); CUDA: a pinned cudaMemcpy. Benchmarks compare the restore engine against it.
+  virtual Result<Duration> TimedRawCopyToDevice(DeviceBuffer& destination,
+                                                std::span<const std::byte> source) = 0;
+};
+
+}  // namespace gshare

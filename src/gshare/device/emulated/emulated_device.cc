@@ -1,0 +1,314 @@
+#include "gshare/device/emulated/emulated_device.h"
+
+#include "gshare/device/emulated/copy_engine.h"
+
+#include <fmt/format.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <deque>
+#include <exception>
+#include <thread>
+#include <utility>
+
+namespace gshare {
+
+// One direction of an emulated link: a serial resource that a copy of n bytes holds for
+// n / bandwidth seconds. Copies reserve their slot in arrival order.
+class EmulatedDevice::LinkPacer {
+ public:
+  using SteadyTime = std::chrono::steady_clock::time_point;
+
+  explicit LinkPacer(double bytes_per_second) : bytes_per_second_(bytes_per_second) {}
+
+  // Reserves the link for `bytes` starting no earlier than now; returns when the transfer ends.
+  // Unpaced links return the distant past, so that waiting for it returns at once.
+  SteadyTime Reserve(std::uint64_t bytes) EXCLUDES(mutex_) {
+    if (bytes_per_second_ <= 0) return SteadyTime::min();
+    const auto duration = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+        TransferTime(bytes, bytes_per_second_));
+    MutexLock lock(mutex_);
+    const SteadyTime start = std::max(std::chrono::steady_clock::now(), next_free_);
+    next_free_ = start + duration;
+    return next_free_;
+  }
+
+  // Copies `bytes` from `source` to `destination` over the link with `copy`, then waits until
+  // the link would have delivered them.
+  template <typename CopyFunction>
+  void Copy(void* destination, const void* source, std::size_t bytes, CopyFunction copy) {
+    const SteadyTime delivered = Reserve(bytes);
+    copy(destination, source, bytes);
+    if (delivered != SteadyTime::min()) std::this_thread::sleep_until(delivered);
+  }
+
+ private:
+  const double bytes_per_second_;
+  Mutex mutex_;
+  SteadyTime next_free_ GUARDED_BY(mutex_){};
+};
+
+namespace {
+
+// A completion of an emulated stream: set by the stream's worker when it reaches it.
+class EmulatedEvent final : public CopyCompletion::Event {
+ public:
+  bool Done() const override {
+    MutexLock lock(mutex_);
+    return done_;
+  }
+  Status Wait() const override {
+    MutexLock lock(mutex_);
+    done_changed_.Wait(mutex_, [this]() REQUIRES(mutex_) { return done_; });
+    return Status::Ok();
+  }
+  void Set() {
+    {
+      MutexLock lock(mutex_);
+      done_ = true;
+    }
+    done_changed_.NotifyAll();
+  }
+
+ private:
+  mutable Mutex mutex_;
+  mutable CondVar done_changed_;
+  bool done_ GUARDED_BY(mutex_) = false;
+};
+
+// A stream: a FIFO of operations run by one worker thread.
+class EmulatedStream final : public CopyStream {
+ public:
+  explicit EmulatedStream(EmulatedDevice& device) : device_(device) {}
+
+  ~EmulatedStream() override {
+    {
+      MutexLock lock(mutex_);
+      stopping_ = true;
+    }
+    queue_changed_.NotifyAll();
+    if (worker_.joinable()) worker_.join();
+  }
+
+  Status Start() {
+    try {
+      worker_ = std::thread([this] { Run(); });
+    } catch (const std::exception& e) {
+      return Internal(
+          fmt::format("{}: cannot start a copy stream thread: {}", device_.info().name, e.what()));
+    }
+    return Status::Ok();
+  }
+
+  Status CopyToDevice(DeviceBuffer& destination, std::uint64_t destination_offset_bytes,
+                      std::span<const std::byte> source) override {
+    GSHARE_ASSIGN_OR_RETURN(EmulatedBuffer * buffer, device_.Own(destination));
+    GSHARE_RETURN_IF_ERROR(CheckRange(*buffer, destination_offset_bytes, source.size(), "to"));
+    Enqueue(Operation{buffer->bytes().data() + destination_offset_bytes, source.data(),
+                      source.size(), &device_.host_to_device_link(), nullptr});
+    return Status::Ok();
+  }
+
+  Status CopyToHost(std::span<std::byte> destination, const DeviceBuffer& source,
+                    std::uint64_t source_offset_bytes) override {
+    GSHARE_ASSIGN_OR_RETURN(EmulatedBuffer * buffer, device_.Own(source));
+    GSHARE_RETURN_IF_ERROR(CheckRange(*buffer, source_offset_bytes, destination.size(), "from"));
+    Enqueue(Operation{destination.data(), buffer->bytes().data() + source_offset_bytes,
+                      destination.size(), &device_.device_to_host_link(), nullptr});
+    return Status::Ok();
+  }
+
+  Result<CopyCompletion> Record() override {
+    auto event = std::make_shared<EmulatedEvent>();
+    Enqueue(Operation{nullptr, nullptr, 0, nullptr, event});
+    return CopyCompletion(std::move(event));
+  }
+
+  Status Synchronize() override {
+    GSHARE_ASSIGN_OR_RETURN(CopyCompletion completion, Record());
+    return completion.Wait();
+  }
+
+ private:
+  struct Operation {
+    void* destination = nullptr;
+    const void* source = nullptr;
+    std::size_t bytes = 0;
+    EmulatedDevice::LinkPacer* link = nullptr;  // null for a completion marker
+    std::shared_ptr<EmulatedEvent> event;       // set for a completion marker
+  };
+
+  Status CheckRange(const EmulatedBuffer& buffer, std::uint64_t offset_bytes,
+                    std::uint64_t size_bytes, const char* direction) const {
+    if (offset_bytes > buffer.size_bytes() || size_bytes > buffer.size_bytes() - offset_bytes) {
+      return OutOfRange(fmt::format(
+          "{}: copy of {} bytes {} offset {} does not fit a device buffer of {} bytes",
+          device_.info().name, size_bytes, direction, offset_bytes, buffer.size_bytes()));
+    }
+    return Status::Ok();
+  }
+
+  void Enqueue(Operation operation) EXCLUDES(mutex_) {
+    {
+      MutexLock lock(mutex_);
+      queue_.push_back(std::move(operation));
+    }
+    queue_changed_.NotifyOne();
+  }
+
+  void Run() EXCLUDES(mutex_) {
+    for (;;) {
+      Operation operation;
+      {
+        MutexLock lock(mutex_);
+        queue_changed_.Wait(mutex_,
+                            [this]() REQUIRES(mutex_) { return stopping_ || !queue_.empty(); });
+        // Finish what was enqueued before stopping: a caller may still wait on it.
+        if (queue_.empty()) return;
+        operation = std::move(queue_.front());
+        queue_.pop_front();
+      }
+      if (operation.event != nullptr) {
+        operation.event->Set();
+      } else if (operation.bytes > 0) {
+        operation.link->Copy(operation.destination, operation.source, operation.bytes,
+                             CopyEngineCopy);
+      }
+    }
+  }
+
+  EmulatedDevice& device_;
+  Mutex mutex_;
+  CondVar queue_changed_;
+  std::deque<Operation> queue_ GUARDED_BY(mutex_);
+  bool stopping_ GUARDED_BY(mutex_) = false;
+  std::thread worker_;
+};
+
+std::string ErrnoMessage(int error) { return std::strerror(error); }
+
+}  // namespace
+
+EmulatedBuffer::EmulatedBuffer(EmulatedDevice& owner, std::uint64_t size_bytes, int fd,
+                               std::span<std::byte> bytes)
+    : DeviceBuffer(owner, size_bytes), owner_(owner), fd_(fd), bytes_(bytes) {}
+
+EmulatedBuffer::~EmulatedBuffer() {
+  ::munmap(bytes_.data(), bytes_.size());
+  ::close(fd_);
+  owner_.ReleaseCapacity(size_bytes());
+}
+
+Result<std::unique_ptr<EmulatedDevice>> EmulatedDevice::Create(int index,
+                                                               EmulatedGpuConfig config) {
+  if (config.memory_bytes == 0) {
+    return InvalidArgument(fmt::format("emulated GPU {}: memory capacity must be positive", index));
+  }
+  if (!(config.link_bytes_per_second >= 0)) {
+    return InvalidArgument(
+        fmt::format("emulated GPU {}: link bandwidth must be non-negative", index));
+  }
+  DeviceInfo info;
+  info.kind = DeviceKind::kEmulated;
+  info.index = index;
+  info.name = config.name.empty() ? fmt::format("emulated-gpu-{}", index) : config.name;
+  info.uuid = fmt::format("EMU-{:08x}-0000-0000-0000-000000000000", index);
+  info.memory_bytes = config.memory_bytes;
+  info.link_bytes_per_second = config.link_bytes_per_second;
+  return std::unique_ptr<EmulatedDevice>(new EmulatedDevice(std::move(info)));
+}
+
+EmulatedDevice::EmulatedDevice(DeviceInfo info)
+    : info_(std::move(info)),
+      host_to_device_(std::make_unique<LinkPacer>(info_.link_bytes_per_second)),
+      device_to_host_(std::make_unique<LinkPacer>(info_.link_bytes_per_second)) {}
+
+EmulatedDevice::~EmulatedDevice() = default;
+
+const DeviceInfo& EmulatedDevice::info() const { return info_; }
+
+std::uint64_t EmulatedDevice::allocated_bytes() const {
+  MutexLock lock(mutex_);
+  return allocated_bytes_;
+}
+
+void EmulatedDevice::ReleaseCapacity(std::uint64_t size_bytes) {
+  MutexLock lock(mutex_);
+  allocated_bytes_ -= size_bytes;
+}
+
+Result<std::unique_ptr<DeviceBuffer>> EmulatedDevice::Allocate(std::uint64_t size_bytes) {
+  if (size_bytes == 0) {
+    return InvalidArgument(fmt::format("{}: cannot allocate 0 bytes", info_.name));
+  }
+  {
+    // Reserve the capacity first, so that concurrent allocations never overshoot it.
+    MutexLock lock(mutex_);
+    if (size_bytes > info_.memory_bytes - allocated_bytes_) {
+      return ResourceExhausted(fmt::format(
+          "{}: cannot allocate {} ({} bytes): {} of {} in use, {} free", info_.name,
+          FormatBytes(size_bytes), size_bytes, FormatBytes(allocated_bytes_),
+          FormatBytes(info_.memory_bytes), FormatBytes(info_.memory_bytes - allocated_bytes_)));
+    }
+    allocated_bytes_ += size_bytes;
+  }
+  const std::string segment_name = fmt::format("gshare-{}", info_.name);
+  const int fd = ::memfd_create(segment_name.c_str(), MFD_CLOEXEC);
+  if (fd < 0) {
+    const int error = errno;
+    ReleaseCapacity(size_bytes);
+    return IoError(fmt::format("{}: memfd_create: {}", info_.name, ErrnoMessage(error)));
+  }
+  if (::ftruncate(fd, static_cast<off_t>(size_bytes)) != 0) {
+    const int error = errno;
+    ::close(fd);
+    ReleaseCapacity(size_bytes);
+    return ResourceExhausted(fmt::format("{}: cannot size a {} segment: {}", info_.name,
+                                         FormatBytes(size_bytes), ErrnoMessage(error)));
+  }
+  void* address = ::mmap(nullptr, size_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (address == MAP_FAILED) {
+    const int error = errno;
+    ::close(fd);
+    ReleaseCapacity(size_bytes);
+    return ResourceExhausted(fmt::format("{}: cannot map a {} segment: {}", info_.name,
+                                         FormatBytes(size_bytes), ErrnoMessage(error)));
+  }
+  std::span<std::byte> bytes(static_cast<std::byte*>(address), size_bytes);
+  return std::unique_ptr<DeviceBuffer>(new EmulatedBuffer(*this, size_bytes, fd, bytes));
+}
+
+Result<EmulatedBuffer*> EmulatedDevice::Own(const DeviceBuffer& buffer) const {
+  if (&buffer.device() != this) {
+    return InvalidArgument(
+        fmt::format("a buffer of {} was used on {}", buffer.device().info().name, info_.name));
+  }
+  // Only this device makes buffers whose device() is this device.
+  return const_cast<EmulatedBuffer*>(static_cast<const EmulatedBuffer*>(&buffer));
+}
+
+Result<std::unique_ptr<CopyStream>> EmulatedDevice::CreateStream() {
+  auto stream = std::make_unique<EmulatedStream>(*this);
+  GSHARE_RETURN_IF_ERROR(stream->Start());
+  return std::unique_ptr<CopyStream>(std::move(stream));
+}
+
+Result<Duration> EmulatedDevice::TimedRawCopyToDevice(DeviceBuffer& destination,
+                                                      std::span<const std::byte> source) {
+  GSHARE_ASSIGN_OR_RETURN(EmulatedBuffer * buffer, Own(destination));
+  if (source.size() > buffer->size_bytes()) {
+    return OutOfRange(fmt::format("{}: raw copy of {} bytes into a buffer of {} bytes", info_.name,
+                                  source.size(), buffer->size_bytes()));
+  }
+  const auto start = std::chrono::steady_clock::now();
+  // The raw limit is a plain memcpy, by definition (see device.h).
+  host_to_device_->Copy(
+      buffer->bytes().data(), source.data(), source.size(),
+      [](void* to, const void* from, std::size_t n) { std::memcpy(to, from, n); });
+  return std::chrono::duration_cast<Duration>(std::chrono::steady_clock::now() - start);
+}
+
+}  // namespace gshare

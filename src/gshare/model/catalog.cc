@@ -1,0 +1,466 @@
+#include "gshare/model/catalog.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <fmt/format.h>
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <fstream>
+#include <sstream>
+
+#include "gshare/common/log.h"
+#include "gshare/model/builtin_gpu_types.h"
+
+namespace gshare {
+namespace {
+
+// Where a value sits, for error messages: "catalog.yaml: functions[3] (resnet50): model_size".
+struct Where {
+  std::string_view source;
+  std::string entry;
+};
+
+std::string LineSuffix(const YAML::Node& node) {
+  const YAML::Mark mark = node.Mark();
+  if (mark.is_null() || mark.line < 0) return "";
+  return fmt::format(" (line {})", mark.line + 1);
+}
+
+Status FieldError(const Where& where, std::string_view field, const YAML::Node& node,
+                  std::string_view message) {
+  return InvalidArgument(
+      fmt::format("{}: {}: {}: {}{}", where.source, where.entry, field, message, LineSuffix(node)));
+}
+
+Result<std::string> ScalarText(const Where& where, std::string_view field, const YAML::Node& node) {
+  if (!node.IsScalar()) return FieldError(where, field, node, "expected a single value");
+  return node.Scalar();
+}
+
+Result<std::uint64_t> BytesField(const Where& where, std::string_view field,
+                                 const YAML::Node& node) {
+  GSHARE_ASSIGN_OR_RETURN(std::string text, ScalarText(where, field, node));
+  auto bytes = ParseBytes(text);
+  if (!bytes.ok()) return FieldError(where, field, node, bytes.status().message());
+  return *bytes;
+}
+
+Result<Duration> PositiveDurationField(const Where& where, std::string_view field,
+                                       const YAML::Node& node) {
+  GSHARE_ASSIGN_OR_RETURN(std::string text, ScalarText(where, field, node));
+  auto duration = ParseDuration(text);
+  if (!duration.ok()) return FieldError(where, field, node, duration.status().message());
+  if (*duration <= Duration::zero()) {
+    return FieldError(where, field, node, fmt::format("'{}' must be positive", text));
+  }
+  return *duration;
+}
+
+Result<double> NumberField(const Where& where, std::string_view field, const YAML::Node& node) {
+  GSHARE_ASSIGN_OR_RETURN(std::string text, ScalarText(where, field, node));
+  double value = 0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (error != std::errc() || end != text.data() + text.size() || !std::isfinite(value)) {
+    return FieldError(where, field, node, fmt::format("'{}' is not a number", text));
+  }
+  return value;
+}
+
+Result<int> IntegerField(const Where& where, std::string_view field, const YAML::Node& node) {
+  GSHARE_ASSIGN_OR_RETURN(std::string text, ScalarText(where, field, node));
+  int value = 0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (error != std::errc() || end != text.data() + text.size()) {
+    return FieldError(where, field, node, fmt::format("'{}' is not an integer", text));
+  }
+  return value;
+}
+
+const GpuType* FindType(const std::vector<GpuType>& types, std::string_view name) {
+  for (const auto& type : types) {
+    if (type.name == name) return &type;
+  }
+  return nullptr;
+}
+
+std::string EntryName(std::string_view list, std::size_t index, const YAML::Node& item) {
+  const YAML::Node name = item.IsMap() ? item["name"] : YAML::Node();
+  if (name && name.IsScalar() && !name.Scalar().empty()) {
+    return fmt::format("{}[{}] ({})", list, index, name.Scalar());
+  }
+  return fmt::format("{}[{}]", list, index);
+}
+
+Result<GpuType> ParseGpuType(const Where& where, const YAML::Node& item) {
+  if (!item.IsMap()) return FieldError(where, "entry", item, "expected a map of fields");
+  GpuType type;
+  const YAML::Node name = item["name"];
+  if (!name) return FieldError(where, "name", item, "missing");
+  GSHARE_ASSIGN_OR_RETURN(type.name, ScalarText(where, "name", name));
+  if (type.name.empty()) return FieldError(where, "name", name, "must not be empty");
+  if (const YAML::Node n = item["description"]) {
+    GSHARE_ASSIGN_OR_RETURN(type.description, ScalarText(where, "description", n));
+  }
+  const YAML::Node memory = item["memory"];
+  if (!memory) return FieldError(where, "memory", item, "missing");
+  GSHARE_ASSIGN_OR_RETURN(type.memory_bytes, BytesField(where, "memory", memory));
+  if (type.memory_bytes == 0) return FieldError(where, "memory", memory, "must be positive");
+  if (const YAML::Node n = item["h2d_bandwidth"]) {
+    GSHARE_ASSIGN_OR_RETURN(const std::uint64_t bandwidth, BytesField(where, "h2d_bandwidth", n));
+    type.h2d_bytes_per_second = static_cast<double>(bandwidth);
+  }
+  if (const YAML::Node n = item["restore_overhead"]) {
+    GSHARE_ASSIGN_OR_RETURN(std::string text, ScalarText(where, "restore_overhead", n));
+    auto overhead = ParseDuration(text);
+    if (!overhead.ok()) {
+      return FieldError(where, "restore_overhead", n, overhead.status().message());
+    }
+    type.restore_overhead = *overhead;
+  }
+  struct NonNegative {
+    const char* field;
+    double* value;
+    bool strictly_positive;
+  };
+  const NonNegative numbers[] = {
+      {"price_per_hour", &type.price_per_hour_usd, false},
+      {"relative_latency", &type.relative_latency, true},
+      {"serverless_cu_active", &type.serverless_cu_active, false},
+      {"serverless_cu_idle", &type.serverless_cu_idle, false},
+      {"serverless_usd_per_cu", &type.serverless_usd_per_cu, false},
+  };
+  for (const auto& number : numbers) {
+    const YAML::Node n = item[number.field];
+    if (!n) continue;
+    GSHARE_ASSIGN_OR_RETURN(*number.value, NumberField(where, number.field, n));
+    if (*number.value < 0 || (number.strictly_positive && *number.value == 0)) {
+      return FieldError(where, number.field, n,
+                        number.strictly_positive ? "must be positive" : "must not be negative");
+    }
+  }
+  if (const YAML::Node n = item["price_source"]) {
+    GSHARE_ASSIGN_OR_RETURN(type.price_source, ScalarText(where, "price_source", n));
+  }
+  if (const YAML::Node n = item["batch_scaling"]) {
+    if (!n.IsSequence() || n.size() == 0) {
+      return FieldError(where, "batch_scaling", n, "expected a non-empty list of numbers");
+    }
+    for (std::size_t i = 0; i < n.size(); ++i) {
+      const std::string field = fmt::format("batch_scaling[{}]", i);
+      GSHARE_ASSIGN_OR_RETURN(const double scale, NumberField(where, field, n[i]));
+      if (scale <= 0) return FieldError(where, field, n[i], "must be positive");
+      type.batch_scaling.push_back(scale);
+    }
+  }
+  return type;
+}
+
+// Parses one latency table value: a latency (batch 1) or a map batch -> latency with batch 1.
+Result<BatchLatency> ParseBatchLatency(const Where& where, const std::string& field,
+                                       const YAML::Node& node) {
+  BatchLatency table;
+  if (node.IsScalar()) {
+    GSHARE_ASSIGN_OR_RETURN(table.by_batch[1], PositiveDurationField(where, field, node));
+    return table;
+  }
+  if (!node.IsMap() || node.size() == 0) {
+    return FieldError(where, field, node, "expected a latency or a map batch -> latency");
+  }
+  for (const auto& entry : node) {
+    GSHARE_ASSIGN_OR_RETURN(const int batch, IntegerField(where, field + " batch", entry.first));
+    if (batch < 1) return FieldError(where, field, entry.first, "batch sizes start at 1");
+    const std::string batch_field = fmt::format("{}[{}]", field, batch);
+    GSHARE_ASSIGN_OR_RETURN(table.by_batch[batch],
+                            PositiveDurationField(where, batch_field, entry.second));
+  }
+  if (!table.by_batch.contains(1)) {
+    return FieldError(where, field, node, "the batch-1 latency is missing");
+  }
+  return table;
+}
+
+Result<FunctionSpec> ParseFunction(const Where& where, const YAML::Node& item,
+                                   const std::vector<GpuType>& types) {
+  if (!item.IsMap()) return FieldError(where, "entry", item, "expected a map of fields");
+  FunctionSpec spec;
+  const YAML::Node name = item["name"];
+  if (!name) return FieldError(where, "name", item, "missing");
+  GSHARE_ASSIGN_OR_RETURN(spec.name, ScalarText(where, "name", name));
+  if (spec.name.empty()) return FieldError(where, "name", name, "must not be empty");
+  spec.tenant = "default";
+  if (const YAML::Node n = item["tenant"]) {
+    GSHARE_ASSIGN_OR_RETURN(spec.tenant, ScalarText(where, "tenant", n));
+    if (spec.tenant.empty()) return FieldError(where, "tenant", n, "must not be empty");
+  }
+  spec.model = spec.name;
+  if (const YAML::Node n = item["model"]) {
+    GSHARE_ASSIGN_OR_RETURN(spec.model, ScalarText(where, "model", n));
+  }
+  const YAML::Node model_size = item["model_size"];
+  if (!model_size) return FieldError(where, "model_size", item, "missing");
+  GSHARE_ASSIGN_OR_RETURN(spec.model_bytes, BytesField(where, "model_size", model_size));
+  spec.gpu_memory_bytes = spec.model_bytes;
+  if (const YAML::Node n = item["gpu_memory"]) {
+    GSHARE_ASSIGN_OR_RETURN(spec.gpu_memory_bytes, BytesField(where, "gpu_memory", n));
+    if (spec.gpu_memory_bytes < spec.model_bytes) {
+      return FieldError(
+          where, "gpu_memory", n,
+          fmt::format("{} is smaller than model_size ({})", FormatBytes(spec.gpu_memory_bytes),
+                      FormatBytes(spec.model_bytes)));
+    }
+  }
+  if (spec.gpu_memory_bytes == 0) {
+    return FieldError(where, "gpu_memory", item, "a function must hold some GPU memory");
+  }
+  if (const YAML::Node n = item["reference_gpu"]) {
+    GSHARE_ASSIGN_OR_RETURN(spec.reference_gpu, ScalarText(where, "reference_gpu", n));
+    if (FindType(types, spec.reference_gpu) == nullptr) {
+      return FieldError(where, "reference_gpu", n,
+                        fmt::format("unknown GPU type '{}'", spec.reference_gpu));
+    }
+  }
+  const YAML::Node latency = item["exec_latency"];
+  if (!latency) return FieldError(where, "exec_latency", item, "missing");
+  if (latency.IsScalar()) {
+    GSHARE_ASSIGN_OR_RETURN(spec.exec_latency[spec.reference_gpu],
+                            ParseBatchLatency(where, "exec_latency", latency));
+  } else if (latency.IsMap() && latency.size() > 0) {
+    for (const auto& entry : latency) {
+      GSHARE_ASSIGN_OR_RETURN(const std::string gpu,
+                              ScalarText(where, "exec_latency key", entry.first));
+      const std::string field = fmt::format("exec_latency.{}", gpu);
+      if (FindType(types, gpu) == nullptr) {
+        return FieldError(where, field, entry.first, fmt::format("unknown GPU type '{}'", gpu));
+      }
+      GSHARE_ASSIGN_OR_RETURN(spec.exec_latency[gpu],
+                              ParseBatchLatency(where, field, entry.second));
+    }
+  } else {
+    return FieldError(where, "exec_latency", latency, "expected a latency or a map by GPU type");
+  }
+  if (const YAML::Node n = item["slo"]) {
+    GSHARE_ASSIGN_OR_RETURN(spec.slo, PositiveDurationField(where, "slo", n));
+  }
+  if (const YAML::Node n = item["max_batch"]) {
+    GSHARE_ASSIGN_OR_RETURN(spec.max_batch, IntegerField(where, "max_batch", n));
+    if (spec.max_batch < 1) return FieldError(where, "max_batch", n, "must be at least 1");
+  }
+  return spec;
+}
+
+Result<Catalog> ParseCatalogNodes(const YAML::Node& root, std::string_view source,
+                                  const std::vector<GpuType>& base_types) {
+  if (!root || root.IsNull())
+    return InvalidArgument(fmt::format("{}: the document is empty", source));
+  if (!root.IsMap()) {
+    return InvalidArgument(fmt::format("{}: expected a map with 'functions' and/or 'gpu_types'{}",
+                                       source, LineSuffix(root)));
+  }
+  Catalog catalog;
+  catalog.gpu_types = base_types;
+  if (const YAML::Node list = root["gpu_types"]) {
+    if (!list.IsSequence()) {
+      return InvalidArgument(
+          fmt::format("{}: gpu_types: expected a list{}", source, LineSuffix(list)));
+    }
+    std::vector<std::string> seen;
+    for (std::size_t i = 0; i < list.size(); ++i) {
+      const Where where{source, EntryName("gpu_types", i, list[i])};
+      GSHARE_ASSIGN_OR_RETURN(GpuType type, ParseGpuType(where, list[i]));
+      if (std::find(seen.begin(), seen.end(), type.name) != seen.end()) {
+        return FieldError(where, "name", list[i]["name"],
+                          fmt::format("'{}' appears twice in gpu_types", type.name));
+      }
+      seen.push_back(type.name);
+      auto existing = std::find_if(catalog.gpu_types.begin(), catalog.gpu_types.end(),
+                                   [&](const GpuType& t) { return t.name == type.name; });
+      if (existing != catalog.gpu_types.end()) {
+        *existing = std::move(type);
+      } else {
+        catalog.gpu_types.push_back(std::move(type));
+      }
+    }
+  }
+  if (const YAML::Node list = root["functions"]) {
+    if (!list.IsSequence() && !list.IsNull()) {
+      return InvalidArgument(
+          fmt::format("{}: functions: expected a list{}", source, LineSuffix(list)));
+    }
+    for (std::size_t i = 0; list.IsSequence() && i < list.size(); ++i) {
+      const Where where{source, EntryName("functions", i, list[i])};
+      GSHARE_ASSIGN_OR_RETURN(FunctionSpec spec, ParseFunction(where, list[i], catalog.gpu_types));
+      if (catalog.FindFunction(spec.name) != nullptr) {
+        return FieldError(where, "name", list[i]["name"],
+                          fmt::format("'{}' is already used by an earlier function", spec.name));
+      }
+      GSHARE_RETURN_IF_ERROR(catalog.AddFunction(std::move(spec)));
+    }
+  }
+  return catalog;
+}
+
+Result<Catalog> ParseWithBase(std::string_view yaml_text, std::string_view source,
+                              const std::vector<GpuType>& base_types) {
+  try {
+    const YAML::Node root = YAML::Load(std::string(yaml_text));
+    return ParseCatalogNodes(root, source, base_types);
+  } catch (const YAML::Exception& e) {
+    if (e.mark.is_null()) return InvalidArgument(fmt::format("{}: {}", source, e.msg));
+    return InvalidArgument(
+        fmt::format("{}:{}:{}: {}", source, e.mark.line + 1, e.mark.column + 1, e.msg));
+  }
+}
+
+// YAML scalars that must be quoted to stay strings.
+bool NeedsQuotes(std::string_view text) {
+  if (text.empty() || !std::isalpha(static_cast<unsigned char>(text.front()))) return true;
+  for (const char c : text) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '-' && c != '.' &&
+        c != '/') {
+      return true;
+    }
+  }
+  std::string lower(text);
+  std::transform(lower.begin(), lower.end(), lower.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  for (const char* word : {"true", "false", "yes", "no", "on", "off", "null", "y", "n"}) {
+    if (lower == word) return true;
+  }
+  return false;
+}
+
+std::string YamlString(std::string_view text) {
+  if (!NeedsQuotes(text)) return std::string(text);
+  std::string out = "\"";
+  for (const char c : text) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  out += '"';
+  return out;
+}
+
+// Byte and duration texts that ParseBytes/ParseDuration read back to the same value.
+std::string FormatBytesExact(std::uint64_t bytes) {
+  if (bytes != 0) {
+    if (bytes % kGiB == 0) return fmt::format("{}Gi", bytes / kGiB);
+    if (bytes % kMiB == 0) return fmt::format("{}Mi", bytes / kMiB);
+    if (bytes % 1'000'000 == 0) return fmt::format("{}M", bytes / 1'000'000);
+    const std::string decimal = fmt::format("{}M", static_cast<double>(bytes) / 1e6);
+    if (auto parsed = ParseBytes(decimal); parsed.ok() && *parsed == bytes) return decimal;
+  }
+  return fmt::format("{}", bytes);
+}
+
+std::string FormatDurationExact(Duration duration) {
+  const auto ns = duration.count();
+  if (ns != 0 && ns % 1'000'000'000 == 0) return fmt::format("{}s", ns / 1'000'000'000);
+  const std::string ms = fmt::format("{}ms", static_cast<double>(ns) / 1e6);
+  if (auto parsed = ParseDuration(ms); parsed.ok() && *parsed == duration) return ms;
+  return fmt::format("{}ns", ns);
+}
+
+}  // namespace
+
+const FunctionSpec* Catalog::FindFunction(std::string_view name) const {
+  if (function_index_.size() == functions.size()) {
+    const auto it = function_index_.find(std::string(name));
+    if (it != function_index_.end() && it->second < functions.size() &&
+        functions[it->second].name == name) {
+      return &functions[it->second];
+    }
+    if (it == function_index_.end()) return nullptr;
+  }
+  // `functions` was changed directly: fall back to a scan.
+  for (const auto& spec : functions) {
+    if (spec.name == name) return &spec;
+  }
+  return nullptr;
+}
+
+const GpuType* Catalog::FindGpuType(std::string_view name) const {
+  return FindType(gpu_types, name);
+}
+
+Status Catalog::AddFunction(FunctionSpec spec) {
+  if (FindFunction(spec.name) != nullptr) {
+    return AlreadyExists(fmt::format("function '{}' is already in the catalog", spec.name));
+  }
+  if (function_index_.size() != functions.size()) {
+    function_index_.clear();
+    for (std::size_t i = 0; i < functions.size(); ++i) function_index_[functions[i].name] = i;
+  }
+  function_index_[spec.name] = functions.size();
+  functions.push_back(std::move(spec));
+  return Status::Ok();
+}
+
+const std::vector<GpuType>& BuiltinGpuTypes() {
+  static const std::vector<GpuType> types = [] {
+    auto parsed = ParseWithBase(BuiltinGpuTypesYaml(), "data/gpu-types.yaml (embedded)", {});
+    if (!parsed.ok()) {
+      // A broken embedded table is a build defect; the unit tests catch it.
+      spdlog::error("{}", parsed.status().ToString());
+      return std::vector<GpuType>{};
+    }
+    return std::move(parsed->gpu_types);
+  }();
+  return types;
+}
+
+Result<Catalog> ParseCatalog(std::string_view yaml_text, std::string_view source) {
+  return ParseWithBase(yaml_text, source, BuiltinGpuTypes());
+}
+
+Result<Catalog> LoadCatalog(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return NotFound(fmt::format("{}: cannot open the catalog file", path));
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) return IoError(fmt::format("{}: read failed", path));
+  return ParseCatalog(text.str(), path);
+}
+
+std::string CatalogToYaml(const Catalog& catalog) {
+  if (catalog.functions.empty()) return "functions: []\n";
+  std::string out = "functions:\n";
+  for (const auto& spec : catalog.functions) {
+    out += fmt::format("  - name: {}\n", YamlString(spec.name));
+    out += fmt::format("    tenant: {}\n", YamlString(spec.tenant));
+    if (!spec.model.empty() && spec.model != spec.name) {
+      out += fmt::format("    model: {}\n", YamlString(spec.model));
+    }
+    out += fmt::format("    model_size: {}\n", FormatBytesExact(spec.model_bytes));
+    out += fmt::format("    gpu_memory: {}\n", FormatBytesExact(spec.gpu_memory_bytes));
+    const bool scalar_latency = spec.exec_latency.size() == 1 &&
+                                spec.exec_latency.begin()->first == spec.reference_gpu &&
+                                spec.exec_latency.begin()->second.by_batch.size() == 1 &&
+                                spec.exec_latency.begin()->second.by_batch.contains(1);
+    if (scalar_latency) {
+      out += fmt::format("    exec_latency: {}\n",
+                         FormatDurationExact(spec.exec_latency.begin()->second.by_batch.at(1)));
+    } else {
+      out += "    exec_latency:\n";
+      for (const auto& [gpu, table] : spec.exec_latency) {
+        if (table.by_batch.size() == 1 && table.by_batch.contains(1)) {
+          out += fmt::format("      {}: {}\n", YamlString(gpu),
+                             FormatDurationExact(table.by_batch.at(1)));
+          continue;
+        }
+        out += fmt::format("      {}:\n", YamlString(gpu));
+        for (const auto& [batch, latency] : table.by_batch) {
+          out += fmt::format("        {}: {}\n", batch, FormatDurationExact(latency));
+        }
+      }
+    }
+    if (spec.reference_gpu != FunctionSpec{}.reference_gpu) {
+      out += fmt::format("    reference_gpu: {}\n", YamlString(spec.reference_gpu));
+    }
+    if (spec.slo) out += fmt::format("    slo: {}\n", FormatDurationExact(*spec.slo));
+    if (spec.max_batch != 1) out += fmt::format("    max_batch: {}\n", spec.max_batch);
+  }
+  return out;
+}
+
+}  // namespace gshare

@@ -1,0 +1,264 @@
+#include "gshare/model/catalog.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+namespace gshare {
+namespace {
+
+using std::chrono::microseconds;
+using std::chrono::milliseconds;
+
+constexpr char kCatalog[] = R"(
+functions:
+  - name: resnet50
+    tenant: acme
+    model_size: 98Mi
+    gpu_memory: 300Mi
+    exec_latency: 3.3ms
+    slo: 50ms
+  - name: bert
+    tenant: globex
+    model: bert-base
+    model_size: 420Mi
+    gpu_memory: 1Gi
+    exec_latency:
+      a100-40gb: 4ms
+      t4:
+        1: 9ms
+        8: 30ms
+    max_batch: 8
+)";
+
+std::string ErrorOf(std::string_view text) {
+  auto catalog = ParseCatalog(text, "catalog.yaml");
+  EXPECT_FALSE(catalog.ok());
+  return catalog.ok() ? "" : catalog.status().message();
+}
+
+TEST(CatalogTest, ParsesFunctions) {
+  auto catalog = ParseCatalog(kCatalog, "catalog.yaml");
+  ASSERT_TRUE(catalog.ok()) << catalog.status().ToString();
+  ASSERT_EQ(catalog->functions.size(), 2u);
+  const FunctionSpec* resnet = catalog->FindFunction("resnet50");
+  ASSERT_NE(resnet, nullptr);
+  EXPECT_EQ(resnet->tenant, "acme");
+  EXPECT_EQ(resnet->model, "resnet50");
+  EXPECT_EQ(resnet->model_bytes, 98 * kMiB);
+  EXPECT_EQ(resnet->gpu_memory_bytes, 300 * kMiB);
+  EXPECT_EQ(resnet->exec_latency.at("a100-40gb").by_batch.at(1), microseconds(3300));
+  EXPECT_EQ(resnet->slo, milliseconds(50));
+  EXPECT_EQ(resnet->max_batch, 1);
+
+  const FunctionSpec* bert = catalog->FindFunction("bert");
+  ASSERT_NE(bert, nullptr);
+  EXPECT_EQ(bert->model, "bert-base");
+  EXPECT_EQ(bert->exec_latency.at("a100-40gb").by_batch.at(1), milliseconds(4));
+  EXPECT_EQ(bert->exec_latency.at("t4").by_batch.at(8), milliseconds(30));
+  EXPECT_FALSE(bert->slo.has_value());
+  EXPECT_EQ(bert->max_batch, 8);
+  EXPECT_EQ(catalog->FindFunction("missing"), nullptr);
+  // The built-in GPU types come with every catalog.
+  EXPECT_NE(catalog->FindGpuType("a100-40gb"), nullptr);
+  EXPECT_NE(catalog->FindGpuType("h200"), nullptr);
+}
+
+TEST(CatalogTest, BuiltinGpuTypesHoldTheShippedTable) {
+  const auto& types = BuiltinGpuTypes();
+  ASSERT_EQ(types.size(), 5u);
+  EXPECT_EQ(types[0].name, "a100-40gb");
+  EXPECT_DOUBLE_EQ(types[0].relative_latency, 1.0);
+  EXPECT_EQ(types[0].memory_bytes, 40 * kGiB);
+  EXPECT_DOUBLE_EQ(types[0].price_per_hour_usd, 2.74);
+  EXPECT_DOUBLE_EQ(types[0].h2d_bytes_per_second, 24.4e9);
+  EXPECT_EQ(types[0].restore_overhead, milliseconds(1));
+  ASSERT_EQ(types[0].batch_scaling.size(), 8u);
+  EXPECT_DOUBLE_EQ(types[0].batch_scaling[4], 2.722);  // 5.793 ms / 2.128 ms at batch 16
+  EXPECT_DOUBLE_EQ(types[0].serverless_cu_active, 2.1);
+  EXPECT_DOUBLE_EQ(types[0].serverless_cu_idle, 0.5);
+  EXPECT_DOUBLE_EQ(types[0].serverless_usd_per_cu, 0.00002);
+  for (const auto& type : types) {
+    EXPECT_FALSE(type.price_source.empty()) << type.name;
+    EXPECT_GT(type.price_per_hour_usd, 0) << type.name;
+    EXPECT_GT(type.h2d_bytes_per_second, 0) << type.name;
+  }
+  const GpuType* t4 = nullptr;
+  for (const auto& type : types) {
+    if (type.name == "t4") t4 = &type;
+  }
+  ASSERT_NE(t4, nullptr);
+  EXPECT_DOUBLE_EQ(t4->relative_latency, 1.411);  // 3.003 ms / 2.128 ms
+  EXPECT_EQ(t4->memory_bytes, 16 * kGiB);
+}
+
+TEST(CatalogTest, GpuTypesInTheTextReplaceAndExtendBuiltins) {
+  auto catalog = ParseCatalog(R"(
+gpu_types:
+  - name: t4
+    memory: 15Gi
+    price_per_hour: 0.5
+  - name: l4
+    memory: 24Gi
+    relative_latency: 0.9
+    serverless_cu_active: 1.5
+    serverless_cu_idle: 0.25
+functions:
+  - name: f
+    model_size: 1Mi
+    exec_latency: {l4: 2ms}
+)",
+                              "c.yaml");
+  ASSERT_TRUE(catalog.ok()) << catalog.status().ToString();
+  EXPECT_EQ(catalog->gpu_types.size(), 6u);
+  ASSERT_NE(catalog->FindGpuType("t4"), nullptr);
+  EXPECT_EQ(catalog->FindGpuType("t4")->memory_bytes, 15 * kGiB);
+  EXPECT_DOUBLE_EQ(catalog->FindGpuType("l4")->serverless_cu_idle, 0.25);
+  const FunctionSpec* f = catalog->FindFunction("f");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->tenant, "default");
+  EXPECT_EQ(f->gpu_memory_bytes, kMiB);  // defaults to model_size
+}
+
+TEST(CatalogTest, ErrorsNameFileEntryAndField) {
+  EXPECT_EQ(ErrorOf(R"(functions:
+  - name: a
+    model_size: 1Mi
+    exec_latency: 1ms
+  - name: b
+    model_size: 1Mi
+    exec_latency: 1ms
+  - name: c
+    model_size: 1Mi
+    exec_latency: 1ms
+  - name: resnet50
+    model_size: abc
+    exec_latency: 1ms
+)"),
+            "catalog.yaml: functions[3] (resnet50): model_size: 'abc' is not a byte quantity "
+            "(line 12)");
+  EXPECT_NE(ErrorOf("functions:\n  - name: f\n    exec_latency: 1ms\n")
+                .find("functions[0] (f): model_size: missing"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf("functions:\n  - model_size: 1Mi\n    exec_latency: 1ms\n")
+                .find("functions[0]: name: missing"),
+            std::string::npos);
+}
+
+TEST(CatalogTest, RejectsInvalidValues) {
+  const std::string head = "functions:\n  - name: f\n    model_size: 100Mi\n";
+  EXPECT_NE(ErrorOf(head + "    gpu_memory: 50Mi\n    exec_latency: 1ms\n")
+                .find("gpu_memory: 50.0 MiB is smaller than model_size (100.0 MiB)"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf(head + "    exec_latency: 0ms\n").find("exec_latency: '0ms' must be positive"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf(head + "    exec_latency: 3\n").find("exec_latency:"), std::string::npos);
+  EXPECT_NE(ErrorOf(head + "    exec_latency: {v100: 1ms}\n")
+                .find("exec_latency.v100: unknown GPU type 'v100'"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf(head + "    exec_latency: {t4: {8: 9ms}}\n")
+                .find("exec_latency.t4: the batch-1 latency is missing"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf(head + "    exec_latency: 1ms\n    reference_gpu: v100\n")
+                .find("reference_gpu: unknown GPU type 'v100'"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf(head + "    exec_latency: 1ms\n    slo: -5ms\n").find("slo:"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf(head + "    exec_latency: 1ms\n    max_batch: 0\n")
+                .find("max_batch: must be at least 1"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf(head + "    exec_latency: 1ms\n" + "  - name: f\n    model_size: 1Mi\n" +
+                    "    exec_latency: 1ms\n")
+                .find("functions[1] (f): name: 'f' is already used"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf("gpu_types:\n  - name: x\n    memory: 1Gi\n    relative_latency: 0\n")
+                .find("gpu_types[0] (x): relative_latency: must be positive"),
+            std::string::npos);
+}
+
+TEST(CatalogTest, RejectsMalformedDocuments) {
+  EXPECT_NE(ErrorOf("").find("catalog.yaml: the document is empty"), std::string::npos);
+  EXPECT_NE(ErrorOf("- a\n- b\n").find("expected a map"), std::string::npos);
+  EXPECT_NE(ErrorOf("functions: {a: 1}\n").find("functions: expected a list"), std::string::npos);
+  // A YAML syntax error carries yaml-cpp's line and column.
+  EXPECT_NE(ErrorOf("functions:\n  - name: [unclosed\n").find("catalog.yaml:"), std::string::npos);
+}
+
+TEST(CatalogTest, YamlRoundTripKeepsEveryField) {
+  auto catalog = ParseCatalog(kCatalog, "catalog.yaml");
+  ASSERT_TRUE(catalog.ok());
+  FunctionSpec odd;
+  odd.name = "1e10";  // a name YAML would read as a number unless quoted
+  odd.tenant = "yes";
+  odd.model_bytes = 102'240'000;
+  odd.gpu_memory_bytes = 384 * kMiB;
+  odd.exec_latency["a100-40gb"].by_batch[1] = Duration(2'128'001);
+  ASSERT_TRUE(catalog->AddFunction(odd).ok());
+  const std::string text = CatalogToYaml(*catalog);
+  auto again = ParseCatalog(text, "roundtrip.yaml");
+  ASSERT_TRUE(again.ok()) << again.status().ToString() << "\n" << text;
+  ASSERT_EQ(again->functions.size(), 3u);
+  for (std::size_t i = 0; i < 3; ++i) {
+    const auto& a = catalog->functions[i];
+    const auto& b = again->functions[i];
+    EXPECT_EQ(a.name, b.name);
+    EXPECT_EQ(a.tenant, b.tenant);
+    EXPECT_EQ(a.model.empty() ? a.name : a.model, b.model);
+    EXPECT_EQ(a.model_bytes, b.model_bytes);
+    EXPECT_EQ(a.gpu_memory_bytes, b.gpu_memory_bytes);
+    EXPECT_EQ(a.slo, b.slo);
+    EXPECT_EQ(a.max_batch, b.max_batch);
+    ASSERT_EQ(a.exec_latency.size(), b.exec_latency.size());
+    for (const auto& [gpu, table] : a.exec_latency) {
+      EXPECT_EQ(table.by_batch, b.exec_latency.at(gpu).by_batch) << a.name << " " << gpu;
+    }
+  }
+  EXPECT_EQ(CatalogToYaml(*again), text);
+}
+
+TEST(CatalogTest, AddFunctionRejectsDuplicates) {
+  Catalog catalog;
+  FunctionSpec spec;
+  spec.name = "f";
+  EXPECT_TRUE(catalog.AddFunction(spec).ok());
+  EXPECT_EQ(catalog.AddFunction(spec).code(), StatusCode::kAlreadyExists);
+  // Direct edits of `functions` are still found.
+  spec.name = "g";
+  catalog.functions.push_back(spec);
+  EXPECT_NE(catalog.FindFunction("g"), nullptr);
+  spec.name = "h";
+  EXPECT_TRUE(catalog.AddFunction(spec).ok());
+  EXPECT_EQ(catalog.FindFunction("h"), &catalog.functions[2]);
+}
+
+TEST(CatalogTest, LoadCatalogReadsFilesAndNamesThem) {
+  const auto dir = std::filesystem::temp_directory_path() / "gshare_catalog_test";
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / "c.yaml").string();
+  {
+    std::ofstream out(path);
+    out << kCatalog;
+  }
+  auto catalog = LoadCatalog(path);
+  ASSERT_TRUE(catalog.ok()) << catalog.status().ToString();
+  EXPECT_EQ(catalog->functions.size(), 2u);
+  auto missing = LoadCatalog((dir / "nope.yaml").string());
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(missing.status().message().find("nope.yaml"), std::string::npos);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(CatalogTest, ShippedExampleCatalogLoads) {
+  const char* source_dir = std::getenv("GSHARE_SOURCE_DIR");
+  if (source_dir == nullptr) GTEST_SKIP() << "GSHARE_SOURCE_DIR is not set";
+  auto catalog = LoadCatalog(std::string(source_dir) + "/data/examples/small-catalog.yaml");
+  ASSERT_TRUE(catalog.ok()) << catalog.status().ToString();
+  EXPECT_GE(catalog->functions.size(), 4u);
+}
+
+}  // namespace
+}  // namespace gshare

@@ -1,0 +1,141 @@
+// GSharePolicy: gShare's online algorithm, dual-queue lazy scheduling over elastic vGPUs.
+//
+// A GPU is cut into slices: a function's slice reserves its GPU memory rounded up to the slice
+// granularity (128 MiB), is created by a restore, and is released by an eviction. The policy:
+//  - predicts each request's restore time (zero where its model has a slice on the GPU) and its
+//    execution time (profile x observed/profile ratio, learned online, x (1 + margin));
+//  - keeps unbound requests per function; a GPU whose compute frees serves the waiting function
+//    with the earliest deadline first (requests at risk are by construction the earliest: the
+//    cache queue), among the functions that have a slice on it (locality first);
+//  - binds lazily: while a slice that holds the model is predicted to serve the request by its
+//    deadline, the request waits for it (no swap), and a timer re-checks it when its slack runs
+//    out; otherwise (at risk) it gets a new slice now, on the active GPU with the least free
+//    memory that still meets the deadline (best fit), else on a GPU where idle slices can be
+//    evicted, else on a new GPU;
+//  - evicts idle slices least recently used first; with fast swap an eviction discards the
+//    device copy (the host snapshot is still valid) and costs no copy;
+//  - adapts its margin toward a target SLO attainment: it grows when recent attainment falls
+//    short and shrinks slowly otherwise (aggressive but safe);
+//  - grows the pool by one GPU when no choice meets a request's deadline and an idle GPU would
+//    finish it sooner (the miss comes from queued work), and no GPU is already starting;
+//    releases a GPU idle for PolicyOptions::pool_idle.
+// Work per event: O(log G) in the number of GPUs plus the slices of the function at hand; no scan
+// over all functions. The eviction path scans GPUs (O(G)) only when no GPU has enough free memory.
+//
+// Variants (PolicyOptions::GShare): `fifo` serves by arrival and binds every request at once;
+// no-lazy binds at once but keeps deadline order; no-fast-swap checkpoints before evicting.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <set>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "gshare/sched/policy_options.h"
+#include "gshare/sched/scheduler.h"
+
+namespace gshare {
+
+class GSharePolicy final : public Scheduler {
+ public:
+  GSharePolicy(std::string name, const SchedulerContext& context, const PolicyOptions& options);
+
+  std::string_view name() const override { return name_; }
+  void OnRequest(const Request& request) override;
+  void OnGpuReady(GpuId gpu) override;
+  void OnRestoreDone(GpuId gpu, FunctionId function) override;
+  void OnRunDone(GpuId gpu, FunctionId function, std::span<const RequestId> batch) override;
+  void OnEvictDone(GpuId gpu, FunctionId function) override;
+  void OnTimer(std::uint64_t token) override;
+
+  double margin() const { return margin_; }
+
+ private:
+  struct Slice {
+    std::uint64_t bytes = 0;
+    bool ready = false;       // restore done
+    bool evicting = false;    // a checkpoint eviction is in flight
+    TimePoint ready_at{};     // predicted (restoring) or actual (ready) time the model is on the GPU
+    TimePoint last_used{};
+  };
+  struct GpuState {
+    GpuId gpu = 0;
+    bool alive = true;
+    bool ready = false;
+    TimePoint ready_at{};
+    std::uint64_t free_bytes = 0;
+    std::unordered_map<FunctionId, Slice> slices;
+    // Functions with unbound requests and a slice here, by the key of their first request.
+    std::set<std::pair<TimePoint, FunctionId>> waiting;
+    bool running = false;
+    FunctionId running_function = 0;
+    TimePoint run_started{};
+    TimePoint busy_until{};    // predicted end of the run in flight
+    TimePoint copy_free_at{};  // predicted end of the copies queued on its copy engine
+    std::vector<FunctionId> deferred_restores;  // wait for the GPU to start or evictions to end
+    int evictions_in_flight = 0;
+    std::uint32_t idle_generation = 0;
+  };
+  struct FunctionState {
+    std::deque<RequestId> pending;  // unbound requests, by arrival
+    std::vector<std::size_t> slots;  // GPUs with a slice of this function
+    TimePoint key{};                 // key of the first pending request in the waiting sets
+    bool keyed = false;
+    double observed_ratio = 1.0;     // observed / profiled execution time (moving average)
+    std::uint32_t check_generation = 0;
+  };
+
+  // Where a new slice of a function could go, and when a request would finish there.
+  struct Placement {
+    bool found = false;
+    std::size_t slot = 0;
+    bool needs_eviction = false;
+    TimePoint finish = TimePoint::max();
+  };
+
+  void Bind(FunctionId function);
+  Placement FindNewSlice(FunctionId function, const Request& head);
+  void GrowPoolIfShort(const Request& request, TimePoint best_finish);
+  std::size_t AcquireGpu();
+  void Dispatch(std::size_t slot);
+  void StartRestore(std::size_t slot, FunctionId function);
+  bool MakeRoom(std::size_t slot, std::uint64_t bytes);
+  void MaybeIdle(std::size_t slot);
+  void Release(std::size_t slot);
+  void UpdateKey(FunctionId function);
+  void SetFree(std::size_t slot, std::uint64_t free_bytes);
+  void Observe(const Request& request, TimePoint completion);
+  void RetryUnplaced();
+  bool AtGpuLimit() const;
+
+  std::uint64_t SliceBytes(FunctionId function) const;
+  Duration PredictExec(FunctionId function, std::size_t batch) const;
+  Duration PredictRestore(FunctionId function) const;
+  TimePoint PredictFinishOnSlice(const GpuState& gpu, const Slice& slice, Duration exec) const;
+  TimePoint PredictFinishNewSlice(const GpuState& gpu, FunctionId function, Duration exec) const;
+  TimePoint KeyOf(const Request& request) const;
+  bool Evictable(const GpuState& gpu, FunctionId function, const Slice& slice) const;
+
+  std::string name_;
+  SchedulerContext context_;
+  PolicyOptions options_;
+  PolicyOptions::GShare knobs_;
+  std::vector<Request> requests_;
+  std::vector<FunctionState> functions_;
+  std::deque<GpuState> gpus_;  // by slot; a deque so references stay valid as it grows
+  std::unordered_map<GpuId, std::size_t> slot_of_;
+  std::set<std::pair<std::uint64_t, std::size_t>> by_free_;  // (free bytes, slot) of alive GPUs
+  std::size_t alive_ = 0;
+  int starting_ = 0;
+  double margin_;
+  double recent_attainment_ = 1.0;  // exponentially weighted
+  std::vector<RequestId> batch_;    // scratch
+  // Functions with requests but no slice, waiting for memory because the pool is at max_gpus.
+  std::vector<FunctionId> unplaced_;
+  std::vector<bool> is_unplaced_;
+};
+
+}  // namespace gshare

@@ -1,0 +1,72 @@
+// The workload generator: a multi-tenant catalog and an invocation trace whose statistics follow
+// published measurements of serverless platforms and of served models (docs/workloads.md).
+//
+// For each function, in order, from a per-function stream of one seeded generator:
+//   1. a model size class: under 1 GB with p = 0.664, 1-4 GB with p = 0.781 - 0.664, above 4 GB
+//      otherwise (gShare, ASPLOS'26: 66.4% of popular models are under 1 GB, 78.1% under 4 GB);
+//      then a profile drawn uniformly from the profile catalog's functions in that class (a class
+//      the catalog lacks falls back to the nearest class it has);
+//   2. a tenant, uniformly among `tenants`;
+//   3. a mean rate, piecewise log-uniform over 1 to 1e8 invocations per day, with 45% of the mass
+//      at or below 1 per hour and 81% at or below 1 per minute (Shahrad et al., USENIX ATC'20);
+//   4. arrivals: a renewal process with hyper-exponential inter-arrival times of coefficient of
+//      variation `burst_cv` (bursty when > 1), thinned by a diurnal factor
+//      1 + diurnal_amplitude x cos(2 pi (clock - 12h) / 24h), whose daily mean is 1.
+// The result is a pure function of the options: the same seed gives the same catalog and trace.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "gshare/common/status.h"
+#include "gshare/common/units.h"
+#include "gshare/model/catalog.h"
+#include "gshare/sim/workload/trace_reader.h"
+
+namespace gshare {
+
+struct GeneratorOptions {
+  int functions = 100;
+  Duration duration = std::chrono::hours(1);
+  std::uint64_t seed = 1;
+  int tenants = 0;  // 0: one tenant per 10 functions, at least 1
+  // The profiles functions are drawn from; empty: the embedded data/models.yaml.
+  std::string profile_catalog_path;
+  double burst_cv = 2.0;           // inter-arrival coefficient of variation, >= 1
+  double diurnal_amplitude = 0.5;  // in [0, 1)
+  // The trace's start on the diurnal clock, hours in [0, 24). The default, 6, is where the daily
+  // factor crosses its mean on the way up to the noon peak, so a short trace sees about the mean.
+  double start_hour = 6;
+  // When > 0, every rate is multiplied by one factor so that the expected number of invocations
+  // in the window (diurnal factor included) is this (the spread and shape of rates are kept; the
+  // 1/hour and 1/minute fractions shift).
+  std::uint64_t target_invocations = 0;
+  // Called now and then with (functions done, functions in all); may be empty.
+  std::function<void(int, int)> progress;
+};
+
+struct GeneratedWorkload {
+  Catalog catalog;  // functions fn-0..., tenants tenant-0...; the built-in GPU types
+  RawTrace trace;   // arrivals in seconds from the first (0), rounded to microseconds
+  std::vector<double> rate_per_second;  // each function's mean rate, before any target scaling
+  double rate_scale = 1;                // the factor target_invocations applied
+};
+
+// Size classes of the generator, by model_size in bytes (decimal gigabytes, as published).
+inline constexpr std::uint64_t kSmallModelLimitBytes = 1'000'000'000;   // "under 1 GB"
+inline constexpr std::uint64_t kMediumModelLimitBytes = 4'000'000'000;  // "under 4 GB"
+inline constexpr double kFractionUnder1GB = 0.664;
+inline constexpr double kFractionUnder4GB = 0.781;
+inline constexpr double kFractionAtMostHourly = 0.45;
+inline constexpr double kFractionAtMostMinutely = 0.81;
+
+// Errors: bad options (InvalidArgument), an unreadable or empty profile catalog.
+Result<GeneratedWorkload> GenerateWorkload(const GeneratorOptions& options);
+
+// Writes DIR/catalog.yaml (CatalogToYaml) and DIR/invocations.csv (function,timestamp), creating
+// DIR. Byte-identical output for identical workloads.
+Status WriteGeneratedWorkload(const GeneratedWorkload& workload, const std::string& dir);
+
+}  // namespace gshare
