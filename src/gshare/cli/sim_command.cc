@@ -23,7 +23,7 @@ struct SimFlags {
   std::string trace_format = "invocations";
   std::string function;
   std::string gpu_type = "a100-40gb";
-  std::vector<std::string> policies = {"keepalive", "faaswap"};
+  std::vector<std::string> policies = {"keepalive", "faaswap", "gshare"};
   std::uint64_t seed = 1;
   std::string out = "out/sim";
   std::string keep_alive = "15m";

@@ -13,7 +13,12 @@ constexpr std::uint64_t kPayloadMask = (1ULL << 62) - 1;
 }  // namespace
 
 FaaSwapPolicy::FaaSwapPolicy(const SchedulerContext& context, const PolicyOptions& options)
-    : context_(context), options_(options) {}
+    : context_(context), options_(options), model_slots_(context.functions->size()) {}
+
+void FaaSwapPolicy::DropModelSlot(FunctionId function, std::size_t slot) {
+  auto& slots = model_slots_[function];
+  slots.erase(std::find(slots.begin(), slots.end(), slot));
+}
 
 Duration FaaSwapPolicy::SwapTime(FunctionId function) const {
   return context_.gpu->restore_overhead + TransferTime((*context_.functions)[function].model_bytes,
@@ -33,27 +38,36 @@ void FaaSwapPolicy::OnRequest(const Request& request) {
   context_.executor->SetTimer(context_.executor->Now() + proxy, kForwardTag | request.id);
 }
 
+bool FaaSwapPolicy::HasModel(const PoolGpu& gpu, FunctionId function) const {
+  return gpu.resident.contains(function) || (gpu.restoring && gpu.restoring_function == function);
+}
+
+TimePoint FaaSwapPolicy::FreeKey(const PoolGpu& gpu) { return std::max(gpu.predicted_free_at, gpu.ready_at); }
+
 std::size_t FaaSwapPolicy::Place(const Request& request) {
   const TimePoint now = context_.executor->Now();
   const Duration exec = (*context_.functions)[request.function].ExecLatency(1);
   const Duration swap = SwapTime(request.function);
   std::size_t best = std::numeric_limits<std::size_t>::max();
   TimePoint best_done = TimePoint::max();
-  for (std::size_t slot : alive_) {
+  auto consider = [&](std::size_t slot) {
     const PoolGpu& gpu = pool_[slot];
-    const bool has_model = gpu.resident.contains(request.function) ||
-                           (gpu.restoring && gpu.restoring_function == request.function);
-    const TimePoint start = std::max({now, gpu.predicted_free_at, gpu.ready_at});
-    const TimePoint done = start + (has_model ? Duration::zero() : swap) + exec;
-    if (done < best_done) {
+    const TimePoint start = std::max(now, FreeKey(gpu));
+    const TimePoint done = start + (HasModel(gpu, request.function) ? Duration::zero() : swap) + exec;
+    if (done < best_done || (done == best_done && slot < best)) {
       best_done = done;
       best = slot;
     }
-  }
+  };
+  // The earliest finish is on the GPU that frees first, or on one that holds the model: a later
+  // GPU without the model pays the same swap and starts later.
+  if (!by_free_time_.empty()) consider(by_free_time_.begin()->second);
+  for (std::size_t slot : model_slots_[request.function]) consider(slot);
   // Grow when the best GPU misses the deadline because of the work queued on it: an idle GPU
   // would finish the request sooner.
   const bool contention = now + swap + exec < best_done;
-  if ((alive_.empty() || (best_done > request.deadline && contention)) && starting_ == 0) {
+  const bool may_start = starting_ < MaxStartingGpus(alive_.size(), options_.pool_growth_fraction);
+  if ((alive_.empty() || (best_done > request.deadline && contention)) && may_start) {
     const GpuId id = context_.executor->AcquireGpu(options_.instance_start);
     const std::size_t slot = pool_.size();
     pool_.emplace_back();
@@ -63,6 +77,7 @@ std::size_t FaaSwapPolicy::Place(const Request& request) {
     gpu.ready_at = now + options_.instance_start;
     gpu.predicted_free_at = gpu.ready_at;
     alive_.push_back(slot);
+    by_free_time_.insert({FreeKey(gpu), slot});
     slot_of_gpu_[id] = slot;
     if (!gpu.ready) starting_ += 1;
     if (best == std::numeric_limits<std::size_t>::max()) best = slot;
@@ -75,17 +90,19 @@ void FaaSwapPolicy::Forward(RequestId id) {
   const std::size_t slot = Place(request);
   PoolGpu& gpu = pool_[slot];
   const TimePoint now = context_.executor->Now();
-  const bool has_model = gpu.resident.contains(request.function) ||
-                         (gpu.restoring && gpu.restoring_function == request.function);
+  const bool has_model = HasModel(gpu, request.function);
+  by_free_time_.erase({FreeKey(gpu), slot});
   gpu.predicted_free_at = std::max({now, gpu.predicted_free_at, gpu.ready_at}) +
                           (has_model ? Duration::zero() : SwapTime(request.function)) +
                           (*context_.functions)[request.function].ExecLatency(1);
+  by_free_time_.insert({FreeKey(gpu), slot});
   gpu.queue.push_back(id);
   gpu.idle_generation += 1;
   Advance(slot);
 }
 
-bool FaaSwapPolicy::MakeRoom(PoolGpu& gpu, std::uint64_t bytes, FunctionId keep) {
+bool FaaSwapPolicy::MakeRoom(std::size_t slot, std::uint64_t bytes, FunctionId keep) {
+  PoolGpu& gpu = pool_[slot];
   const std::uint64_t capacity = context_.gpu->memory_bytes;
   auto it = gpu.lru.begin();
   while (gpu.memory_used + bytes > capacity && it != gpu.lru.end()) {
@@ -97,6 +114,7 @@ bool FaaSwapPolicy::MakeRoom(PoolGpu& gpu, std::uint64_t bytes, FunctionId keep)
     context_.executor->Evict(gpu.gpu, victim, EvictMode::kDiscard);
     gpu.memory_used -= (*context_.functions)[victim].gpu_memory_bytes;
     gpu.resident.erase(victim);
+    DropModelSlot(victim, slot);
     it = gpu.lru.erase(it);
   }
   return gpu.memory_used + bytes <= capacity;
@@ -131,10 +149,11 @@ void FaaSwapPolicy::Advance(std::size_t slot) {
       const FunctionId function = requests_[id].function;
       if (gpu.resident.contains(function)) continue;
       const std::uint64_t bytes = (*context_.functions)[function].gpu_memory_bytes;
-      if (!MakeRoom(gpu, bytes, function)) break;  // wait for the running batch to finish
+      if (!MakeRoom(slot, bytes, function)) break;  // wait for the running batch to finish
       gpu.memory_used += bytes;
       gpu.restoring = true;
       gpu.restoring_function = function;
+      model_slots_[function].push_back(slot);
       context_.executor->Restore(gpu.gpu, function, bytes);
       break;
     }
@@ -189,7 +208,9 @@ void FaaSwapPolicy::OnTimer(std::uint64_t token) {
   }
   for (FunctionId function : gpu.lru) {
     context_.executor->Evict(gpu.gpu, function, EvictMode::kDiscard);
+    DropModelSlot(function, slot);
   }
+  by_free_time_.erase({FreeKey(gpu), slot});
   gpu.lru.clear();
   gpu.resident.clear();
   gpu.memory_used = 0;

@@ -8,15 +8,17 @@
 // the request is earliest, where a GPU already holding the model saves the swap (so popular
 // models stay resident and attract their requests). Each GPU serves its queue in FIFO order, one
 // batch at a time (consecutive requests of one function form a batch); the copy engine restores
-// the next queued model (within the next 8 requests) while the current batch runs. The pool grows by one GPU when the best
-// predicted finish misses the request's deadline and an idle GPU would finish it sooner (the miss
-// comes from queued work), and no GPU is already starting, and a GPU idle
-// for PolicyOptions::pool_idle leaves the pool.
+// the next queued model (within the next 8 requests) while the current batch runs. The pool grows
+// by one GPU when the best predicted finish misses the request's deadline and an idle GPU would
+// finish it sooner (the miss comes from queued work), with at most
+// PolicyOptions::pool_growth_fraction of the pool starting at once; a GPU idle for
+// PolicyOptions::pool_idle leaves the pool.
 #pragma once
 
 #include <cstdint>
 #include <deque>
 #include <list>
+#include <set>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
@@ -58,7 +60,10 @@ class FaaSwapPolicy final : public Scheduler {
   void Forward(RequestId id);
   std::size_t Place(const Request& request);
   void Advance(std::size_t pool_index);
-  bool MakeRoom(PoolGpu& gpu, std::uint64_t bytes, FunctionId keep);
+  bool MakeRoom(std::size_t slot, std::uint64_t bytes, FunctionId keep);
+  bool HasModel(const PoolGpu& gpu, FunctionId function) const;
+  static TimePoint FreeKey(const PoolGpu& gpu);
+  void DropModelSlot(FunctionId function, std::size_t slot);
   void MaybeIdle(std::size_t pool_index);
   Duration SwapTime(FunctionId function) const;
 
@@ -70,6 +75,10 @@ class FaaSwapPolicy final : public Scheduler {
   std::deque<PoolGpu> pool_;
   std::vector<std::size_t> alive_;  // pool slots in the pool now
   std::unordered_map<GpuId, std::size_t> slot_of_gpu_;
+  // Alive GPUs by when their queued work is predicted done: the earliest-free GPU in O(log G).
+  std::set<std::pair<TimePoint, std::size_t>> by_free_time_;
+  // By function: the pool slots that hold its model (resident or being restored).
+  std::vector<std::vector<std::size_t>> model_slots_;
   int starting_ = 0;
   std::vector<RequestId> batch_;  // scratch
 };

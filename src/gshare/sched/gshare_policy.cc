@@ -8,12 +8,17 @@ namespace {
 
 constexpr std::uint64_t kCheckTag = 1ULL << 62;
 constexpr std::uint64_t kIdleTag = 2ULL << 62;
+constexpr std::uint64_t kReleaseTag = 3ULL << 62;
 constexpr std::uint64_t kPayloadMask = (1ULL << 62) - 1;
 // Best-fit candidates examined per placement: bounds the work per event.
 constexpr int kMaxCandidates = 64;
 
 std::uint64_t Token(std::uint64_t tag, std::uint64_t high, std::uint32_t low) {
   return tag | (high << 32) | low;
+}
+
+Duration Scale(Duration d, double factor) {
+  return Duration(static_cast<std::int64_t>(static_cast<double>(d.count()) * factor));
 }
 
 }  // namespace
@@ -51,20 +56,37 @@ TimePoint GSharePolicy::KeyOf(const Request& request) const {
   return knobs_.slack_order ? request.deadline : request.arrival;
 }
 
+Duration GSharePolicy::QueuedAhead(const GpuState& gpu, FunctionId function, TimePoint key) const {
+  // Under deadline (or arrival) order, the functions waiting here with an earlier key run first.
+  // Bounded look-ahead: the first kMaxQueuedAhead of them.
+  constexpr int kMaxQueuedAhead = 16;
+  Duration ahead{};
+  int counted = 0;
+  for (const auto& [other_key, other] : gpu.waiting) {
+    if (other_key >= key || counted++ >= kMaxQueuedAhead) break;
+    if (other == function) continue;
+    const auto& fs = functions_[other];
+    const auto max_batch = static_cast<std::size_t>((*context_.functions)[other].max_batch);
+    ahead += PredictExec(other, std::min(fs.pending.size(), max_batch));
+  }
+  return ahead;
+}
+
 TimePoint GSharePolicy::PredictFinishOnSlice(const GpuState& gpu, const Slice& slice,
+                                             FunctionId function, TimePoint key,
                                              Duration exec) const {
   const TimePoint now = context_.executor->Now();
   TimePoint start = std::max({now, slice.ready_at, gpu.ready_at});
   if (gpu.running) start = std::max(start, gpu.busy_until);
-  return start + exec;
+  return start + QueuedAhead(gpu, function, key) + exec;
 }
 
 TimePoint GSharePolicy::PredictFinishNewSlice(const GpuState& gpu, FunctionId function,
-                                              Duration exec) const {
+                                              TimePoint key, Duration exec) const {
   const TimePoint now = context_.executor->Now();
   TimePoint start = std::max({now, gpu.copy_free_at, gpu.ready_at}) + PredictRestore(function);
   if (gpu.running) start = std::max(start, gpu.busy_until);
-  return start + exec;
+  return start + QueuedAhead(gpu, function, key) + exec;
 }
 
 bool GSharePolicy::Evictable(const GpuState& gpu, FunctionId function, const Slice& slice) const {
@@ -107,30 +129,67 @@ void GSharePolicy::Bind(FunctionId function) {
   if (fs.pending.empty()) return;
 
   const Request& head = requests_[fs.pending.front()];
+  const Request& tail = requests_[fs.pending.back()];
   const auto max_batch = static_cast<std::size_t>((*context_.functions)[function].max_batch);
   const Duration exec = PredictExec(function, std::min(fs.pending.size(), max_batch));
   TimePoint best_existing = TimePoint::max();
   for (std::size_t slot : fs.slots) {
     const GpuState& gpu = gpus_[slot];
-    best_existing = std::min(best_existing, PredictFinishOnSlice(gpu, gpu.slices.at(function), exec));
+    best_existing = std::min(
+        best_existing, PredictFinishOnSlice(gpu, gpu.slices.at(function), function, KeyOf(head), exec));
+  }
+  // The newest request waits behind the function's whole backlog, shared by its slices.
+  TimePoint tail_existing = TimePoint::max();
+  if (!fs.slots.empty()) {
+    const std::size_t batches = (fs.pending.size() + max_batch - 1) / max_batch;
+    const std::size_t rounds = (batches + fs.slots.size() - 1) / fs.slots.size();
+    tail_existing = best_existing + exec * static_cast<std::int64_t>(rounds - 1);
   }
   const TimePoint now = context_.executor->Now();
-  if (knobs_.lazy && best_existing <= head.deadline) {
-    // Lazy: wait for the slice. Re-check when there is just time left to restore elsewhere.
-    const TimePoint check = head.deadline - exec - PredictRestore(function);
-    if (check > now) {
-      fs.check_generation += 1;
-      context_.executor->SetTimer(check, Token(kCheckTag, function, fs.check_generation));
-    }
-    return;
-  }
-  // At risk (or binding at once): a new slice where the request finishes in time, best fit.
-  const Placement placement = FindNewSlice(function, head);
-  if (!placement.found) {
-    if (!fs.slots.empty()) {
-      GrowPoolIfShort(head, best_existing);  // it waits for its slice; more capacity is on the way for the next
+  const Duration restore = PredictRestore(function);
+  const Duration safety = Scale(restore, margin_);
+  if (knobs_.lazy) {
+    if (best_existing <= head.deadline && tail_existing <= tail.deadline) {
+      // Wait for the slice. Re-check when there is just time left to restore elsewhere.
+      const TimePoint check = head.deadline - exec - restore - safety;
+      if (check > now) SetCheck(function, check);
       return;
     }
+    if (fs.slots.empty()) {
+      // Bind as late as the deadline allows: the slice's time starts with its restore. The
+      // newest request waits behind all the batches before it.
+      const std::size_t batches = (fs.pending.size() + max_batch - 1) / max_batch;
+      const TimePoint latest =
+          std::min(head.deadline - exec, tail.deadline - exec * static_cast<std::int64_t>(batches)) -
+          restore - safety;
+      if (latest > now) {
+        SetCheck(function, latest);
+        return;
+      }
+    }
+  }
+  // The request a new slice is for: the newest when the backlog makes it late (a replica shares
+  // the backlog), else the head.
+  const bool backlog_late = tail_existing > tail.deadline && fs.pending.size() > 1;
+  const Request& target = backlog_late ? tail : head;
+  const TimePoint target_existing = backlog_late ? tail_existing : best_existing;
+  // Work a new slice does before the target is done: its share of the backlog, or one batch.
+  Duration own_work = exec;
+  if (backlog_late) {
+    const std::size_t batches = (fs.pending.size() + max_batch - 1) / max_batch;
+    const std::size_t slices = fs.slots.size() + 1;
+    own_work = exec * static_cast<std::int64_t>((batches + slices - 1) / slices);
+  }
+  // At risk (or binding at once): a new slice where the request finishes in time, best fit.
+  Placement placement = FindNewSlice(function, target, own_work);
+  if (!placement.found || placement.finish > target.deadline) {
+    // A GPU added now (usable at once when instances start instantly) may serve it in time.
+    if (GrowPoolIfShort(target, std::min(placement.finish, target_existing))) {
+      placement = FindNewSlice(function, target, own_work);
+    }
+  }
+  if (!placement.found) {
+    if (!fs.slots.empty()) return;  // it waits for its slice
     // No GPU can take the slice: a GPU already starting with room takes it, else a new one.
     for (std::size_t slot = gpus_.size(); slot-- > 0;) {
       const GpuState& gpu = gpus_[slot];
@@ -150,18 +209,15 @@ void GSharePolicy::Bind(FunctionId function) {
     StartRestore(AcquireGpu(), function);
     return;
   }
-  if (placement.finish > head.deadline) {
-    GrowPoolIfShort(head, std::min(placement.finish, best_existing));
-  }
   // A replica only when it beats waiting for an existing slice; the first slice always.
-  if (!fs.slots.empty() && placement.finish >= best_existing) return;
+  if (!fs.slots.empty() && placement.finish >= target_existing) return;
   if (placement.needs_eviction && !MakeRoom(placement.slot, SliceBytes(function))) return;
   StartRestore(placement.slot, function);
 }
 
-GSharePolicy::Placement GSharePolicy::FindNewSlice(FunctionId function, const Request& head) {
+GSharePolicy::Placement GSharePolicy::FindNewSlice(FunctionId function, const Request& head,
+                                                   Duration exec) {
   const std::uint64_t bytes = SliceBytes(function);
-  const Duration exec = PredictExec(function, 1);
   Placement best;
   // Best fit: the alive GPU with the least free memory that holds the slice and meets the
   // deadline; failing that, the earliest finish among those examined.
@@ -172,33 +228,48 @@ GSharePolicy::Placement GSharePolicy::FindNewSlice(FunctionId function, const Re
     const GpuState& gpu = gpus_[slot];
     if (gpu.slices.contains(function)) continue;
     ++examined;
-    const TimePoint finish = PredictFinishNewSlice(gpu, function, exec);
+    const TimePoint finish = PredictFinishNewSlice(gpu, function, KeyOf(head), exec);
     if (finish <= head.deadline) return Placement{true, slot, false, finish};
     if (finish < best.finish) best = Placement{true, slot, false, finish};
   }
   if (best.found) return best;
-  // No GPU has the memory free: one where idle slices can be evicted (least recently used).
-  for (const auto& [free_bytes, slot] : by_free_) {
+  // No GPU has the memory free: one where idle slices can be evicted (least recently used),
+  // among the GPUs with the most free memory (a bounded number, to bound the work per event).
+  examined = 0;
+  for (auto it = by_free_.rbegin(); it != by_free_.rend() && examined < kMaxCandidates; ++it) {
+    const auto& [free_bytes, slot] = *it;
     const GpuState& gpu = gpus_[slot];
+    ++examined;
     if (gpu.slices.contains(function)) continue;
     std::uint64_t available = free_bytes;
     for (const auto& [f, slice] : gpu.slices) {
       if (Evictable(gpu, f, slice)) available += slice.bytes;
     }
     if (available < bytes) continue;
-    const TimePoint finish = PredictFinishNewSlice(gpu, function, exec);
+    const TimePoint finish = PredictFinishNewSlice(gpu, function, KeyOf(head), exec);
     if (finish < best.finish) best = Placement{true, slot, true, finish};
     if (finish <= head.deadline) break;
   }
   return best;
 }
 
-void GSharePolicy::GrowPoolIfShort(const Request& request, TimePoint best_finish) {
+bool GSharePolicy::GrowPoolIfShort(const Request& request, TimePoint best_finish) {
   // Only when the miss comes from work queued on the GPUs: an idle GPU would finish sooner.
   const TimePoint now = context_.executor->Now();
   const TimePoint idle_finish =
       now + PredictRestore(request.function) + PredictExec(request.function, 1);
-  if (starting_ == 0 && idle_finish < best_finish && !AtGpuLimit()) AcquireGpu();
+  if (starting_ >= MaxStartingGpus(alive_, options_.pool_growth_fraction) ||
+      idle_finish >= best_finish || AtGpuLimit()) {
+    return false;
+  }
+  AcquireGpu();
+  return true;
+}
+
+void GSharePolicy::SetCheck(FunctionId function, TimePoint at) {
+  FunctionState& fs = functions_[function];
+  fs.check_generation += 1;
+  context_.executor->SetTimer(at, Token(kCheckTag, function, fs.check_generation));
 }
 
 bool GSharePolicy::AtGpuLimit() const {
@@ -239,20 +310,25 @@ bool GSharePolicy::MakeRoom(std::size_t slot, std::uint64_t bytes) {
     if (Evictable(gpu, f, slice)) victims.emplace_back(slice.last_used, f);
   }
   std::sort(victims.begin(), victims.end());
-  std::uint64_t free_bytes = gpu.free_bytes;
   for (const auto& [last_used, f] : victims) {
-    if (free_bytes >= bytes) break;
-    const std::uint64_t slice_bytes = gpu.slices.at(f).bytes;
-    const EvictMode mode = knobs_.fast_swap ? EvictMode::kDiscard : EvictMode::kCheckpoint;
-    context_.executor->Evict(gpu.gpu, f, mode);
-    if (mode == EvictMode::kCheckpoint) gpu.evictions_in_flight += 1;
-    gpu.slices.erase(f);
-    auto& slots = functions_[f].slots;
-    slots.erase(std::find(slots.begin(), slots.end(), slot));
-    free_bytes += slice_bytes;
+    if (gpu.free_bytes >= bytes) break;
+    EvictSlice(slot, f);
   }
-  SetFree(slot, free_bytes);
-  return free_bytes >= bytes;
+  return gpu.free_bytes >= bytes;
+}
+
+void GSharePolicy::EvictSlice(std::size_t slot, FunctionId function) {
+  GpuState& gpu = gpus_[slot];
+  const std::uint64_t slice_bytes = gpu.slices.at(function).bytes;
+  const EvictMode mode = knobs_.fast_swap ? EvictMode::kDiscard : EvictMode::kCheckpoint;
+  context_.executor->Evict(gpu.gpu, function, mode);
+  if (mode == EvictMode::kCheckpoint) gpu.evictions_in_flight += 1;
+  gpu.slices.erase(function);
+  auto& slots = functions_[function].slots;
+  slots.erase(std::find(slots.begin(), slots.end(), slot));
+  // Restores queued after a checkpoint wait for it (OnEvictDone); the policy counts the memory
+  // as free from now on.
+  SetFree(slot, gpu.free_bytes + slice_bytes);
 }
 
 void GSharePolicy::StartRestore(std::size_t slot, FunctionId function) {
@@ -271,11 +347,21 @@ void GSharePolicy::StartRestore(std::size_t slot, FunctionId function) {
   functions_[function].slots.push_back(slot);
   UpdateKey(function);
   gpu.idle_generation += 1;
-  if (gpu.ready && gpu.evictions_in_flight == 0) {
-    context_.executor->Restore(gpu.gpu, function, bytes);
-  } else {
-    gpu.deferred_restores.push_back(function);
+  // Restores go to the copy engine one at a time, so a slice's memory is reserved when its copy
+  // starts, not while it waits for the engine.
+  gpu.deferred_restores.push_back(function);
+  IssueRestore(slot);
+}
+
+void GSharePolicy::IssueRestore(std::size_t slot) {
+  GpuState& gpu = gpus_[slot];
+  if (!gpu.ready || gpu.evictions_in_flight > 0 || gpu.restoring || gpu.deferred_restores.empty()) {
+    return;
   }
+  const FunctionId function = gpu.deferred_restores.front();
+  gpu.deferred_restores.erase(gpu.deferred_restores.begin());
+  gpu.restoring = true;
+  context_.executor->Restore(gpu.gpu, function, gpu.slices.at(function).bytes);
 }
 
 void GSharePolicy::Dispatch(std::size_t slot) {
@@ -331,12 +417,27 @@ void GSharePolicy::OnRunDone(GpuId id, FunctionId function, std::span<const Requ
   }
   for (RequestId r : batch) Observe(requests_[r], now);
   Dispatch(slot);
+  MaybeRelease(slot, function);
   MaybeIdle(slot);
   RetryUnplaced();
 }
 
+void GSharePolicy::MaybeRelease(std::size_t slot, FunctionId function) {
+  // Ski rental: a slice that a later restore could bring back within the SLO is released after
+  // sitting idle as long as that restore takes (at most twice the best slice-time in hindsight).
+  // A slice whose restore would break the SLO stays cached until memory or the pool needs it.
+  if (!functions_[function].pending.empty()) return;
+  const Duration restore = PredictRestore(function);
+  const Duration comeback = restore + Scale(restore, margin_) + PredictExec(function, 1);
+  if (comeback > (*context_.functions)[function].slo) return;
+  context_.executor->SetTimer(context_.executor->Now() + restore,
+                              Token(kReleaseTag, slot, function));
+}
+
 void GSharePolicy::OnRestoreDone(GpuId id, FunctionId function) {
   const std::size_t slot = slot_of_.at(id);
+  gpus_[slot].restoring = false;
+  IssueRestore(slot);
   Slice& slice = gpus_[slot].slices.at(function);
   slice.ready = true;
   slice.ready_at = context_.executor->Now();
@@ -350,21 +451,15 @@ void GSharePolicy::OnGpuReady(GpuId id) {
   GpuState& gpu = gpus_[slot];
   gpu.ready = true;
   starting_ -= 1;
-  for (FunctionId f : gpu.deferred_restores) {
-    context_.executor->Restore(gpu.gpu, f, gpu.slices.at(f).bytes);
-  }
-  gpu.deferred_restores.clear();
+  IssueRestore(slot);
   MaybeIdle(slot);
 }
 
 void GSharePolicy::OnEvictDone(GpuId id, FunctionId) {
   const std::size_t slot = slot_of_.at(id);
   GpuState& gpu = gpus_[slot];
-  if (--gpu.evictions_in_flight > 0 || !gpu.ready) return;
-  for (FunctionId f : gpu.deferred_restores) {
-    context_.executor->Restore(gpu.gpu, f, gpu.slices.at(f).bytes);
-  }
-  gpu.deferred_restores.clear();
+  gpu.evictions_in_flight -= 1;
+  IssueRestore(slot);
 }
 
 void GSharePolicy::MaybeIdle(std::size_t slot) {
@@ -401,8 +496,18 @@ void GSharePolicy::OnTimer(std::uint64_t token) {
   }
   const auto slot = static_cast<std::size_t>(high);
   GpuState& gpu = gpus_[slot];
+  if (tag == kReleaseTag) {
+    const FunctionId function = low;
+    if (!gpu.alive) return;
+    auto it = gpu.slices.find(function);
+    if (it == gpu.slices.end() || !Evictable(gpu, function, it->second)) return;
+    if (context_.executor->Now() - it->second.last_used < PredictRestore(function)) return;
+    EvictSlice(slot, function);
+    MaybeIdle(slot);
+    return;
+  }
   if (!gpu.alive || gpu.idle_generation != low || gpu.running || !gpu.waiting.empty() ||
-      gpu.evictions_in_flight > 0 || !gpu.deferred_restores.empty()) {
+      gpu.evictions_in_flight > 0 || gpu.restoring || !gpu.deferred_restores.empty()) {
     return;
   }
   for (const auto& [f, slice] : gpu.slices) {

@@ -17,10 +17,11 @@
 //  - adapts its margin toward a target SLO attainment: it grows when recent attainment falls
 //    short and shrinks slowly otherwise (aggressive but safe);
 //  - grows the pool by one GPU when no choice meets a request's deadline and an idle GPU would
-//    finish it sooner (the miss comes from queued work), and no GPU is already starting;
+//    finish it sooner (the miss comes from queued work), with at most
+//    PolicyOptions::pool_growth_fraction of the pool starting at once;
 //    releases a GPU idle for PolicyOptions::pool_idle.
-// Work per event: O(log G) in the number of GPUs plus the slices of the function at hand; no scan
-// over all functions. The eviction path scans GPUs (O(G)) only when no GPU has enough free memory.
+// Work per event: O(log G) in the number of GPUs, plus at most 64 candidate GPUs examined for a
+// new slice (and their slices, on the eviction path); no scan over all functions or all GPUs.
 //
 // Variants (PolicyOptions::GShare): `fifo` serves by arrival and binds every request at once;
 // no-lazy binds at once but keeps deadline order; no-fast-swap checkpoints before evicting.
@@ -75,7 +76,9 @@ class GSharePolicy final : public Scheduler {
     TimePoint run_started{};
     TimePoint busy_until{};    // predicted end of the run in flight
     TimePoint copy_free_at{};  // predicted end of the copies queued on its copy engine
-    std::vector<FunctionId> deferred_restores;  // wait for the GPU to start or evictions to end
+    std::vector<FunctionId> deferred_restores;  // wait for the copy engine, the GPU's start or
+                                                // checkpoints in flight; issued in order
+    bool restoring = false;                     // a restore is on the copy engine
     int evictions_in_flight = 0;
     std::uint32_t idle_generation = 0;
   };
@@ -97,8 +100,13 @@ class GSharePolicy final : public Scheduler {
   };
 
   void Bind(FunctionId function);
-  Placement FindNewSlice(FunctionId function, const Request& head);
-  void GrowPoolIfShort(const Request& request, TimePoint best_finish);
+  // `exec`: the work the new slice does until `head` is done.
+  Placement FindNewSlice(FunctionId function, const Request& head, Duration exec);
+  bool GrowPoolIfShort(const Request& request, TimePoint best_finish);
+  void SetCheck(FunctionId function, TimePoint at);
+  void EvictSlice(std::size_t slot, FunctionId function);
+  void IssueRestore(std::size_t slot);
+  void MaybeRelease(std::size_t slot, FunctionId function);
   std::size_t AcquireGpu();
   void Dispatch(std::size_t slot);
   void StartRestore(std::size_t slot, FunctionId function);
@@ -114,8 +122,11 @@ class GSharePolicy final : public Scheduler {
   std::uint64_t SliceBytes(FunctionId function) const;
   Duration PredictExec(FunctionId function, std::size_t batch) const;
   Duration PredictRestore(FunctionId function) const;
-  TimePoint PredictFinishOnSlice(const GpuState& gpu, const Slice& slice, Duration exec) const;
-  TimePoint PredictFinishNewSlice(const GpuState& gpu, FunctionId function, Duration exec) const;
+  Duration QueuedAhead(const GpuState& gpu, FunctionId function, TimePoint key) const;
+  TimePoint PredictFinishOnSlice(const GpuState& gpu, const Slice& slice, FunctionId function,
+                                 TimePoint key, Duration exec) const;
+  TimePoint PredictFinishNewSlice(const GpuState& gpu, FunctionId function, TimePoint key,
+                                  Duration exec) const;
   TimePoint KeyOf(const Request& request) const;
   bool Evictable(const GpuState& gpu, FunctionId function, const Slice& slice) const;
 

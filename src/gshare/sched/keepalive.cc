@@ -19,17 +19,40 @@ void KeepAlivePolicy::OnRequest(const Request& request) {
   FunctionState& state = functions_[request.function];
   state.queue.push_back(request.id);
   Dispatch(request.function);
-  const auto max_batch =
-      static_cast<std::size_t>((*context_.functions)[request.function].max_batch);
-  // Scale out when the waiting requests exceed what the instances already starting will take.
-  if (state.queue.size() > static_cast<std::size_t>(state.starting) * max_batch) {
+  // Scale out when requests wait and a new instance would serve the newest sooner than the
+  // instances there are (ready or starting) can.
+  if (!state.queue.empty() && ColdStartIsFaster(request.function)) {
     const GpuId gpu = context_.executor->AcquireGpu(options_.instance_start);
     const auto id = static_cast<std::uint32_t>(instances_.size());
     instances_.push_back(Instance{request.function, gpu, State::kStarting, 0});
     instance_of_gpu_[gpu] = id;
     state.starting += 1;
+    state.starting_ready.push_back(context_.executor->Now() + ColdStart(request.function));
     if (options_.instance_start <= Duration::zero()) OnGpuReady(gpu);
   }
+}
+
+bool KeepAlivePolicy::ColdStartIsFaster(FunctionId function) const {
+  const FunctionState& state = functions_[function];
+  const std::size_t servers = static_cast<std::size_t>(state.ready + state.starting);
+  if (servers == 0) return true;
+  const ResolvedFunction& spec = (*context_.functions)[function];
+  const TimePoint now = context_.executor->Now();
+  // The instances there are (ready now, or starting and ready soon) serve the queue in rounds;
+  // the newest request finishes after the last round. A new instance would finish it after a
+  // cold start and one run.
+  const TimePoint first_free = state.ready > 0 ? now : state.starting_ready.front();
+  const auto max_batch = static_cast<std::size_t>(spec.max_batch);
+  const auto batches = (state.queue.size() + max_batch - 1) / max_batch;
+  const auto rounds = static_cast<std::int64_t>((batches + servers - 1) / servers);
+  const Duration run = spec.ExecLatency(spec.max_batch);
+  return first_free + run * rounds > now + ColdStart(function) + run;
+}
+
+Duration KeepAlivePolicy::ColdStart(FunctionId function) const {
+  const ResolvedFunction& spec = (*context_.functions)[function];
+  return options_.instance_start + context_.gpu->restore_overhead +
+         TransferTime(spec.model_bytes, context_.gpu->h2d_bytes_per_second);
 }
 
 void KeepAlivePolicy::OnGpuReady(GpuId gpu) {
@@ -42,6 +65,8 @@ void KeepAlivePolicy::OnGpuReady(GpuId gpu) {
 void KeepAlivePolicy::OnRestoreDone(GpuId gpu, FunctionId function) {
   const std::uint32_t id = instance_of_gpu_.at(gpu);
   functions_[function].starting -= 1;
+  functions_[function].starting_ready.pop_front();
+  functions_[function].ready += 1;
   BecomeIdle(id);
   Dispatch(function);
 }
@@ -86,6 +111,7 @@ void KeepAlivePolicy::OnTimer(std::uint64_t token) {
   auto& idle = functions_[instance.function].idle;
   idle.erase(std::find(idle.begin(), idle.end(), id));
   instance.state = State::kGone;
+  functions_[instance.function].ready -= 1;
   context_.executor->Evict(instance.gpu, instance.function, EvictMode::kDiscard);
   context_.executor->ReleaseGpu(instance.gpu);
   instance_of_gpu_.erase(instance.gpu);

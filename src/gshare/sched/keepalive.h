@@ -3,10 +3,10 @@
 // Stands for today's serverless GPU platforms (a function instance is a VM or container bound to
 // a dedicated GPU, as in the gShare paper's keep-alive baseline). Each instance holds one whole
 // GPU from its start until it has been idle for PolicyOptions::keep_alive. An instance serves one
-// batch at a time (up to the function's max_batch), from the function's FIFO queue. When a
-// request finds no idle instance and more requests wait than starting instances can take, a new
-// instance starts: a cold start pays instance_start plus the model load. Whichever instance
-// frees first serves the queue head.
+// batch at a time (up to the function's max_batch), from the function's FIFO queue. When requests
+// wait, a new instance starts if it would finish the newest one sooner than the instances there
+// are (ready, or starting and ready soon) can, serving the queue in rounds; a cold start pays
+// instance_start plus the model load. Whichever instance frees first serves the queue head.
 #pragma once
 
 #include <cstdint>
@@ -43,9 +43,13 @@ class KeepAlivePolicy final : public Scheduler {
     std::deque<RequestId> queue;
     std::vector<std::uint32_t> idle;  // idle instances, most recently used last
     int starting = 0;                 // instances starting or loading
+    int ready = 0;                    // instances loaded (idle or busy)
+    std::deque<TimePoint> starting_ready;  // when the starting instances are expected to be ready
   };
 
   void Dispatch(FunctionId function);
+  bool ColdStartIsFaster(FunctionId function) const;
+  Duration ColdStart(FunctionId function) const;
   void BecomeIdle(std::uint32_t instance);
 
   SchedulerContext context_;

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 
 #include "gshare/common/units.h"
@@ -18,6 +19,9 @@ struct PolicyOptions {
   // only in how they place work. One minute: long enough to ride out gaps between bursts, short
   // enough that a pool follows the load.
   Duration pool_idle = std::chrono::minutes(1);
+  // Shared pools: GPUs that may be starting at once, as a fraction of the pool (at least one), so
+  // a pool under a burst grows by this fraction per instance start.
+  double pool_growth_fraction = 0.25;
   // gshare: the most GPUs the pool may hold at once; 0 means no limit (the optimality-gap study
   // gives the online policy exactly the exact solver's GPUs).
   int max_gpus = 0;
@@ -42,5 +46,15 @@ struct PolicyOptions {
   };
   GShare gshare;
 };
+
+}  // namespace gshare
+
+namespace gshare {
+
+// How many GPUs a shared pool of `alive` GPUs (starting ones included) may have starting at once.
+inline int MaxStartingGpus(std::size_t alive, double growth_fraction) {
+  const auto n = static_cast<int>(static_cast<double>(alive) * growth_fraction);
+  return n < 1 ? 1 : n;
+}
 
 }  // namespace gshare

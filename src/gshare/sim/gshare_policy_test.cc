@@ -14,67 +14,73 @@ using testing::AddRequest;
 using testing::MakeFunction;
 using testing::RoundGpu;
 
-SimulationOptions ExactOptions() {
+// Predictions with the default 40% margin, held fixed so the schedules can be worked by hand.
+SimulationOptions HandOptions(int max_gpus = 0) {
   SimulationOptions options;
   options.policy.instance_start = Duration::zero();
   options.policy.pool_idle = seconds(10);
-  options.policy.gshare.initial_margin = 0;  // predictions equal the profile
+  options.policy.max_gpus = max_gpus;
+  options.policy.gshare.initial_margin = 0.4;
   options.policy.gshare.adapt_margin = false;
   return options;
 }
 
 TEST(GSharePolicyTest, TwoFunctionsOnOneGpuWhoWaitsAndWhoSwaps) {
-  // a: 10 MB model (restore 1 + 10 ms), 10 ms run; b: 20 MB (1 + 20 ms), 20 ms run; SLO 100 ms.
+  // a: 10 MB model (restore 1 + 10 = 11 ms), 10 ms run; b: 20 MB (21 ms), 20 ms run; SLO 100 ms.
+  // Predicted runs are 40% longer (14 and 28 ms), safety 40% of a restore (4.4 and 8.4 ms).
   Workload w;
   w.gpu = RoundGpu();
   w.functions.push_back(MakeFunction("a", 10'000'000, 256 * kMiB, milliseconds(10), milliseconds(100)));
   w.functions.push_back(MakeFunction("b", 20'000'000, 256 * kMiB, milliseconds(20), milliseconds(100)));
-  AddRequest(w, 0, 0.000);  // a0
-  AddRequest(w, 1, 0.001);  // b0
-  AddRequest(w, 0, 0.005);  // a1
-  auto report = Simulate(w, "gshare", ExactOptions());
+  AddRequest(w, 0, 0.000);  // a0, deadline 100 ms
+  AddRequest(w, 1, 0.001);  // b0, deadline 101 ms
+  AddRequest(w, 0, 0.005);  // a1, deadline 105 ms
+  auto report = Simulate(w, "gshare", HandOptions(/*max_gpus=*/1));
   ASSERT_TRUE(report.ok()) << report.status().ToString();
-  // a0: first GPU, restore 0-11 ms, runs 11-21 ms.
-  // b0: a new slice on the same GPU (best fit, meets its deadline): its restore queues behind
-  //     a's on the copy engine (11-32 ms); it runs after a1, at 32-52 ms.
-  // a1: waits for a's slice (lazy, no swap): runs 21-31 ms.
+  // Lazy binding: b binds at 101 - 28 - 21 - 8.4 = 43.6 ms: the GPU is acquired, b restores until
+  // 64.6 and runs 64.6-84.6. a binds when its newest request must: 105 - 2 x 14 - 11 - 4.4 =
+  // 61.6 ms; its restore waits for the copy engine (64.6-75.6), then a waits for b's run: a0 runs
+  // 84.6-94.6 and a1 94.6-104.6 on the same slice, with no second swap.
   ASSERT_EQ(report->functions.size(), 2u);
   EXPECT_EQ(report->peak_gpus, 1);
-  EXPECT_EQ(report->swaps, 2u);  // one per function: a1 never swaps
-  EXPECT_NEAR(report->functions[0].latency.max_ms, 26.0, 1e-6);  // a1: 5 -> 31 ms
-  EXPECT_NEAR(report->functions[0].latency.p50_ms, 21.0, 1e-6);  // a0: 0 -> 21 ms
-  EXPECT_NEAR(report->functions[1].latency.p50_ms, 51.0, 1e-6);  // b0: 1 -> 52 ms
+  EXPECT_EQ(report->swaps, 2u);
+  // Latencies are kept as float: compare to 1e-4 ms.
+  EXPECT_NEAR(report->functions[0].latency.p50_ms, 94.6, 1e-4);  // a0: 0 -> 94.6 ms
+  EXPECT_NEAR(report->functions[0].latency.max_ms, 99.6, 1e-4);  // a1: 5 -> 104.6 ms
+  EXPECT_NEAR(report->functions[1].latency.p50_ms, 83.6, 1e-4);  // b0: 1 -> 84.6 ms
   EXPECT_DOUBLE_EQ(report->slo_attainment, 1.0);
-  EXPECT_NEAR(report->horizon_seconds, 0.052, 1e-9);
-  EXPECT_NEAR(report->gpu_seconds, 0.052, 1e-9);
-  // Slices are 256 MiB each: a from 0, b from 1 ms, to the horizon at 52 ms.
-  EXPECT_NEAR(report->vgpu_gib_seconds, 0.25 * (0.052 + 0.051), 1e-9);
+  EXPECT_NEAR(report->horizon_seconds, 0.1046, 1e-9);
+  EXPECT_NEAR(report->gpu_seconds, 0.1046 - 0.0436, 1e-9);
+  // 256 MiB slices: b from 43.6 ms, a from 64.6 ms (its copy's start), to the horizon.
+  EXPECT_NEAR(report->vgpu_gib_seconds, 0.25 * ((0.1046 - 0.0436) + (0.1046 - 0.0646)), 1e-9);
 }
 
 TEST(GSharePolicyTest, EvictsTheLeastRecentlyUsedIdleSliceWhenMemoryIsShort) {
-  // Three 16 GiB functions, one 40 GiB GPU holds two: x, y, z, x swaps four times on one GPU.
+  // Three 16 GiB functions, one 40 GiB GPU holds two. 400 MB models restore in 401 ms, so with a
+  // 500 ms SLO a slice cannot come back in time and stays cached until memory is needed: x, y, z, x
+  // swap four times on one GPU, z evicting x (least recently used) and x evicting y.
   Workload w;
   w.gpu = RoundGpu();
   for (const char* name : {"x", "y", "z"}) {
-    w.functions.push_back(MakeFunction(name, 1'000'000, 16 * kGiB, milliseconds(10), seconds(1)));
+    w.functions.push_back(MakeFunction(name, 400'000'000, 16 * kGiB, milliseconds(10), milliseconds(500)));
   }
   AddRequest(w, 0, 0.0);
   AddRequest(w, 1, 1.0);
   AddRequest(w, 2, 2.0);
   AddRequest(w, 0, 3.0);
-  for (const char* policy : {"gshare", "gshare-no-fast-swap"}) {
-    auto report = Simulate(w, policy, ExactOptions());
-    ASSERT_TRUE(report.ok()) << policy << ": " << report.status().ToString();
-    EXPECT_EQ(report->swaps, 4u) << policy;
-    EXPECT_EQ(report->peak_gpus, 1) << policy;
-    EXPECT_DOUBLE_EQ(report->slo_attainment, 1.0) << policy;
+  auto fast = Simulate(w, "gshare", HandOptions());
+  auto slow = Simulate(w, "gshare-no-fast-swap", HandOptions());
+  for (auto* report : {&fast, &slow}) {
+    ASSERT_TRUE(report->ok()) << report->status().ToString();
+    EXPECT_EQ((*report)->swaps, 4u);
+    EXPECT_EQ((*report)->peak_gpus, 1);
   }
-  auto fast = Simulate(w, "gshare", ExactOptions());
-  auto slow = Simulate(w, "gshare-no-fast-swap", ExactOptions());
-  // z at 2 s: a restore of 1 + 1 ms, then 10 ms: 12 ms with fast swap; the checkpoint of x
-  // (1 ms over the link) comes first without it.
-  EXPECT_NEAR(fast->functions[2].latency.max_ms, 12.0, 1e-6);
-  EXPECT_NEAR(slow->functions[2].latency.max_ms, 13.0, 1e-6);
+  // With fast swap an eviction costs nothing: z takes 401 + 10 ms. Without it, x's 400 MB are
+  // first copied back to the host (400 ms), so z and the second x miss the 500 ms SLO.
+  EXPECT_NEAR(fast->functions[2].latency.max_ms, 411.0, 1e-4);
+  EXPECT_NEAR(slow->functions[2].latency.max_ms, 811.0, 1e-4);
+  EXPECT_DOUBLE_EQ(fast->slo_attainment, 1.0);
+  EXPECT_DOUBLE_EQ(slow->slo_attainment, 0.5);
 }
 
 TEST(GSharePolicyTest, BatchesRequestsThatWaitForTheSameSlice) {
@@ -85,12 +91,31 @@ TEST(GSharePolicyTest, BatchesRequestsThatWaitForTheSameSlice) {
   AddRequest(w, 0, 0.000);
   AddRequest(w, 0, 0.002);
   AddRequest(w, 0, 0.004);
-  auto report = Simulate(w, "gshare", ExactOptions());
+  auto report = Simulate(w, "gshare", HandOptions());
   ASSERT_TRUE(report.ok());
-  // All three wait for the restore (0-11 ms) and run as one batch of three (11-21 ms).
-  EXPECT_NEAR(report->latency.max_ms, 21.0, 1e-6);
-  EXPECT_NEAR(report->latency.p50_ms, 19.0, 1e-6);
+  // All three wait for the lazy bind at 100 - 14 - 11 - 4.4 = 70.6 ms, the restore (70.6-81.6)
+  // and run as one batch of three (81.6-91.6 ms).
+  EXPECT_NEAR(report->latency.max_ms, 91.6, 1e-4);
+  EXPECT_NEAR(report->latency.p50_ms, 89.6, 1e-4);
   EXPECT_EQ(report->swaps, 1u);
+}
+
+TEST(GSharePolicyTest, ReleasesAnIdleSliceThatCanComeBackInTime) {
+  // Ski rental: a slice whose restore (11 ms) fits in the SLO with room is released after 11 ms
+  // idle, so a call 1 s later swaps again; one whose restore does not fit stays.
+  Workload w;
+  w.gpu = RoundGpu();
+  w.functions.push_back(MakeFunction("cheap", 10'000'000, 256 * kMiB, milliseconds(10), milliseconds(100)));
+  w.functions.push_back(MakeFunction("dear", 400'000'000, 256 * kMiB, milliseconds(10), milliseconds(500)));
+  AddRequest(w, 0, 0.0);
+  AddRequest(w, 1, 0.0);
+  AddRequest(w, 0, 1.0);
+  AddRequest(w, 1, 1.0);
+  auto report = Simulate(w, "gshare", HandOptions());
+  ASSERT_TRUE(report.ok());
+  EXPECT_EQ(report->functions[0].swaps, 2u);
+  EXPECT_EQ(report->functions[1].swaps, 1u);
+  EXPECT_DOUBLE_EQ(report->slo_attainment, 1.0);
 }
 
 // Random functions and arrivals on a small (8 GiB) GPU type, so memory is short.

@@ -28,8 +28,13 @@ Workload ToWorkload(const exact::ExactInstance& instance, std::vector<std::size_
     r.gpu_memory_bytes = f.gpu_memory_bytes;
     r.exec_by_batch = {f.exec};
     r.max_batch = 1;
-    r.slo = f.exec;  // unused: each request carries its own deadline
+    r.slo = Duration::max();
     w.functions.push_back(std::move(r));
+  }
+  // A function's SLO is the tightest its requests carry (each request keeps its own deadline).
+  for (const auto& request : instance.requests) {
+    Duration& slo = w.functions[request.function].slo;
+    slo = std::min(slo, request.deadline - request.release);
   }
   order.resize(instance.requests.size());
   std::iota(order.begin(), order.end(), 0);

@@ -38,10 +38,9 @@ TEST(KeepAlivePolicyTest, MatchesTheHandComputedSchedule) {
   auto report = Simulate(w, "keepalive", HandOptions());
   ASSERT_TRUE(report.ok()) << report.status().ToString();
   // r0: instance 0 starts at 0, ready at 1.0, loaded at 1.101, runs to 1.111.
-  // r1 (0.5): queues behind r0; a second instance starts at 0.5 (ready 1.5, loaded 1.601), but
-  //     instance 0 frees first and serves r1 from 1.111 to 1.121.
-  // r2 (5.0): the most recently idle instance (1) serves it at once: 10 ms.
-  // Instance 0 expires at 1.121 + 10 = 11.121, instance 1 at 5.010 + 10 = 15.010.
+  // r1 (0.5): queues behind r0; a second instance would be ready at 1.601, later than instance 0
+  //     serves r1 (1.111-1.121), so none starts.
+  // r2 (5.0): instance 0 is warm: 10 ms. It expires at 5.010 + 10 = 15.010.
   // r3 (20.0): a cold start again: 1 s + 101 ms + 10 ms.
   const auto& sorted = report->sorted_latency_ms;
   ASSERT_EQ(sorted.size(), 4u);
@@ -51,14 +50,38 @@ TEST(KeepAlivePolicyTest, MatchesTheHandComputedSchedule) {
   EXPECT_NEAR(sorted[3], 1111.0, 1e-3);
   EXPECT_DOUBLE_EQ(report->slo_attainment, 0.25);
   EXPECT_NEAR(report->horizon_seconds, 21.111, 1e-9);
-  // GPUs held: 0 -> 11.121, 0.5 -> 15.010, 20 -> 21.111 (the horizon).
-  EXPECT_NEAR(report->gpu_seconds, 11.121 + 14.510 + 1.111, 1e-6);
-  EXPECT_EQ(report->peak_gpus, 2);
-  EXPECT_EQ(report->swaps, 3u);
-  EXPECT_EQ(report->swap_bytes, 300'000'000u);
+  // GPUs held: 0 -> 15.010 and 20 -> 21.111 (the horizon).
+  EXPECT_NEAR(report->gpu_seconds, 15.010 + 1.111, 1e-6);
+  EXPECT_EQ(report->peak_gpus, 1);
+  EXPECT_EQ(report->swaps, 2u);
+  EXPECT_EQ(report->swap_bytes, 200'000'000u);
   // Each instance reserves the whole 40 GiB GPU from its restore on.
-  EXPECT_NEAR(report->vgpu_gib_seconds, 40.0 * (10.121 + 13.510 + 0.111), 1e-6);
-  EXPECT_NEAR(report->cost_usd, (11.121 + 14.510 + 1.111) * 0.001, 1e-9);
+  EXPECT_NEAR(report->vgpu_gib_seconds, 40.0 * (14.010 + 0.111), 1e-6);
+  EXPECT_NEAR(report->cost_usd, (15.010 + 1.111) * 0.001, 1e-9);
+}
+
+TEST(KeepAlivePolicyTest, ScalesOutOnlyWhenANewInstanceWouldServeSooner) {
+  // 10 ms runs; a cold start takes 1 s + 101 ms. Twenty requests at once: with s instances
+  // starting, the k-th would finish after ceil(k / s) runs once they are ready, a new instance
+  // after one run at the same time: every request gets an instance.
+  Workload burst;
+  burst.gpu = RoundGpu();
+  burst.functions.push_back(MakeFunction("f", 100'000'000, 256 * kMiB, milliseconds(10), seconds(5)));
+  for (int i = 0; i < 20; ++i) AddRequest(burst, 0, 0.0);
+  auto report = Simulate(burst, "keepalive", HandOptions());
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  EXPECT_EQ(report->peak_gpus, 20);
+  // Twenty requests 50 ms apart: the k-th would wait until the first instance is ready (1.101 s)
+  // and k runs, sooner than a new instance (0.05 k + 1.111 s): one instance serves them all.
+  Workload spaced = burst;
+  spaced.requests.clear();
+  for (int i = 0; i < 20; ++i) AddRequest(spaced, 0, 0.05 * i);
+  report = Simulate(spaced, "keepalive", HandOptions());
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  EXPECT_EQ(report->peak_gpus, 1);
+  EXPECT_NEAR(report->latency.max_ms, 1111.0, 1e-3);  // the first waits longest: the cold start
+  // r_k runs 1.101 + 0.01 k to + 0.01: latency 1111 - 40 k ms; the median (k = 10) is 711 ms.
+  EXPECT_NEAR(report->latency.p50_ms, 711.0, 1e-3);
 }
 
 TEST(FaaSwapPolicyTest, MatchesTheHandComputedSchedule) {

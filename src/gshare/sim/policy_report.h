@@ -51,6 +51,7 @@ struct PolicyReport {
   std::vector<std::pair<double, int>> gpu_timeline;  // (seconds, GPUs held) at each change
   std::vector<float> sorted_latency_ms;              // for the CDF
   ScheduleLog schedule;  // every restore and run, when SimulatedExecutor::Options asked for it
+  std::vector<std::uint32_t> decision_ns;  // per event, when Options::time_decisions
 };
 
 }  // namespace gshare

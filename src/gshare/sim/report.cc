@@ -124,12 +124,12 @@ std::string SummaryTable(const RunInfo& info, const Workload& workload,
                   info.trace_path, info.trace_format, workload.requests.size(),
                   workload.functions.size(), TraceSpanSeconds(workload), info.gpu_type);
   out += fmt::format(
-      "{:<10} {:>9} {:>8} {:>9} {:>9} {:>9} {:>11} {:>8} {:>5} {:>12} {:>9} {:>10} {:>10}\n",
+      "{:<20} {:>9} {:>8} {:>9} {:>9} {:>9} {:>11} {:>8} {:>5} {:>12} {:>9} {:>10} {:>10}\n",
       "policy", "requests", "SLO", "p50 ms", "p95 ms", "p99 ms", "GPU-s", "avg GPU", "peak",
       "vGPU GiB-s", "swaps", "cost USD", "bill USD");
   for (const PolicyReport& r : reports) {
     out += fmt::format(
-        "{:<10} {:>9} {:>7.2f}% {:>9.2f} {:>9.2f} {:>9.2f} {:>11.1f} {:>8.2f} {:>5} {:>12.1f} "
+        "{:<20} {:>9} {:>7.2f}% {:>9.2f} {:>9.2f} {:>9.2f} {:>11.1f} {:>8.2f} {:>5} {:>12.1f} "
         "{:>9} "
         "{:>10.2f} {:>10.2f}\n",
         r.policy, r.requests, 100.0 * r.slo_attainment, r.latency.p50_ms, r.latency.p95_ms,

@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 #include <algorithm>
+#include <chrono>
+#include <climits>
+#include <cstdint>
 
 namespace gshare {
 
@@ -336,6 +339,8 @@ Status SimulatedExecutor::RunToEnd(const std::function<void(TimePoint, std::uint
     const bool have_arrival = next < requests.size();
     if (!have_event && !have_arrival) break;
     // Events before arrivals at equal times: completions free resources first.
+    const auto wall_start =
+        options_.time_decisions ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
     if (have_arrival && (!have_event || requests[next].arrival < events_.Top().time)) {
       now_ = requests[next].arrival;
       scheduler_->OnRequest(requests[next]);
@@ -344,6 +349,12 @@ Status SimulatedExecutor::RunToEnd(const std::function<void(TimePoint, std::uint
       const auto entry = events_.Pop();
       now_ = entry.time;
       Dispatch(entry.payload);
+    }
+    if (options_.time_decisions) {
+      const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                          std::chrono::steady_clock::now() - wall_start)
+                          .count();
+      decision_ns_.push_back(static_cast<std::uint32_t>(std::min<std::int64_t>(ns, UINT32_MAX)));
     }
     ++events_processed_;
     if (progress && (events_processed_ & 0xFFFF) == 0) progress(now_, completed_);

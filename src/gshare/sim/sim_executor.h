@@ -57,6 +57,8 @@ class SimulatedExecutor final : public Executor {
   struct Options {
     Duration quantum = std::chrono::milliseconds(20);  // time-slice length
     bool record_schedule = false;  // keep a ScheduleLog of every restore and run
+    // Measure the wall time of every scheduler callback (its decision latency), for benchmarks.
+    bool time_decisions = false;
   };
 
   SimulatedExecutor(const Workload& workload, Options options);
@@ -83,6 +85,8 @@ class SimulatedExecutor final : public Executor {
   // (time, GPUs held) at every change, until the horizon.
   const std::vector<std::pair<TimePoint, int>>& gpu_timeline() const { return gpu_timeline_; }
   std::uint64_t events_processed() const { return events_processed_; }
+  // Wall time of each scheduler callback in nanoseconds; empty unless Options::time_decisions.
+  const std::vector<std::uint32_t>& decision_ns() const { return decision_ns_; }
   // Empty unless Options::record_schedule.
   const ScheduleLog& schedule_log() const { return log_; }
 
@@ -153,6 +157,7 @@ class SimulatedExecutor final : public Executor {
   bool captured_ = false;
   ExecutorTotals totals_;
   ScheduleLog log_;
+  std::vector<std::uint32_t> decision_ns_;
 };
 
 }  // namespace gshare

@@ -115,6 +115,7 @@ Result<PolicyReport> Simulate(const Workload& workload, std::string_view policy,
     report.gpu_timeline.emplace_back(SinceEpochSeconds(t), n);
   }
   report.schedule = executor.schedule_log();
+  report.decision_ns = executor.decision_ns();
   return report;
 }
 
