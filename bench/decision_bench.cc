@@ -28,12 +28,18 @@ int Main(int argc, char** argv) {
   double horizon_seconds = 300;
   double mean_gap_seconds = 3;
   for (int i = 1; i + 1 < argc; i += 2) {
-    if (std::strcmp(argv[i], "--functions") == 0) functions = std::atoi(argv[i + 1]);
-    else if (std::strcmp(argv[i], "--gpu-type") == 0) gpu_name = argv[i + 1];
-    else if (std::strcmp(argv[i], "--mean-gap") == 0) mean_gap_seconds = std::atof(argv[i + 1]);
-    else if (std::strcmp(argv[i], "--horizon") == 0) horizon_seconds = std::atof(argv[i + 1]);
+    if (std::strcmp(argv[i], "--functions") == 0)
+      functions = std::atoi(argv[i + 1]);
+    else if (std::strcmp(argv[i], "--gpu-type") == 0)
+      gpu_name = argv[i + 1];
+    else if (std::strcmp(argv[i], "--mean-gap") == 0)
+      mean_gap_seconds = std::atof(argv[i + 1]);
+    else if (std::strcmp(argv[i], "--horizon") == 0)
+      horizon_seconds = std::atof(argv[i + 1]);
     else {
-      std::fprintf(stderr, "usage: %s [--functions N] [--gpu-type NAME] [--mean-gap S] [--horizon S]\n", argv[0]);
+      std::fprintf(stderr,
+                   "usage: %s [--functions N] [--gpu-type NAME] [--mean-gap S] [--horizon S]\n",
+                   argv[0]);
       return 2;
     }
   }
@@ -93,12 +99,14 @@ int Main(int argc, char** argv) {
     const auto i = static_cast<std::size_t>(p / 100.0 * static_cast<double>(ns.size() - 1));
     return ns[i] / 1000.0;
   };
-  std::printf("gshare decision latency: %d functions, %zu requests, %llu events, peak %d GPUs (%s)\n",
-              functions, w.requests.size(), static_cast<unsigned long long>(report->events),
-              report->peak_gpus, gpu->name.c_str());
+  std::printf(
+      "gshare decision latency: %d functions, %zu requests, %llu events, peak %d GPUs (%s)\n",
+      functions, w.requests.size(), static_cast<unsigned long long>(report->events),
+      report->peak_gpus, gpu->name.c_str());
   std::printf("%-10s %10s\n", "percentile", "us/event");
   for (double p : {50.0, 90.0, 99.0, 99.9}) std::printf("p%-9g %10.3f\n", p, pct(p));
-  std::printf("p99 / target (%.0f us): %.3f\n", kTargetP99Microseconds, pct(99) / kTargetP99Microseconds);
+  std::printf("p99 / target (%.0f us): %.3f\n", kTargetP99Microseconds,
+              pct(99) / kTargetP99Microseconds);
   return 0;
 }
 

@@ -1,6 +1,7 @@
 // Simulator throughput: replays a generated Azure-like workload of 1,000,000 invocations over
-// at least 1,000 invoked functions through each policy, single-threaded (CPU time), and reports simulated events per second
-// and its ratio to the target of 1,000,000 events/s (counter `vs_target`).
+// at least 1,000 invoked functions through each policy, single-threaded (CPU time), and reports
+// simulated events per second and its ratio to the target of 1,000,000 events/s (counter
+// `vs_target`).
 //
 //   ./build/bench/gshare_sim_bench [--benchmark_filter=keepalive]
 #include <benchmark/benchmark.h>
@@ -73,7 +74,9 @@ void BM_Simulate(benchmark::State& state, const char* policy) {
       benchmark::Counter(events / kTargetEventsPerSecond, benchmark::Counter::kIsRate);
 }
 
-BENCHMARK_CAPTURE(BM_Simulate, keepalive, "keepalive")->Unit(benchmark::kMillisecond)->Iterations(3);
+BENCHMARK_CAPTURE(BM_Simulate, keepalive, "keepalive")
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(3);
 BENCHMARK_CAPTURE(BM_Simulate, faaswap, "faaswap")->Unit(benchmark::kMillisecond)->Iterations(3);
 BENCHMARK_CAPTURE(BM_Simulate, gshare, "gshare")->Unit(benchmark::kMillisecond)->Iterations(3);
 

@@ -1,6 +1,6 @@
 // gshare optgap: how close the online policy comes to the optimum on small random instances.
-#include <cstdio>
 #include <fmt/format.h>
+#include <cstdio>
 #include <fstream>
 #include <memory>
 
@@ -65,12 +65,17 @@ int RunOptGap(OptGapFlags& flags) {
 void AddOptGapCommand(CLI::App& app, CommandContext& context) {
   auto flags = std::make_shared<OptGapFlags>();
   CLI::App* cmd = app.add_subcommand(
-      "optgap", "Solve small random instances exactly (MILP) and online; report the optimality gap");
-  cmd->add_option("--instances", flags->options.instances, "Number of instances")->capture_default_str();
-  cmd->add_option("--seed", flags->options.seed, "Seed of the instance generator")->capture_default_str();
-  cmd->add_option("--requests", flags->options.requests, "Requests per instance")->capture_default_str();
+      "optgap",
+      "Solve small random instances exactly (MILP) and online; report the optimality gap");
+  cmd->add_option("--instances", flags->options.instances, "Number of instances")
+      ->capture_default_str();
+  cmd->add_option("--seed", flags->options.seed, "Seed of the instance generator")
+      ->capture_default_str();
+  cmd->add_option("--requests", flags->options.requests, "Requests per instance")
+      ->capture_default_str();
   cmd->add_option("--gpus", flags->options.gpus, "GPUs per instance")->capture_default_str();
-  cmd->add_option("--policy", flags->options.policy, "Online policy to compare")->capture_default_str();
+  cmd->add_option("--policy", flags->options.policy, "Online policy to compare")
+      ->capture_default_str();
   cmd->add_option("--time-limit", flags->time_limit, "Time limit of each exact solve")
       ->capture_default_str();
   cmd->add_option("--load", flags->options.generator.load, "Offered load of the instances")

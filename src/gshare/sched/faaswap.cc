@@ -13,11 +13,69 @@ constexpr std::uint64_t kPayloadMask = (1ULL << 62) - 1;
 }  // namespace
 
 FaaSwapPolicy::FaaSwapPolicy(const SchedulerContext& context, const PolicyOptions& options)
-    : context_(context), options_(options), model_slots_(context.functions->size()) {}
+    : context_(context),
+      options_(options),
+      model_idle_(context.functions->size()),
+      model_busy_(context.functions->size()) {}
 
-void FaaSwapPolicy::DropModelSlot(FunctionId function, std::size_t slot) {
-  auto& slots = model_slots_[function];
-  slots.erase(std::find(slots.begin(), slots.end(), slot));
+template <typename Visit>
+void FaaSwapPolicy::ForEachModel(const PoolGpu& gpu, Visit visit) const {
+  for (FunctionId f : gpu.lru) visit(f);
+  if (gpu.restoring) visit(gpu.restoring_function);
+}
+
+void FaaSwapPolicy::IndexInsert(std::size_t slot) {
+  PoolGpu& gpu = pool_[slot];
+  gpu.indexed_key = FreeKey(gpu);
+  gpu.indexed_idle = false;
+  by_free_time_.insert({gpu.indexed_key, slot});
+  ForEachModel(gpu, [&](FunctionId f) { model_busy_[f].insert({gpu.indexed_key, slot}); });
+}
+
+void FaaSwapPolicy::IndexErase(std::size_t slot) {
+  const PoolGpu& gpu = pool_[slot];
+  if (gpu.indexed_idle) {
+    idle_slots_.erase(slot);
+    ForEachModel(gpu, [&](FunctionId f) { model_idle_[f].erase(slot); });
+  } else {
+    by_free_time_.erase({gpu.indexed_key, slot});
+    ForEachModel(gpu, [&](FunctionId f) { model_busy_[f].erase({gpu.indexed_key, slot}); });
+  }
+}
+
+void FaaSwapPolicy::Promote(TimePoint now) {
+  while (!by_free_time_.empty() && by_free_time_.begin()->first <= now) {
+    const std::size_t slot = by_free_time_.begin()->second;
+    IndexErase(slot);
+    PoolGpu& gpu = pool_[slot];
+    gpu.indexed_idle = true;
+    idle_slots_.insert(slot);
+    ForEachModel(gpu, [&](FunctionId f) { model_idle_[f].insert(slot); });
+  }
+}
+
+void FaaSwapPolicy::AddModel(std::size_t slot, FunctionId function) {
+  const PoolGpu& gpu = pool_[slot];
+  if (gpu.indexed_idle) {
+    model_idle_[function].insert(slot);
+  } else {
+    model_busy_[function].insert({gpu.indexed_key, slot});
+  }
+}
+
+void FaaSwapPolicy::DropModel(std::size_t slot, FunctionId function) {
+  const PoolGpu& gpu = pool_[slot];
+  if (gpu.indexed_idle) {
+    model_idle_[function].erase(slot);
+  } else {
+    model_busy_[function].erase({gpu.indexed_key, slot});
+  }
+}
+
+void FaaSwapPolicy::SetPredictedFree(std::size_t slot, TimePoint predicted_free_at) {
+  IndexErase(slot);
+  pool_[slot].predicted_free_at = predicted_free_at;
+  IndexInsert(slot);
 }
 
 Duration FaaSwapPolicy::SwapTime(FunctionId function) const {
@@ -42,7 +100,9 @@ bool FaaSwapPolicy::HasModel(const PoolGpu& gpu, FunctionId function) const {
   return gpu.resident.contains(function) || (gpu.restoring && gpu.restoring_function == function);
 }
 
-TimePoint FaaSwapPolicy::FreeKey(const PoolGpu& gpu) { return std::max(gpu.predicted_free_at, gpu.ready_at); }
+TimePoint FaaSwapPolicy::FreeKey(const PoolGpu& gpu) {
+  return std::max(gpu.predicted_free_at, gpu.ready_at);
+}
 
 std::size_t FaaSwapPolicy::Place(const Request& request) {
   const TimePoint now = context_.executor->Now();
@@ -53,16 +113,21 @@ std::size_t FaaSwapPolicy::Place(const Request& request) {
   auto consider = [&](std::size_t slot) {
     const PoolGpu& gpu = pool_[slot];
     const TimePoint start = std::max(now, FreeKey(gpu));
-    const TimePoint done = start + (HasModel(gpu, request.function) ? Duration::zero() : swap) + exec;
+    const TimePoint done =
+        start + (HasModel(gpu, request.function) ? Duration::zero() : swap) + exec;
     if (done < best_done || (done == best_done && slot < best)) {
       best_done = done;
       best = slot;
     }
   };
-  // The earliest finish is on the GPU that frees first, or on one that holds the model: a later
-  // GPU without the model pays the same swap and starts later.
+  // The earliest finish is on a GPU free now (the lowest-numbered: load packs onto few GPUs) or
+  // the one that frees first, with or without the model: any other GPU starts later.
+  Promote(now);
+  if (!idle_slots_.empty()) consider(*idle_slots_.begin());
   if (!by_free_time_.empty()) consider(by_free_time_.begin()->second);
-  for (std::size_t slot : model_slots_[request.function]) consider(slot);
+  const FunctionId f = request.function;
+  if (!model_idle_[f].empty()) consider(*model_idle_[f].begin());
+  if (!model_busy_[f].empty()) consider(model_busy_[f].begin()->second);
   // Grow when the best GPU misses the deadline because of the work queued on it: an idle GPU
   // would finish the request sooner.
   const bool contention = now + swap + exec < best_done;
@@ -77,7 +142,7 @@ std::size_t FaaSwapPolicy::Place(const Request& request) {
     gpu.ready_at = now + options_.instance_start;
     gpu.predicted_free_at = gpu.ready_at;
     alive_.push_back(slot);
-    by_free_time_.insert({FreeKey(gpu), slot});
+    IndexInsert(slot);
     slot_of_gpu_[id] = slot;
     if (!gpu.ready) starting_ += 1;
     if (best == std::numeric_limits<std::size_t>::max()) best = slot;
@@ -91,11 +156,9 @@ void FaaSwapPolicy::Forward(RequestId id) {
   PoolGpu& gpu = pool_[slot];
   const TimePoint now = context_.executor->Now();
   const bool has_model = HasModel(gpu, request.function);
-  by_free_time_.erase({FreeKey(gpu), slot});
-  gpu.predicted_free_at = std::max({now, gpu.predicted_free_at, gpu.ready_at}) +
-                          (has_model ? Duration::zero() : SwapTime(request.function)) +
-                          (*context_.functions)[request.function].ExecLatency(1);
-  by_free_time_.insert({FreeKey(gpu), slot});
+  SetPredictedFree(slot, std::max({now, gpu.predicted_free_at, gpu.ready_at}) +
+                             (has_model ? Duration::zero() : SwapTime(request.function)) +
+                             (*context_.functions)[request.function].ExecLatency(1));
   gpu.queue.push_back(id);
   gpu.idle_generation += 1;
   Advance(slot);
@@ -114,7 +177,7 @@ bool FaaSwapPolicy::MakeRoom(std::size_t slot, std::uint64_t bytes, FunctionId k
     context_.executor->Evict(gpu.gpu, victim, EvictMode::kDiscard);
     gpu.memory_used -= (*context_.functions)[victim].gpu_memory_bytes;
     gpu.resident.erase(victim);
-    DropModelSlot(victim, slot);
+    DropModel(slot, victim);
     it = gpu.lru.erase(it);
   }
   return gpu.memory_used + bytes <= capacity;
@@ -153,7 +216,7 @@ void FaaSwapPolicy::Advance(std::size_t slot) {
       gpu.memory_used += bytes;
       gpu.restoring = true;
       gpu.restoring_function = function;
-      model_slots_[function].push_back(slot);
+      AddModel(slot, function);
       context_.executor->Restore(gpu.gpu, function, bytes);
       break;
     }
@@ -206,11 +269,10 @@ void FaaSwapPolicy::OnTimer(std::uint64_t token) {
       !gpu.queue.empty()) {
     return;
   }
+  IndexErase(slot);
   for (FunctionId function : gpu.lru) {
     context_.executor->Evict(gpu.gpu, function, EvictMode::kDiscard);
-    DropModelSlot(function, slot);
   }
-  by_free_time_.erase({FreeKey(gpu), slot});
   gpu.lru.clear();
   gpu.resident.clear();
   gpu.memory_used = 0;

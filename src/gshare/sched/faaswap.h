@@ -54,6 +54,8 @@ class FaaSwapPolicy final : public Scheduler {
     std::list<FunctionId> lru;  // resident models, least recently used first
     std::unordered_map<FunctionId, std::list<FunctionId>::iterator> resident;
     TimePoint predicted_free_at{};  // when the queued work is predicted to be done
+    TimePoint indexed_key{};        // FreeKey when it was last indexed
+    bool indexed_idle = false;      // indexed as free (its key has passed)
     std::uint32_t idle_generation = 0;
   };
 
@@ -63,7 +65,14 @@ class FaaSwapPolicy final : public Scheduler {
   bool MakeRoom(std::size_t slot, std::uint64_t bytes, FunctionId keep);
   bool HasModel(const PoolGpu& gpu, FunctionId function) const;
   static TimePoint FreeKey(const PoolGpu& gpu);
-  void DropModelSlot(FunctionId function, std::size_t slot);
+  template <typename Visit>
+  void ForEachModel(const PoolGpu& gpu, Visit visit) const;
+  void IndexInsert(std::size_t slot);
+  void IndexErase(std::size_t slot);
+  void Promote(TimePoint now);
+  void AddModel(std::size_t slot, FunctionId function);
+  void DropModel(std::size_t slot, FunctionId function);
+  void SetPredictedFree(std::size_t slot, TimePoint predicted_free_at);
   void MaybeIdle(std::size_t pool_index);
   Duration SwapTime(FunctionId function) const;
 
@@ -75,10 +84,13 @@ class FaaSwapPolicy final : public Scheduler {
   std::deque<PoolGpu> pool_;
   std::vector<std::size_t> alive_;  // pool slots in the pool now
   std::unordered_map<GpuId, std::size_t> slot_of_gpu_;
-  // Alive GPUs by when their queued work is predicted done: the earliest-free GPU in O(log G).
+  // Placement index, O(log G) per request. Alive GPUs whose predicted free time has passed, by
+  // slot; the others by (predicted free time, slot). The same per function, for the GPUs that
+  // hold its model (resident or being restored).
+  std::set<std::size_t> idle_slots_;
   std::set<std::pair<TimePoint, std::size_t>> by_free_time_;
-  // By function: the pool slots that hold its model (resident or being restored).
-  std::vector<std::vector<std::size_t>> model_slots_;
+  std::vector<std::set<std::size_t>> model_idle_;
+  std::vector<std::set<std::pair<TimePoint, std::size_t>>> model_busy_;
   int starting_ = 0;
   std::vector<RequestId> batch_;  // scratch
 };

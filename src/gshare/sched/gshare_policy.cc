@@ -48,8 +48,8 @@ Duration GSharePolicy::PredictExec(FunctionId function, std::size_t batch) const
 }
 
 Duration GSharePolicy::PredictRestore(FunctionId function) const {
-  return context_.gpu->restore_overhead +
-         TransferTime((*context_.functions)[function].model_bytes, context_.gpu->h2d_bytes_per_second);
+  return context_.gpu->restore_overhead + TransferTime((*context_.functions)[function].model_bytes,
+                                                       context_.gpu->h2d_bytes_per_second);
 }
 
 TimePoint GSharePolicy::KeyOf(const Request& request) const {
@@ -135,8 +135,8 @@ void GSharePolicy::Bind(FunctionId function) {
   TimePoint best_existing = TimePoint::max();
   for (std::size_t slot : fs.slots) {
     const GpuState& gpu = gpus_[slot];
-    best_existing = std::min(
-        best_existing, PredictFinishOnSlice(gpu, gpu.slices.at(function), function, KeyOf(head), exec));
+    best_existing = std::min(best_existing, PredictFinishOnSlice(gpu, gpu.slices.at(function),
+                                                                 function, KeyOf(head), exec));
   }
   // The newest request waits behind the function's whole backlog, shared by its slices.
   TimePoint tail_existing = TimePoint::max();
@@ -159,9 +159,9 @@ void GSharePolicy::Bind(FunctionId function) {
       // Bind as late as the deadline allows: the slice's time starts with its restore. The
       // newest request waits behind all the batches before it.
       const std::size_t batches = (fs.pending.size() + max_batch - 1) / max_batch;
-      const TimePoint latest =
-          std::min(head.deadline - exec, tail.deadline - exec * static_cast<std::int64_t>(batches)) -
-          restore - safety;
+      const TimePoint latest = std::min(head.deadline - exec,
+                                        tail.deadline - exec * static_cast<std::int64_t>(batches)) -
+                               restore - safety;
       if (latest > now) {
         SetCheck(function, latest);
         return;
@@ -222,8 +222,8 @@ GSharePolicy::Placement GSharePolicy::FindNewSlice(FunctionId function, const Re
   // Best fit: the alive GPU with the least free memory that holds the slice and meets the
   // deadline; failing that, the earliest finish among those examined.
   int examined = 0;
-  for (auto it = by_free_.lower_bound({bytes, 0}); it != by_free_.end() && examined < kMaxCandidates;
-       ++it) {
+  for (auto it = by_free_.lower_bound({bytes, 0});
+       it != by_free_.end() && examined < kMaxCandidates; ++it) {
     const std::size_t slot = it->second;
     const GpuState& gpu = gpus_[slot];
     if (gpu.slices.contains(function)) continue;
@@ -409,7 +409,8 @@ void GSharePolicy::OnRunDone(GpuId id, FunctionId function, std::span<const Requ
   gpu.running = false;
   gpu.busy_until = now;
   // Learn the execution time: one run at a time per GPU, so the wall time is the run's own.
-  const Duration profile = (*context_.functions)[function].ExecLatency(static_cast<int>(batch.size()));
+  const Duration profile =
+      (*context_.functions)[function].ExecLatency(static_cast<int>(batch.size()));
   if (profile > Duration::zero()) {
     const double ratio = ToSeconds(now - gpu.run_started) / ToSeconds(profile);
     FunctionState& fs = functions_[function];

@@ -57,9 +57,9 @@ class GSharePolicy final : public Scheduler {
  private:
   struct Slice {
     std::uint64_t bytes = 0;
-    bool ready = false;       // restore done
-    bool evicting = false;    // a checkpoint eviction is in flight
-    TimePoint ready_at{};     // predicted (restoring) or actual (ready) time the model is on the GPU
+    bool ready = false;     // restore done
+    bool evicting = false;  // a checkpoint eviction is in flight
+    TimePoint ready_at{};   // predicted (restoring) or actual (ready) time the model is on the GPU
     TimePoint last_used{};
   };
   struct GpuState {
@@ -83,11 +83,11 @@ class GSharePolicy final : public Scheduler {
     std::uint32_t idle_generation = 0;
   };
   struct FunctionState {
-    std::deque<RequestId> pending;  // unbound requests, by arrival
+    std::deque<RequestId> pending;   // unbound requests, by arrival
     std::vector<std::size_t> slots;  // GPUs with a slice of this function
     TimePoint key{};                 // key of the first pending request in the waiting sets
     bool keyed = false;
-    double observed_ratio = 1.0;     // observed / profiled execution time (moving average)
+    double observed_ratio = 1.0;  // observed / profiled execution time (moving average)
     std::uint32_t check_generation = 0;
   };
 

@@ -41,9 +41,9 @@ class KeepAlivePolicy final : public Scheduler {
   };
   struct FunctionState {
     std::deque<RequestId> queue;
-    std::vector<std::uint32_t> idle;  // idle instances, most recently used last
-    int starting = 0;                 // instances starting or loading
-    int ready = 0;                    // instances loaded (idle or busy)
+    std::vector<std::uint32_t> idle;       // idle instances, most recently used last
+    int starting = 0;                      // instances starting or loading
+    int ready = 0;                         // instances loaded (idle or busy)
     std::deque<TimePoint> starting_ready;  // when the starting instances are expected to be ready
   };
 

@@ -36,10 +36,10 @@ struct PolicyOptions {
 
   // gshare: the options of the online algorithm (docs/scheduling.md).
   struct GShare {
-    bool lazy = true;        // wait for a resident slice while the deadline allows
+    bool lazy = true;         // wait for a resident slice while the deadline allows
     bool slack_order = true;  // serve a GPU's waiting functions by deadline (else by arrival)
     bool fast_swap = true;    // evict by discarding (host snapshot valid); else checkpoint first
-    double initial_margin = 0.40;    // predicted execution = profile x (1 + margin)
+    double initial_margin = 0.40;     // predicted execution = profile x (1 + margin)
     double target_attainment = 0.99;  // the margin adapts toward this SLO attainment
     bool adapt_margin = true;
     std::uint64_t slice_granularity_bytes = 128ull << 20;  // slices are multiples of this

@@ -30,8 +30,10 @@ TEST(GSharePolicyTest, TwoFunctionsOnOneGpuWhoWaitsAndWhoSwaps) {
   // Predicted runs are 40% longer (14 and 28 ms), safety 40% of a restore (4.4 and 8.4 ms).
   Workload w;
   w.gpu = RoundGpu();
-  w.functions.push_back(MakeFunction("a", 10'000'000, 256 * kMiB, milliseconds(10), milliseconds(100)));
-  w.functions.push_back(MakeFunction("b", 20'000'000, 256 * kMiB, milliseconds(20), milliseconds(100)));
+  w.functions.push_back(
+      MakeFunction("a", 10'000'000, 256 * kMiB, milliseconds(10), milliseconds(100)));
+  w.functions.push_back(
+      MakeFunction("b", 20'000'000, 256 * kMiB, milliseconds(20), milliseconds(100)));
   AddRequest(w, 0, 0.000);  // a0, deadline 100 ms
   AddRequest(w, 1, 0.001);  // b0, deadline 101 ms
   AddRequest(w, 0, 0.005);  // a1, deadline 105 ms
@@ -62,7 +64,8 @@ TEST(GSharePolicyTest, EvictsTheLeastRecentlyUsedIdleSliceWhenMemoryIsShort) {
   Workload w;
   w.gpu = RoundGpu();
   for (const char* name : {"x", "y", "z"}) {
-    w.functions.push_back(MakeFunction(name, 400'000'000, 16 * kGiB, milliseconds(10), milliseconds(500)));
+    w.functions.push_back(
+        MakeFunction(name, 400'000'000, 16 * kGiB, milliseconds(10), milliseconds(500)));
   }
   AddRequest(w, 0, 0.0);
   AddRequest(w, 1, 1.0);
@@ -86,8 +89,8 @@ TEST(GSharePolicyTest, EvictsTheLeastRecentlyUsedIdleSliceWhenMemoryIsShort) {
 TEST(GSharePolicyTest, BatchesRequestsThatWaitForTheSameSlice) {
   Workload w;
   w.gpu = RoundGpu();
-  w.functions.push_back(
-      MakeFunction("a", 10'000'000, 256 * kMiB, milliseconds(10), milliseconds(100), /*max_batch=*/4));
+  w.functions.push_back(MakeFunction("a", 10'000'000, 256 * kMiB, milliseconds(10),
+                                     milliseconds(100), /*max_batch=*/4));
   AddRequest(w, 0, 0.000);
   AddRequest(w, 0, 0.002);
   AddRequest(w, 0, 0.004);
@@ -105,8 +108,10 @@ TEST(GSharePolicyTest, ReleasesAnIdleSliceThatCanComeBackInTime) {
   // idle, so a call 1 s later swaps again; one whose restore does not fit stays.
   Workload w;
   w.gpu = RoundGpu();
-  w.functions.push_back(MakeFunction("cheap", 10'000'000, 256 * kMiB, milliseconds(10), milliseconds(100)));
-  w.functions.push_back(MakeFunction("dear", 400'000'000, 256 * kMiB, milliseconds(10), milliseconds(500)));
+  w.functions.push_back(
+      MakeFunction("cheap", 10'000'000, 256 * kMiB, milliseconds(10), milliseconds(100)));
+  w.functions.push_back(
+      MakeFunction("dear", 400'000'000, 256 * kMiB, milliseconds(10), milliseconds(500)));
   AddRequest(w, 0, 0.0);
   AddRequest(w, 1, 0.0);
   AddRequest(w, 0, 1.0);
@@ -129,14 +134,16 @@ Workload CrowdedWorkload(std::uint64_t seed) {
     const auto model = static_cast<std::uint64_t>(rng.Uniform(10e6, 3e9));
     const std::uint64_t memory = (model / (128 * kMiB) + 1) * 128 * kMiB;
     const Duration exec = FromMilliseconds(rng.Uniform(1, 30));
-    const Duration restore = w.gpu.restore_overhead + TransferTime(model, w.gpu.h2d_bytes_per_second);
+    const Duration restore =
+        w.gpu.restore_overhead + TransferTime(model, w.gpu.h2d_bytes_per_second);
     w.functions.push_back(MakeFunction("f" + std::to_string(f), model, memory, exec,
                                        (restore + exec) * 2, 1 + static_cast<int>(rng.Below(4))));
   }
   std::vector<std::pair<double, FunctionId>> arrivals;
   for (FunctionId f = 0; f < 30; ++f) {
     const double rate = std::pow(10.0, rng.Uniform(-1.5, 1.5));
-    for (double t = rng.Exponential(rate); t < 300; t += rng.Exponential(rate)) arrivals.emplace_back(t, f);
+    for (double t = rng.Exponential(rate); t < 300; t += rng.Exponential(rate))
+      arrivals.emplace_back(t, f);
   }
   std::sort(arrivals.begin(), arrivals.end());
   for (const auto& [t, f] : arrivals) AddRequest(w, f, t);
@@ -167,7 +174,8 @@ TEST(GSharePolicyTest, ARequestFeasibleAloneMeetsItsDeadlineOnAnIdleGpu) {
     w.functions.push_back(MakeFunction("warm", 1'000'000, 128 * kMiB, milliseconds(1), seconds(1)));
     const auto model = static_cast<std::uint64_t>(rng.Uniform(1e6, 5e9));
     const Duration exec = FromMilliseconds(rng.Uniform(0.5, 50));
-    const Duration restore = w.gpu.restore_overhead + TransferTime(model, w.gpu.h2d_bytes_per_second);
+    const Duration restore =
+        w.gpu.restore_overhead + TransferTime(model, w.gpu.h2d_bytes_per_second);
     w.functions.push_back(MakeFunction("f", model, (model / (128 * kMiB) + 1) * 128 * kMiB, exec,
                                        restore + exec + std::chrono::microseconds(1)));
     AddRequest(w, 0, 0.0);

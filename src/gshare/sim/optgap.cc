@@ -1,8 +1,8 @@
 #include "gshare/sim/optgap.h"
 
+#include <fmt/format.h>
 #include <algorithm>
 #include <chrono>
-#include <fmt/format.h>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <numeric>
@@ -55,7 +55,8 @@ Workload ToWorkload(const exact::ExactInstance& instance, std::vector<std::size_
 
 }  // namespace
 
-Result<OnlineSchedule> ScheduleOnline(const exact::ExactInstance& instance, const std::string& policy) {
+Result<OnlineSchedule> ScheduleOnline(const exact::ExactInstance& instance,
+                                      const std::string& policy) {
   GSHARE_RETURN_IF_ERROR(exact::ValidateInstance(instance));
   std::vector<std::size_t> order;
   const Workload workload = ToWorkload(instance, order);
@@ -72,7 +73,8 @@ Result<OnlineSchedule> ScheduleOnline(const exact::ExactInstance& instance, cons
 
   const ScheduleLog& log = report.schedule;
   std::map<GpuId, int> dense_gpu;  // online GPU ids in order of first use -> 0, 1, ...
-  for (const auto& r : log.residencies) dense_gpu.emplace(r.gpu, static_cast<int>(dense_gpu.size()));
+  for (const auto& r : log.residencies)
+    dense_gpu.emplace(r.gpu, static_cast<int>(dense_gpu.size()));
   if (dense_gpu.size() > static_cast<std::size_t>(instance.num_gpus)) {
     return Internal(fmt::format("policy '{}' used {} GPUs on an instance of {}", policy,
                                 dense_gpu.size(), instance.num_gpus));
@@ -100,7 +102,8 @@ Result<OnlineSchedule> ScheduleOnline(const exact::ExactInstance& instance, cons
 }
 
 Result<OptGapSummary> RunOptGap(const OptGapOptions& options,
-                                const std::vector<ResolvedFunction>& functions, const GpuType& gpu) {
+                                const std::vector<ResolvedFunction>& functions,
+                                const GpuType& gpu) {
   if (options.instances < 1) return InvalidArgument("--instances must be at least 1");
   OptGapSummary summary;
   summary.instances = options.instances;
@@ -180,14 +183,14 @@ std::string OptGapJson(const OptGapOptions& options, const OptGapSummary& summar
 }
 
 std::string OptGapTable(const OptGapSummary& summary) {
-  std::string out = fmt::format("{:>4} {:>10} {:>14} {:>10} {:>14} {:>7} {:>11} {:>8}\n", "#",
-                                "exact", "optimum GiB-s", "exact s", "online GiB-s", "valid",
-                                "online us", "ratio");
+  std::string out =
+      fmt::format("{:>4} {:>10} {:>14} {:>10} {:>14} {:>7} {:>11} {:>8}\n", "#", "exact",
+                  "optimum GiB-s", "exact s", "online GiB-s", "valid", "online us", "ratio");
   for (const OptGapRow& r : summary.rows) {
-    out += fmt::format("{:>4} {:>10} {:>14.6f} {:>10.3f} {:>14.6f} {:>7} {:>11.1f} {:>8.3f}\n", r.index,
-                       exact::SolveStatusName(r.status), r.exact_objective, r.exact_seconds,
-                       r.online_objective, r.online_valid ? "yes" : "no", r.online_seconds * 1e6,
-                       r.quality_ratio);
+    out += fmt::format("{:>4} {:>10} {:>14.6f} {:>10.3f} {:>14.6f} {:>7} {:>11.1f} {:>8.3f}\n",
+                       r.index, exact::SolveStatusName(r.status), r.exact_objective,
+                       r.exact_seconds, r.online_objective, r.online_valid ? "yes" : "no",
+                       r.online_seconds * 1e6, r.quality_ratio);
   }
   out += fmt::format(
       "instances {}, solved optimally {}, of which the online schedule is valid {}; mean quality "

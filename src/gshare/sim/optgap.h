@@ -25,14 +25,15 @@ namespace gshare {
 
 struct OnlineSchedule {
   exact::ExactSchedule schedule;
-  double objective = 0;    // exact::ScheduleObjective
-  Status validity;         // exact::ValidateSchedule
-  Duration wall_time{};    // the whole simulated run: an upper bound on the decision time
+  double objective = 0;  // exact::ScheduleObjective
+  Status validity;       // exact::ValidateSchedule
+  Duration wall_time{};  // the whole simulated run: an upper bound on the decision time
   std::uint64_t events = 0;
 };
 
 // Runs `policy` on `instance` in the simulator and converts what it did to an ExactSchedule.
-Result<OnlineSchedule> ScheduleOnline(const exact::ExactInstance& instance, const std::string& policy);
+Result<OnlineSchedule> ScheduleOnline(const exact::ExactInstance& instance,
+                                      const std::string& policy);
 
 struct OptGapOptions {
   int instances = 30;

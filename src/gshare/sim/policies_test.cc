@@ -66,7 +66,8 @@ TEST(KeepAlivePolicyTest, ScalesOutOnlyWhenANewInstanceWouldServeSooner) {
   // after one run at the same time: every request gets an instance.
   Workload burst;
   burst.gpu = RoundGpu();
-  burst.functions.push_back(MakeFunction("f", 100'000'000, 256 * kMiB, milliseconds(10), seconds(5)));
+  burst.functions.push_back(
+      MakeFunction("f", 100'000'000, 256 * kMiB, milliseconds(10), seconds(5)));
   for (int i = 0; i < 20; ++i) AddRequest(burst, 0, 0.0);
   auto report = Simulate(burst, "keepalive", HandOptions());
   ASSERT_TRUE(report.ok()) << report.status().ToString();

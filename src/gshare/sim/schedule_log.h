@@ -13,8 +13,8 @@ struct ScheduleLog {
   struct Residency {
     GpuId gpu = 0;
     FunctionId function = 0;
-    TimePoint reserved{};  // Restore called: memory reserved, copy queued
-    TimePoint ready{};     // restore done
+    TimePoint reserved{};                   // Restore called: memory reserved, copy queued
+    TimePoint ready{};                      // restore done
     TimePoint released = TimePoint::max();  // memory freed (max: still held at the end)
   };
   struct Run {

@@ -179,7 +179,8 @@ void SimulatedExecutor::Run(GpuId gpu_id, FunctionId function, std::span<const R
   if (options_.record_schedule) {
     execution.record = log_.runs.size();
     log_.runs.push_back({gpu_id, function, it->second.record,
-                         std::vector<RequestId>(batch.begin(), batch.end()), now_, TimePoint::max()});
+                         std::vector<RequestId>(batch.begin(), batch.end()), now_,
+                         TimePoint::max()});
   }
   if (it->second.runs_in_flight++ == 0) ChangeActive(function, it->second.bytes, true);
 
@@ -339,8 +340,8 @@ Status SimulatedExecutor::RunToEnd(const std::function<void(TimePoint, std::uint
     const bool have_arrival = next < requests.size();
     if (!have_event && !have_arrival) break;
     // Events before arrivals at equal times: completions free resources first.
-    const auto wall_start =
-        options_.time_decisions ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+    const auto wall_start = options_.time_decisions ? std::chrono::steady_clock::now()
+                                                    : std::chrono::steady_clock::time_point{};
     if (have_arrival && (!have_event || requests[next].arrival < events_.Top().time)) {
       now_ = requests[next].arrival;
       scheduler_->OnRequest(requests[next]);
