@@ -31,6 +31,7 @@ struct SimFlags {
   std::string instance_start = "2s";
   double proxy_overhead = 0.40;
   std::string quantum = "20ms";
+  std::string warmup = "0s";
   bool quiet = false;
 };
 
@@ -41,15 +42,18 @@ int Fail(const Status& status) {
 
 int RunSim(const SimFlags& flags) {
   SimulationOptions options;
+  Duration warmup{};
   for (const auto& [text, target, what] :
        {std::tuple{flags.keep_alive, &options.policy.keep_alive, "--keep-alive"},
         std::tuple{flags.pool_idle, &options.policy.pool_idle, "--pool-idle"},
         std::tuple{flags.instance_start, &options.policy.instance_start, "--instance-start"},
-        std::tuple{flags.quantum, &options.executor.quantum, "--quantum"}}) {
+        std::tuple{flags.quantum, &options.executor.quantum, "--quantum"},
+        std::tuple{flags.warmup, &warmup, "--warmup"}}) {
     auto parsed = ParseDuration(text);
     if (!parsed.ok()) return Fail(parsed.status().WithContext(what));
     *target = *parsed;
   }
+  options.executor.accounting_start = TimePoint(warmup);
   if (options.executor.quantum <= Duration::zero()) {
     return Fail(InvalidArgument("--quantum must be positive"));
   }
@@ -162,6 +166,9 @@ void AddSimCommand(CLI::App& app, CommandContext& context) {
                   "faaswap: proxy forwarding delay as a fraction of batch-1 execution")
       ->capture_default_str();
   cmd->add_option("--quantum", flags->quantum, "Time-slice quantum of GPU compute")
+      ->capture_default_str();
+  cmd->add_option("--warmup", flags->warmup,
+                  "Leave the first part of the trace out of every figure (requests still replay)")
       ->capture_default_str();
   cmd->add_flag("--quiet", flags->quiet, "No progress or timing on stderr");
   cmd->callback([flags, &context] { context.exit_code = RunSim(*flags); });

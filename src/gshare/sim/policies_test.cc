@@ -60,6 +60,24 @@ TEST(KeepAlivePolicyTest, MatchesTheHandComputedSchedule) {
   EXPECT_NEAR(report->cost_usd, (15.010 + 1.111) * 0.001, 1e-9);
 }
 
+TEST(KeepAlivePolicyTest, AWarmUpLeavesTheStartOutOfTheFigures) {
+  SimulationOptions options = HandOptions();
+  options.executor.accounting_start = AtSeconds(10);
+  auto report = Simulate(HandWorkload(), "keepalive", options);
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  // The window is 10 s to 21.111 s: only r3 arrives in it; instance 0 is held until 15.010 s and
+  // r3's cold instance from 20 s; one restore (r3's).
+  EXPECT_EQ(report->requests, 1u);
+  EXPECT_NEAR(report->horizon_seconds, 11.111, 1e-9);
+  EXPECT_NEAR(report->gpu_seconds, 5.010 + 1.111, 1e-6);
+  EXPECT_EQ(report->peak_gpus, 1);
+  EXPECT_EQ(report->swaps, 1u);
+  EXPECT_DOUBLE_EQ(report->slo_attainment, 0.0);
+  options.executor.accounting_start = AtSeconds(30);
+  EXPECT_EQ(Simulate(HandWorkload(), "keepalive", options).status().code(),
+            StatusCode::kInvalidArgument);
+}
+
 TEST(KeepAlivePolicyTest, ScalesOutOnlyWhenANewInstanceWouldServeSooner) {
   // 10 ms runs; a cold start takes 1 s + 101 ms. Twenty requests at once: with s instances
   // starting, the k-th would finish after ceil(k / s) runs once they are ready, a new instance

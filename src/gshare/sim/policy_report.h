@@ -37,7 +37,8 @@ struct PolicyReport {
   std::uint64_t requests = 0;
   double slo_attainment = 0;   // fraction of requests completed by their deadline
   LatencySummary latency;      // completion - arrival
-  double horizon_seconds = 0;  // time zero to the last completion: the accounting window
+  double accounting_start_seconds = 0;  // the window starts here (after a warm-up, if any)
+  double horizon_seconds = 0;  // the window's length: from its start to the last completion
   double gpu_seconds = 0;      // GPUs held x seconds within the window
   double avg_gpus = 0;         // gpu_seconds / horizon_seconds
   int peak_gpus = 0;

@@ -109,6 +109,7 @@ std::string SummaryJson(const RunInfo& info, const Workload& workload,
     p["swap_bytes"] = r.swap_bytes;
     p["cost_usd"] = r.cost_usd;
     p["serverless_usd"] = r.serverless_usd;
+    p["accounting_start_seconds"] = r.accounting_start_seconds;
     p["horizon_seconds"] = r.horizon_seconds;
     p["events"] = r.events;
     policies[r.policy] = p;

@@ -305,26 +305,50 @@ void SimulatedExecutor::Dispatch(const Event& event) {
   }
 }
 
-void SimulatedExecutor::CaptureTotals() {
-  if (captured_) return;
-  captured_ = true;
-  totals_.horizon = now_;
-  totals_.gpu_seconds = gpus_held_.IntegralUntil(now_);
-  totals_.peak_gpus = static_cast<int>(gpus_held_.peak());
-  totals_.reserved_byte_seconds = reserved_bytes_.IntegralUntil(now_);
+ExecutorTotals SimulatedExecutor::Snapshot(TimePoint t) const {
+  ExecutorTotals snapshot;
+  snapshot.horizon = t;
+  snapshot.gpu_seconds = gpus_held_.IntegralUntil(t);
+  snapshot.reserved_byte_seconds = reserved_bytes_.IntegralUntil(t);
   const std::size_t n = function_usage_.size();
-  totals_.function_reserved_byte_seconds.resize(n);
-  totals_.function_active_byte_seconds.resize(n);
-  totals_.function_restores.resize(n);
-  totals_.function_restore_bytes.resize(n);
+  snapshot.function_reserved_byte_seconds.resize(n);
+  snapshot.function_active_byte_seconds.resize(n);
+  snapshot.function_restores.resize(n);
+  snapshot.function_restore_bytes.resize(n);
   for (std::size_t f = 0; f < n; ++f) {
     const FunctionUsage& usage = function_usage_[f];
-    totals_.function_reserved_byte_seconds[f] = usage.reserved_bytes.IntegralUntil(now_);
-    totals_.function_active_byte_seconds[f] = usage.active_bytes.IntegralUntil(now_);
-    totals_.function_restores[f] = usage.restores;
-    totals_.function_restore_bytes[f] = usage.restore_bytes;
-    totals_.restores += usage.restores;
-    totals_.restore_bytes += usage.restore_bytes;
+    snapshot.function_reserved_byte_seconds[f] = usage.reserved_bytes.IntegralUntil(t);
+    snapshot.function_active_byte_seconds[f] = usage.active_bytes.IntegralUntil(t);
+    snapshot.function_restores[f] = usage.restores;
+    snapshot.function_restore_bytes[f] = usage.restore_bytes;
+    snapshot.restores += usage.restores;
+    snapshot.restore_bytes += usage.restore_bytes;
+  }
+  return snapshot;
+}
+
+void SimulatedExecutor::CaptureBaseline() {
+  baseline_captured_ = true;
+  baseline_ = Snapshot(options_.accounting_start);
+  gpus_held_.ResetPeak();
+}
+
+void SimulatedExecutor::CaptureTotals() {
+  if (captured_) return;
+  if (!baseline_captured_) CaptureBaseline();
+  captured_ = true;
+  totals_ = Snapshot(now_);
+  totals_.peak_gpus = static_cast<int>(gpus_held_.peak());
+  // Only what happened inside the accounting window counts.
+  totals_.gpu_seconds -= baseline_.gpu_seconds;
+  totals_.reserved_byte_seconds -= baseline_.reserved_byte_seconds;
+  totals_.restores -= baseline_.restores;
+  totals_.restore_bytes -= baseline_.restore_bytes;
+  for (std::size_t f = 0; f < totals_.function_restores.size(); ++f) {
+    totals_.function_reserved_byte_seconds[f] -= baseline_.function_reserved_byte_seconds[f];
+    totals_.function_active_byte_seconds[f] -= baseline_.function_active_byte_seconds[f];
+    totals_.function_restores[f] -= baseline_.function_restores[f];
+    totals_.function_restore_bytes[f] -= baseline_.function_restore_bytes[f];
   }
   if (gpu_timeline_.empty() || gpu_timeline_.back().first != now_) {
     gpu_timeline_.emplace_back(now_, static_cast<int>(gpus_held_.level()));
@@ -342,6 +366,11 @@ Status SimulatedExecutor::RunToEnd(const std::function<void(TimePoint, std::uint
     // Events before arrivals at equal times: completions free resources first.
     const auto wall_start = options_.time_decisions ? std::chrono::steady_clock::now()
                                                     : std::chrono::steady_clock::time_point{};
+    const TimePoint next_time =
+        have_arrival && (!have_event || requests[next].arrival < events_.Top().time)
+            ? requests[next].arrival
+            : events_.Top().time;
+    if (!baseline_captured_ && next_time >= options_.accounting_start) CaptureBaseline();
     if (have_arrival && (!have_event || requests[next].arrival < events_.Top().time)) {
       now_ = requests[next].arrival;
       scheduler_->OnRequest(requests[next]);

@@ -38,7 +38,8 @@ struct FunctionUsage {
   UsageMeter active_bytes;    // bytes reserved on GPUs where the function has a run in flight
 };
 
-// What the executor measured up to the moment the last request completed.
+// What the executor measured in the accounting window: from Options::accounting_start to the
+// moment the last request completed.
 struct ExecutorTotals {
   TimePoint horizon{};     // completion of the last request
   double gpu_seconds = 0;  // GPUs held x seconds, until the horizon
@@ -59,6 +60,9 @@ class SimulatedExecutor final : public Executor {
     bool record_schedule = false;  // keep a ScheduleLog of every restore and run
     // Measure the wall time of every scheduler callback (its decision latency), for benchmarks.
     bool time_decisions = false;
+    // Start of the accounting window: GPU time, memory time and restores before it are left out
+    // (a warm-up); requests are still all replayed.
+    TimePoint accounting_start{};
   };
 
   SimulatedExecutor(const Workload& workload, Options options);
@@ -136,6 +140,8 @@ class SimulatedExecutor final : public Executor {
   void ChangeActive(FunctionId function, std::uint64_t bytes, bool start);
   void MarkGpus(int delta);
   void CaptureTotals();
+  void CaptureBaseline();
+  ExecutorTotals Snapshot(TimePoint t) const;
 
   const Workload& workload_;
   Options options_;
@@ -155,6 +161,8 @@ class SimulatedExecutor final : public Executor {
   std::vector<FunctionUsage> function_usage_;
   std::vector<std::pair<TimePoint, int>> gpu_timeline_;
   bool captured_ = false;
+  bool baseline_captured_ = false;
+  ExecutorTotals baseline_;  // the meters at the accounting start
   ExecutorTotals totals_;
   ScheduleLog log_;
   std::vector<std::uint32_t> decision_ns_;

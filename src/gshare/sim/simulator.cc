@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <fmt/format.h>
 #include <numeric>
 
 #include "gshare/sched/policy_registry.h"
@@ -58,9 +59,14 @@ Result<PolicyReport> Simulate(const Workload& workload, std::string_view policy,
   const auto& completion = executor.completion_times();
   PolicyReport report;
   report.policy = std::string(scheduler->name());
-  report.requests = workload.requests.size();
+  const TimePoint start = options.executor.accounting_start;
+  if (!workload.requests.empty() && start > workload.requests.back().arrival) {
+    return InvalidArgument(fmt::format("the accounting start ({:.3f} s) is after the last arrival",
+                                       SinceEpochSeconds(start)));
+  }
   report.events = executor.events_processed();
-  report.horizon_seconds = SinceEpochSeconds(totals.horizon);
+  report.accounting_start_seconds = SinceEpochSeconds(start);
+  report.horizon_seconds = SinceEpochSeconds(totals.horizon) - report.accounting_start_seconds;
 
   const std::size_t num_functions = workload.functions.size();
   std::vector<std::vector<float>> per_function(num_functions);
@@ -68,6 +74,8 @@ Result<PolicyReport> Simulate(const Workload& workload, std::string_view policy,
   report.sorted_latency_ms.reserve(workload.requests.size());
   std::uint64_t met_total = 0;
   for (const Request& r : workload.requests) {
+    if (r.arrival < start) continue;  // warm-up
+    ++report.requests;
     const auto latency = static_cast<float>(ToMilliseconds(completion[r.id] - r.arrival));
     report.sorted_latency_ms.push_back(latency);
     per_function[r.function].push_back(latency);

@@ -19,6 +19,8 @@ class UsageMeter {
   // The integral of the level from time zero to `now` (level x seconds).
   double IntegralUntil(TimePoint now) const { return integral_ + level_ * ToSeconds(now - last_); }
   double level() const { return level_; }
+  // Forgets the peak so far: the peak from now on starts at the current level.
+  void ResetPeak() { peak_ = level_; }
   double peak() const { return peak_; }
 
  private:
