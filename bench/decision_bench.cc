@@ -14,6 +14,7 @@
 
 #include "gshare/common/random.h"
 #include "gshare/model/catalog.h"
+#include "gshare/sim/sim_test_util.h"
 #include "gshare/sim/simulator.h"
 #include "gshare/sim/workload/model_catalog.h"
 
@@ -77,14 +78,7 @@ int Main(int argc, char** argv) {
     }
   }
   std::sort(arrivals.begin(), arrivals.end());
-  for (const auto& [t, f] : arrivals) {
-    Request r;
-    r.id = w.requests.size();
-    r.function = f;
-    r.arrival = AtSeconds(t);
-    r.deadline = r.arrival + w.functions[f].slo;
-    w.requests.push_back(r);
-  }
+  for (const auto& [t, f] : arrivals) testing::AddRequest(w, f, t);
   SimulationOptions options;
   options.executor.time_decisions = true;
   options.policy.pool_idle = std::chrono::hours(2);

@@ -35,8 +35,8 @@ struct FunctionReport {
 struct PolicyReport {
   std::string policy;
   std::uint64_t requests = 0;
-  double slo_attainment = 0;   // fraction of requests completed by their deadline
-  LatencySummary latency;      // completion - arrival
+  double slo_attainment = 0;            // fraction of requests completed by their deadline
+  LatencySummary latency;               // completion - arrival
   double accounting_start_seconds = 0;  // the window starts here (after a warm-up, if any)
   double horizon_seconds = 0;  // the window's length: from its start to the last completion
   double gpu_seconds = 0;      // GPUs held x seconds within the window

@@ -1,4 +1,4 @@
-// Small hand-made workloads for simulator tests.
+// Small hand-made workloads for simulator tests and benchmarks.
 #pragma once
 
 #include <string>

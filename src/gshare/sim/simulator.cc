@@ -1,8 +1,8 @@
 #include "gshare/sim/simulator.h"
 
+#include <fmt/format.h>
 #include <algorithm>
 #include <cmath>
-#include <fmt/format.h>
 #include <numeric>
 
 #include "gshare/sched/policy_registry.h"
