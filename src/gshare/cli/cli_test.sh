@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# End-to-end checks of the gshare command: clear errors (exit code 2 and a message naming what is
+# wrong) for bad input, nothing written on failure, and byte-identical summaries for one seed.
+# Usage: cli_test.sh GSHARE_BINARY SOURCE_DIR
+set -u
+gshare="$1"
+src="$2"
+catalog="$src/data/examples/small-catalog.yaml"
+trace="$src/data/traces/azure-llm-2023/AzureLLMInferenceTrace_code.csv"
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+failed=0
+passed=0
+
+# expect_error NAME PATTERN ARGS...: exit code 2, stderr matching PATTERN, no output folder.
+expect_error() {
+  local name="$1" pattern="$2"
+  shift 2
+  local out="$work/$name"
+  "$gshare" "$@" --out "$out" >"$work/$name.stdout" 2>"$work/$name.stderr"
+  local rc=$?
+  if [ "$rc" -eq 2 ] && grep -q -- "$pattern" "$work/$name.stderr" && [ ! -e "$out" ]; then
+    passed=$((passed + 1))
+  else
+    echo "FAIL $name: exit $rc, stderr: $(cat "$work/$name.stderr")"
+    failed=$((failed + 1))
+  fi
+}
+
+sim=(sim --quiet --catalog "$catalog" --trace "$trace" --trace-format azure-llm)
+expect_error missing_catalog "cannot open the catalog file" sim --catalog "$work/none.yaml" --trace "$trace"
+expect_error bad_format "unknown trace format 'azure'" sim --catalog "$catalog" --trace "$trace" --trace-format azure
+expect_error bad_duration "a duration needs a unit" "${sim[@]}" --warmup 5
+expect_error bad_policy "unknown policy 'magic'" "${sim[@]}" --policy magic
+expect_error bad_gpu "unknown GPU type 'v100'" "${sim[@]}" --gpu-type v100
+expect_error wrong_format_header "bad header" sim --catalog "$catalog" --trace "$trace" --trace-format invocations
+
+# The same seed gives byte-identical summaries.
+if "$gshare" "${sim[@]}" --seed 7 --out "$work/a" >/dev/null &&
+   "$gshare" "${sim[@]}" --seed 7 --out "$work/b" >/dev/null &&
+   cmp -s "$work/a/summary.json" "$work/b/summary.json" &&
+   grep -q '"gshare"' "$work/a/summary.json"; then
+  passed=$((passed + 1))
+else
+  echo "FAIL deterministic_summary"
+  failed=$((failed + 1))
+fi
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
