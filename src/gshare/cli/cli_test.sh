@@ -33,6 +33,7 @@ expect_error bad_format "unknown trace format 'azure'" sim --catalog "$catalog" 
 expect_error bad_duration "a duration needs a unit" "${sim[@]}" --warmup 5
 expect_error bad_policy "unknown policy 'magic'" "${sim[@]}" --policy magic
 expect_error bad_gpu "unknown GPU type 'v100'" "${sim[@]}" --gpu-type v100
+expect_error bad_granularity "slice-granularity" "${sim[@]}" --slice-granularity 12Qi
 expect_error wrong_format_header "bad header" sim --catalog "$catalog" --trace "$trace" --trace-format invocations
 
 # The same seed gives byte-identical summaries.

@@ -32,6 +32,7 @@ struct SimFlags {
   double proxy_overhead = 0.40;
   std::string quantum = "20ms";
   std::string warmup = "0s";
+  std::string slice_granularity = "128Mi";
   bool quiet = false;
 };
 
@@ -54,6 +55,12 @@ int RunSim(const SimFlags& flags) {
     *target = *parsed;
   }
   options.executor.accounting_start = TimePoint(warmup);
+  auto granularity = ParseBytes(flags.slice_granularity);
+  if (!granularity.ok()) return Fail(granularity.status().WithContext("--slice-granularity"));
+  if (*granularity < kMiB) {
+    return Fail(InvalidArgument("--slice-granularity must be at least 1Mi"));
+  }
+  options.policy.gshare.slice_granularity_bytes = *granularity;
   if (options.executor.quantum <= Duration::zero()) {
     return Fail(InvalidArgument("--quantum must be positive"));
   }
@@ -166,6 +173,9 @@ void AddSimCommand(CLI::App& app, CommandContext& context) {
                   "faaswap: proxy forwarding delay as a fraction of batch-1 execution")
       ->capture_default_str();
   cmd->add_option("--quantum", flags->quantum, "Time-slice quantum of GPU compute")
+      ->capture_default_str();
+  cmd->add_option("--slice-granularity", flags->slice_granularity,
+                  "gshare: slices are multiples of this (128Mi; 1Gi or 5Gi mimic coarser vGPUs)")
       ->capture_default_str();
   cmd->add_option("--warmup", flags->warmup,
                   "Leave the first part of the trace out of every figure (requests still replay)")

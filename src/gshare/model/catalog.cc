@@ -242,6 +242,9 @@ Result<FunctionSpec> ParseFunction(const Where& where, const YAML::Node& item,
   if (const YAML::Node n = item["slo"]) {
     GSHARE_ASSIGN_OR_RETURN(spec.slo, PositiveDurationField(where, "slo", n));
   }
+  if (const YAML::Node n = item["batch_memory"]) {
+    GSHARE_ASSIGN_OR_RETURN(spec.batch_memory_bytes, BytesField(where, "batch_memory", n));
+  }
   if (const YAML::Node n = item["max_batch"]) {
     GSHARE_ASSIGN_OR_RETURN(spec.max_batch, IntegerField(where, "max_batch", n));
     if (spec.max_batch < 1) return FieldError(where, "max_batch", n, "must be at least 1");
@@ -459,6 +462,9 @@ std::string CatalogToYaml(const Catalog& catalog) {
     }
     if (spec.slo) out += fmt::format("    slo: {}\n", FormatDurationExact(*spec.slo));
     if (spec.max_batch != 1) out += fmt::format("    max_batch: {}\n", spec.max_batch);
+    if (spec.batch_memory_bytes != 0) {
+      out += fmt::format("    batch_memory: {}\n", FormatBytesExact(spec.batch_memory_bytes));
+    }
   }
   return out;
 }

@@ -21,6 +21,8 @@
 //       reference_gpu: a100-40gb    # optional
 //       slo: 50ms                   # optional
 //       max_batch: 1                # optional
+//       batch_memory: 64Mi          # optional: extra GPU memory per request beyond the first in a
+//                                   # batch (a slice grows to hold a batch)
 // Loading is all-or-nothing: on any error nothing is returned, and the error names the file, the
 // entry and the field.
 #pragma once

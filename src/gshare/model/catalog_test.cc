@@ -262,3 +262,40 @@ TEST(CatalogTest, ShippedExampleCatalogLoads) {
 
 }  // namespace
 }  // namespace gshare
+
+namespace gshare {
+namespace {
+
+TEST(CatalogTest, BatchMemoryParsesAndRoundTrips) {
+  constexpr char kText[] = R"(
+functions:
+  - name: bert
+    model_size: 420Mi
+    gpu_memory: 768Mi
+    exec_latency: 6ms
+    max_batch: 8
+    batch_memory: 64Mi
+)";
+  auto catalog = ParseCatalog(kText, "batch.yaml");
+  ASSERT_TRUE(catalog.ok()) << catalog.status().ToString();
+  EXPECT_EQ(catalog->functions[0].batch_memory_bytes, 64 * kMiB);
+  auto again = ParseCatalog(CatalogToYaml(*catalog), "again.yaml");
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(again->functions[0].batch_memory_bytes, 64 * kMiB);
+  // Resolved, the memory grows with the batch: 768 MiB + 7 x 64 MiB at batch 8.
+  auto resolved = ResolveFunction(catalog->functions[0], *catalog->FindGpuType("a100-40gb"),
+                                  catalog->gpu_types);
+  ASSERT_TRUE(resolved.ok());
+  EXPECT_EQ(resolved->MemoryForBatch(1), 768 * kMiB);
+  EXPECT_EQ(resolved->MemoryForBatch(8), (768 + 7 * 64) * kMiB);
+  // A batch that cannot fit on the GPU is a clear error.
+  FunctionSpec huge = catalog->functions[0];
+  huge.batch_memory_bytes = 8 * kGiB;
+  auto too_big = ResolveFunction(huge, *catalog->FindGpuType("a100-40gb"), catalog->gpu_types);
+  ASSERT_FALSE(too_big.ok());
+  EXPECT_EQ(too_big.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(too_big.status().message().find("at batch 8"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace gshare

@@ -41,10 +41,15 @@ Result<ResolvedFunction> ResolveFunction(const FunctionSpec& spec, const GpuType
         fmt::format("function '{}': gpu_memory ({}) is smaller than model_size ({})", spec.name,
                     FormatBytes(spec.gpu_memory_bytes), FormatBytes(spec.model_bytes)));
   }
-  if (spec.gpu_memory_bytes > gpu.memory_bytes) {
-    return ResourceExhausted(fmt::format("function '{}' needs {} of GPU memory; {} has {}",
-                                         spec.name, FormatBytes(spec.gpu_memory_bytes), gpu.name,
-                                         FormatBytes(gpu.memory_bytes)));
+  if (spec.gpu_memory_bytes +
+          spec.batch_memory_bytes * static_cast<std::uint64_t>(std::max(0, spec.max_batch - 1)) >
+      gpu.memory_bytes) {
+    return ResourceExhausted(
+        fmt::format("function '{}' needs {} of GPU memory at batch {}; {} has {}", spec.name,
+                    FormatBytes(spec.gpu_memory_bytes +
+                                spec.batch_memory_bytes *
+                                    static_cast<std::uint64_t>(std::max(0, spec.max_batch - 1))),
+                    spec.max_batch, gpu.name, FormatBytes(gpu.memory_bytes)));
   }
   const BatchLatency* table = nullptr;
   double factor = 1.0;
@@ -70,6 +75,7 @@ Result<ResolvedFunction> ResolveFunction(const FunctionSpec& spec, const GpuType
   out.model_bytes = spec.model_bytes;
   out.gpu_memory_bytes = spec.gpu_memory_bytes;
   out.max_batch = std::max(1, spec.max_batch);
+  out.batch_memory_bytes = spec.batch_memory_bytes;
   out.exec_by_batch.reserve(static_cast<std::size_t>(out.max_batch));
   for (int b = 1; b <= out.max_batch; ++b) {
     const Duration base = LatencyFromTable(*table, b, gpu.BatchScale(b));

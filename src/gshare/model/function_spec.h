@@ -30,8 +30,9 @@ struct FunctionSpec {
   std::uint64_t gpu_memory_bytes = 0;       // GPU memory held while resident (>= model_bytes)
   std::string reference_gpu = "a100-40gb";  // the type `exec_latency` refers to when it is scalar
   std::map<std::string, BatchLatency> exec_latency;  // by GPU type name
-  std::optional<Duration> slo;  // latency target; default: 1.5 x p90 execution latency
-  int max_batch = 1;            // largest batch the function accepts
+  std::optional<Duration> slo;           // latency target; default: 1.5 x p90 execution latency
+  int max_batch = 1;                     // largest batch the function accepts
+  std::uint64_t batch_memory_bytes = 0;  // extra GPU memory per request beyond the first in a batch
 };
 
 // A function ready for one GPU type: latency by batch size 1..max_batch, and its SLO.
@@ -43,6 +44,13 @@ struct ResolvedFunction {
   std::vector<Duration> exec_by_batch;  // index b - 1: latency of a batch of b
   Duration slo{};
   int max_batch = 1;
+  std::uint64_t batch_memory_bytes = 0;  // extra GPU memory per request beyond the first
+
+  // GPU memory a batch of `batch` needs: the slice grows with the batch.
+  std::uint64_t MemoryForBatch(int batch) const {
+    return gpu_memory_bytes +
+           batch_memory_bytes * static_cast<std::uint64_t>(batch < 1 ? 0 : batch - 1);
+  }
 
   Duration ExecLatency(int batch) const {
     const auto i = static_cast<std::size_t>(batch < 1 ? 1 : batch) - 1;

@@ -46,9 +46,15 @@ class Executor {
   // Precondition: the function is resident (restore done) and not running.
   virtual void Evict(GpuId gpu, FunctionId function, EvictMode mode) = 0;
 
+  // Changes the memory reserved for `function` on the GPU to `new_bytes`, at once: an elastic
+  // slice grows or shrinks in place. Preconditions: the function is resident; `new_bytes` is at
+  // least its GPU memory and at least what its runs in flight need; growth fits in free memory.
+  virtual void Resize(GpuId gpu, FunctionId function, std::uint64_t new_bytes) = 0;
+
   // Runs a batch of requests of `function` on the GPU; the GPU's compute is time-sliced among
   // the runs in flight. OnRunDone fires with the same batch when it finishes. Preconditions: the
-  // function is resident on the GPU, and the batch is non-empty.
+  // function is resident on the GPU, its reservation holds the batch (MemoryForBatch), and the
+  // batch is non-empty.
   virtual void Run(GpuId gpu, FunctionId function, std::span<const RequestId> batch) = 0;
 
   // Fires Scheduler::OnTimer(token) at `at` (now, if `at` is in the past).

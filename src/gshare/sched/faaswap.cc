@@ -78,6 +78,12 @@ void FaaSwapPolicy::SetPredictedFree(std::size_t slot, TimePoint predicted_free_
   IndexInsert(slot);
 }
 
+std::uint64_t FaaSwapPolicy::ReserveBytes(FunctionId function) const {
+  // A fixed reservation, sized for the largest batch: no elastic slices.
+  const ResolvedFunction& spec = (*context_.functions)[function];
+  return spec.MemoryForBatch(spec.max_batch);
+}
+
 Duration FaaSwapPolicy::SwapTime(FunctionId function) const {
   return context_.gpu->restore_overhead + TransferTime((*context_.functions)[function].model_bytes,
                                                        context_.gpu->h2d_bytes_per_second);
@@ -175,7 +181,7 @@ bool FaaSwapPolicy::MakeRoom(std::size_t slot, std::uint64_t bytes, FunctionId k
       continue;
     }
     context_.executor->Evict(gpu.gpu, victim, EvictMode::kDiscard);
-    gpu.memory_used -= (*context_.functions)[victim].gpu_memory_bytes;
+    gpu.memory_used -= ReserveBytes(victim);
     gpu.resident.erase(victim);
     DropModel(slot, victim);
     it = gpu.lru.erase(it);
@@ -211,7 +217,7 @@ void FaaSwapPolicy::Advance(std::size_t slot) {
       const RequestId id = gpu.queue[i];
       const FunctionId function = requests_[id].function;
       if (gpu.resident.contains(function)) continue;
-      const std::uint64_t bytes = (*context_.functions)[function].gpu_memory_bytes;
+      const std::uint64_t bytes = ReserveBytes(function);
       if (!MakeRoom(slot, bytes, function)) break;  // wait for the running batch to finish
       gpu.memory_used += bytes;
       gpu.restoring = true;

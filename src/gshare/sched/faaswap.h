@@ -75,6 +75,7 @@ class FaaSwapPolicy final : public Scheduler {
   void SetPredictedFree(std::size_t slot, TimePoint predicted_free_at);
   void MaybeIdle(std::size_t pool_index);
   Duration SwapTime(FunctionId function) const;
+  std::uint64_t ReserveBytes(FunctionId function) const;
 
   SchedulerContext context_;
   PolicyOptions options_;

@@ -35,9 +35,10 @@ GSharePolicy::GSharePolicy(std::string name, const SchedulerContext& context,
   if (knobs_.slice_granularity_bytes == 0) knobs_.slice_granularity_bytes = 128ull << 20;
 }
 
-std::uint64_t GSharePolicy::SliceBytes(FunctionId function) const {
+std::uint64_t GSharePolicy::SliceBytes(FunctionId function, std::size_t batch) const {
   const std::uint64_t g = knobs_.slice_granularity_bytes;
-  const std::uint64_t need = (*context_.functions)[function].gpu_memory_bytes;
+  const std::uint64_t need =
+      (*context_.functions)[function].MemoryForBatch(static_cast<int>(batch));
   return std::min((need + g - 1) / g * g, context_.gpu->memory_bytes);
 }
 
@@ -371,9 +372,18 @@ void GSharePolicy::Dispatch(std::size_t slot) {
     Slice& slice = gpu.slices.at(function);
     if (!slice.ready) continue;
     FunctionState& fs = functions_[function];
-    const auto max_batch = static_cast<std::size_t>((*context_.functions)[function].max_batch);
+    // Elastic slice: grow it to hold the batch while the GPU has memory free; a batch that
+    // cannot get the memory is cut to what fits.
+    std::size_t batch = std::min(
+        fs.pending.size(), static_cast<std::size_t>((*context_.functions)[function].max_batch));
+    while (batch > 1 && SliceBytes(function, batch) > slice.bytes + gpu.free_bytes) --batch;
+    if (const std::uint64_t need = SliceBytes(function, batch); need > slice.bytes) {
+      SetFree(slot, gpu.free_bytes - (need - slice.bytes));
+      slice.bytes = need;
+      context_.executor->Resize(gpu.gpu, function, need);
+    }
     batch_.clear();
-    while (!fs.pending.empty() && batch_.size() < max_batch) {
+    while (batch_.size() < batch) {
       batch_.push_back(fs.pending.front());
       fs.pending.pop_front();
     }
@@ -417,6 +427,15 @@ void GSharePolicy::OnRunDone(GpuId id, FunctionId function, std::span<const Requ
     fs.observed_ratio = 0.8 * fs.observed_ratio + 0.2 * ratio;
   }
   for (RequestId r : batch) Observe(requests_[r], now);
+  // Shrink a slice that grew for the batch back to its size for one request.
+  if (auto it = gpu.slices.find(function); it != gpu.slices.end()) {
+    const std::uint64_t base = SliceBytes(function);
+    if (it->second.bytes > base) {
+      SetFree(slot, gpu.free_bytes + (it->second.bytes - base));
+      it->second.bytes = base;
+      context_.executor->Resize(gpu.gpu, function, base);
+    }
+  }
   Dispatch(slot);
   MaybeRelease(slot, function);
   MaybeIdle(slot);

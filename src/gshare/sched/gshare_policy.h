@@ -1,7 +1,9 @@
 // GSharePolicy: gShare's online algorithm, dual-queue lazy scheduling over elastic vGPUs.
 //
 // A GPU is cut into slices: a function's slice reserves its GPU memory rounded up to the slice
-// granularity (128 MiB), is created by a restore, and is released by an eviction. The policy:
+// granularity (128 MiB), is created by a restore, grows in place to hold a batch (batch_memory)
+// while the GPU has memory free and shrinks back after it, and is released by an eviction. The
+// policy:
 //  - predicts each request's restore time (zero where its model has a slice on the GPU) and its
 //    execution time (profile x observed/profile ratio, learned online, x (1 + margin));
 //  - keeps unbound requests per function; a GPU whose compute frees serves the waiting function
@@ -119,7 +121,8 @@ class GSharePolicy final : public Scheduler {
   void RetryUnplaced();
   bool AtGpuLimit() const;
 
-  std::uint64_t SliceBytes(FunctionId function) const;
+  // The slice a batch of `batch` needs: its memory rounded up to the slice granularity.
+  std::uint64_t SliceBytes(FunctionId function, std::size_t batch = 1) const;
   Duration PredictExec(FunctionId function, std::size_t batch) const;
   Duration PredictRestore(FunctionId function) const;
   Duration QueuedAhead(const GpuState& gpu, FunctionId function, TimePoint key) const;

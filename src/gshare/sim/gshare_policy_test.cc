@@ -190,3 +190,37 @@ TEST(GSharePolicyTest, ARequestFeasibleAloneMeetsItsDeadlineOnAnIdleGpu) {
 
 }  // namespace
 }  // namespace gshare
+
+namespace gshare {
+namespace {
+
+TEST(GSharePolicyTest, ASliceGrowsForABatchAndShrinksAfterIt) {
+  // As in BatchesRequestsThatWaitForTheSameSlice, with 512 MiB of memory per request beyond the
+  // first: the 256 MiB slice grows to 1280 MiB for the batch of three (81.6-91.6 ms) and shrinks
+  // back when it ends.
+  Workload w;
+  w.gpu = testing::RoundGpu();
+  w.functions.push_back(testing::MakeFunction("a", 10'000'000, 256 * kMiB,
+                                              std::chrono::milliseconds(10),
+                                              std::chrono::milliseconds(100), /*max_batch=*/4));
+  w.functions[0].batch_memory_bytes = 512 * kMiB;
+  testing::AddRequest(w, 0, 0.000);
+  testing::AddRequest(w, 0, 0.002);
+  testing::AddRequest(w, 0, 0.004);
+  SimulationOptions options;
+  options.policy.instance_start = Duration::zero();
+  options.policy.gshare.adapt_margin = false;
+  auto report = Simulate(w, "gshare", options);
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  EXPECT_NEAR(report->latency.max_ms, 91.6, 1e-4);
+  // 0.25 GiB for the restore (70.6-81.6 ms), 1.25 GiB for the batch (81.6-91.6 ms).
+  EXPECT_NEAR(report->vgpu_gib_seconds, 0.25 * 0.011 + 1.25 * 0.010, 1e-9);
+  EXPECT_NEAR(report->functions[0].active_gib_seconds, 1.25 * 0.010, 1e-9);
+  // faaswap reserves for its largest batch (4: 1792 MiB) from the start.
+  auto faaswap = Simulate(w, "faaswap", options);
+  ASSERT_TRUE(faaswap.ok()) << faaswap.status().ToString();
+  EXPECT_GT(faaswap->vgpu_gib_seconds, report->vgpu_gib_seconds);
+}
+
+}  // namespace
+}  // namespace gshare

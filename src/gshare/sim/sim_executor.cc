@@ -90,7 +90,7 @@ void SimulatedExecutor::Restore(GpuId gpu_id, FunctionId function, std::uint64_t
                                      FormatBytes(workload_.gpu.memory_bytes - gpu->memory_used))));
   }
   gpu->memory_used += reserve_bytes;
-  Residency residency{reserve_bytes, ResidencyState::kRestoring, 0, 0};
+  Residency residency{reserve_bytes, ResidencyState::kRestoring, 0, 0, 0};
   if (options_.record_schedule) {
     residency.record = log_.residencies.size();
     log_.residencies.push_back({gpu_id, function, now_, TimePoint::max(), TimePoint::max()});
@@ -139,6 +139,34 @@ void SimulatedExecutor::Evict(GpuId gpu_id, FunctionId function, EvictMode mode)
   events_.Push(done, Event{EventType::kEvictDone, gpu_id, function, 0});
 }
 
+void SimulatedExecutor::Resize(GpuId gpu_id, FunctionId function, std::uint64_t new_bytes) {
+  Gpu* gpu = CheckGpu(gpu_id, "Resize");
+  if (gpu == nullptr) return;
+  auto it = gpu->residents.find(function);
+  if (it == gpu->residents.end() || it->second.state != ResidencyState::kResident) {
+    return Fail(
+        Internal(fmt::format("Resize: function {} is not resident on GPU {}", function, gpu_id)));
+  }
+  const ResolvedFunction& spec = workload_.functions[function];
+  Residency& residency = it->second;
+  if (new_bytes < spec.gpu_memory_bytes + residency.batch_bytes_in_flight) {
+    return Fail(Internal(fmt::format("Resize: {} is below what '{}' needs on GPU {}",
+                                     FormatBytes(new_bytes), spec.name, gpu_id)));
+  }
+  if (new_bytes > residency.bytes &&
+      gpu->memory_used + (new_bytes - residency.bytes) > workload_.gpu.memory_bytes) {
+    return Fail(Internal(fmt::format("Resize: '{}' cannot grow to {} on GPU {}, which has {} free",
+                                     spec.name, FormatBytes(new_bytes), gpu_id,
+                                     FormatBytes(workload_.gpu.memory_bytes - gpu->memory_used))));
+  }
+  const double delta = static_cast<double>(new_bytes) - static_cast<double>(residency.bytes);
+  gpu->memory_used = gpu->memory_used + new_bytes - residency.bytes;
+  residency.bytes = new_bytes;
+  reserved_bytes_.Change(now_, delta);
+  function_usage_[function].reserved_bytes.Change(now_, delta);
+  if (residency.runs_in_flight > 0) function_usage_[function].active_bytes.Change(now_, delta);
+}
+
 void SimulatedExecutor::Run(GpuId gpu_id, FunctionId function, std::span<const RequestId> batch) {
   Gpu* gpu = CheckGpu(gpu_id, "Run");
   if (gpu == nullptr) return;
@@ -149,6 +177,13 @@ void SimulatedExecutor::Run(GpuId gpu_id, FunctionId function, std::span<const R
   }
   if (batch.empty()) return Fail(Internal("Run: empty batch"));
   const ResolvedFunction& spec = workload_.functions[function];
+  const std::uint64_t batch_bytes =
+      spec.MemoryForBatch(static_cast<int>(batch.size())) - spec.gpu_memory_bytes;
+  if (spec.gpu_memory_bytes + it->second.batch_bytes_in_flight + batch_bytes > it->second.bytes) {
+    return Fail(Internal(fmt::format(
+        "Run: a batch of {} of '{}' needs {} more than its GPU memory; its slice on GPU {} is {}",
+        batch.size(), spec.name, FormatBytes(batch_bytes), gpu_id, FormatBytes(it->second.bytes))));
+  }
   Duration exec = spec.ExecLatency(static_cast<int>(batch.size()));
   Duration longest_override{};
   for (RequestId id : batch) {
@@ -176,6 +211,8 @@ void SimulatedExecutor::Run(GpuId gpu_id, FunctionId function, std::span<const R
   execution.function = function;
   execution.remaining = exec;
   execution.batch.assign(batch.begin(), batch.end());
+  execution.batch_bytes = batch_bytes;
+  it->second.batch_bytes_in_flight += batch_bytes;
   if (options_.record_schedule) {
     execution.record = log_.runs.size();
     log_.runs.push_back({gpu_id, function, it->second.record,
@@ -258,6 +295,7 @@ void SimulatedExecutor::CompleteExecution(GpuId gpu_id, std::int32_t index) {
   if (options_.record_schedule) log_.runs[execution.record].end = now_;
   completed_ += batch.size();
   Residency& residency = gpus_[gpu_id].residents.at(function);
+  residency.batch_bytes_in_flight -= execution.batch_bytes;
   if (--residency.runs_in_flight == 0) ChangeActive(function, residency.bytes, false);
   if (completed_ == workload_.requests.size()) CaptureTotals();
   scheduler_->OnRunDone(gpu_id, function, batch);

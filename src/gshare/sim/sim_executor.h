@@ -76,6 +76,7 @@ class SimulatedExecutor final : public Executor {
   void ReleaseGpu(GpuId gpu) override;
   void Restore(GpuId gpu, FunctionId function, std::uint64_t reserve_bytes) override;
   void Evict(GpuId gpu, FunctionId function, EvictMode mode) override;
+  void Resize(GpuId gpu, FunctionId function, std::uint64_t new_bytes) override;
   void Run(GpuId gpu, FunctionId function, std::span<const RequestId> batch) override;
   void SetTimer(TimePoint at, std::uint64_t token) override;
 
@@ -107,13 +108,17 @@ class SimulatedExecutor final : public Executor {
     std::uint64_t bytes = 0;
     ResidencyState state = ResidencyState::kRestoring;
     int runs_in_flight = 0;
+    // Batch memory of the runs in flight beyond batch 1 (MemoryForBatch minus GPU memory): the
+    // reservation must hold the GPU memory plus this.
+    std::uint64_t batch_bytes_in_flight = 0;
     std::size_t record = 0;  // index into log_.residencies when recording
   };
   struct Execution {
     FunctionId function = 0;
     Duration remaining{};
     std::vector<RequestId> batch;
-    std::size_t record = 0;  // index into log_.runs when recording
+    std::size_t record = 0;         // index into log_.runs when recording
+    std::uint64_t batch_bytes = 0;  // this run's share of Residency::batch_bytes_in_flight
   };
   struct Gpu {
     bool held = false;

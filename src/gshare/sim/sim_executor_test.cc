@@ -178,3 +178,57 @@ TEST(SimulatedExecutorTest, MetersOneRestoreAndOneRun) {
 
 }  // namespace
 }  // namespace gshare
+
+namespace gshare {
+namespace {
+
+TEST(SimulatedExecutorTest, ResizeAccountsExactlyAndRefusesWhatDoesNotFit) {
+  Workload w;
+  w.gpu = testing::RoundGpu();
+  w.functions.push_back(testing::MakeFunction("a", 1'000'000, 256 * kMiB,
+                                              std::chrono::milliseconds(10),
+                                              std::chrono::seconds(1), /*max_batch=*/2));
+  w.functions[0].batch_memory_bytes = kGiB;
+  testing::AddRequest(w, 0, 0.0);
+  testing::AddRequest(w, 0, 0.0);
+  SimulatedExecutor executor(w, {});
+  struct Script : Scheduler {
+    SimulatedExecutor* e = nullptr;
+    bool grow = true;
+    std::string_view name() const override { return "resize"; }
+    void OnRequest(const Request& r) override {
+      if (r.id == 0) {
+        e->AcquireGpu(Duration::zero());
+        e->Restore(0, 0, 256 * kMiB);
+      }
+    }
+    void OnGpuReady(GpuId) override {}
+    void OnRestoreDone(GpuId g, FunctionId f) override {
+      if (grow) e->Resize(g, f, 256 * kMiB + kGiB);  // room for a batch of two
+      const RequestId batch[] = {0, 1};
+      e->Run(g, f, batch);
+    }
+    void OnRunDone(GpuId g, FunctionId f, std::span<const RequestId>) override {
+      e->Resize(g, f, 256 * kMiB);
+    }
+    void OnTimer(std::uint64_t) override {}
+  } script;
+  script.e = &executor;
+  executor.set_scheduler(&script);
+  ASSERT_TRUE(executor.RunToEnd(nullptr).ok());
+  // Restore 0-2 ms at 256 MiB, then 1.25 GiB for the 10 ms run.
+  EXPECT_NEAR(executor.totals().reserved_byte_seconds,
+              256.0 * kMiB * 0.002 + (256.0 * kMiB + kGiB) * 0.010, 1.0);
+
+  // Without the growth the batch of two does not fit its slice: the run fails, naming it.
+  SimulatedExecutor strict(w, {});
+  script.e = &strict;
+  script.grow = false;
+  strict.set_scheduler(&script);
+  const Status status = strict.RunToEnd(nullptr);
+  EXPECT_EQ(status.code(), StatusCode::kInternal);
+  EXPECT_NE(status.message().find("batch of 2"), std::string::npos) << status.ToString();
+}
+
+}  // namespace
+}  // namespace gshare
