@@ -18,28 +18,19 @@ FaaSwapPolicy::FaaSwapPolicy(const SchedulerContext& context, const PolicyOption
       model_idle_(context.functions->size()),
       model_busy_(context.functions->size()) {}
 
-template <typename Visit>
-void FaaSwapPolicy::ForEachModel(const PoolGpu& gpu, Visit visit) const {
-  for (FunctionId f : gpu.lru) visit(f);
-  if (gpu.restoring) visit(gpu.restoring_function);
-}
-
 void FaaSwapPolicy::IndexInsert(std::size_t slot) {
   PoolGpu& gpu = pool_[slot];
   gpu.indexed_key = FreeKey(gpu);
   gpu.indexed_idle = false;
   by_free_time_.insert({gpu.indexed_key, slot});
-  ForEachModel(gpu, [&](FunctionId f) { model_busy_[f].insert({gpu.indexed_key, slot}); });
 }
 
 void FaaSwapPolicy::IndexErase(std::size_t slot) {
   const PoolGpu& gpu = pool_[slot];
   if (gpu.indexed_idle) {
     idle_slots_.erase(slot);
-    ForEachModel(gpu, [&](FunctionId f) { model_idle_[f].erase(slot); });
   } else {
     by_free_time_.erase({gpu.indexed_key, slot});
-    ForEachModel(gpu, [&](FunctionId f) { model_busy_[f].erase({gpu.indexed_key, slot}); });
   }
 }
 
@@ -47,28 +38,65 @@ void FaaSwapPolicy::Promote(TimePoint now) {
   while (!by_free_time_.empty() && by_free_time_.begin()->first <= now) {
     const std::size_t slot = by_free_time_.begin()->second;
     IndexErase(slot);
-    PoolGpu& gpu = pool_[slot];
-    gpu.indexed_idle = true;
+    pool_[slot].indexed_idle = true;
     idle_slots_.insert(slot);
-    ForEachModel(gpu, [&](FunctionId f) { model_idle_[f].insert(slot); });
   }
 }
 
 void FaaSwapPolicy::AddModel(std::size_t slot, FunctionId function) {
-  const PoolGpu& gpu = pool_[slot];
-  if (gpu.indexed_idle) {
+  PoolGpu& gpu = pool_[slot];
+  HolderEntry& entry = gpu.holder_entries[function];
+  entry.idle = gpu.indexed_idle;
+  entry.busy_key = gpu.indexed_key;
+  if (entry.idle) {
     model_idle_[function].insert(slot);
   } else {
-    model_busy_[function].insert({gpu.indexed_key, slot});
+    model_busy_[function].insert({entry.busy_key, slot});
   }
 }
 
 void FaaSwapPolicy::DropModel(std::size_t slot, FunctionId function) {
-  const PoolGpu& gpu = pool_[slot];
-  if (gpu.indexed_idle) {
+  PoolGpu& gpu = pool_[slot];
+  auto it = gpu.holder_entries.find(function);
+  if (it == gpu.holder_entries.end()) return;
+  if (it->second.idle) {
     model_idle_[function].erase(slot);
   } else {
-    model_busy_[function].erase({gpu.indexed_key, slot});
+    model_busy_[function].erase({it->second.busy_key, slot});
+  }
+  gpu.holder_entries.erase(it);
+}
+
+void FaaSwapPolicy::RepairModelIndex(FunctionId function) {
+  // Each GPU holding the model has one entry, in the idle set or in the busy set under a key no
+  // later than its current one (keys only grow while a GPU stays busy). GPU-level changes do not
+  // touch these sets; entries are brought up to date here, from the front, until the front of
+  // each set is right: then the front is the true minimum.
+  auto& busy = model_busy_[function];
+  auto& idle = model_idle_[function];
+  while (!busy.empty()) {
+    const auto [key, slot] = *busy.begin();
+    PoolGpu& gpu = pool_[slot];
+    if (!gpu.indexed_idle && key == gpu.indexed_key) break;  // up to date
+    busy.erase(busy.begin());
+    HolderEntry& entry = gpu.holder_entries.at(function);
+    if (gpu.indexed_idle) {
+      entry.idle = true;
+      idle.insert(slot);
+    } else {
+      entry.busy_key = gpu.indexed_key;
+      busy.insert({entry.busy_key, slot});
+    }
+  }
+  while (!idle.empty()) {
+    const std::size_t slot = *idle.begin();
+    PoolGpu& gpu = pool_[slot];
+    if (gpu.indexed_idle) break;  // up to date
+    idle.erase(idle.begin());
+    HolderEntry& entry = gpu.holder_entries.at(function);
+    entry.idle = false;
+    entry.busy_key = gpu.indexed_key;
+    busy.insert({entry.busy_key, slot});  // at or after the busy front, which stays right
   }
 }
 
@@ -129,6 +157,7 @@ std::size_t FaaSwapPolicy::Place(const Request& request) {
   // The earliest finish is on a GPU free now (the lowest-numbered: load packs onto few GPUs) or
   // the one that frees first, with or without the model: any other GPU starts later.
   Promote(now);
+  RepairModelIndex(request.function);
   if (!idle_slots_.empty()) consider(*idle_slots_.begin());
   if (!by_free_time_.empty()) consider(by_free_time_.begin()->second);
   const FunctionId f = request.function;
@@ -275,10 +304,11 @@ void FaaSwapPolicy::OnTimer(std::uint64_t token) {
       !gpu.queue.empty()) {
     return;
   }
-  IndexErase(slot);
   for (FunctionId function : gpu.lru) {
+    DropModel(slot, function);
     context_.executor->Evict(gpu.gpu, function, EvictMode::kDiscard);
   }
+  IndexErase(slot);
   gpu.lru.clear();
   gpu.resident.clear();
   gpu.memory_used = 0;

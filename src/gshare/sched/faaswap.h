@@ -40,6 +40,11 @@ class FaaSwapPolicy final : public Scheduler {
   void OnTimer(std::uint64_t token) override;
 
  private:
+  // Where a GPU's entry for one model it holds sits in the per-function index.
+  struct HolderEntry {
+    bool idle = false;
+    TimePoint busy_key{};
+  };
   struct PoolGpu {
     GpuId gpu = 0;
     bool alive = true;
@@ -56,6 +61,7 @@ class FaaSwapPolicy final : public Scheduler {
     TimePoint predicted_free_at{};  // when the queued work is predicted to be done
     TimePoint indexed_key{};        // FreeKey when it was last indexed
     bool indexed_idle = false;      // indexed as free (its key has passed)
+    std::unordered_map<FunctionId, HolderEntry> holder_entries;  // by model held
     std::uint32_t idle_generation = 0;
   };
 
@@ -65,13 +71,12 @@ class FaaSwapPolicy final : public Scheduler {
   bool MakeRoom(std::size_t slot, std::uint64_t bytes, FunctionId keep);
   bool HasModel(const PoolGpu& gpu, FunctionId function) const;
   static TimePoint FreeKey(const PoolGpu& gpu);
-  template <typename Visit>
-  void ForEachModel(const PoolGpu& gpu, Visit visit) const;
   void IndexInsert(std::size_t slot);
   void IndexErase(std::size_t slot);
   void Promote(TimePoint now);
   void AddModel(std::size_t slot, FunctionId function);
   void DropModel(std::size_t slot, FunctionId function);
+  void RepairModelIndex(FunctionId function);
   void SetPredictedFree(std::size_t slot, TimePoint predicted_free_at);
   void MaybeIdle(std::size_t pool_index);
   Duration SwapTime(FunctionId function) const;
@@ -85,9 +90,9 @@ class FaaSwapPolicy final : public Scheduler {
   std::deque<PoolGpu> pool_;
   std::vector<std::size_t> alive_;  // pool slots in the pool now
   std::unordered_map<GpuId, std::size_t> slot_of_gpu_;
-  // Placement index, O(log G) per request. Alive GPUs whose predicted free time has passed, by
-  // slot; the others by (predicted free time, slot). The same per function, for the GPUs that
-  // hold its model (resident or being restored).
+  // Placement index, O(log G) amortized per request. Alive GPUs whose predicted free time has
+  // passed, by slot; the others by (predicted free time, slot). The same per function, for the
+  // GPUs that hold its model (resident or being restored), repaired lazily (RepairModelIndex).
   std::set<std::size_t> idle_slots_;
   std::set<std::pair<TimePoint, std::size_t>> by_free_time_;
   std::vector<std::set<std::size_t>> model_idle_;
