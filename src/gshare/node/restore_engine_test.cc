@@ -164,9 +164,10 @@ TEST_F(RestoreEngineTest, CancelledBeforeStartCopiesNothing) {
 }
 
 TEST_F(RestoreEngineTest, CancelsARestoreInProgress) {
-  // A 4 MB/s link: 4 MiB take at least a second (pacing only ever waits), and the engine queues
-  // the last chunk only after 10 of 16 have landed, so a cancel sent after 50 ms arrives mid-way.
-  Open(4e6);
+  // A 1 MB/s link: 4 MiB take at least four seconds (pacing only ever waits), and the engine
+  // queues the last chunk only after 10 of 16 have landed (2.6 s), so a cancel sent after 50 ms
+  // arrives mid-way even on a loaded machine.
+  Open(1e6);
   std::vector<std::byte> bytes(4 * kMiB, std::byte{0x7f});
   SnapshotRef snapshot = MakeSnapshot("slow", bytes);
   auto buffer = Allocate(0, bytes.size());
