@@ -35,6 +35,12 @@ struct GpuType {
   // Multiple of batch-1 latency for `batch` (>= 1), from batch_scaling; linear in batch when the
   // table is empty.
   double BatchScale(int batch) const;
+
+  // Time to restore `model_bytes` onto a GPU of this type: the fixed overhead plus the bytes over
+  // the host-to-device link. The one formula every policy and the simulator use.
+  Duration RestoreTime(std::uint64_t model_bytes) const {
+    return restore_overhead + TransferTime(model_bytes, h2d_bytes_per_second);
+  }
 };
 
 }  // namespace gshare

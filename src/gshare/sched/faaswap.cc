@@ -113,8 +113,7 @@ std::uint64_t FaaSwapPolicy::ReserveBytes(FunctionId function) const {
 }
 
 Duration FaaSwapPolicy::SwapTime(FunctionId function) const {
-  return context_.gpu->restore_overhead + TransferTime((*context_.functions)[function].model_bytes,
-                                                       context_.gpu->h2d_bytes_per_second);
+  return context_.gpu->RestoreTime((*context_.functions)[function].model_bytes);
 }
 
 void FaaSwapPolicy::OnRequest(const Request& request) {

@@ -49,8 +49,7 @@ Duration GSharePolicy::PredictExec(FunctionId function, std::size_t batch) const
 }
 
 Duration GSharePolicy::PredictRestore(FunctionId function) const {
-  return context_.gpu->restore_overhead + TransferTime((*context_.functions)[function].model_bytes,
-                                                       context_.gpu->h2d_bytes_per_second);
+  return context_.gpu->RestoreTime((*context_.functions)[function].model_bytes);
 }
 
 TimePoint GSharePolicy::KeyOf(const Request& request) const {

@@ -51,8 +51,7 @@ bool KeepAlivePolicy::ColdStartIsFaster(FunctionId function) const {
 
 Duration KeepAlivePolicy::ColdStart(FunctionId function) const {
   const ResolvedFunction& spec = (*context_.functions)[function];
-  return options_.instance_start + context_.gpu->restore_overhead +
-         TransferTime(spec.model_bytes, context_.gpu->h2d_bytes_per_second);
+  return options_.instance_start + context_.gpu->RestoreTime(spec.model_bytes);
 }
 
 void KeepAlivePolicy::OnGpuReady(GpuId gpu) {

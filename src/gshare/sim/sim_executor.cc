@@ -103,8 +103,7 @@ void SimulatedExecutor::Restore(GpuId gpu_id, FunctionId function, std::uint64_t
   usage.restore_bytes += spec.model_bytes;
 
   const TimePoint start = std::max(now_, gpu->h2d_free_at);
-  const TimePoint done = start + workload_.gpu.restore_overhead +
-                         TransferTime(spec.model_bytes, workload_.gpu.h2d_bytes_per_second);
+  const TimePoint done = start + workload_.gpu.RestoreTime(spec.model_bytes);
   gpu->h2d_free_at = done;
   gpu->copies_in_flight += 1;
   events_.Push(done, Event{EventType::kRestoreDone, gpu_id, function, 0});
