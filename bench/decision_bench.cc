@@ -10,13 +10,15 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gshare/common/random.h"
+#include "gshare/common/units.h"
 #include "gshare/model/catalog.h"
-#include "gshare/sim/sim_test_util.h"
 #include "gshare/sim/simulator.h"
 #include "gshare/sim/workload/model_catalog.h"
+#include "gshare/sim/workload/workload.h"
 
 namespace gshare {
 namespace {
@@ -78,7 +80,15 @@ int Main(int argc, char** argv) {
     }
   }
   std::sort(arrivals.begin(), arrivals.end());
-  for (const auto& [t, f] : arrivals) testing::AddRequest(w, f, t);
+  w.requests.reserve(arrivals.size());
+  for (const auto& [t, f] : arrivals) {
+    Request r;
+    r.id = w.requests.size();  // dense ids in arrival order, as Workload requires
+    r.function = f;
+    r.arrival = AtSeconds(t);
+    r.deadline = r.arrival + w.functions[f].slo;
+    w.requests.push_back(r);
+  }
   SimulationOptions options;
   options.executor.time_decisions = true;
   options.policy.pool_idle = std::chrono::hours(2);

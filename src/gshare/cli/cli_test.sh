@@ -34,6 +34,9 @@ expect_error bad_duration "a duration needs a unit" "${sim[@]}" --warmup 5
 expect_error bad_policy "unknown policy 'magic'" "${sim[@]}" --policy magic
 expect_error bad_gpu "unknown GPU type 'v100'" "${sim[@]}" --gpu-type v100
 expect_error bad_granularity "slice-granularity" "${sim[@]}" --slice-granularity 12Qi
+expect_error odd_granularity "multiple of 2Mi" "${sim[@]}" --slice-granularity 3Mi
+expect_error negative_cap "max-gpus" "${sim[@]}" --max-gpus -1
+expect_error bad_cold_start "instance-cold-start" "${sim[@]}" --instance-cold-start 3
 expect_error wrong_format_header "bad header" sim --catalog "$catalog" --trace "$trace" --trace-format invocations
 
 # The same seed gives byte-identical summaries.
@@ -44,6 +47,28 @@ if "$gshare" "${sim[@]}" --seed 7 --out "$work/a" >/dev/null &&
   passed=$((passed + 1))
 else
   echo "FAIL deterministic_summary"
+  failed=$((failed + 1))
+fi
+
+# One slice granularity for the whole program: 100Mi (a multiple of the 2 MiB GPU page) is taken,
+# and the memory held follows it (here more than with the default 128 MiB).
+if "$gshare" "${sim[@]}" --policy gshare --slice-granularity 100Mi --out "$work/g100" >/dev/null &&
+   "$gshare" "${sim[@]}" --policy gshare --out "$work/g128" >/dev/null &&
+   [ "$(grep -o '"vgpu_gib_seconds": [0-9.]*' "$work/g100/summary.json")" != \
+     "$(grep -o '"vgpu_gib_seconds": [0-9.]*' "$work/g128/summary.json")" ]; then
+  passed=$((passed + 1))
+else
+  echo "FAIL granularity_100Mi"
+  failed=$((failed + 1))
+fi
+
+# A cluster cap: no policy holds more GPUs than --max-gpus, and every request is answered.
+if "$gshare" "${sim[@]}" --max-gpus 1 --out "$work/cap" >/dev/null &&
+   ! grep -q '"peak_gpus": [2-9]' "$work/cap/summary.json" &&
+   [ "$(grep -c '"failed_requests": 0' "$work/cap/summary.json")" -eq 3 ]; then
+  passed=$((passed + 1))
+else
+  echo "FAIL max_gpus_cap"
   failed=$((failed + 1))
 fi
 

@@ -12,9 +12,10 @@ struct CommandContext {
 
 void AddSimCommand(CLI::App& app, CommandContext& context);       // gshare sim
 void AddWorkloadCommand(CLI::App& app, CommandContext& context);  // gshare workload
-void AddOptGapCommand(CLI::App& app, CommandContext& context);    // gshare optgap
 void AddCatalogCommand(CLI::App& app, CommandContext& context);   // gshare catalog
 void AddNodeCommands(CLI::App& app, CommandContext& context);     // gshare node ...
+// Only in builds with the exact solver (GSHARE_BUILD_EXACT); main adds it on GSHARE_HAVE_EXACT.
+void AddOptGapCommand(CLI::App& app, CommandContext& context);  // gshare optgap
 // `bench` is the group created by main; each adds its benchmark under it.
 void AddBenchRestoreCommand(CLI::App& bench, CommandContext& context);  // gshare bench restore
 

@@ -18,13 +18,21 @@ int main(int argc, char** argv) {
   gshare::cli::CommandContext context;
   gshare::cli::AddSimCommand(app, context);
   gshare::cli::AddWorkloadCommand(app, context);
+#if defined(GSHARE_HAVE_EXACT)
   gshare::cli::AddOptGapCommand(app, context);
+#else
+  app.footer("gshare optgap is not in this build: it needs the exact solver (GSHARE_BUILD_EXACT).");
+#endif
   gshare::cli::AddCatalogCommand(app, context);
   gshare::cli::AddNodeCommands(app, context);
   CLI::App* bench =
       app.add_subcommand("bench", "Micro-benchmarks that print ratios measured in one run");
   bench->require_subcommand(1);
   gshare::cli::AddBenchRestoreCommand(*bench, context);
+  // The top level takes no positionals, so a word that names no subcommand is an error at once,
+  // before --help is looked at: `gshare optgap --help` fails where optgap is not built. Only the
+  // top level is set; each subcommand parses its own arguments as before.
+  app.positionals_at_end();
 
   app.parse_complete_callback([&] {
     if (!gshare::SetLogLevel(log_level)) {

@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "gshare/cli/commands.h"
+#include "gshare/common/slice_granularity.h"
 #include "gshare/common/units.h"
 #include "gshare/model/catalog.h"
 #include "gshare/sched/policy_registry.h"
@@ -33,6 +34,8 @@ struct SimFlags {
   std::string quantum = "20ms";
   std::string warmup = "0s";
   std::string slice_granularity = "128Mi";
+  std::string instance_cold_start = "0s";
+  int max_gpus = 0;
   bool quiet = false;
 };
 
@@ -55,12 +58,14 @@ int RunSim(const SimFlags& flags) {
     *target = *parsed;
   }
   options.executor.accounting_start = TimePoint(warmup);
-  auto granularity = ParseBytes(flags.slice_granularity);
+  auto granularity = SliceGranularity::Parse(flags.slice_granularity);
   if (!granularity.ok()) return Fail(granularity.status().WithContext("--slice-granularity"));
-  if (*granularity < kMiB) {
-    return Fail(InvalidArgument("--slice-granularity must be at least 1Mi"));
-  }
-  options.policy.gshare.slice_granularity_bytes = *granularity;
+  options.policy.slice_granularity = *granularity;
+  auto cold_start = ParseDuration(flags.instance_cold_start);
+  if (!cold_start.ok()) return Fail(cold_start.status().WithContext("--instance-cold-start"));
+  options.executor.instance_cold_start = *cold_start;
+  if (flags.max_gpus < 0) return Fail(InvalidArgument("--max-gpus must be >= 0 (0: no cap)"));
+  options.executor.max_gpus = flags.max_gpus;
   if (options.executor.quantum <= Duration::zero()) {
     return Fail(InvalidArgument("--quantum must be positive"));
   }
@@ -175,7 +180,15 @@ void AddSimCommand(CLI::App& app, CommandContext& context) {
   cmd->add_option("--quantum", flags->quantum, "Time-slice quantum of GPU compute")
       ->capture_default_str();
   cmd->add_option("--slice-granularity", flags->slice_granularity,
-                  "gshare: slices are multiples of this (128Mi; 1Gi or 5Gi mimic coarser vGPUs)")
+                  "Slices are multiples of this: a multiple of 2Mi, at most 64Gi (1Gi or 5Gi mimic "
+                  "coarser vGPUs)")
+      ->capture_default_str();
+  cmd->add_option("--instance-cold-start", flags->instance_cold_start,
+                  "Start of a function instance (process) when a restore finds none warm; "
+                  "catalog min_instances are warm from the start")
+      ->capture_default_str();
+  cmd->add_option("--max-gpus", flags->max_gpus,
+                  "Most GPUs held at once (a cluster cap every policy obeys); 0: no cap")
       ->capture_default_str();
   cmd->add_option("--warmup", flags->warmup,
                   "Leave the first part of the trace out of every figure (requests still replay)")

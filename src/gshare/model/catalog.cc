@@ -249,6 +249,24 @@ Result<FunctionSpec> ParseFunction(const Where& where, const YAML::Node& item,
     GSHARE_ASSIGN_OR_RETURN(spec.max_batch, IntegerField(where, "max_batch", n));
     if (spec.max_batch < 1) return FieldError(where, "max_batch", n, "must be at least 1");
   }
+  if (const YAML::Node n = item["min_instances"]) {
+    GSHARE_ASSIGN_OR_RETURN(spec.min_instances, IntegerField(where, "min_instances", n));
+    if (spec.min_instances < 0 || spec.min_instances > kMaxInstancesPerFunction) {
+      return FieldError(where, "min_instances", n,
+                        fmt::format("must be between 0 and {}", kMaxInstancesPerFunction));
+    }
+  }
+  if (const YAML::Node n = item["max_instances"]) {
+    GSHARE_ASSIGN_OR_RETURN(spec.max_instances, IntegerField(where, "max_instances", n));
+    if (spec.max_instances < 0 || spec.max_instances > kMaxInstancesPerFunction) {
+      return FieldError(
+          where, "max_instances", n,
+          fmt::format("must be between 0 (no bound) and {}", kMaxInstancesPerFunction));
+    }
+    if (spec.max_instances > 0 && spec.max_instances < std::max(1, spec.min_instances)) {
+      return FieldError(where, "max_instances", n, "must be at least min_instances and 1");
+    }
+  }
   return spec;
 }
 
@@ -465,6 +483,8 @@ std::string CatalogToYaml(const Catalog& catalog) {
     if (spec.batch_memory_bytes != 0) {
       out += fmt::format("    batch_memory: {}\n", FormatBytesExact(spec.batch_memory_bytes));
     }
+    if (spec.min_instances != 0) out += fmt::format("    min_instances: {}\n", spec.min_instances);
+    if (spec.max_instances != 0) out += fmt::format("    max_instances: {}\n", spec.max_instances);
   }
   return out;
 }

@@ -297,5 +297,40 @@ functions:
   EXPECT_NE(too_big.status().message().find("at batch 8"), std::string::npos);
 }
 
+TEST(CatalogTest, InstanceBoundsParseValidateAndRoundTrip) {
+  constexpr char kText[] = R"(
+functions:
+  - name: bert
+    model_size: 420Mi
+    exec_latency: 6ms
+    min_instances: 1
+    max_instances: 3
+)";
+  auto catalog = ParseCatalog(kText, "instances.yaml");
+  ASSERT_TRUE(catalog.ok()) << catalog.status().ToString();
+  EXPECT_EQ(catalog->functions[0].min_instances, 1);
+  EXPECT_EQ(catalog->functions[0].max_instances, 3);
+  auto again = ParseCatalog(CatalogToYaml(*catalog), "again.yaml");
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(again->functions[0].min_instances, 1);
+  EXPECT_EQ(again->functions[0].max_instances, 3);
+  auto resolved = ResolveFunction(catalog->functions[0], *catalog->FindGpuType("a100-40gb"),
+                                  catalog->gpu_types);
+  ASSERT_TRUE(resolved.ok());
+  EXPECT_EQ(resolved->min_instances, 1);
+  EXPECT_EQ(resolved->max_instances, 3);
+
+  const std::string head =
+      "functions:\n  - name: f\n    model_size: 100Mi\n    exec_latency: 1ms\n";
+  EXPECT_NE(ErrorOf(head + "    min_instances: -1\n").find("min_instances: must be between 0"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf(head + "    max_instances: 20000\n").find("max_instances: must be between"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf(head + "    min_instances: 4\n    max_instances: 2\n")
+                .find("max_instances: must be at least min_instances"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf(head + "    max_instances: 1.5\n").find("max_instances"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace gshare

@@ -76,6 +76,8 @@ Result<ResolvedFunction> ResolveFunction(const FunctionSpec& spec, const GpuType
   out.gpu_memory_bytes = spec.gpu_memory_bytes;
   out.max_batch = std::max(1, spec.max_batch);
   out.batch_memory_bytes = spec.batch_memory_bytes;
+  out.min_instances = spec.min_instances;
+  out.max_instances = spec.max_instances;
   out.exec_by_batch.reserve(static_cast<std::size_t>(out.max_batch));
   for (int b = 1; b <= out.max_batch; ++b) {
     const Duration base = LatencyFromTable(*table, b, gpu.BatchScale(b));

@@ -33,7 +33,14 @@ struct FunctionSpec {
   std::optional<Duration> slo;           // latency target; default: 1.5 x p90 execution latency
   int max_batch = 1;                     // largest batch the function accepts
   std::uint64_t batch_memory_bytes = 0;  // extra GPU memory per request beyond the first in a batch
+  // Instances (processes) of the function: kept warm at least, and at most (0: no bound). A
+  // second slice of the function on another GPU needs a second instance.
+  int min_instances = 0;
+  int max_instances = 0;
 };
+
+// The most instances a function may ask for, as min_instances or max_instances.
+inline constexpr int kMaxInstancesPerFunction = 10000;
 
 // A function ready for one GPU type: latency by batch size 1..max_batch, and its SLO.
 struct ResolvedFunction {
@@ -45,6 +52,8 @@ struct ResolvedFunction {
   Duration slo{};
   int max_batch = 1;
   std::uint64_t batch_memory_bytes = 0;  // extra GPU memory per request beyond the first
+  int min_instances = 0;                 // instances kept warm
+  int max_instances = 0;                 // 0: no bound
 
   // GPU memory a batch of `batch` needs: the slice grows with the batch.
   std::uint64_t MemoryForBatch(int batch) const {

@@ -15,8 +15,9 @@ struct Request {
   RequestId id = 0;
   FunctionId function = 0;
   TimePoint arrival{};
-  TimePoint deadline{};      // arrival + the function's SLO
-  Duration exec_override{};  // when positive: this request's execution time (from the trace)
+  TimePoint deadline{};  // arrival + the function's SLO
 };
+// A request carries nothing about how long it will run: a policy learns execution times from
+// runs that ended (sched/exec_estimator.h), as a live system must.
 
 }  // namespace gshare

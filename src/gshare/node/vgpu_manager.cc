@@ -16,12 +16,11 @@ SliceAllocation::~SliceAllocation() {
   manager_.Credit(slice_, size);
 }
 
-VGpuManager::VGpuManager(std::span<Device* const> devices)
-    : gpu_count_(static_cast<int>(devices.size())) {
+VGpuManager::VGpuManager(std::span<Device* const> devices, SliceGranularity granularity)
+    : gpu_count_(static_cast<int>(devices.size())), granularity_(granularity) {
   MutexLock lock(mutex_);
   for (Device* device : devices) {
-    const std::uint64_t memory = device->info().memory_bytes;
-    gpus_.push_back(Gpu{device, memory / kSliceGranularityBytes * kSliceGranularityBytes});
+    gpus_.push_back(Gpu{device, granularity_.RoundDown(device->info().memory_bytes)});
   }
 }
 
@@ -52,10 +51,10 @@ Result<SliceId> VGpuManager::CreateSlice(int gpu, std::uint64_t quota_bytes) {
   if (gpu < 0 || gpu >= gpu_count_) {
     return InvalidArgument(fmt::format("no GPU {} (this node has {})", gpu, gpu_count_));
   }
-  if (quota_bytes == 0 || quota_bytes % kSliceGranularityBytes != 0) {
+  if (quota_bytes == 0 || !granularity_.Divides(quota_bytes)) {
     return InvalidArgument(fmt::format("slice quota {} is not a positive multiple of {}",
                                        FormatBytes(quota_bytes),
-                                       FormatBytes(kSliceGranularityBytes)));
+                                       FormatBytes(granularity_.bytes())));
   }
   MutexLock lock(mutex_);
   Gpu& g = gpus_[static_cast<std::size_t>(gpu)];
@@ -122,10 +121,10 @@ Status VGpuManager::Unbind(SliceId id) {
 }
 
 Status VGpuManager::ResizeLocked(SliceId id, Slice& slice, std::uint64_t quota_bytes) {
-  if (quota_bytes == 0 || quota_bytes % kSliceGranularityBytes != 0) {
+  if (quota_bytes == 0 || !granularity_.Divides(quota_bytes)) {
     return InvalidArgument(fmt::format("{}: quota {} is not a positive multiple of {}",
                                        DescribeLocked(id, slice), FormatBytes(quota_bytes),
-                                       FormatBytes(kSliceGranularityBytes)));
+                                       FormatBytes(granularity_.bytes())));
   }
   Gpu& g = gpus_[static_cast<std::size_t>(slice.gpu)];
   if (quota_bytes > slice.quota_bytes) {

@@ -1,10 +1,10 @@
 // VGpuManager: elastic vGPUs. Cuts each GPU's memory into slices and charges device memory to them.
 //
-// A slice is a memory quota on one GPU, a multiple of 128 MiB (kSliceGranularityBytes) up to the
-// whole GPU. The quotas of a GPU's slices never add up to more than its memory, so every slice
-// can always fill its quota. A slice is bound to at most one function, and a function to at most
-// one slice, only while the function needs a GPU. Slices grow and shrink while bound (a shrink
-// below what is in use is refused).
+// A slice is a memory quota on one GPU, a multiple of the program's slice granularity (one
+// SliceGranularity, passed in; 128 MiB by default) up to the whole GPU. The quotas of a GPU's
+// slices never add up to more than its memory, so every slice can always fill its quota. A slice is
+// bound to at most one function, and a function to at most one slice, only while the function needs
+// a GPU. Slices grow and shrink while bound (a shrink below what is in use is refused).
 //
 // Device memory of a bound slice is allocated through Allocate, which charges the bytes to the
 // slice exactly (no rounding) and credits them back when the SliceAllocation is destroyed. An
@@ -29,13 +29,12 @@
 #include <vector>
 
 #include "gshare/common/mutex.h"
+#include "gshare/common/slice_granularity.h"
 #include "gshare/common/status.h"
 #include "gshare/common/units.h"
 #include "gshare/device/device.h"
 
 namespace gshare {
-
-inline constexpr std::uint64_t kSliceGranularityBytes = 128 * kMiB;
 
 using SliceId = std::uint64_t;
 
@@ -81,8 +80,8 @@ class SliceAllocation {
 
 class VGpuManager {
  public:
-  // Manages `devices` (GPU i is devices[i]).
-  explicit VGpuManager(std::span<Device* const> devices);
+  // Manages `devices` (GPU i is devices[i]); every quota is a multiple of `granularity`.
+  VGpuManager(std::span<Device* const> devices, SliceGranularity granularity);
   ~VGpuManager();
   VGpuManager(const VGpuManager&) = delete;
   VGpuManager& operator=(const VGpuManager&) = delete;
@@ -109,6 +108,7 @@ class VGpuManager {
   Result<SliceId> FindByFunction(const std::string& function_id) const EXCLUDES(mutex_);
   Result<GpuUsage> gpu(int gpu) const EXCLUDES(mutex_);
   int gpu_count() const { return gpu_count_; }
+  SliceGranularity granularity() const { return granularity_; }
 
  private:
   friend class SliceAllocation;
@@ -134,6 +134,7 @@ class VGpuManager {
   void Credit(SliceId slice, std::uint64_t size_bytes) EXCLUDES(mutex_);
 
   const int gpu_count_;
+  const SliceGranularity granularity_;
   mutable Mutex mutex_;
   std::vector<Gpu> gpus_ GUARDED_BY(mutex_);  // the vector's shape is fixed at construction
   std::map<SliceId, Slice> slices_ GUARDED_BY(mutex_);

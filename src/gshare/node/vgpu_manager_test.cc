@@ -25,7 +25,7 @@ class VGpuManagerTest : public ::testing::Test {
     ASSERT_TRUE(set.ok()) << set.status().ToString();
     set_ = std::move(set).value();
     for (auto& device : set_.devices) devices_.push_back(device.get());
-    manager_ = std::make_unique<VGpuManager>(devices_);
+    manager_ = std::make_unique<VGpuManager>(devices_, SliceGranularity());
   }
 
   SliceId MakeBoundSlice(int gpu, std::uint64_t quota, const std::string& function) {
@@ -40,7 +40,7 @@ class VGpuManagerTest : public ::testing::Test {
   std::unique_ptr<VGpuManager> manager_;
 };
 
-constexpr std::uint64_t kSlice = kSliceGranularityBytes;
+constexpr std::uint64_t kSlice = SliceGranularity::kDefaultBytes;
 
 TEST_F(VGpuManagerTest, CreatesSlicesAtTheGranularity) {
   EXPECT_EQ(manager_->gpu_count(), 3);
@@ -56,6 +56,16 @@ TEST_F(VGpuManagerTest, CreatesSlicesAtTheGranularity) {
   EXPECT_EQ(manager_->CreateSlice(0, 13 * kSlice).status().code(), StatusCode::kResourceExhausted);
   EXPECT_TRUE(manager_->CreateSlice(0, 12 * kSlice).ok());
   EXPECT_EQ(manager_->gpu(0)->reserved_bytes, 2 * kGiB);
+}
+
+TEST_F(VGpuManagerTest, UsesTheGranularityItIsGiven) {
+  // The program's one granularity, here 100 MiB (accepted by the CLI, so the manager must agree).
+  const SliceGranularity g = *SliceGranularity::FromBytes(100 * kMiB);
+  VGpuManager manager(devices_, g);
+  EXPECT_EQ(manager.granularity(), g);
+  EXPECT_EQ(manager.gpu(0)->capacity_bytes, 2000 * kMiB);  // 2 GiB rounded down to 100 MiB steps
+  EXPECT_TRUE(manager.CreateSlice(0, 300 * kMiB).ok());
+  EXPECT_EQ(manager.CreateSlice(0, kSlice).status().code(), StatusCode::kInvalidArgument);
 }
 
 TEST_F(VGpuManagerTest, BindsOneFunctionToOneSlice) {

@@ -1,25 +1,70 @@
 // Executor: the actions a scheduler can take, carried out by one of two worlds.
 //
 // The simulator's executor (sim/) models GPUs as discrete events; the live node's executor
-// (node/) drives real or emulated devices. A scheduler never knows which one it talks to.
+// (node/) drives real or emulated devices and function processes. A scheduler never knows which
+// one it talks to. docs/architecture.md walks through the lifecycles below.
 //
-// Contract for every call: the GPU id was returned by AcquireGpu and not yet released; the
-// function id indexes the run's function table. A call that breaks a precondition is a scheduler
-// bug: the executor records it and the run fails with an Internal status naming the call.
-// Completions come back as Scheduler events (scheduler.h), never from inside the call itself.
+// Objects:
+//  - a GPU is acquired (AcquireGpu, which may be refused), becomes ready, and is released or lost;
+//    each GPU has its own type (TypeOf), one of gpu_types();
+//  - a slice is GPU memory bound to one function on one GPU: Restore creates it (memory reserved
+//    now, model bytes copied in), Resize changes it, Evict removes it;
+//  - an instance is a function's process. A slice binds one instance; the executor binds an idle
+//    warm instance, or starts one (its cold start delays the restore) while the function is below
+//    its max_instances, and stops instances idle for its keep time, down to min_instances. A
+//    second slice of a function on another GPU is a second instance (a replica). Instances(f)
+//    tells a policy what it needs to predict and to stay within the bound.
+//
+// Failures come back as events with a Status (scheduler.h): a restore that fails, a run that
+// fails, an instance that dies, a GPU that is lost. Every action's completion is an event, never
+// a call back from inside the action.
+//
+// Preconditions (a call that breaks one is a scheduler bug: the executor records it and the run
+// fails with an Internal status naming the call): the GPU id was returned by AcquireGpu, is ready,
+// and was neither released nor lost; the function id is in the registry.
+//
+// Threading: every call is made from the scheduler's event loop, one at a time.
 #pragma once
 
 #include <cstdint>
 #include <span>
 
+#include "gshare/common/status.h"
 #include "gshare/common/units.h"
+#include "gshare/model/gpu_type.h"
 #include "gshare/model/request.h"
 
 namespace gshare {
 
-enum class EvictMode {
-  kDiscard,     // the host snapshot is still valid ("fast swap"): free the memory, copy nothing
-  kCheckpoint,  // copy the function's state device-to-host first, then free the memory
+using GpuTypeId = std::uint32_t;  // index into Executor::gpu_types()
+
+// How a slice leaves a GPU. A hint: the executor keeps a write generation per host snapshot and
+// decides whether the device copy must be copied back.
+enum class EvictHint : std::uint8_t {
+  // Fast swap: free the memory at once when the host snapshot still holds what the device holds;
+  // copy it back first only when the function wrote device state since its last snapshot.
+  kDiscardIfClean,
+  // Always copy the device state back to the host first (no fast swap).
+  kCheckpoint,
+};
+
+// What Evict did.
+enum class EvictOutcome : std::uint8_t {
+  kDiscarded,  // the memory is free now; no event fires
+  kCopying,    // the state is being copied back; OnEvictDone fires when the memory is free
+};
+
+// A function's instances (processes) as the executor sees them now.
+struct InstanceView {
+  int bound = 0;          // instances bound to a slice (restoring, resident or evicting)
+  int idle = 0;           // warm instances without a slice: a restore binds one at no cost
+  int max_instances = 0;  // the function's bound on bound + idle; 0: no bound
+  Duration cold_start{};  // time to start an instance, paid by a restore that finds none idle
+
+  // Whether a new slice can get an instance (idle, or a new one within the bound).
+  bool CanBind() const { return idle > 0 || max_instances == 0 || bound + idle < max_instances; }
+  // What a new slice waits for before its copy can start: nothing, or a cold start.
+  Duration BindDelay() const { return idle > 0 ? Duration::zero() : cold_start; }
 };
 
 class Executor {
@@ -29,36 +74,62 @@ class Executor {
   // The executor's clock: simulated or steady.
   virtual TimePoint Now() const = 0;
 
-  // A new GPU of the run's type. It counts as held from now. With a zero `startup` it is usable
-  // at once and no event fires; otherwise it accepts restores and runs after `startup` (an
-  // instance or VM start), when Scheduler::OnGpuReady fires.
-  virtual GpuId AcquireGpu(Duration startup) = 0;
-  // Gives the GPU back. Precondition: no function reserved on it, no copy or run in flight.
+  // The kinds of GPU this world can hand out, by GpuTypeId; never empty. The first is the
+  // default.
+  virtual std::span<const GpuType> gpu_types() const = 0;
+  // The type of a GPU that AcquireGpu returned (valid until it is released or lost).
+  virtual const GpuType& TypeOf(GpuId gpu) const = 0;
+
+  // A new GPU of `type`, counted as held from now. ResourceExhausted when none can be had (the
+  // node has no free GPU, the cluster is at its cap); the caller keeps its requests and may try
+  // again later. With a zero `startup` it is usable at once and no event fires; otherwise it
+  // accepts actions after `startup` (a VM or container start), when Scheduler::OnGpuReady fires.
+  virtual Result<GpuId> AcquireGpu(GpuTypeId type, Duration startup) = 0;
+  // Gives the GPU back. Precondition: no slice on it.
   virtual void ReleaseGpu(GpuId gpu) = 0;
 
-  // Reserves `reserve_bytes` (>= the function's GPU memory) of the GPU's memory for `function`
-  // now, and queues a copy of its model bytes on the GPU's host-to-device copy engine (FIFO).
-  // OnRestoreDone fires when the model is on the GPU. Preconditions: the reservation fits in
-  // free memory; the function is not already reserved on this GPU.
+  // Creates a slice of `function` on the GPU: reserves `reserve_bytes` (>= its GPU memory) now,
+  // binds an instance, and queues a copy of its model on the GPU's host-to-device copy engine
+  // (FIFO). OnRestoreDone fires when the model is on the GPU or the restore failed (the slice is
+  // then gone and its memory free). Preconditions: the reservation fits in free memory; the
+  // function has no slice on this GPU; Instances(function).CanBind().
   virtual void Restore(GpuId gpu, FunctionId function, std::uint64_t reserve_bytes) = 0;
-  // Removes `function` from the GPU. kDiscard frees its memory now and fires nothing;
-  // kCheckpoint copies its state to the host and fires OnEvictDone when the memory is free.
-  // Precondition: the function is resident (restore done) and not running.
-  virtual void Evict(GpuId gpu, FunctionId function, EvictMode mode) = 0;
+  // Removes the function's slice from the GPU and unbinds its instance, as `hint` asks and the
+  // snapshot allows (EvictHint). Precondition: the slice is resident (restore done) and idle.
+  virtual EvictOutcome Evict(GpuId gpu, FunctionId function, EvictHint hint) = 0;
 
-  // Changes the memory reserved for `function` on the GPU to `new_bytes`, at once: an elastic
-  // slice grows or shrinks in place. Preconditions: the function is resident; `new_bytes` is at
-  // least its GPU memory and at least what its runs in flight need; growth fits in free memory.
+  // Changes the slice's memory to `new_bytes`, at once: an elastic slice grows or shrinks in
+  // place. Preconditions: the slice is resident; `new_bytes` is at least the function's GPU
+  // memory and what its runs in flight need; growth fits in free memory.
   virtual void Resize(GpuId gpu, FunctionId function, std::uint64_t new_bytes) = 0;
 
-  // Runs a batch of requests of `function` on the GPU; the GPU's compute is time-sliced among
-  // the runs in flight. OnRunDone fires with the same batch when it finishes. Preconditions: the
-  // function is resident on the GPU, its reservation holds the batch (MemoryForBatch), and the
-  // batch is non-empty.
+  // Runs a batch of requests of `function` on its slice; the GPU's compute is time-sliced among
+  // the runs in flight. OnRunDone fires with the same batch when it ends: with an OK status the
+  // requests are answered; otherwise they are back in the scheduler's hands. Preconditions: the
+  // slice is resident, holds the batch (MemoryForBatch), and the batch is non-empty.
   virtual void Run(GpuId gpu, FunctionId function, std::span<const RequestId> batch) = 0;
+
+  // Answers a request that the scheduler gives up on with `status` (not OK): the function was
+  // removed, no GPU could be had, it failed too often. A request is answered once: by a run that
+  // ended OK, or here. Precondition: the request arrived and is not answered yet.
+  virtual void FailRequest(RequestId request, const Status& status) = 0;
+
+  // The function's instances now (see InstanceView).
+  virtual InstanceView Instances(FunctionId function) const = 0;
 
   // Fires Scheduler::OnTimer(token) at `at` (now, if `at` is in the past).
   virtual void SetTimer(TimePoint at, std::uint64_t token) = 0;
 };
+
+// A GPU of the first type in gpu_types() that the executor grants, trying them in order; the
+// last refusal when none is.
+inline Result<GpuId> AcquireFirstAvailable(Executor& executor, Duration startup) {
+  const auto types = static_cast<GpuTypeId>(executor.gpu_types().size());
+  Result<GpuId> gpu = executor.AcquireGpu(0, startup);
+  for (GpuTypeId type = 1; !gpu.ok() && type < types; ++type) {
+    gpu = executor.AcquireGpu(type, startup);
+  }
+  return gpu;
+}
 
 }  // namespace gshare

@@ -1,5 +1,7 @@
 #include "gshare/sched/faaswap.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <limits>
 
@@ -9,14 +11,49 @@ namespace {
 constexpr std::uint64_t kForwardTag = 1ULL << 62;
 constexpr std::uint64_t kIdleTag = 2ULL << 62;
 constexpr std::uint64_t kPayloadMask = (1ULL << 62) - 1;
+constexpr std::size_t kNoSlot = std::numeric_limits<std::size_t>::max();
 
 }  // namespace
 
 FaaSwapPolicy::FaaSwapPolicy(const SchedulerContext& context, const PolicyOptions& options)
     : context_(context),
       options_(options),
+      estimator_(context.functions),
       model_idle_(context.functions->size()),
       model_busy_(context.functions->size()) {}
+
+void FaaSwapPolicy::OnFunctionAdded(FunctionId function) {
+  if (function >= model_idle_.size()) {
+    model_idle_.resize(function + 1);
+    model_busy_.resize(function + 1);
+  }
+}
+
+void FaaSwapPolicy::OnFunctionRemoved(FunctionId function) {
+  // Its queued requests are answered now; its models leave as memory is needed.
+  const Status removed =
+      NotFound(fmt::format("function '{}' was removed", (*context_.functions)[function].name));
+  for (std::size_t slot : alive_) {
+    PoolGpu& gpu = pool_[slot];
+    std::deque<RequestId> keep;
+    for (RequestId id : gpu.queue) {
+      if (requests_.Get(id).function == function) {
+        Answer(id, removed);
+      } else {
+        keep.push_back(id);
+      }
+    }
+    gpu.queue.swap(keep);
+    Advance(slot);
+    MaybeIdle(slot);
+  }
+  estimator_.Forget(function);
+}
+
+void FaaSwapPolicy::Answer(RequestId id, const Status& status) {
+  if (!status.ok()) context_.executor->FailRequest(id, status);
+  requests_.Erase(id);
+}
 
 void FaaSwapPolicy::IndexInsert(std::size_t slot) {
   PoolGpu& gpu = pool_[slot];
@@ -112,13 +149,14 @@ std::uint64_t FaaSwapPolicy::ReserveBytes(FunctionId function) const {
   return spec.MemoryForBatch(spec.max_batch);
 }
 
-Duration FaaSwapPolicy::SwapTime(FunctionId function) const {
-  return context_.gpu->RestoreTime((*context_.functions)[function].model_bytes);
+Duration FaaSwapPolicy::SwapTime(const PoolGpu& gpu, FunctionId function) const {
+  return context_.executor->TypeOf(gpu.gpu).RestoreTime(
+             (*context_.functions)[function].model_bytes) +
+         context_.executor->Instances(function).BindDelay();
 }
 
 void FaaSwapPolicy::OnRequest(const Request& request) {
-  if (request.id >= requests_.size()) requests_.resize(request.id + 1);
-  requests_[request.id] = request;
+  requests_.Add(request);
   const Duration exec = (*context_.functions)[request.function].ExecLatency(1);
   const Duration proxy = Duration(static_cast<std::int64_t>(static_cast<double>(exec.count()) *
                                                             options_.proxy_overhead_fraction));
@@ -139,15 +177,22 @@ TimePoint FaaSwapPolicy::FreeKey(const PoolGpu& gpu) {
 
 std::size_t FaaSwapPolicy::Place(const Request& request) {
   const TimePoint now = context_.executor->Now();
-  const Duration exec = (*context_.functions)[request.function].ExecLatency(1);
-  const Duration swap = SwapTime(request.function);
-  std::size_t best = std::numeric_limits<std::size_t>::max();
+  const Duration exec = estimator_.Estimate(request.function, 1);
+  const GpuType& default_type = context_.executor->gpu_types()[0];
+  const Duration swap =
+      default_type.RestoreTime((*context_.functions)[request.function].model_bytes) +
+      context_.executor->Instances(request.function).BindDelay();
+  // A function at its max_instances can only go where its model is held.
+  const bool can_bind = context_.executor->Instances(request.function).CanBind();
+  std::size_t best = kNoSlot;
   TimePoint best_done = TimePoint::max();
   auto consider = [&](std::size_t slot) {
     const PoolGpu& gpu = pool_[slot];
+    const bool has_model = HasModel(gpu, request.function);
+    if (!has_model && !can_bind) return;
     const TimePoint start = std::max(now, FreeKey(gpu));
     const TimePoint done =
-        start + (HasModel(gpu, request.function) ? Duration::zero() : swap) + exec;
+        start + (has_model ? Duration::zero() : SwapTime(gpu, request.function)) + exec;
     if (done < best_done || (done == best_done && slot < best)) {
       best_done = done;
       best = slot;
@@ -166,12 +211,15 @@ std::size_t FaaSwapPolicy::Place(const Request& request) {
   // would finish the request sooner.
   const bool contention = now + swap + exec < best_done;
   const bool may_start = starting_ < MaxStartingGpus(alive_.size(), options_.pool_growth_fraction);
-  if ((alive_.empty() || (best_done > request.deadline && contention)) && may_start) {
-    const GpuId id = context_.executor->AcquireGpu(options_.instance_start);
+  if ((alive_.empty() || (best_done > request.deadline && contention)) && may_start && can_bind) {
+    const auto acquired = AcquireFirstAvailable(*context_.executor, options_.instance_start);
+    if (!acquired.ok()) return best;  // no growth; kNoSlot when the pool is empty
+    const GpuId id = *acquired;
     const std::size_t slot = pool_.size();
     pool_.emplace_back();
     PoolGpu& gpu = pool_.back();
     gpu.gpu = id;
+    gpu.capacity = context_.executor->TypeOf(id).memory_bytes;
     gpu.ready = options_.instance_start <= Duration::zero();
     gpu.ready_at = now + options_.instance_start;
     gpu.predicted_free_at = gpu.ready_at;
@@ -179,20 +227,33 @@ std::size_t FaaSwapPolicy::Place(const Request& request) {
     IndexInsert(slot);
     slot_of_gpu_[id] = slot;
     if (!gpu.ready) starting_ += 1;
-    if (best == std::numeric_limits<std::size_t>::max()) best = slot;
+    if (best == kNoSlot) best = slot;
+  }
+  if (best == kNoSlot && !alive_.empty() && !can_bind) {
+    // Every instance is bound where the model is not held: wait on the GPU that frees first.
+    Promote(now);
+    if (!idle_slots_.empty()) best = *idle_slots_.begin();
+    if (!by_free_time_.empty()) best = by_free_time_.begin()->second;
   }
   return best;
 }
 
 void FaaSwapPolicy::Forward(RequestId id) {
-  const Request& request = requests_[id];
+  const Request& request = requests_.Get(id);
+  if (!context_.functions->active(request.function)) {
+    return Answer(id, NotFound(fmt::format("function '{}' was removed",
+                                           (*context_.functions)[request.function].name)));
+  }
   const std::size_t slot = Place(request);
+  if (slot == kNoSlot) {
+    return Answer(id, ResourceExhausted("no GPU for the pool: every acquisition was refused"));
+  }
   PoolGpu& gpu = pool_[slot];
   const TimePoint now = context_.executor->Now();
   const bool has_model = HasModel(gpu, request.function);
   SetPredictedFree(slot, std::max({now, gpu.predicted_free_at, gpu.ready_at}) +
-                             (has_model ? Duration::zero() : SwapTime(request.function)) +
-                             (*context_.functions)[request.function].ExecLatency(1));
+                             (has_model ? Duration::zero() : SwapTime(gpu, request.function)) +
+                             estimator_.Estimate(request.function, 1));
   gpu.queue.push_back(id);
   gpu.idle_generation += 1;
   Advance(slot);
@@ -200,7 +261,8 @@ void FaaSwapPolicy::Forward(RequestId id) {
 
 bool FaaSwapPolicy::MakeRoom(std::size_t slot, std::uint64_t bytes, FunctionId keep) {
   PoolGpu& gpu = pool_[slot];
-  const std::uint64_t capacity = context_.gpu->memory_bytes;
+  const std::uint64_t capacity = gpu.capacity;
+  bool evicted = false;
   auto it = gpu.lru.begin();
   while (gpu.memory_used + bytes > capacity && it != gpu.lru.end()) {
     const FunctionId victim = *it;
@@ -208,27 +270,35 @@ bool FaaSwapPolicy::MakeRoom(std::size_t slot, std::uint64_t bytes, FunctionId k
       ++it;
       continue;
     }
-    context_.executor->Evict(gpu.gpu, victim, EvictMode::kDiscard);
-    gpu.memory_used -= ReserveBytes(victim);
+    const EvictOutcome outcome =
+        context_.executor->Evict(gpu.gpu, victim, EvictHint::kDiscardIfClean);
+    if (outcome == EvictOutcome::kDiscarded) {
+      gpu.memory_used -= ReserveBytes(victim);
+    } else {
+      gpu.evicting[victim] = ReserveBytes(victim);  // freed by OnEvictDone
+    }
     gpu.resident.erase(victim);
     DropModel(slot, victim);
     it = gpu.lru.erase(it);
+    evicted = true;
   }
+  if (evicted) RetryBlocked();
   return gpu.memory_used + bytes <= capacity;
 }
 
 void FaaSwapPolicy::Advance(std::size_t slot) {
   PoolGpu& gpu = pool_[slot];
   if (!gpu.ready) return;
+  if (!gpu.running && !gpu.queue.empty() && Relocate(slot)) return;
   // Run the head of the queue when its model is on the GPU.
   if (!gpu.running && !gpu.queue.empty()) {
-    const FunctionId function = requests_[gpu.queue.front()].function;
+    const FunctionId function = requests_.Get(gpu.queue.front()).function;
     if (auto it = gpu.resident.find(function); it != gpu.resident.end()) {
       gpu.lru.splice(gpu.lru.end(), gpu.lru, it->second);  // most recently used
       const auto max_batch = static_cast<std::size_t>((*context_.functions)[function].max_batch);
       batch_.clear();
       while (!gpu.queue.empty() && batch_.size() < max_batch &&
-             requests_[gpu.queue.front()].function == function) {
+             requests_.Get(gpu.queue.front()).function == function) {
         batch_.push_back(gpu.queue.front());
         gpu.queue.pop_front();
       }
@@ -243,8 +313,9 @@ void FaaSwapPolicy::Advance(std::size_t slot) {
     constexpr std::size_t kLookAhead = 8;
     for (std::size_t i = 0; i < gpu.queue.size() && i < kLookAhead; ++i) {
       const RequestId id = gpu.queue[i];
-      const FunctionId function = requests_[id].function;
-      if (gpu.resident.contains(function)) continue;
+      const FunctionId function = requests_.Get(id).function;
+      if (gpu.resident.contains(function) || gpu.evicting.contains(function)) continue;
+      if (!context_.executor->Instances(function).CanBind()) continue;
       const std::uint64_t bytes = ReserveBytes(function);
       if (!MakeRoom(slot, bytes, function)) break;  // wait for the running batch to finish
       gpu.memory_used += bytes;
@@ -257,9 +328,42 @@ void FaaSwapPolicy::Advance(std::size_t slot) {
   }
 }
 
+bool FaaSwapPolicy::Relocate(std::size_t slot) {
+  // The head's model is not here and cannot come (its function is at max_instances, every
+  // instance bound elsewhere): its requests go where the model is held, or wait for an instance.
+  PoolGpu& gpu = pool_[slot];
+  const FunctionId function = requests_.Get(gpu.queue.front()).function;
+  if (HasModel(gpu, function) || context_.executor->Instances(function).CanBind()) return false;
+  RepairModelIndex(function);
+  if (model_idle_[function].empty() && model_busy_[function].empty()) {
+    if (std::find(blocked_.begin(), blocked_.end(), slot) == blocked_.end()) {
+      blocked_.push_back(slot);  // advanced again when an instance comes free
+    }
+    return true;
+  }
+  std::vector<RequestId> moved;
+  std::deque<RequestId> keep;
+  for (RequestId r : gpu.queue) {
+    (requests_.Get(r).function == function ? moved.push_back(r) : keep.push_back(r));
+  }
+  gpu.queue.swap(keep);
+  for (RequestId r : moved) Forward(r);
+  Advance(slot);
+  return true;
+}
+
+void FaaSwapPolicy::RetryBlocked() {
+  if (blocked_.empty()) return;
+  std::vector<std::size_t> retry;
+  retry.swap(blocked_);
+  for (std::size_t slot : retry) {
+    if (pool_[slot].alive) Advance(slot);
+  }
+}
+
 void FaaSwapPolicy::MaybeIdle(std::size_t slot) {
   PoolGpu& gpu = pool_[slot];
-  if (gpu.running || gpu.restoring || !gpu.queue.empty()) return;
+  if (!gpu.alive || gpu.running || gpu.restoring || !gpu.queue.empty()) return;
   gpu.idle_generation += 1;
   context_.executor->SetTimer(
       context_.executor->Now() + options_.pool_idle,
@@ -274,21 +378,140 @@ void FaaSwapPolicy::OnGpuReady(GpuId id) {
   MaybeIdle(slot);
 }
 
-void FaaSwapPolicy::OnRestoreDone(GpuId id, FunctionId function) {
+void FaaSwapPolicy::OnRestoreDone(GpuId id, FunctionId function, const Status& status) {
   const std::size_t slot = slot_of_gpu_.at(id);
   PoolGpu& gpu = pool_[slot];
   gpu.restoring = false;
+  if (!status.ok()) {
+    // The slice is gone. Try again; after kMaxAttempts failures in a row, answer the function's
+    // requests queued here with the failure.
+    gpu.memory_used -= ReserveBytes(function);
+    DropModel(slot, function);
+    if (++gpu.restore_failures >= RequestTable::kMaxAttempts) {
+      gpu.restore_failures = 0;
+      std::deque<RequestId> keep;
+      for (RequestId r : gpu.queue) {
+        if (requests_.Get(r).function == function) {
+          Answer(r, status);
+        } else {
+          keep.push_back(r);
+        }
+      }
+      gpu.queue.swap(keep);
+    }
+    Advance(slot);
+    MaybeIdle(slot);
+    return;
+  }
+  gpu.restore_failures = 0;
   gpu.lru.push_back(function);
   gpu.resident[function] = std::prev(gpu.lru.end());
   Advance(slot);
   MaybeIdle(slot);
 }
 
-void FaaSwapPolicy::OnRunDone(GpuId id, FunctionId, std::span<const RequestId>) {
+void FaaSwapPolicy::OnRunDone(GpuId id, FunctionId function, std::span<const RequestId> batch,
+                              const RunResult& result) {
   const std::size_t slot = slot_of_gpu_.at(id);
   pool_[slot].running = false;
+  if (result.status.ok()) {
+    estimator_.Observe(function, static_cast<int>(batch.size()), result.elapsed);
+    for (RequestId r : batch) requests_.Erase(r);
+  } else {
+    Requeue(slot, batch, result.status);
+  }
   Advance(slot);
   MaybeIdle(slot);
+}
+
+void FaaSwapPolicy::Requeue(std::size_t slot, std::span<const RequestId> requests,
+                            const Status& status) {
+  PoolGpu& gpu = pool_[slot];
+  for (auto it = requests.rbegin(); it != requests.rend(); ++it) {
+    if (context_.functions->active(requests_.Get(*it).function) && requests_.Retry(*it)) {
+      gpu.queue.push_front(*it);
+    } else {
+      Answer(*it, status);
+    }
+  }
+}
+
+void FaaSwapPolicy::Unload(std::size_t slot, FunctionId function) {
+  // The function's slice on the GPU is gone (its instance died).
+  PoolGpu& gpu = pool_[slot];
+  if (auto it = gpu.resident.find(function); it != gpu.resident.end()) {
+    gpu.lru.erase(it->second);
+    gpu.resident.erase(it);
+    gpu.memory_used -= ReserveBytes(function);
+    DropModel(slot, function);
+  } else if (gpu.restoring && gpu.restoring_function == function) {
+    gpu.restoring = false;
+    gpu.memory_used -= ReserveBytes(function);
+    DropModel(slot, function);
+  } else if (auto e = gpu.evicting.find(function); e != gpu.evicting.end()) {
+    gpu.memory_used -= e->second;
+    gpu.evicting.erase(e);
+  }
+  if (gpu.running && gpu.running_function == function) gpu.running = false;
+}
+
+void FaaSwapPolicy::OnInstanceDied(GpuId id, FunctionId function, std::span<const RequestId> lost,
+                                   const Status& status) {
+  const std::size_t slot = slot_of_gpu_.at(id);
+  Unload(slot, function);
+  Requeue(slot, lost, status);
+  Advance(slot);
+  MaybeIdle(slot);
+  RetryBlocked();
+}
+
+void FaaSwapPolicy::OnEvictDone(GpuId id, FunctionId function, const Status&) {
+  const std::size_t slot = slot_of_gpu_.at(id);
+  PoolGpu& gpu = pool_[slot];
+  if (auto e = gpu.evicting.find(function); e != gpu.evicting.end()) {
+    gpu.memory_used -= e->second;
+    gpu.evicting.erase(e);
+  }
+  Advance(slot);
+  MaybeIdle(slot);
+  RetryBlocked();
+}
+
+void FaaSwapPolicy::Retire(std::size_t slot) {
+  PoolGpu& gpu = pool_[slot];
+  for (FunctionId function : gpu.lru) DropModel(slot, function);
+  if (gpu.restoring) DropModel(slot, gpu.restoring_function);
+  IndexErase(slot);
+  gpu.lru.clear();
+  gpu.resident.clear();
+  gpu.evicting.clear();
+  gpu.memory_used = 0;
+  gpu.alive = false;
+  gpu.running = false;
+  gpu.restoring = false;
+  slot_of_gpu_.erase(gpu.gpu);
+  alive_.erase(std::find(alive_.begin(), alive_.end(), slot));
+}
+
+void FaaSwapPolicy::OnGpuLost(GpuId id, std::span<const RequestId> lost, const Status& status) {
+  const std::size_t slot = slot_of_gpu_.at(id);
+  PoolGpu& gpu = pool_[slot];
+  if (!gpu.ready) starting_ -= 1;
+  std::deque<RequestId> queued;
+  queued.swap(gpu.queue);
+  Retire(slot);
+  // The lost runs cost an attempt; the queue was never tried: both are placed again.
+  std::vector<RequestId> again;
+  for (RequestId r : lost) {
+    if (requests_.Retry(r)) {
+      again.push_back(r);
+    } else {
+      Answer(r, status);
+    }
+  }
+  again.insert(again.end(), queued.begin(), queued.end());
+  for (RequestId r : again) Forward(r);
+  RetryBlocked();
 }
 
 void FaaSwapPolicy::OnTimer(std::uint64_t token) {
@@ -300,21 +523,28 @@ void FaaSwapPolicy::OnTimer(std::uint64_t token) {
   const auto generation = static_cast<std::uint32_t>(token & 0xFFFFFFFFu);
   PoolGpu& gpu = pool_[slot];
   if (!gpu.alive || gpu.idle_generation != generation || gpu.running || gpu.restoring ||
-      !gpu.queue.empty()) {
+      !gpu.queue.empty() || !gpu.evicting.empty()) {
     return;
   }
-  for (FunctionId function : gpu.lru) {
+  // Discard what is clean; a model that must be copied back first keeps the GPU until then
+  // (OnEvictDone sets the idle timer again).
+  for (auto it = gpu.lru.begin(); it != gpu.lru.end();) {
+    const FunctionId function = *it;
     DropModel(slot, function);
-    context_.executor->Evict(gpu.gpu, function, EvictMode::kDiscard);
+    gpu.resident.erase(function);
+    if (context_.executor->Evict(gpu.gpu, function, EvictHint::kDiscardIfClean) ==
+        EvictOutcome::kDiscarded) {
+      gpu.memory_used -= ReserveBytes(function);
+    } else {
+      gpu.evicting[function] = ReserveBytes(function);
+    }
+    it = gpu.lru.erase(it);
   }
-  IndexErase(slot);
-  gpu.lru.clear();
-  gpu.resident.clear();
-  gpu.memory_used = 0;
-  gpu.alive = false;
-  context_.executor->ReleaseGpu(gpu.gpu);
-  slot_of_gpu_.erase(gpu.gpu);
-  alive_.erase(std::find(alive_.begin(), alive_.end(), slot));
+  if (!gpu.evicting.empty()) return;
+  const GpuId gpu_id = gpu.gpu;
+  Retire(slot);
+  context_.executor->ReleaseGpu(gpu_id);
+  RetryBlocked();
 }
 
 }  // namespace gshare

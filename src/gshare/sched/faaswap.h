@@ -13,6 +13,13 @@
 // finish it sooner (the miss comes from queued work), with at most
 // PolicyOptions::pool_growth_fraction of the pool starting at once; a GPU idle for
 // PolicyOptions::pool_idle leaves the pool.
+//
+// Failures: a refused GPU stops the pool's growth (with no GPU at all, the request is answered
+// with the refusal). A run that fails, or an instance that dies, puts its requests back at the
+// head of the GPU's queue (RequestTable::kMaxAttempts attempts each); a lost GPU's queue is
+// placed again. A model whose restore fails kMaxAttempts times in a row has its requests on that
+// GPU answered with the failure. A function at its max_instances is placed only where its model
+// is held.
 #pragma once
 
 #include <cstdint>
@@ -23,7 +30,9 @@
 #include <unordered_map>
 #include <vector>
 
+#include "gshare/sched/exec_estimator.h"
 #include "gshare/sched/policy_options.h"
+#include "gshare/sched/request_table.h"
 #include "gshare/sched/scheduler.h"
 
 namespace gshare {
@@ -33,11 +42,19 @@ class FaaSwapPolicy final : public Scheduler {
   FaaSwapPolicy(const SchedulerContext& context, const PolicyOptions& options);
 
   std::string_view name() const override { return "faaswap"; }
+  void OnFunctionAdded(FunctionId function) override;
+  void OnFunctionRemoved(FunctionId function) override;
   void OnRequest(const Request& request) override;
   void OnGpuReady(GpuId gpu) override;
-  void OnRestoreDone(GpuId gpu, FunctionId function) override;
-  void OnRunDone(GpuId gpu, FunctionId function, std::span<const RequestId> batch) override;
+  void OnRestoreDone(GpuId gpu, FunctionId function, const Status& status) override;
+  void OnRunDone(GpuId gpu, FunctionId function, std::span<const RequestId> batch,
+                 const RunResult& result) override;
+  void OnEvictDone(GpuId gpu, FunctionId function, const Status& status) override;
+  void OnInstanceDied(GpuId gpu, FunctionId function, std::span<const RequestId> lost,
+                      const Status& status) override;
+  void OnGpuLost(GpuId gpu, std::span<const RequestId> lost, const Status& status) override;
   void OnTimer(std::uint64_t token) override;
+  std::size_t RequestsHeld() const override { return requests_.size(); }
 
  private:
   // Where a GPU's entry for one model it holds sits in the per-function index.
@@ -55,7 +72,10 @@ class FaaSwapPolicy final : public Scheduler {
     FunctionId running_function = 0;
     bool restoring = false;
     FunctionId restoring_function = 0;
-    std::uint64_t memory_used = 0;
+    std::uint64_t capacity = 0;                              // memory of its GPU type
+    std::uint64_t memory_used = 0;                           // evictions still copying included
+    std::unordered_map<FunctionId, std::uint64_t> evicting;  // copying back: bytes
+    int restore_failures = 0;                                // in a row, of restoring_function
     std::list<FunctionId> lru;  // resident models, least recently used first
     std::unordered_map<FunctionId, std::list<FunctionId>::iterator> resident;
     TimePoint predicted_free_at{};  // when the queued work is predicted to be done
@@ -66,7 +86,16 @@ class FaaSwapPolicy final : public Scheduler {
   };
 
   void Forward(RequestId id);
+  // The pool slot for the request, or npos when there is no GPU and none can be had.
   std::size_t Place(const Request& request);
+  void Requeue(std::size_t slot, std::span<const RequestId> requests, const Status& status);
+  void Answer(RequestId id, const Status& status);
+  void Unload(std::size_t slot, FunctionId function);
+  // Moves the queue head's requests where their model is, when it cannot come here; true when
+  // the head was dealt with (moved, or the GPU waits for an instance).
+  bool Relocate(std::size_t slot);
+  void RetryBlocked();
+  void Retire(std::size_t slot);
   void Advance(std::size_t pool_index);
   bool MakeRoom(std::size_t slot, std::uint64_t bytes, FunctionId keep);
   bool HasModel(const PoolGpu& gpu, FunctionId function) const;
@@ -79,12 +108,13 @@ class FaaSwapPolicy final : public Scheduler {
   void RepairModelIndex(FunctionId function);
   void SetPredictedFree(std::size_t slot, TimePoint predicted_free_at);
   void MaybeIdle(std::size_t pool_index);
-  Duration SwapTime(FunctionId function) const;
+  Duration SwapTime(const PoolGpu& gpu, FunctionId function) const;
   std::uint64_t ReserveBytes(FunctionId function) const;
 
   SchedulerContext context_;
   PolicyOptions options_;
-  std::vector<Request> requests_;  // by RequestId, as they arrive
+  ExecTimeEstimator estimator_;
+  RequestTable requests_;  // requests not yet answered
   // Index: pool slot (never reused). A deque: PoolGpu holds iterators into its own list, so the
   // elements must never be copied or moved by growth.
   std::deque<PoolGpu> pool_;
@@ -98,7 +128,8 @@ class FaaSwapPolicy final : public Scheduler {
   std::vector<std::set<std::size_t>> model_idle_;
   std::vector<std::set<std::pair<TimePoint, std::size_t>>> model_busy_;
   int starting_ = 0;
-  std::vector<RequestId> batch_;  // scratch
+  std::vector<std::size_t> blocked_;  // GPUs whose queue head waits for an instance
+  std::vector<RequestId> batch_;      // scratch
 };
 
 }  // namespace gshare

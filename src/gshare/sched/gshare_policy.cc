@@ -1,5 +1,7 @@
 #include "gshare/sched/gshare_policy.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <limits>
 
@@ -29,27 +31,61 @@ GSharePolicy::GSharePolicy(std::string name, const SchedulerContext& context,
       context_(context),
       options_(options),
       knobs_(options.gshare),
+      estimator_(context.functions),
       functions_(context.functions->size()),
       margin_(options.gshare.initial_margin),
-      is_unplaced_(context.functions->size(), false) {
-  if (knobs_.slice_granularity_bytes == 0) knobs_.slice_granularity_bytes = 128ull << 20;
+      is_unplaced_(context.functions->size(), false) {}
+
+void GSharePolicy::OnFunctionAdded(FunctionId function) {
+  if (function >= functions_.size()) {
+    functions_.resize(function + 1);
+    is_unplaced_.resize(function + 1, false);
+  }
+}
+
+void GSharePolicy::OnFunctionRemoved(FunctionId function) {
+  FailPending(function, NotFound(fmt::format("function '{}' was removed",
+                                             (*context_.functions)[function].name)));
+  // Idle slices go now; busy ones when their run ends (OnRunDone).
+  const std::vector<std::size_t> slots = functions_[function].slots;
+  for (std::size_t slot : slots) {
+    GpuState& gpu = gpus_[slot];
+    auto it = gpu.slices.find(function);
+    if (it != gpu.slices.end() && Evictable(gpu, function, it->second)) {
+      EvictSlice(slot, function);
+      MaybeIdle(slot);
+    }
+  }
+  estimator_.Forget(function);
+}
+
+void GSharePolicy::FailPending(FunctionId function, const Status& status) {
+  FunctionState& fs = functions_[function];
+  for (RequestId r : fs.pending) {
+    context_.executor->FailRequest(r, status);
+    requests_.Erase(r);
+  }
+  fs.pending.clear();
+  UpdateKey(function);
 }
 
 std::uint64_t GSharePolicy::SliceBytes(FunctionId function, std::size_t batch) const {
-  const std::uint64_t g = knobs_.slice_granularity_bytes;
   const std::uint64_t need =
       (*context_.functions)[function].MemoryForBatch(static_cast<int>(batch));
-  return std::min((need + g - 1) / g * g, context_.gpu->memory_bytes);
+  return std::min(options_.slice_granularity.RoundUp(need),
+                  context_.executor->gpu_types()[0].memory_bytes);
 }
 
 Duration GSharePolicy::PredictExec(FunctionId function, std::size_t batch) const {
-  const Duration profile = (*context_.functions)[function].ExecLatency(static_cast<int>(batch));
-  const double scale = functions_[function].observed_ratio * (1.0 + margin_);
-  return Duration(static_cast<std::int64_t>(static_cast<double>(profile.count()) * scale));
+  const Duration estimate = estimator_.Estimate(function, static_cast<int>(batch));
+  return Duration(
+      static_cast<std::int64_t>(static_cast<double>(estimate.count()) * (1.0 + margin_)));
 }
 
 Duration GSharePolicy::PredictRestore(FunctionId function) const {
-  return context_.gpu->RestoreTime((*context_.functions)[function].model_bytes);
+  return context_.executor->gpu_types()[0].RestoreTime(
+             (*context_.functions)[function].model_bytes) +
+         context_.executor->Instances(function).BindDelay();
 }
 
 TimePoint GSharePolicy::KeyOf(const Request& request) const {
@@ -108,14 +144,17 @@ void GSharePolicy::UpdateKey(FunctionId function) {
     fs.keyed = false;
   }
   if (fs.pending.empty() || fs.slots.empty()) return;
-  fs.key = KeyOf(requests_[fs.pending.front()]);
+  fs.key = KeyOf(requests_.Get(fs.pending.front()));
   for (std::size_t slot : fs.slots) gpus_[slot].waiting.insert({fs.key, function});
   fs.keyed = true;
 }
 
 void GSharePolicy::OnRequest(const Request& request) {
-  if (request.id >= requests_.size()) requests_.resize(request.id + 1);
-  requests_[request.id] = request;
+  if (!context_.functions->active(request.function)) {
+    context_.executor->FailRequest(request.id, NotFound("the function was removed"));
+    return;
+  }
+  requests_.Add(request);
   FunctionState& fs = functions_[request.function];
   fs.pending.push_back(request.id);
   if (fs.pending.size() == 1) UpdateKey(request.function);
@@ -128,8 +167,8 @@ void GSharePolicy::Bind(FunctionId function) {
   for (std::size_t i = 0; i < fs.slots.size() && !fs.pending.empty(); ++i) Dispatch(fs.slots[i]);
   if (fs.pending.empty()) return;
 
-  const Request& head = requests_[fs.pending.front()];
-  const Request& tail = requests_[fs.pending.back()];
+  const Request& head = requests_.Get(fs.pending.front());
+  const Request& tail = requests_.Get(fs.pending.back());
   const auto max_batch = static_cast<std::size_t>((*context_.functions)[function].max_batch);
   const Duration exec = PredictExec(function, std::min(fs.pending.size(), max_batch));
   TimePoint best_existing = TimePoint::max();
@@ -188,6 +227,11 @@ void GSharePolicy::Bind(FunctionId function) {
       placement = FindNewSlice(function, target, own_work);
     }
   }
+  if (!context_.executor->Instances(function).CanBind()) {
+    // At its max_instances: it waits for its slices, or for an instance to come free.
+    if (fs.slots.empty()) Unplaced(function);
+    return;
+  }
   if (!placement.found) {
     if (!fs.slots.empty()) return;  // it waits for its slice
     // No GPU can take the slice: a GPU already starting with room takes it, else a new one.
@@ -200,13 +244,20 @@ void GSharePolicy::Bind(FunctionId function) {
     }
     if (AtGpuLimit()) {
       // Every GPU is full of busy slices: retry when a run or restore ends.
-      if (!is_unplaced_[function]) {
-        is_unplaced_[function] = true;
-        unplaced_.push_back(function);
+      Unplaced(function);
+      return;
+    }
+    const std::optional<std::size_t> slot = AcquireGpu();
+    if (!slot) {
+      // Refused: wait for memory on the GPUs there are; with none, nothing will free.
+      if (alive_ == 0) {
+        FailPending(function, last_refusal_);
+      } else {
+        Unplaced(function);
       }
       return;
     }
-    StartRestore(AcquireGpu(), function);
+    StartRestore(*slot, function);
     return;
   }
   // A replica only when it beats waiting for an existing slice; the first slice always.
@@ -262,8 +313,7 @@ bool GSharePolicy::GrowPoolIfShort(const Request& request, TimePoint best_finish
       idle_finish >= best_finish || AtGpuLimit()) {
     return false;
   }
-  AcquireGpu();
-  return true;
+  return AcquireGpu().has_value();
 }
 
 void GSharePolicy::SetCheck(FunctionId function, TimePoint at) {
@@ -276,17 +326,30 @@ bool GSharePolicy::AtGpuLimit() const {
   return options_.max_gpus > 0 && alive_ >= static_cast<std::size_t>(options_.max_gpus);
 }
 
+void GSharePolicy::Unplaced(FunctionId function) {
+  if (is_unplaced_[function]) return;
+  is_unplaced_[function] = true;
+  unplaced_.push_back(function);
+}
+
 void GSharePolicy::RetryUnplaced() {
   if (unplaced_.empty()) return;
   std::vector<FunctionId> retry;
   retry.swap(unplaced_);
   for (FunctionId f : retry) is_unplaced_[f] = false;
-  for (FunctionId f : retry) Bind(f);
+  for (FunctionId f : retry) {
+    if (!functions_[f].pending.empty()) Bind(f);
+  }
 }
 
-std::size_t GSharePolicy::AcquireGpu() {
+std::optional<std::size_t> GSharePolicy::AcquireGpu() {
   const TimePoint now = context_.executor->Now();
-  const GpuId id = context_.executor->AcquireGpu(options_.instance_start);
+  auto acquired = AcquireFirstAvailable(*context_.executor, options_.instance_start);
+  if (!acquired.ok()) {
+    last_refusal_ = acquired.status();
+    return std::nullopt;
+  }
+  const GpuId id = *acquired;
   const std::size_t slot = gpus_.size();
   gpus_.emplace_back();
   GpuState& gpu = gpus_.back();
@@ -294,7 +357,7 @@ std::size_t GSharePolicy::AcquireGpu() {
   gpu.ready = options_.instance_start <= Duration::zero();
   gpu.ready_at = now + std::max(options_.instance_start, Duration::zero());
   gpu.copy_free_at = gpu.ready_at;
-  gpu.free_bytes = context_.gpu->memory_bytes;
+  gpu.free_bytes = context_.executor->TypeOf(id).memory_bytes;
   by_free_.insert({gpu.free_bytes, slot});
   slot_of_[id] = slot;
   alive_ += 1;
@@ -320,9 +383,10 @@ bool GSharePolicy::MakeRoom(std::size_t slot, std::uint64_t bytes) {
 void GSharePolicy::EvictSlice(std::size_t slot, FunctionId function) {
   GpuState& gpu = gpus_[slot];
   const std::uint64_t slice_bytes = gpu.slices.at(function).bytes;
-  const EvictMode mode = knobs_.fast_swap ? EvictMode::kDiscard : EvictMode::kCheckpoint;
-  context_.executor->Evict(gpu.gpu, function, mode);
-  if (mode == EvictMode::kCheckpoint) gpu.evictions_in_flight += 1;
+  const EvictHint hint = knobs_.fast_swap ? EvictHint::kDiscardIfClean : EvictHint::kCheckpoint;
+  if (context_.executor->Evict(gpu.gpu, function, hint) == EvictOutcome::kCopying) {
+    gpu.evicting.push_back(function);
+  }
   gpu.slices.erase(function);
   auto& slots = functions_[function].slots;
   slots.erase(std::find(slots.begin(), slots.end(), slot));
@@ -355,12 +419,13 @@ void GSharePolicy::StartRestore(std::size_t slot, FunctionId function) {
 
 void GSharePolicy::IssueRestore(std::size_t slot) {
   GpuState& gpu = gpus_[slot];
-  if (!gpu.ready || gpu.evictions_in_flight > 0 || gpu.restoring || gpu.deferred_restores.empty()) {
+  if (!gpu.ready || !gpu.evicting.empty() || gpu.restoring || gpu.deferred_restores.empty()) {
     return;
   }
   const FunctionId function = gpu.deferred_restores.front();
   gpu.deferred_restores.erase(gpu.deferred_restores.begin());
   gpu.restoring = true;
+  gpu.restoring_function = function;
   context_.executor->Restore(gpu.gpu, function, gpu.slices.at(function).bytes);
 }
 
@@ -411,21 +476,23 @@ void GSharePolicy::Observe(const Request& request, TimePoint completion) {
   }
 }
 
-void GSharePolicy::OnRunDone(GpuId id, FunctionId function, std::span<const RequestId> batch) {
+void GSharePolicy::OnRunDone(GpuId id, FunctionId function, std::span<const RequestId> batch,
+                             const RunResult& result) {
   const std::size_t slot = slot_of_.at(id);
   GpuState& gpu = gpus_[slot];
   const TimePoint now = context_.executor->Now();
   gpu.running = false;
   gpu.busy_until = now;
-  // Learn the execution time: one run at a time per GPU, so the wall time is the run's own.
-  const Duration profile =
-      (*context_.functions)[function].ExecLatency(static_cast<int>(batch.size()));
-  if (profile > Duration::zero()) {
-    const double ratio = ToSeconds(now - gpu.run_started) / ToSeconds(profile);
-    FunctionState& fs = functions_[function];
-    fs.observed_ratio = 0.8 * fs.observed_ratio + 0.2 * ratio;
+  if (result.status.ok()) {
+    // Learn the execution time: one run at a time per GPU, so the run had the GPU to itself.
+    estimator_.Observe(function, static_cast<int>(batch.size()), result.elapsed);
+    for (RequestId r : batch) {
+      Observe(requests_.Get(r), now);
+      requests_.Erase(r);
+    }
+  } else {
+    Requeue(batch, result.status);
   }
-  for (RequestId r : batch) Observe(requests_[r], now);
   // Shrink a slice that grew for the batch back to its size for one request.
   if (auto it = gpu.slices.find(function); it != gpu.slices.end()) {
     const std::uint64_t base = SliceBytes(function);
@@ -435,17 +502,53 @@ void GSharePolicy::OnRunDone(GpuId id, FunctionId function, std::span<const Requ
       context_.executor->Resize(gpu.gpu, function, base);
     }
   }
+  if (!context_.functions->active(function)) {
+    if (auto it = gpu.slices.find(function);
+        it != gpu.slices.end() && Evictable(gpu, function, it->second)) {
+      EvictSlice(slot, function);
+    }
+  }
   Dispatch(slot);
+  if (!result.status.ok() && !functions_[function].pending.empty()) Bind(function);
   MaybeRelease(slot, function);
   MaybeIdle(slot);
   RetryUnplaced();
+}
+
+void GSharePolicy::Requeue(std::span<const RequestId> requests, const Status& status) {
+  for (auto it = requests.rbegin(); it != requests.rend(); ++it) {
+    const FunctionId function = requests_.Get(*it).function;
+    if (context_.functions->active(function) && requests_.Retry(*it)) {
+      FunctionState& fs = functions_[function];
+      fs.pending.push_front(*it);
+      UpdateKey(function);
+    } else {
+      context_.executor->FailRequest(*it, status);
+      requests_.Erase(*it);
+    }
+  }
+}
+
+void GSharePolicy::DropSlice(std::size_t slot, FunctionId function) {
+  GpuState& gpu = gpus_[slot];
+  FunctionState& fs = functions_[function];
+  auto it = gpu.slices.find(function);
+  if (it == gpu.slices.end()) return;
+  if (fs.keyed) gpu.waiting.erase({fs.key, function});
+  const std::uint64_t bytes = it->second.bytes;
+  gpu.slices.erase(it);
+  auto& deferred = gpu.deferred_restores;
+  deferred.erase(std::remove(deferred.begin(), deferred.end(), function), deferred.end());
+  fs.slots.erase(std::find(fs.slots.begin(), fs.slots.end(), slot));
+  if (gpu.alive) SetFree(slot, gpu.free_bytes + bytes);
+  UpdateKey(function);
 }
 
 void GSharePolicy::MaybeRelease(std::size_t slot, FunctionId function) {
   // Ski rental: a slice that a later restore could bring back within the SLO is released after
   // sitting idle as long as that restore takes (at most twice the best slice-time in hindsight).
   // A slice whose restore would break the SLO stays cached until memory or the pool needs it.
-  if (!functions_[function].pending.empty()) return;
+  if (!functions_[function].pending.empty() || !gpus_[slot].slices.contains(function)) return;
   const Duration restore = PredictRestore(function);
   const Duration comeback = restore + Scale(restore, margin_) + PredictExec(function, 1);
   if (comeback > (*context_.functions)[function].slo) return;
@@ -453,9 +556,25 @@ void GSharePolicy::MaybeRelease(std::size_t slot, FunctionId function) {
                               Token(kReleaseTag, slot, function));
 }
 
-void GSharePolicy::OnRestoreDone(GpuId id, FunctionId function) {
+void GSharePolicy::OnRestoreDone(GpuId id, FunctionId function, const Status& status) {
   const std::size_t slot = slot_of_.at(id);
   gpus_[slot].restoring = false;
+  if (!status.ok()) {
+    // The slice is gone: bind the function again, a bounded number of times in a row.
+    DropSlice(slot, function);
+    IssueRestore(slot);
+    FunctionState& fs = functions_[function];
+    if (++fs.restore_failures >= RequestTable::kMaxAttempts && fs.slots.empty()) {
+      fs.restore_failures = 0;
+      FailPending(function, status);
+    } else if (!fs.pending.empty()) {
+      Bind(function);
+    }
+    MaybeIdle(slot);
+    RetryUnplaced();
+    return;
+  }
+  functions_[function].restore_failures = 0;
   IssueRestore(slot);
   Slice& slice = gpus_[slot].slices.at(function);
   slice.ready = true;
@@ -474,11 +593,79 @@ void GSharePolicy::OnGpuReady(GpuId id) {
   MaybeIdle(slot);
 }
 
-void GSharePolicy::OnEvictDone(GpuId id, FunctionId) {
+void GSharePolicy::OnEvictDone(GpuId id, FunctionId function, const Status&) {
+  // A failed copy leaves the host snapshot as it was; either way the memory is free.
+  FinishEviction(slot_of_.at(id), function);
+  RetryUnplaced();
+}
+
+void GSharePolicy::FinishEviction(std::size_t slot, FunctionId function) {
+  GpuState& gpu = gpus_[slot];
+  auto it = std::find(gpu.evicting.begin(), gpu.evicting.end(), function);
+  if (it == gpu.evicting.end()) return;
+  gpu.evicting.erase(it);
+  if (gpu.retiring) {
+    if (gpu.evicting.empty()) {
+      gpu.retiring = false;
+      slot_of_.erase(gpu.gpu);
+      context_.executor->ReleaseGpu(gpu.gpu);
+    }
+    return;
+  }
+  IssueRestore(slot);
+}
+
+void GSharePolicy::OnInstanceDied(GpuId id, FunctionId function, std::span<const RequestId> lost,
+                                  const Status& status) {
   const std::size_t slot = slot_of_.at(id);
   GpuState& gpu = gpus_[slot];
-  gpu.evictions_in_flight -= 1;
+  if (gpu.running && gpu.running_function == function) {
+    gpu.running = false;
+    gpu.busy_until = context_.executor->Now();
+  }
+  if (gpu.restoring && gpu.restoring_function == function && gpu.slices.contains(function) &&
+      !gpu.slices.at(function).ready) {
+    gpu.restoring = false;
+  }
+  FinishEviction(slot, function);  // an eviction in flight was cancelled with it
+  if (!gpu.alive) return;
+  DropSlice(slot, function);
+  Requeue(lost, status);
   IssueRestore(slot);
+  Dispatch(slot);
+  if (!functions_[function].pending.empty()) Bind(function);
+  MaybeIdle(slot);
+  RetryUnplaced();
+}
+
+void GSharePolicy::OnGpuLost(GpuId id, std::span<const RequestId> lost, const Status& status) {
+  const std::size_t slot = slot_of_.at(id);
+  GpuState& gpu = gpus_[slot];
+  std::vector<FunctionId> affected;
+  for (const auto& [f, slice] : gpu.slices) affected.push_back(f);
+  std::sort(affected.begin(), affected.end());  // a deterministic order
+  if (gpu.alive) {
+    for (FunctionId f : affected) DropSlice(slot, f);
+    by_free_.erase({gpu.free_bytes, slot});
+    gpu.alive = false;
+    alive_ -= 1;
+    if (!gpu.ready) starting_ -= 1;
+  }
+  gpu.slices.clear();
+  gpu.deferred_restores.clear();
+  gpu.evicting.clear();
+  gpu.retiring = false;
+  gpu.running = false;
+  gpu.restoring = false;
+  slot_of_.erase(id);
+  Requeue(lost, status);
+  for (RequestId r : lost) {
+    if (requests_.Holds(r)) affected.push_back(requests_.Get(r).function);
+  }
+  for (FunctionId f : affected) {
+    if (!functions_[f].pending.empty()) Bind(f);
+  }
+  RetryUnplaced();
 }
 
 void GSharePolicy::MaybeIdle(std::size_t slot) {
@@ -492,7 +679,10 @@ void GSharePolicy::MaybeIdle(std::size_t slot) {
 void GSharePolicy::Release(std::size_t slot) {
   GpuState& gpu = gpus_[slot];
   for (const auto& [f, slice] : gpu.slices) {
-    context_.executor->Evict(gpu.gpu, f, EvictMode::kDiscard);
+    if (context_.executor->Evict(gpu.gpu, f, EvictHint::kDiscardIfClean) ==
+        EvictOutcome::kCopying) {
+      gpu.evicting.push_back(f);
+    }
     auto& slots = functions_[f].slots;
     slots.erase(std::find(slots.begin(), slots.end(), slot));
   }
@@ -500,6 +690,10 @@ void GSharePolicy::Release(std::size_t slot) {
   by_free_.erase({gpu.free_bytes, slot});
   gpu.alive = false;
   alive_ -= 1;
+  if (!gpu.evicting.empty()) {
+    gpu.retiring = true;  // released when the copies end (FinishEviction)
+    return;
+  }
   slot_of_.erase(gpu.gpu);
   context_.executor->ReleaseGpu(gpu.gpu);
 }
@@ -526,7 +720,7 @@ void GSharePolicy::OnTimer(std::uint64_t token) {
     return;
   }
   if (!gpu.alive || gpu.idle_generation != low || gpu.running || !gpu.waiting.empty() ||
-      gpu.evictions_in_flight > 0 || gpu.restoring || !gpu.deferred_restores.empty()) {
+      !gpu.evicting.empty() || gpu.restoring || !gpu.deferred_restores.empty()) {
     return;
   }
   for (const auto& [f, slice] : gpu.slices) {

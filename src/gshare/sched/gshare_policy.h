@@ -1,11 +1,12 @@
 // GSharePolicy: gShare's online algorithm, dual-queue lazy scheduling over elastic vGPUs.
 //
 // A GPU is cut into slices: a function's slice reserves its GPU memory rounded up to the slice
-// granularity (128 MiB), is created by a restore, grows in place to hold a batch (batch_memory)
-// while the GPU has memory free and shrinks back after it, and is released by an eviction. The
-// policy:
-//  - predicts each request's restore time (zero where its model has a slice on the GPU) and its
-//    execution time (profile x observed/profile ratio, learned online, x (1 + margin));
+// granularity (PolicyOptions::slice_granularity), is created by a restore, grows in place to hold a
+// batch (batch_memory) while the GPU has memory free and shrinks back after it, and is released by
+// an eviction. The policy:
+//  - predicts each request's restore time (zero where its model has a slice on the GPU; plus an
+//    instance's cold start where none is idle) and its execution time (ExecTimeEstimator,
+//    learned online from runs that ended, x (1 + margin));
 //  - keeps unbound requests per function; a GPU whose compute frees serves the waiting function
 //    with the earliest deadline first (requests at risk are by construction the earliest: the
 //    cache queue), among the functions that have a slice on it (locality first);
@@ -25,19 +26,30 @@
 // Work per event: O(log G) in the number of GPUs, plus at most 64 candidate GPUs examined for a
 // new slice (and their slices, on the eviction path); no scan over all functions or all GPUs.
 //
+// Failures: a refused GPU is treated as the pool being at its limit (the function waits for
+// memory; with no GPU at all its requests are answered with the refusal). A run that fails, or an
+// instance or GPU that dies, puts its requests back in the function's queue
+// (RequestTable::kMaxAttempts attempts each); a slice whose restore fails or whose instance dies
+// is dropped and the function bound again; after kMaxAttempts failed restores in a row with no
+// slice left, the function's queue is answered with the failure. A function at its max_instances
+// waits for its slices.
+//
 // Variants (PolicyOptions::GShare): `fifo` serves by arrival and binds every request at once;
 // no-lazy binds at once but keeps deadline order; no-fast-swap checkpoints before evicting.
 #pragma once
 
 #include <cstdint>
 #include <deque>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
 
+#include "gshare/sched/exec_estimator.h"
 #include "gshare/sched/policy_options.h"
+#include "gshare/sched/request_table.h"
 #include "gshare/sched/scheduler.h"
 
 namespace gshare {
@@ -47,12 +59,19 @@ class GSharePolicy final : public Scheduler {
   GSharePolicy(std::string name, const SchedulerContext& context, const PolicyOptions& options);
 
   std::string_view name() const override { return name_; }
+  void OnFunctionAdded(FunctionId function) override;
+  void OnFunctionRemoved(FunctionId function) override;
   void OnRequest(const Request& request) override;
   void OnGpuReady(GpuId gpu) override;
-  void OnRestoreDone(GpuId gpu, FunctionId function) override;
-  void OnRunDone(GpuId gpu, FunctionId function, std::span<const RequestId> batch) override;
-  void OnEvictDone(GpuId gpu, FunctionId function) override;
+  void OnRestoreDone(GpuId gpu, FunctionId function, const Status& status) override;
+  void OnRunDone(GpuId gpu, FunctionId function, std::span<const RequestId> batch,
+                 const RunResult& result) override;
+  void OnEvictDone(GpuId gpu, FunctionId function, const Status& status) override;
+  void OnInstanceDied(GpuId gpu, FunctionId function, std::span<const RequestId> lost,
+                      const Status& status) override;
+  void OnGpuLost(GpuId gpu, std::span<const RequestId> lost, const Status& status) override;
   void OnTimer(std::uint64_t token) override;
+  std::size_t RequestsHeld() const override { return requests_.size(); }
 
   double margin() const { return margin_; }
 
@@ -81,7 +100,9 @@ class GSharePolicy final : public Scheduler {
     std::vector<FunctionId> deferred_restores;  // wait for the copy engine, the GPU's start or
                                                 // checkpoints in flight; issued in order
     bool restoring = false;                     // a restore is on the copy engine
-    int evictions_in_flight = 0;
+    FunctionId restoring_function = 0;
+    std::vector<FunctionId> evicting;  // evictions copying back (OnEvictDone frees them)
+    bool retiring = false;             // released once its evictions end
     std::uint32_t idle_generation = 0;
   };
   struct FunctionState {
@@ -89,8 +110,8 @@ class GSharePolicy final : public Scheduler {
     std::vector<std::size_t> slots;  // GPUs with a slice of this function
     TimePoint key{};                 // key of the first pending request in the waiting sets
     bool keyed = false;
-    double observed_ratio = 1.0;  // observed / profiled execution time (moving average)
     std::uint32_t check_generation = 0;
+    int restore_failures = 0;  // in a row
   };
 
   // Where a new slice of a function could go, and when a request would finish there.
@@ -109,7 +130,8 @@ class GSharePolicy final : public Scheduler {
   void EvictSlice(std::size_t slot, FunctionId function);
   void IssueRestore(std::size_t slot);
   void MaybeRelease(std::size_t slot, FunctionId function);
-  std::size_t AcquireGpu();
+  // A new pool GPU's slot, or nullopt when the executor refused one.
+  std::optional<std::size_t> AcquireGpu();
   void Dispatch(std::size_t slot);
   void StartRestore(std::size_t slot, FunctionId function);
   bool MakeRoom(std::size_t slot, std::uint64_t bytes);
@@ -119,7 +141,14 @@ class GSharePolicy final : public Scheduler {
   void SetFree(std::size_t slot, std::uint64_t free_bytes);
   void Observe(const Request& request, TimePoint completion);
   void RetryUnplaced();
+  void Unplaced(FunctionId function);
   bool AtGpuLimit() const;
+  // Takes the function's slice off the GPU's books (it is gone or going).
+  void DropSlice(std::size_t slot, FunctionId function);
+  // Puts requests whose run failed back at the head of their function's queue, or answers them.
+  void Requeue(std::span<const RequestId> requests, const Status& status);
+  void FailPending(FunctionId function, const Status& status);
+  void FinishEviction(std::size_t slot, FunctionId function);
 
   // The slice a batch of `batch` needs: its memory rounded up to the slice granularity.
   std::uint64_t SliceBytes(FunctionId function, std::size_t batch = 1) const;
@@ -137,13 +166,15 @@ class GSharePolicy final : public Scheduler {
   SchedulerContext context_;
   PolicyOptions options_;
   PolicyOptions::GShare knobs_;
-  std::vector<Request> requests_;
+  ExecTimeEstimator estimator_;
+  RequestTable requests_;
   std::vector<FunctionState> functions_;
   std::deque<GpuState> gpus_;  // by slot; a deque so references stay valid as it grows
   std::unordered_map<GpuId, std::size_t> slot_of_;
   std::set<std::pair<std::uint64_t, std::size_t>> by_free_;  // (free bytes, slot) of alive GPUs
   std::size_t alive_ = 0;
   int starting_ = 0;
+  Status last_refusal_;  // the executor's answer when it last refused a GPU
   double margin_;
   double recent_attainment_ = 1.0;  // exponentially weighted
   std::vector<RequestId> batch_;    // scratch

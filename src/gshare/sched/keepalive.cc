@@ -1,5 +1,7 @@
 #include "gshare/sched/keepalive.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 
 namespace gshare {
@@ -13,23 +15,59 @@ std::uint64_t MakeToken(std::uint32_t instance, std::uint32_t generation) {
 }  // namespace
 
 KeepAlivePolicy::KeepAlivePolicy(const SchedulerContext& context, const PolicyOptions& options)
-    : context_(context), options_(options), functions_(context.functions->size()) {}
+    : context_(context),
+      options_(options),
+      estimator_(context.functions),
+      functions_(context.functions->size()) {}
+
+void KeepAlivePolicy::OnFunctionAdded(FunctionId function) {
+  if (function >= functions_.size()) functions_.resize(function + 1);
+}
+
+void KeepAlivePolicy::OnFunctionRemoved(FunctionId function) {
+  FailQueue(function, NotFound(fmt::format("function '{}' was removed",
+                                           (*context_.functions)[function].name)));
+  // Idle instances go now; busy and starting ones when they next fall idle.
+  auto idle = functions_[function].idle;
+  for (std::uint32_t id : idle) GiveBack(id);
+  estimator_.Forget(function);
+}
 
 void KeepAlivePolicy::OnRequest(const Request& request) {
+  if (!context_.functions->active(request.function)) {
+    context_.executor->FailRequest(request.id, NotFound("the function was removed"));
+    return;
+  }
+  requests_.Add(request);
   FunctionState& state = functions_[request.function];
   state.queue.push_back(request.id);
   Dispatch(request.function);
   // Scale out when requests wait and a new instance would serve the newest sooner than the
   // instances there are (ready or starting) can.
-  if (!state.queue.empty() && ColdStartIsFaster(request.function)) {
-    const GpuId gpu = context_.executor->AcquireGpu(options_.instance_start);
-    const auto id = static_cast<std::uint32_t>(instances_.size());
-    instances_.push_back(Instance{request.function, gpu, State::kStarting, 0});
-    instance_of_gpu_[gpu] = id;
-    state.starting += 1;
-    state.starting_ready.push_back(context_.executor->Now() + ColdStart(request.function));
-    if (options_.instance_start <= Duration::zero()) OnGpuReady(gpu);
+  if (!state.queue.empty() && ColdStartIsFaster(request.function)) ScaleOut(request.function);
+}
+
+void KeepAlivePolicy::ScaleOut(FunctionId function) {
+  FunctionState& state = functions_[function];
+  const int max_instances = (*context_.functions)[function].max_instances;
+  if (max_instances > 0 && state.ready + state.starting >= max_instances) return;
+  auto gpu = AcquireFirstAvailable(*context_.executor, options_.instance_start);
+  if (!gpu.ok()) {
+    if (state.ready + state.starting == 0 && instance_of_gpu_.empty()) {
+      // No instance anywhere will give a GPU back: nothing to wait for.
+      FailQueue(function, gpu.status());
+    } else if (!state.starved) {
+      state.starved = true;
+      starved_.push_back(function);
+    }
+    return;
   }
+  const auto id = static_cast<std::uint32_t>(instances_.size());
+  instances_.push_back(Instance{function, *gpu, State::kStarting, 0});
+  instance_of_gpu_[*gpu] = id;
+  state.starting += 1;
+  state.starting_ready.push_back(context_.executor->Now() + ColdStart(function));
+  if (options_.instance_start <= Duration::zero()) OnGpuReady(*gpu);
 }
 
 bool KeepAlivePolicy::ColdStartIsFaster(FunctionId function) const {
@@ -45,38 +83,101 @@ bool KeepAlivePolicy::ColdStartIsFaster(FunctionId function) const {
   const auto max_batch = static_cast<std::size_t>(spec.max_batch);
   const auto batches = (state.queue.size() + max_batch - 1) / max_batch;
   const auto rounds = static_cast<std::int64_t>((batches + servers - 1) / servers);
-  const Duration run = spec.ExecLatency(spec.max_batch);
+  const Duration run = estimator_.Estimate(function, spec.max_batch);
   return first_free + run * rounds > now + ColdStart(function) + run;
 }
 
 Duration KeepAlivePolicy::ColdStart(FunctionId function) const {
   const ResolvedFunction& spec = (*context_.functions)[function];
-  return options_.instance_start + context_.gpu->RestoreTime(spec.model_bytes);
+  return options_.instance_start + context_.executor->Instances(function).BindDelay() +
+         context_.executor->gpu_types()[0].RestoreTime(spec.model_bytes);
 }
 
 void KeepAlivePolicy::OnGpuReady(GpuId gpu) {
-  Instance& instance = instances_[instance_of_gpu_.at(gpu)];
+  const std::uint32_t id = instance_of_gpu_.at(gpu);
+  Instance& instance = instances_[id];
+  if (!context_.functions->active(instance.function) ||
+      !context_.executor->Instances(instance.function).CanBind()) {
+    FunctionState& state = functions_[instance.function];
+    state.starting -= 1;
+    state.starting_ready.pop_front();
+    GiveBack(id);
+    return;
+  }
   instance.state = State::kLoading;
   // The instance owns the whole GPU: it reserves all of its memory.
-  context_.executor->Restore(gpu, instance.function, context_.gpu->memory_bytes);
+  context_.executor->Restore(gpu, instance.function, context_.executor->TypeOf(gpu).memory_bytes);
 }
 
-void KeepAlivePolicy::OnRestoreDone(GpuId gpu, FunctionId function) {
+void KeepAlivePolicy::OnRestoreDone(GpuId gpu, FunctionId function, const Status& status) {
   const std::uint32_t id = instance_of_gpu_.at(gpu);
-  functions_[function].starting -= 1;
-  functions_[function].starting_ready.pop_front();
-  functions_[function].ready += 1;
+  FunctionState& state = functions_[function];
+  state.starting -= 1;
+  state.starting_ready.pop_front();
+  if (!status.ok()) {
+    // The load failed: the slice is gone; give the GPU back and try again, a bounded number of
+    // times while no instance of the function is ready.
+    GiveBack(id);
+    state.restore_failures += 1;
+    if (state.ready == 0 && state.restore_failures >= RequestTable::kMaxAttempts) {
+      FailQueue(function, status);
+    } else if (!state.queue.empty() && ColdStartIsFaster(function)) {
+      ScaleOut(function);
+    }
+    return;
+  }
+  state.restore_failures = 0;
+  state.ready += 1;
   BecomeIdle(id);
   Dispatch(function);
 }
 
-void KeepAlivePolicy::OnRunDone(GpuId gpu, FunctionId function, std::span<const RequestId>) {
-  BecomeIdle(instance_of_gpu_.at(gpu));
+void KeepAlivePolicy::Answered(std::span<const RequestId> batch) {
+  for (RequestId r : batch) requests_.Erase(r);
+}
+
+void KeepAlivePolicy::OnRunDone(GpuId gpu, FunctionId function, std::span<const RequestId> batch,
+                                const RunResult& result) {
+  const std::uint32_t id = instance_of_gpu_.at(gpu);
+  if (result.status.ok()) {
+    estimator_.Observe(function, static_cast<int>(batch.size()), result.elapsed);
+    Answered(batch);
+  } else {
+    Requeue(function, batch, result.status);
+  }
+  BecomeIdle(id);
   Dispatch(function);
+}
+
+void KeepAlivePolicy::Requeue(FunctionId function, std::span<const RequestId> requests,
+                              const Status& status) {
+  FunctionState& state = functions_[function];
+  for (auto it = requests.rbegin(); it != requests.rend(); ++it) {
+    if (context_.functions->active(function) && requests_.Retry(*it)) {
+      state.queue.push_front(*it);
+    } else {
+      context_.executor->FailRequest(*it, status);
+      requests_.Erase(*it);
+    }
+  }
+}
+
+void KeepAlivePolicy::FailQueue(FunctionId function, const Status& status) {
+  FunctionState& state = functions_[function];
+  for (RequestId r : state.queue) {
+    context_.executor->FailRequest(r, status);
+    requests_.Erase(r);
+  }
+  state.queue.clear();
 }
 
 void KeepAlivePolicy::BecomeIdle(std::uint32_t id) {
   Instance& instance = instances_[id];
+  if (!context_.functions->active(instance.function)) {
+    functions_[instance.function].ready -= 1;
+    GiveBack(id);
+    return;
+  }
   instance.state = State::kIdle;
   instance.idle_generation += 1;
   functions_[instance.function].idle.push_back(id);
@@ -102,18 +203,104 @@ void KeepAlivePolicy::Dispatch(FunctionId function) {
   }
 }
 
+void KeepAlivePolicy::GiveBack(std::uint32_t id) {
+  // Removes the instance's slice (if resident) and gives its GPU back.
+  Instance& instance = instances_[id];
+  auto& idle = functions_[instance.function].idle;
+  if (auto it = std::find(idle.begin(), idle.end(), id); it != idle.end()) {
+    idle.erase(it);
+    functions_[instance.function].ready -= 1;
+  }
+  const bool resident = instance.state == State::kIdle || instance.state == State::kBusy;
+  instance.idle_generation += 1;
+  if (resident && context_.executor->Evict(instance.gpu, instance.function,
+                                           EvictHint::kDiscardIfClean) == EvictOutcome::kCopying) {
+    instance.state = State::kEvicting;  // OnEvictDone gives the GPU back
+    return;
+  }
+  context_.executor->ReleaseGpu(instance.gpu);
+  Forget(id);
+}
+
+void KeepAlivePolicy::Forget(std::uint32_t id) {
+  Instance& instance = instances_[id];
+  instance.state = State::kGone;
+  instance_of_gpu_.erase(instance.gpu);
+  RetryStarved();
+}
+
+void KeepAlivePolicy::RetryStarved() {
+  if (starved_.empty()) return;
+  std::vector<FunctionId> retry;
+  retry.swap(starved_);
+  for (FunctionId f : retry) functions_[f].starved = false;
+  for (FunctionId f : retry) {
+    if (!functions_[f].queue.empty() && ColdStartIsFaster(f)) ScaleOut(f);
+  }
+}
+
+void KeepAlivePolicy::OnEvictDone(GpuId gpu, FunctionId, const Status&) {
+  // The copy back ended (a failed copy leaves the host snapshot as it was): the GPU is empty.
+  const std::uint32_t id = instance_of_gpu_.at(gpu);
+  context_.executor->ReleaseGpu(gpu);
+  Forget(id);
+}
+
+void KeepAlivePolicy::Detach(std::uint32_t id) {
+  // The instance is gone with its slice: take it out of its function's counts.
+  Instance& instance = instances_[id];
+  FunctionState& state = functions_[instance.function];
+  switch (instance.state) {
+    case State::kStarting:
+    case State::kLoading:
+      state.starting -= 1;
+      state.starting_ready.pop_front();
+      break;
+    case State::kIdle:
+      state.idle.erase(std::find(state.idle.begin(), state.idle.end(), id));
+      state.ready -= 1;
+      break;
+    case State::kBusy:
+      state.ready -= 1;
+      break;
+    case State::kEvicting:
+    case State::kGone:
+      break;
+  }
+  instance.state = State::kGone;
+  instance.idle_generation += 1;
+  instance_of_gpu_.erase(instance.gpu);
+}
+
+void KeepAlivePolicy::OnInstanceDied(GpuId gpu, FunctionId function,
+                                     std::span<const RequestId> lost, const Status& status) {
+  Detach(instance_of_gpu_.at(gpu));
+  // The GPU is still held, now empty (an eviction in flight was cancelled too): give it back.
+  context_.executor->ReleaseGpu(gpu);
+  Recover(function, lost, status);
+}
+
+void KeepAlivePolicy::OnGpuLost(GpuId gpu, std::span<const RequestId> lost, const Status& status) {
+  const std::uint32_t id = instance_of_gpu_.at(gpu);
+  const FunctionId function = instances_[id].function;
+  Detach(id);
+  Recover(function, lost, status);
+}
+
+void KeepAlivePolicy::Recover(FunctionId function, std::span<const RequestId> lost,
+                              const Status& status) {
+  Requeue(function, lost, status);
+  Dispatch(function);
+  if (!functions_[function].queue.empty() && ColdStartIsFaster(function)) ScaleOut(function);
+  RetryStarved();
+}
+
 void KeepAlivePolicy::OnTimer(std::uint64_t token) {
   const auto id = static_cast<std::uint32_t>(token >> 32);
   const auto generation = static_cast<std::uint32_t>(token & 0xFFFFFFFFu);
   Instance& instance = instances_[id];
   if (instance.state != State::kIdle || instance.idle_generation != generation) return;
-  auto& idle = functions_[instance.function].idle;
-  idle.erase(std::find(idle.begin(), idle.end(), id));
-  instance.state = State::kGone;
-  functions_[instance.function].ready -= 1;
-  context_.executor->Evict(instance.gpu, instance.function, EvictMode::kDiscard);
-  context_.executor->ReleaseGpu(instance.gpu);
-  instance_of_gpu_.erase(instance.gpu);
+  GiveBack(id);
 }
 
 }  // namespace gshare

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "gshare/common/slice_granularity.h"
 #include "gshare/common/units.h"
 
 namespace gshare {
@@ -33,6 +34,9 @@ struct PolicyOptions {
   // fraction of the function's batch-1 execution latency. gShare (ASPLOS'26) measures about 40%
   // more forwarding delay through such a proxy.
   double proxy_overhead_fraction = 0.40;
+  // Slices are multiples of this: the program's one granularity (SliceGranularity), the same
+  // that a live node's vGPU manager enforces.
+  SliceGranularity slice_granularity;
 
   // gshare: the options of the online algorithm (docs/scheduling.md).
   struct GShare {
@@ -42,7 +46,6 @@ struct PolicyOptions {
     double initial_margin = 0.40;     // predicted execution = profile x (1 + margin)
     double target_attainment = 0.99;  // the margin adapts toward this SLO attainment
     bool adapt_margin = true;
-    std::uint64_t slice_granularity_bytes = 128ull << 20;  // slices are multiples of this
   };
   GShare gshare;
 };

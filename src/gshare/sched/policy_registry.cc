@@ -17,7 +17,7 @@ const std::vector<std::string_view>& PolicyNames() {
 Result<std::unique_ptr<Scheduler>> MakePolicy(std::string_view name,
                                               const SchedulerContext& context,
                                               const PolicyOptions& options) {
-  if (context.functions == nullptr || context.gpu == nullptr || context.executor == nullptr) {
+  if (context.functions == nullptr || context.executor == nullptr) {
     return InvalidArgument("MakePolicy: the scheduler context is incomplete");
   }
   if (name == "keepalive") {

@@ -35,7 +35,8 @@ struct FunctionReport {
 struct PolicyReport {
   std::string policy;
   std::uint64_t requests = 0;
-  double slo_attainment = 0;            // fraction of requests completed by their deadline
+  std::uint64_t failed_requests = 0;    // answered with an error (counted as missed)
+  double slo_attainment = 0;            // fraction of requests answered OK by their deadline
   LatencySummary latency;               // completion - arrival
   double accounting_start_seconds = 0;  // the window starts here (after a warm-up, if any)
   double horizon_seconds = 0;  // the window's length: from its start to the last completion

@@ -95,6 +95,7 @@ std::string SummaryJson(const RunInfo& info, const Workload& workload,
   for (const PolicyReport& r : reports) {
     Json p;
     p["requests"] = r.requests;
+    p["failed_requests"] = r.failed_requests;
     p["slo_attainment"] = r.slo_attainment;
     p["latency_ms"] = {{"p50", r.latency.p50_ms},
                        {"p95", r.latency.p95_ms},

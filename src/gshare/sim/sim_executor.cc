@@ -10,10 +10,18 @@ namespace gshare {
 
 SimulatedExecutor::SimulatedExecutor(const Workload& workload, Options options)
     : workload_(workload),
+      functions_(workload.functions),
       options_(options),
       completion_(workload.requests.size(), TimePoint::max()),
-      function_usage_(workload.functions.size()) {
+      answered_(workload.requests.size(), false),
+      instances_(workload.functions.size()),
+      meter_({&workload.gpu, 1}, options.accounting_start) {
   if (options_.quantum <= Duration::zero()) options_.quantum = std::chrono::milliseconds(20);
+  // Each function starts with its min_instances warm (started before the replay).
+  for (std::size_t f = 0; f < workload.functions.size(); ++f) {
+    const int warm = std::max(0, workload.functions[f].min_instances);
+    instances_[f].idle_since.assign(static_cast<std::size_t>(warm), TimePoint{});
+  }
 }
 
 void SimulatedExecutor::Fail(Status status) {
@@ -32,24 +40,67 @@ SimulatedExecutor::Gpu* SimulatedExecutor::CheckGpu(GpuId gpu, const char* call)
   return &gpus_[gpu];
 }
 
-void SimulatedExecutor::MarkGpus(int delta) {
-  gpus_held_.Change(now_, delta);
-  if (captured_) return;
-  const int level = static_cast<int>(gpus_held_.level());
-  if (!gpu_timeline_.empty() && gpu_timeline_.back().first == now_) {
-    gpu_timeline_.back().second = level;
-  } else {
-    gpu_timeline_.emplace_back(now_, level);
+int SimulatedExecutor::ExpiredInstances(FunctionId function) const {
+  // Idle instances stop after instance_keep, oldest first, down to min_instances.
+  const InstancePool& pool = instances_[function];
+  const int keep_at_least = std::max(0, functions_[function].min_instances - pool.bound);
+  int expired = 0;
+  const int idle = static_cast<int>(pool.idle_since.size());
+  while (expired < idle - keep_at_least &&
+         pool.idle_since[static_cast<std::size_t>(expired)] + options_.instance_keep <= now_) {
+    ++expired;
   }
+  return expired;
 }
 
-GpuId SimulatedExecutor::AcquireGpu(Duration startup) {
+InstanceView SimulatedExecutor::Instances(FunctionId function) const {
+  InstanceView view;
+  view.max_instances = functions_[function].max_instances;
+  view.cold_start = options_.instance_cold_start;
+  if (function >= instances_.size()) return view;
+  const InstancePool& pool = instances_[function];
+  view.bound = pool.bound;
+  view.idle = static_cast<int>(pool.idle_since.size()) - ExpiredInstances(function);
+  return view;
+}
+
+void SimulatedExecutor::UnbindInstance(FunctionId function) {
+  InstancePool& pool = instances_[function];
+  pool.bound -= 1;
+  pool.idle_since.push_back(now_);
+}
+
+void SimulatedExecutor::Answer(RequestId id, bool ok) {
+  answered_[id] = true;
+  if (ok) completion_[id] = now_;
+  completed_ += 1;
+  meter_.Answered(now_, workload_.requests[id], ok);
+  if (completed_ == workload_.requests.size()) meter_.Freeze(now_);
+}
+
+void SimulatedExecutor::FailRequest(RequestId id, const Status& status) {
+  if (id >= workload_.requests.size() || answered_[id]) {
+    return Fail(Internal(fmt::format("FailRequest: request {} is unknown or answered", id)));
+  }
+  if (status.ok()) return Fail(Internal("FailRequest: an OK status"));
+  Answer(id, false);
+}
+
+Result<GpuId> SimulatedExecutor::AcquireGpu(GpuTypeId type, Duration startup) {
+  if (type != 0) {
+    Fail(Internal(fmt::format("AcquireGpu: no GPU type {}", type)));
+    return Internal("AcquireGpu: unknown GPU type");
+  }
+  if (options_.max_gpus > 0 && gpus_held_ >= options_.max_gpus) {
+    return ResourceExhausted(fmt::format("all {} GPUs are held", options_.max_gpus));
+  }
+  gpus_held_ += 1;
   const auto id = static_cast<GpuId>(gpus_.size());
   gpus_.emplace_back();
   Gpu& gpu = gpus_.back();
   gpu.held = true;
   gpu.ready = startup <= Duration::zero();
-  MarkGpus(+1);
+  meter_.GpuAcquired(now_, 0);
   if (!gpu.ready) events_.Push(now_ + startup, Event{EventType::kGpuReady, id, 0, 0});
   return id;
 }
@@ -65,16 +116,22 @@ void SimulatedExecutor::ReleaseGpu(GpuId gpu_id) {
   gpu->held = false;
   gpu->residents = {};
   gpu->waiting = {};
-  MarkGpus(-1);
+  gpus_held_ -= 1;
+  meter_.GpuReleased(now_, 0);
 }
 
 void SimulatedExecutor::Restore(GpuId gpu_id, FunctionId function, std::uint64_t reserve_bytes) {
   Gpu* gpu = CheckGpu(gpu_id, "Restore");
   if (gpu == nullptr) return;
-  if (function >= workload_.functions.size()) {
+  if (function >= functions_.size()) {
     return Fail(Internal(fmt::format("Restore: unknown function {}", function)));
   }
-  const ResolvedFunction& spec = workload_.functions[function];
+  if (!Instances(function).CanBind()) {
+    return Fail(
+        Internal(fmt::format("Restore: '{}' is at its {} instances", functions_[function].name,
+                             functions_[function].max_instances)));
+  }
+  const ResolvedFunction& spec = functions_[function];
   if (gpu->residents.contains(function)) {
     return Fail(
         Internal(fmt::format("Restore: function '{}' is already on GPU {}", spec.name, gpu_id)));
@@ -96,46 +153,59 @@ void SimulatedExecutor::Restore(GpuId gpu_id, FunctionId function, std::uint64_t
     log_.residencies.push_back({gpu_id, function, now_, TimePoint::max(), TimePoint::max()});
   }
   gpu->residents.emplace(function, residency);
-  reserved_bytes_.Change(now_, static_cast<double>(reserve_bytes));
-  FunctionUsage& usage = function_usage_[function];
-  usage.reserved_bytes.Change(now_, static_cast<double>(reserve_bytes));
-  usage.restores += 1;
-  usage.restore_bytes += spec.model_bytes;
+  meter_.Reserved(now_, function, static_cast<double>(reserve_bytes));
+  meter_.Restored(now_, function, spec.model_bytes);
 
-  const TimePoint start = std::max(now_, gpu->h2d_free_at);
+  // Bind a warm instance, or start one: its cold start comes before the copy.
+  InstancePool& pool = instances_[function];
+  Duration bind_delay{};
+  const int expired = ExpiredInstances(function);
+  pool.idle_since.erase(pool.idle_since.begin(), pool.idle_since.begin() + expired);
+  if (!pool.idle_since.empty()) {
+    pool.idle_since.pop_back();  // the most recently used
+  } else {
+    bind_delay = options_.instance_cold_start;
+  }
+  pool.bound += 1;
+
+  const TimePoint start = std::max(now_ + bind_delay, gpu->h2d_free_at);
   const TimePoint done = start + workload_.gpu.RestoreTime(spec.model_bytes);
   gpu->h2d_free_at = done;
   gpu->copies_in_flight += 1;
   events_.Push(done, Event{EventType::kRestoreDone, gpu_id, function, 0});
 }
 
-void SimulatedExecutor::Evict(GpuId gpu_id, FunctionId function, EvictMode mode) {
+EvictOutcome SimulatedExecutor::Evict(GpuId gpu_id, FunctionId function, EvictHint hint) {
   Gpu* gpu = CheckGpu(gpu_id, "Evict");
-  if (gpu == nullptr) return;
+  if (gpu == nullptr) return EvictOutcome::kDiscarded;
   auto it = gpu->residents.find(function);
   if (it == gpu->residents.end() || it->second.state != ResidencyState::kResident) {
-    return Fail(
-        Internal(fmt::format("Evict: function {} is not resident on GPU {}", function, gpu_id)));
+    Fail(Internal(fmt::format("Evict: function {} is not resident on GPU {}", function, gpu_id)));
+    return EvictOutcome::kDiscarded;
   }
   if (it->second.runs_in_flight > 0) {
-    return Fail(Internal(fmt::format("Evict: function {} is running on GPU {}", function, gpu_id)));
+    Fail(Internal(fmt::format("Evict: function {} is running on GPU {}", function, gpu_id)));
+    return EvictOutcome::kDiscarded;
   }
-  if (mode == EvictMode::kDiscard) {
+  // The device copy is always clean here: a kDiscardIfClean hint discards.
+  if (hint == EvictHint::kDiscardIfClean) {
     const std::uint64_t bytes = it->second.bytes;
     if (options_.record_schedule) log_.residencies[it->second.record].released = now_;
     gpu->memory_used -= bytes;
     gpu->residents.erase(it);
-    reserved_bytes_.Change(now_, -static_cast<double>(bytes));
-    function_usage_[function].reserved_bytes.Change(now_, -static_cast<double>(bytes));
-    return;
+    meter_.Reserved(now_, function, -static_cast<double>(bytes));
+    UnbindInstance(function);
+    return EvictOutcome::kDiscarded;
   }
   it->second.state = ResidencyState::kEvicting;
+  const std::uint64_t model_bytes = functions_[function].model_bytes;
+  meter_.Checkpointed(now_, function, model_bytes);
   const TimePoint start = std::max(now_, gpu->d2h_free_at);
-  const TimePoint done = start + TransferTime(workload_.functions[function].model_bytes,
-                                              workload_.gpu.h2d_bytes_per_second);
+  const TimePoint done = start + TransferTime(model_bytes, workload_.gpu.h2d_bytes_per_second);
   gpu->d2h_free_at = done;
   gpu->copies_in_flight += 1;
   events_.Push(done, Event{EventType::kEvictDone, gpu_id, function, 0});
+  return EvictOutcome::kCopying;
 }
 
 void SimulatedExecutor::Resize(GpuId gpu_id, FunctionId function, std::uint64_t new_bytes) {
@@ -146,7 +216,7 @@ void SimulatedExecutor::Resize(GpuId gpu_id, FunctionId function, std::uint64_t 
     return Fail(
         Internal(fmt::format("Resize: function {} is not resident on GPU {}", function, gpu_id)));
   }
-  const ResolvedFunction& spec = workload_.functions[function];
+  const ResolvedFunction& spec = functions_[function];
   Residency& residency = it->second;
   if (new_bytes < spec.gpu_memory_bytes + residency.batch_bytes_in_flight) {
     return Fail(Internal(fmt::format("Resize: {} is below what '{}' needs on GPU {}",
@@ -161,9 +231,8 @@ void SimulatedExecutor::Resize(GpuId gpu_id, FunctionId function, std::uint64_t 
   const double delta = static_cast<double>(new_bytes) - static_cast<double>(residency.bytes);
   gpu->memory_used = gpu->memory_used + new_bytes - residency.bytes;
   residency.bytes = new_bytes;
-  reserved_bytes_.Change(now_, delta);
-  function_usage_[function].reserved_bytes.Change(now_, delta);
-  if (residency.runs_in_flight > 0) function_usage_[function].active_bytes.Change(now_, delta);
+  meter_.Reserved(now_, function, delta);
+  if (residency.runs_in_flight > 0) meter_.Active(now_, function, delta);
 }
 
 void SimulatedExecutor::Run(GpuId gpu_id, FunctionId function, std::span<const RequestId> batch) {
@@ -175,7 +244,7 @@ void SimulatedExecutor::Run(GpuId gpu_id, FunctionId function, std::span<const R
         Internal(fmt::format("Run: function {} is not resident on GPU {}", function, gpu_id)));
   }
   if (batch.empty()) return Fail(Internal("Run: empty batch"));
-  const ResolvedFunction& spec = workload_.functions[function];
+  const ResolvedFunction& spec = functions_[function];
   const std::uint64_t batch_bytes =
       spec.MemoryForBatch(static_cast<int>(batch.size())) - spec.gpu_memory_bytes;
   if (spec.gpu_memory_bytes + it->second.batch_bytes_in_flight + batch_bytes > it->second.bytes) {
@@ -189,7 +258,10 @@ void SimulatedExecutor::Run(GpuId gpu_id, FunctionId function, std::span<const R
     if (id >= workload_.requests.size() || workload_.requests[id].function != function) {
       return Fail(Internal(fmt::format("Run: request {} is not a request of '{}'", id, spec.name)));
     }
-    longest_override = std::max(longest_override, workload_.requests[id].exec_override);
+    if (answered_[id]) return Fail(Internal(fmt::format("Run: request {} is answered", id)));
+    if (!workload_.exec_times.empty()) {
+      longest_override = std::max(longest_override, workload_.exec_times[id]);
+    }
   }
   if (longest_override > Duration::zero()) {
     // The trace gave this request's execution time: scale the batch latency by it.
@@ -211,6 +283,7 @@ void SimulatedExecutor::Run(GpuId gpu_id, FunctionId function, std::span<const R
   execution.remaining = exec;
   execution.batch.assign(batch.begin(), batch.end());
   execution.batch_bytes = batch_bytes;
+  execution.started = now_;
   it->second.batch_bytes_in_flight += batch_bytes;
   if (options_.record_schedule) {
     execution.record = log_.runs.size();
@@ -279,7 +352,7 @@ void SimulatedExecutor::OnSliceEnd(GpuId gpu_id, std::uint64_t generation) {
 
 void SimulatedExecutor::ChangeActive(FunctionId function, std::uint64_t bytes, bool start) {
   const double delta = static_cast<double>(bytes);
-  function_usage_[function].active_bytes.Change(now_, start ? delta : -delta);
+  meter_.Active(now_, function, start ? delta : -delta);
 }
 
 void SimulatedExecutor::CompleteExecution(GpuId gpu_id, std::int32_t index) {
@@ -288,16 +361,12 @@ void SimulatedExecutor::CompleteExecution(GpuId gpu_id, std::int32_t index) {
   // The batch leaves the slot during the callback: the scheduler may start runs from inside it.
   std::vector<RequestId> batch;
   batch.swap(execution.batch);
-  for (RequestId id : batch) {
-    completion_[id] = now_;
-  }
   if (options_.record_schedule) log_.runs[execution.record].end = now_;
-  completed_ += batch.size();
   Residency& residency = gpus_[gpu_id].residents.at(function);
   residency.batch_bytes_in_flight -= execution.batch_bytes;
   if (--residency.runs_in_flight == 0) ChangeActive(function, residency.bytes, false);
-  if (completed_ == workload_.requests.size()) CaptureTotals();
-  scheduler_->OnRunDone(gpu_id, function, batch);
+  for (RequestId id : batch) Answer(id, true);
+  scheduler_->OnRunDone(gpu_id, function, batch, RunResult{Status::Ok(), now_ - execution.started});
   batch.clear();  // keep the capacity for the slot's next run
   executions_[static_cast<std::size_t>(index)].batch.swap(batch);
   free_executions_.push_back(index);
@@ -317,7 +386,7 @@ void SimulatedExecutor::Dispatch(const Event& event) {
       Residency& residency = gpu.residents.at(event.function);
       residency.state = ResidencyState::kResident;
       if (options_.record_schedule) log_.residencies[residency.record].ready = now_;
-      scheduler_->OnRestoreDone(event.gpu, event.function);
+      scheduler_->OnRestoreDone(event.gpu, event.function, Status::Ok());
       return;
     }
     case EventType::kEvictDone: {
@@ -328,9 +397,9 @@ void SimulatedExecutor::Dispatch(const Event& event) {
       if (options_.record_schedule) log_.residencies[it->second.record].released = now_;
       gpu.memory_used -= bytes;
       gpu.residents.erase(it);
-      reserved_bytes_.Change(now_, -static_cast<double>(bytes));
-      function_usage_[event.function].reserved_bytes.Change(now_, -static_cast<double>(bytes));
-      scheduler_->OnEvictDone(event.gpu, event.function);
+      meter_.Reserved(now_, event.function, -static_cast<double>(bytes));
+      UnbindInstance(event.function);
+      scheduler_->OnEvictDone(event.gpu, event.function, Status::Ok());
       return;
     }
     case EventType::kSliceEnd:
@@ -339,56 +408,6 @@ void SimulatedExecutor::Dispatch(const Event& event) {
     case EventType::kTimer:
       scheduler_->OnTimer(event.value);
       return;
-  }
-}
-
-ExecutorTotals SimulatedExecutor::Snapshot(TimePoint t) const {
-  ExecutorTotals snapshot;
-  snapshot.horizon = t;
-  snapshot.gpu_seconds = gpus_held_.IntegralUntil(t);
-  snapshot.reserved_byte_seconds = reserved_bytes_.IntegralUntil(t);
-  const std::size_t n = function_usage_.size();
-  snapshot.function_reserved_byte_seconds.resize(n);
-  snapshot.function_active_byte_seconds.resize(n);
-  snapshot.function_restores.resize(n);
-  snapshot.function_restore_bytes.resize(n);
-  for (std::size_t f = 0; f < n; ++f) {
-    const FunctionUsage& usage = function_usage_[f];
-    snapshot.function_reserved_byte_seconds[f] = usage.reserved_bytes.IntegralUntil(t);
-    snapshot.function_active_byte_seconds[f] = usage.active_bytes.IntegralUntil(t);
-    snapshot.function_restores[f] = usage.restores;
-    snapshot.function_restore_bytes[f] = usage.restore_bytes;
-    snapshot.restores += usage.restores;
-    snapshot.restore_bytes += usage.restore_bytes;
-  }
-  return snapshot;
-}
-
-void SimulatedExecutor::CaptureBaseline() {
-  baseline_captured_ = true;
-  baseline_ = Snapshot(options_.accounting_start);
-  gpus_held_.ResetPeak();
-}
-
-void SimulatedExecutor::CaptureTotals() {
-  if (captured_) return;
-  if (!baseline_captured_) CaptureBaseline();
-  captured_ = true;
-  totals_ = Snapshot(now_);
-  totals_.peak_gpus = static_cast<int>(gpus_held_.peak());
-  // Only what happened inside the accounting window counts.
-  totals_.gpu_seconds -= baseline_.gpu_seconds;
-  totals_.reserved_byte_seconds -= baseline_.reserved_byte_seconds;
-  totals_.restores -= baseline_.restores;
-  totals_.restore_bytes -= baseline_.restore_bytes;
-  for (std::size_t f = 0; f < totals_.function_restores.size(); ++f) {
-    totals_.function_reserved_byte_seconds[f] -= baseline_.function_reserved_byte_seconds[f];
-    totals_.function_active_byte_seconds[f] -= baseline_.function_active_byte_seconds[f];
-    totals_.function_restores[f] -= baseline_.function_restores[f];
-    totals_.function_restore_bytes[f] -= baseline_.function_restore_bytes[f];
-  }
-  if (gpu_timeline_.empty() || gpu_timeline_.back().first != now_) {
-    gpu_timeline_.emplace_back(now_, static_cast<int>(gpus_held_.level()));
   }
 }
 
@@ -403,11 +422,6 @@ Status SimulatedExecutor::RunToEnd(const std::function<void(TimePoint, std::uint
     // Events before arrivals at equal times: completions free resources first.
     const auto wall_start = options_.time_decisions ? std::chrono::steady_clock::now()
                                                     : std::chrono::steady_clock::time_point{};
-    const TimePoint next_time =
-        have_arrival && (!have_event || requests[next].arrival < events_.Top().time)
-            ? requests[next].arrival
-            : events_.Top().time;
-    if (!baseline_captured_ && next_time >= options_.accounting_start) CaptureBaseline();
     if (have_arrival && (!have_event || requests[next].arrival < events_.Top().time)) {
       now_ = requests[next].arrival;
       scheduler_->OnRequest(requests[next]);
@@ -432,7 +446,7 @@ Status SimulatedExecutor::RunToEnd(const std::function<void(TimePoint, std::uint
     return Internal(fmt::format("policy '{}' left {} of {} requests unserved", scheduler_->name(),
                                 requests.size() - completed_, requests.size()));
   }
-  if (!captured_) CaptureTotals();
+  meter_.Freeze(now_);
   if (progress) progress(now_, completed_);
   return Status::Ok();
 }

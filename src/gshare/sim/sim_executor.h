@@ -1,16 +1,23 @@
 // SimulatedExecutor: the simulator's world behind the Executor interface.
 //
-// A discrete-event model of GPUs of one type:
+// A discrete-event model of GPUs of one type (the workload's):
 //  - memory: exact per-GPU accounting of reservations; a reservation that does not fit is a
 //    scheduler bug (the run fails with an Internal status naming the call);
+//  - GPUs: AcquireGpu refuses (ResourceExhausted) beyond Options::max_gpus held at once;
+//  - instances: each function starts with min_instances warm instances; a restore binds an idle
+//    one, or starts one (Options::instance_cold_start before its copy) while the function is
+//    below max_instances; an unbound instance stops after Options::instance_keep idle, down to
+//    min_instances;
 //  - one host-to-device copy engine per GPU, FIFO: a restore takes restore_overhead + model bytes
-//    over the link bandwidth; one device-to-host engine for checkpoints, likewise;
+//    over the link bandwidth; one device-to-host engine for checkpoints, likewise; a device copy
+//    never diverges from its host snapshot (inference runs write no model state), so an eviction
+//    hinted kDiscardIfClean always discards;
 //  - compute shared by time slicing: runs in flight take exclusive quanta in round-robin order;
 //    a quantum is never cut short by a newcomer (kernels are not preempted), a run alone on the
 //    GPU runs to completion;
 //  - GPUs acquired with a startup delay become usable when OnGpuReady fires.
-// It also meters what the report needs: request completions, GPUs held, bytes reserved, per-
-// function busy time and restores. Single-threaded; driven by Simulator.
+// It feeds the Meter (sched/meter.h) from every action; the report reads the Meter.
+// Single-threaded; driven by Simulator.
 #pragma once
 
 #include <cstdint>
@@ -23,35 +30,13 @@
 #include "gshare/common/status.h"
 #include "gshare/common/timer_queue.h"
 #include "gshare/sched/executor.h"
+#include "gshare/sched/function_registry.h"
+#include "gshare/sched/meter.h"
 #include "gshare/sched/scheduler.h"
 #include "gshare/sim/schedule_log.h"
-#include "gshare/sim/usage_meter.h"
 #include "gshare/sim/workload/workload.h"
 
 namespace gshare {
-
-// Per-function meters.
-struct FunctionUsage {
-  std::uint64_t restores = 0;
-  std::uint64_t restore_bytes = 0;
-  UsageMeter reserved_bytes;  // bytes reserved for the function, over all GPUs
-  UsageMeter active_bytes;    // bytes reserved on GPUs where the function has a run in flight
-};
-
-// What the executor measured in the accounting window: from Options::accounting_start to the
-// moment the last request completed.
-struct ExecutorTotals {
-  TimePoint horizon{};     // completion of the last request
-  double gpu_seconds = 0;  // GPUs held x seconds, until the horizon
-  int peak_gpus = 0;
-  double reserved_byte_seconds = 0;
-  std::uint64_t restores = 0;
-  std::uint64_t restore_bytes = 0;
-  std::vector<double> function_reserved_byte_seconds;  // by FunctionId
-  std::vector<double> function_active_byte_seconds;    // by FunctionId
-  std::vector<std::uint64_t> function_restores;
-  std::vector<std::uint64_t> function_restore_bytes;
-};
 
 class SimulatedExecutor final : public Executor {
  public:
@@ -63,32 +48,45 @@ class SimulatedExecutor final : public Executor {
     // Start of the accounting window: GPU time, memory time and restores before it are left out
     // (a warm-up); requests are still all replayed.
     TimePoint accounting_start{};
+    // The most GPUs held at once (a cluster cap); 0: no cap. AcquireGpu refuses beyond it.
+    int max_gpus = 0;
+    // Time to start a function instance (process) when a restore finds none idle.
+    Duration instance_cold_start{};
+    // An instance without a slice stops after this long, down to the function's min_instances.
+    Duration instance_keep = std::chrono::minutes(10);
   };
 
   SimulatedExecutor(const Workload& workload, Options options);
 
   // The scheduler that receives events. Must be set before Run.
   void set_scheduler(Scheduler* scheduler) { scheduler_ = scheduler; }
+  // The functions of the workload, for the scheduler's context.
+  const FunctionRegistry& functions() const { return functions_; }
 
   // Executor interface.
   TimePoint Now() const override { return now_; }
-  GpuId AcquireGpu(Duration startup) override;
+  std::span<const GpuType> gpu_types() const override { return {&workload_.gpu, 1}; }
+  const GpuType& TypeOf(GpuId) const override { return workload_.gpu; }
+  Result<GpuId> AcquireGpu(GpuTypeId type, Duration startup) override;
   void ReleaseGpu(GpuId gpu) override;
   void Restore(GpuId gpu, FunctionId function, std::uint64_t reserve_bytes) override;
-  void Evict(GpuId gpu, FunctionId function, EvictMode mode) override;
+  EvictOutcome Evict(GpuId gpu, FunctionId function, EvictHint hint) override;
   void Resize(GpuId gpu, FunctionId function, std::uint64_t new_bytes) override;
   void Run(GpuId gpu, FunctionId function, std::span<const RequestId> batch) override;
+  void FailRequest(RequestId request, const Status& status) override;
+  InstanceView Instances(FunctionId function) const override;
   void SetTimer(TimePoint at, std::uint64_t token) override;
 
   // Replays every request and every event they cause, to the end. `progress` (may be empty) is
   // called now and then with the simulated time and the number of completed requests.
   Status RunToEnd(const std::function<void(TimePoint, std::uint64_t)>& progress);
 
-  // Valid after RunToEnd succeeded.
+  // Valid after RunToEnd succeeded. A request answered with an error has no completion time
+  // (TimePoint::max()).
   const std::vector<TimePoint>& completion_times() const { return completion_; }
-  const ExecutorTotals& totals() const { return totals_; }
-  // (time, GPUs held) at every change, until the horizon.
-  const std::vector<std::pair<TimePoint, int>>& gpu_timeline() const { return gpu_timeline_; }
+  // The accounting of the run: frozen at the last answer.
+  const Meter& meter() const { return meter_; }
+  MeterTotals totals() const { return meter_.Totals(now_); }
   std::uint64_t events_processed() const { return events_processed_; }
   // Wall time of each scheduler callback in nanoseconds; empty unless Options::time_decisions.
   const std::vector<std::uint32_t>& decision_ns() const { return decision_ns_; }
@@ -113,12 +111,17 @@ class SimulatedExecutor final : public Executor {
     std::uint64_t batch_bytes_in_flight = 0;
     std::size_t record = 0;  // index into log_.residencies when recording
   };
+  struct InstancePool {
+    int bound = 0;
+    std::deque<TimePoint> idle_since;  // warm instances without a slice, oldest first
+  };
   struct Execution {
     FunctionId function = 0;
     Duration remaining{};
     std::vector<RequestId> batch;
     std::size_t record = 0;         // index into log_.runs when recording
     std::uint64_t batch_bytes = 0;  // this run's share of Residency::batch_bytes_in_flight
+    TimePoint started{};
   };
   struct Gpu {
     bool held = false;
@@ -143,12 +146,12 @@ class SimulatedExecutor final : public Executor {
   void StartSlice(GpuId gpu_id);
   void CompleteExecution(GpuId gpu_id, std::int32_t index);
   void ChangeActive(FunctionId function, std::uint64_t bytes, bool start);
-  void MarkGpus(int delta);
-  void CaptureTotals();
-  void CaptureBaseline();
-  ExecutorTotals Snapshot(TimePoint t) const;
+  void Answer(RequestId id, bool ok);
+  int ExpiredInstances(FunctionId function) const;
+  void UnbindInstance(FunctionId function);
 
   const Workload& workload_;
+  FunctionRegistry functions_;
   Options options_;
   Scheduler* scheduler_ = nullptr;
   TimePoint now_{};
@@ -157,18 +160,14 @@ class SimulatedExecutor final : public Executor {
   std::vector<Execution> executions_;
   std::vector<std::int32_t> free_executions_;
   std::vector<TimePoint> completion_;
-  std::uint64_t completed_ = 0;
+  std::vector<bool> answered_;
+  std::uint64_t completed_ = 0;  // requests answered, OK or not
+  int gpus_held_ = 0;
+  std::vector<InstancePool> instances_;
   std::uint64_t events_processed_ = 0;
   Status error_;
 
-  UsageMeter gpus_held_;
-  UsageMeter reserved_bytes_;
-  std::vector<FunctionUsage> function_usage_;
-  std::vector<std::pair<TimePoint, int>> gpu_timeline_;
-  bool captured_ = false;
-  bool baseline_captured_ = false;
-  ExecutorTotals baseline_;  // the meters at the accounting start
-  ExecutorTotals totals_;
+  Meter meter_;
   ScheduleLog log_;
   std::vector<std::uint32_t> decision_ns_;
 };

@@ -4,6 +4,7 @@
 
 #include <functional>
 
+#include "gshare/sched/testing/null_scheduler.h"
 #include "gshare/sim/sim_test_util.h"
 
 namespace gshare {
@@ -15,21 +16,19 @@ using testing::MakeFunction;
 using testing::RoundGpu;
 
 // A scripted scheduler: the test drives the executor from the callbacks it installs.
-class ScriptedScheduler : public Scheduler {
+class ScriptedScheduler : public testing::NullScheduler {
  public:
   std::string_view name() const override { return "scripted"; }
   void OnRequest(const Request& r) override {
     if (on_request) on_request(r);
   }
-  void OnGpuReady(GpuId) override {}
-  void OnRestoreDone(GpuId g, FunctionId f) override {
+  void OnRestoreDone(GpuId g, FunctionId f, const Status&) override {
     restore_done.emplace_back(g, f);
     if (on_restore) on_restore(g, f);
   }
-  void OnRunDone(GpuId, FunctionId, std::span<const RequestId> batch) override {
+  void OnRunDone(GpuId, FunctionId, std::span<const RequestId> batch, const RunResult&) override {
     for (auto id : batch) finished.push_back(id);
   }
-  void OnTimer(std::uint64_t) override {}
 
   std::function<void(const Request&)> on_request;
   std::function<void(GpuId, FunctionId)> on_restore;
@@ -57,7 +56,7 @@ TEST(SimulatedExecutorTest, TimeSlicingRoundRobinsInQuanta) {
   int restored = 0;
   s.on_request = [&](const Request& r) {
     if (r.id == 0) {
-      gpu = executor.AcquireGpu(Duration::zero());
+      gpu = *executor.AcquireGpu(0, Duration::zero());
       executor.Restore(gpu, 0, 256 * kMiB);
       executor.Restore(gpu, 1, 512 * kMiB);
     }
@@ -87,7 +86,7 @@ TEST(SimulatedExecutorTest, NewcomerWaitsForTheCurrentQuantumBoundary) {
   ScriptedScheduler s;
   s.on_request = [&](const Request& r) {
     if (r.id == 0) {
-      executor.AcquireGpu(Duration::zero());
+      ASSERT_TRUE(executor.AcquireGpu(0, Duration::zero()).ok());
       executor.Restore(0, 0, 256 * kMiB);
       executor.Restore(0, 1, 512 * kMiB);
     } else {
@@ -116,7 +115,7 @@ TEST(SimulatedExecutorTest, OverfullRestoreFailsTheRun) {
   SimulatedExecutor executor(w, {});
   ScriptedScheduler s;
   s.on_request = [&](const Request&) {
-    executor.AcquireGpu(Duration::zero());
+    ASSERT_TRUE(executor.AcquireGpu(0, Duration::zero()).ok());
     executor.Restore(0, 0, 39 * kGiB);
     executor.Restore(0, 1, 2 * kGiB);  // 41 GiB on a 40 GiB GPU
   };
@@ -132,7 +131,7 @@ TEST(SimulatedExecutorTest, RunningAFunctionThatIsNotResidentFails) {
   SimulatedExecutor executor(w, {});
   ScriptedScheduler s;
   s.on_request = [&](const Request&) {
-    executor.AcquireGpu(Duration::zero());
+    ASSERT_TRUE(executor.AcquireGpu(0, Duration::zero()).ok());
     const RequestId a = 0;
     executor.Run(0, 0, std::span(&a, 1));
   };
@@ -157,7 +156,7 @@ TEST(SimulatedExecutorTest, MetersOneRestoreAndOneRun) {
   SimulatedExecutor executor(w, {});
   ScriptedScheduler s;
   s.on_request = [&](const Request&) {
-    executor.AcquireGpu(Duration::zero());
+    ASSERT_TRUE(executor.AcquireGpu(0, Duration::zero()).ok());
     executor.Restore(0, 0, 256 * kMiB);
   };
   s.on_restore = [&](GpuId g, FunctionId f) {
@@ -173,7 +172,7 @@ TEST(SimulatedExecutorTest, MetersOneRestoreAndOneRun) {
   EXPECT_NEAR(executor.totals().gpu_seconds, 0.151, 1e-9);
   // 256 MiB reserved from 0 to 0.151 s.
   EXPECT_NEAR(executor.totals().reserved_byte_seconds, 256.0 * kMiB * 0.151, 1.0);
-  EXPECT_NEAR(executor.totals().function_active_byte_seconds[0], 256.0 * kMiB * 0.050, 1.0);
+  EXPECT_NEAR(executor.totals().functions[0].active_byte_seconds, 256.0 * kMiB * 0.050, 1.0);
 }
 
 }  // namespace
@@ -192,26 +191,24 @@ TEST(SimulatedExecutorTest, ResizeAccountsExactlyAndRefusesWhatDoesNotFit) {
   testing::AddRequest(w, 0, 0.0);
   testing::AddRequest(w, 0, 0.0);
   SimulatedExecutor executor(w, {});
-  struct Script : Scheduler {
+  struct Script : testing::NullScheduler {
     SimulatedExecutor* e = nullptr;
     bool grow = true;
     std::string_view name() const override { return "resize"; }
     void OnRequest(const Request& r) override {
       if (r.id == 0) {
-        e->AcquireGpu(Duration::zero());
+        ASSERT_TRUE(e->AcquireGpu(0, Duration::zero()).ok());
         e->Restore(0, 0, 256 * kMiB);
       }
     }
-    void OnGpuReady(GpuId) override {}
-    void OnRestoreDone(GpuId g, FunctionId f) override {
+    void OnRestoreDone(GpuId g, FunctionId f, const Status&) override {
       if (grow) e->Resize(g, f, 256 * kMiB + kGiB);  // room for a batch of two
       const RequestId batch[] = {0, 1};
       e->Run(g, f, batch);
     }
-    void OnRunDone(GpuId g, FunctionId f, std::span<const RequestId>) override {
+    void OnRunDone(GpuId g, FunctionId f, std::span<const RequestId>, const RunResult&) override {
       e->Resize(g, f, 256 * kMiB);
     }
-    void OnTimer(std::uint64_t) override {}
   } script;
   script.e = &executor;
   executor.set_scheduler(&script);

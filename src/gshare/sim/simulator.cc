@@ -44,7 +44,7 @@ double Percentile(const std::vector<float>& sorted, double p) {
 Result<PolicyReport> Simulate(const Workload& workload, std::string_view policy,
                               const SimulationOptions& options) {
   SimulatedExecutor executor(workload, options.executor);
-  SchedulerContext context{&workload.functions, &workload.gpu, &executor};
+  SchedulerContext context{&executor.functions(), &executor};
   GSHARE_ASSIGN_OR_RETURN(auto scheduler, MakePolicy(policy, context, options.policy));
   executor.set_scheduler(scheduler.get());
   std::function<void(TimePoint, std::uint64_t)> progress;
@@ -53,42 +53,36 @@ Result<PolicyReport> Simulate(const Workload& workload, std::string_view policy,
       options.progress(SinceEpochSeconds(now), done);
     };
   }
-  GSHARE_RETURN_IF_ERROR(executor.RunToEnd(progress));
-
-  const ExecutorTotals& totals = executor.totals();
-  const auto& completion = executor.completion_times();
-  PolicyReport report;
-  report.policy = std::string(scheduler->name());
   const TimePoint start = options.executor.accounting_start;
   if (!workload.requests.empty() && start > workload.requests.back().arrival) {
     return InvalidArgument(fmt::format("the accounting start ({:.3f} s) is after the last arrival",
                                        SinceEpochSeconds(start)));
   }
+  GSHARE_RETURN_IF_ERROR(executor.RunToEnd(progress));
+  if (scheduler->RequestsHeld() != 0) {
+    return Internal(fmt::format("policy '{}' still holds {} answered requests", scheduler->name(),
+                                scheduler->RequestsHeld()));
+  }
+
+  MeterTotals totals = executor.totals();
+  PolicyReport report;
+  report.policy = std::string(scheduler->name());
   report.events = executor.events_processed();
   report.accounting_start_seconds = SinceEpochSeconds(start);
   report.horizon_seconds = SinceEpochSeconds(totals.horizon) - report.accounting_start_seconds;
 
   const std::size_t num_functions = workload.functions.size();
-  std::vector<std::vector<float>> per_function(num_functions);
-  std::vector<std::uint64_t> met(num_functions, 0);
-  report.sorted_latency_ms.reserve(workload.requests.size());
-  std::uint64_t met_total = 0;
-  for (const Request& r : workload.requests) {
-    if (r.arrival < start) continue;  // warm-up
-    ++report.requests;
-    const auto latency = static_cast<float>(ToMilliseconds(completion[r.id] - r.arrival));
-    report.sorted_latency_ms.push_back(latency);
-    per_function[r.function].push_back(latency);
-    if (completion[r.id] <= r.deadline) {
-      ++met_total;
-      ++met[r.function];
-    }
+  totals.functions.resize(num_functions);
+  report.requests = totals.requests;
+  report.failed_requests = totals.failed;
+  report.slo_attainment = totals.slo_attainment();
+  report.sorted_latency_ms.reserve(totals.requests);
+  for (const FunctionMeterTotals& f : totals.functions) {
+    report.sorted_latency_ms.insert(report.sorted_latency_ms.end(), f.latency_ms.begin(),
+                                    f.latency_ms.end());
   }
   std::sort(report.sorted_latency_ms.begin(), report.sorted_latency_ms.end());
   report.latency = Summarize(report.sorted_latency_ms);
-  report.slo_attainment =
-      report.requests == 0 ? 1.0
-                           : static_cast<double>(met_total) / static_cast<double>(report.requests);
 
   report.gpu_seconds = totals.gpu_seconds;
   report.avg_gpus = report.horizon_seconds > 0 ? totals.gpu_seconds / report.horizon_seconds : 0;
@@ -96,32 +90,31 @@ Result<PolicyReport> Simulate(const Workload& workload, std::string_view policy,
   report.vgpu_gib_seconds = totals.reserved_byte_seconds / static_cast<double>(kGiB);
   report.swaps = totals.restores;
   report.swap_bytes = totals.restore_bytes;
-  report.cost_usd = totals.gpu_seconds * workload.gpu.price_per_hour_usd / 3600.0;
+  report.cost_usd = totals.cost_usd;
 
   report.functions.resize(num_functions);
   for (std::size_t f = 0; f < num_functions; ++f) {
     FunctionReport& fr = report.functions[f];
+    FunctionMeterTotals& ft = totals.functions[f];
     const ResolvedFunction& spec = workload.functions[f];
     fr.name = spec.name;
     fr.tenant = spec.tenant;
     fr.slo_ms = ToMilliseconds(spec.slo);
-    fr.requests = per_function[f].size();
+    fr.requests = ft.requests;
     fr.slo_attainment =
-        fr.requests == 0 ? 1.0 : static_cast<double>(met[f]) / static_cast<double>(fr.requests);
-    std::sort(per_function[f].begin(), per_function[f].end());
-    fr.latency = Summarize(per_function[f]);
-    fr.swaps = totals.function_restores[f];
-    fr.swap_bytes = totals.function_restore_bytes[f];
-    fr.vgpu_gib_seconds = totals.function_reserved_byte_seconds[f] / static_cast<double>(kGiB);
-    fr.active_gib_seconds = totals.function_active_byte_seconds[f] / static_cast<double>(kGiB);
-    fr.serverless_usd = Bill(workload.gpu, totals.function_reserved_byte_seconds[f],
-                             totals.function_active_byte_seconds[f]);
+        fr.requests == 0 ? 1.0 : static_cast<double>(ft.met) / static_cast<double>(fr.requests);
+    std::sort(ft.latency_ms.begin(), ft.latency_ms.end());
+    fr.latency = Summarize(ft.latency_ms);
+    fr.swaps = ft.restores;
+    fr.swap_bytes = ft.restore_bytes;
+    fr.vgpu_gib_seconds = ft.reserved_byte_seconds / static_cast<double>(kGiB);
+    fr.active_gib_seconds = ft.active_byte_seconds / static_cast<double>(kGiB);
+    fr.serverless_usd = Bill(workload.gpu, ft.reserved_byte_seconds, ft.active_byte_seconds);
     report.serverless_usd += fr.serverless_usd;
   }
-  report.gpu_timeline.reserve(executor.gpu_timeline().size());
-  for (const auto& [t, n] : executor.gpu_timeline()) {
-    report.gpu_timeline.emplace_back(SinceEpochSeconds(t), n);
-  }
+  const auto& timeline = executor.meter().gpu_timeline();
+  report.gpu_timeline.reserve(timeline.size());
+  for (const auto& [t, n] : timeline) report.gpu_timeline.emplace_back(SinceEpochSeconds(t), n);
   report.schedule = executor.schedule_log();
   report.decision_ns = executor.decision_ns();
   return report;

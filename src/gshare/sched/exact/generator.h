@@ -38,7 +38,7 @@ Result<ExactInstance> GenerateExactInstance(std::uint64_t seed, int num_requests
 
 // Five profiles on a100-40gb, rounded copies of data/examples/small-catalog.yaml (resnet50,
 // mobilenet, vit-base, convnext-large, vit-huge), with SLOs of 1.5 x execution time where the
-// catalog leaves the SLO to its default. For tests and the exact_probe tool.
+// catalog leaves the SLO to its default. For tests.
 std::vector<ResolvedFunction> SampleFunctions();
 // The a100-40gb figures of data/gpu-types.yaml that the exact model uses (memory, link
 // bandwidth, restore overhead).

@@ -1,6 +1,6 @@
 // Solves a batch of generated instances at the sizes of the optimality-gap study (label "slow").
 // It asserts correctness only (every schedule returned validates, bounds are consistent); how
-// many instances are solved optimally depends on the machine and is reported by exact_probe.
+// many instances are solved optimally depends on the machine and is reported by `gshare optgap`.
 #include <gtest/gtest.h>
 
 #include "gshare/sched/exact/generator.h"

@@ -448,20 +448,30 @@ Result<Workload> BuildWorkload(const Catalog& catalog, const RawTrace& trace, co
     workload.functions.push_back(std::move(resolved).value());
   }
   workload.requests.reserve(trace.invocations.size());
+  bool has_durations = false;
   for (const auto& invocation : trace.invocations) {
     Request request;
     request.function = dense[invocation.function];
     request.arrival = AtSeconds(invocation.arrival_seconds);
     request.deadline = request.arrival + workload.functions[request.function].slo;
-    if (invocation.duration_seconds > 0)
-      request.exec_override = FromSeconds(invocation.duration_seconds);
+    // The id holds the invocation's index until the sort below.
+    request.id = workload.requests.size();
+    has_durations = has_durations || invocation.duration_seconds > 0;
     workload.requests.push_back(request);
   }
   const auto by_arrival = [](const Request& a, const Request& b) { return a.arrival < b.arrival; };
   if (!std::is_sorted(workload.requests.begin(), workload.requests.end(), by_arrival)) {
     std::stable_sort(workload.requests.begin(), workload.requests.end(), by_arrival);
   }
-  for (std::size_t i = 0; i < workload.requests.size(); ++i) workload.requests[i].id = i;
+  if (has_durations) workload.exec_times.assign(workload.requests.size(), Duration::zero());
+  for (std::size_t i = 0; i < workload.requests.size(); ++i) {
+    Request& request = workload.requests[i];
+    if (has_durations) {
+      const double seconds = trace.invocations[request.id].duration_seconds;
+      if (seconds > 0) workload.exec_times[i] = FromSeconds(seconds);
+    }
+    request.id = i;
+  }
   return workload;
 }
 

@@ -66,8 +66,8 @@ Result<RawTrace> ReadTrace(const std::string& path, TraceFormat format, Catalog&
 // Resolves every function the trace invokes for `gpu` (default SLOs use the p90 of trace durations
 // where the trace gives them) and builds the request table. Functions the trace never invokes are
 // left out; FunctionIds are dense, in catalog order. Requests are sorted by arrival (ties keep
-// trace order) with ids 0..n-1; deadline = arrival + the function's SLO; exec_override = the trace
-// duration where it gives one. Errors: those of ResolveFunction, naming the function.
+// trace order) with ids 0..n-1; deadline = arrival + the function's SLO; Workload::exec_times holds
+// the trace durations where it gives them. Errors: those of ResolveFunction, naming the function.
 Result<Workload> BuildWorkload(const Catalog& catalog, const RawTrace& trace, const GpuType& gpu);
 
 }  // namespace gshare

@@ -290,10 +290,11 @@ TEST_F(TraceReaderTest, BuildWorkloadResolvesInvokedFunctionsOnly) {
   EXPECT_EQ(workload->requests[0].function, 0u);
   EXPECT_EQ(workload->requests[0].arrival, TimePoint{});
   EXPECT_EQ(workload->requests[0].deadline, TimePoint{} + milliseconds(45));
-  EXPECT_EQ(workload->requests[0].exec_override, milliseconds(10));
+  ASSERT_EQ(workload->exec_times.size(), 4u);
+  EXPECT_EQ(workload->exec_times[0], milliseconds(10));
   EXPECT_EQ(workload->requests[1].function, 1u);
   EXPECT_EQ(workload->requests[1].arrival, AtSeconds(0.5));
-  EXPECT_EQ(workload->requests[1].exec_override, Duration::zero());
+  EXPECT_EQ(workload->exec_times[1], Duration::zero());
   EXPECT_EQ(workload->requests[3].arrival, AtSeconds(2.5));
   EXPECT_EQ(workload->trace_format, "invocations");
 

@@ -14,8 +14,12 @@ struct Workload {
   GpuType gpu;                              // every GPU in the run is of this type
   std::vector<ResolvedFunction> functions;  // FunctionId indexes this
   std::vector<Request> requests;            // sorted by arrival; requests[i].id == i
-  std::string trace_path;                   // for the report
-  std::string trace_format;                 // for the report
+  // The execution time each request draws (by RequestId; zero: the profile's), from the trace's
+  // durations; empty when the trace has none. Only the simulated executor reads it: policies
+  // never see it.
+  std::vector<Duration> exec_times;
+  std::string trace_path;    // for the report
+  std::string trace_format;  // for the report
 };
 
 }  // namespace gshare

@@ -1,0 +1,60 @@
+// ExecTimeEstimator: execution-time estimates per function and batch size, learned online.
+//
+// A policy predicts a run's duration from this, never from the run itself: estimates start at
+// the function's profile and move toward what runs took when they ended (an exponentially
+// weighted mean, in integer nanoseconds, a quarter of the way per observation). When runs take
+// exactly their profile the estimate stays exactly the profile. Not thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "gshare/common/units.h"
+#include "gshare/sched/function_registry.h"
+
+namespace gshare {
+
+class ExecTimeEstimator {
+ public:
+  explicit ExecTimeEstimator(const FunctionRegistry* functions) : functions_(functions) {}
+
+  // The estimate for a batch of `batch` (clamped to 1..max_batch) of `function`.
+  Duration Estimate(FunctionId function, int batch) const {
+    const int b = Clamp(function, batch);
+    if (function < learned_.size()) {
+      const auto& learned = learned_[function];
+      const auto i = static_cast<std::size_t>(b - 1);
+      if (i < learned.size() && learned[i] > 0) return Duration(learned[i]);
+    }
+    return functions_->Get(function).ExecLatency(b);
+  }
+
+  // A run of `batch` requests of `function` took `elapsed`.
+  void Observe(FunctionId function, int batch, Duration elapsed) {
+    if (elapsed <= Duration::zero()) return;
+    const int b = Clamp(function, batch);
+    if (function >= learned_.size()) learned_.resize(function + 1);
+    auto& learned = learned_[function];
+    const auto i = static_cast<std::size_t>(b - 1);
+    if (i >= learned.size()) learned.resize(i + 1, 0);
+    std::int64_t estimate = learned[i] > 0 ? learned[i] : Estimate(function, b).count();
+    estimate += (elapsed.count() - estimate) / 4;
+    learned[i] = estimate > 0 ? estimate : 1;
+  }
+
+  // Drops what was learned about `function` (it was removed).
+  void Forget(FunctionId function) {
+    if (function < learned_.size()) learned_[function] = {};
+  }
+
+ private:
+  int Clamp(FunctionId function, int batch) const {
+    const int max_batch = functions_->Get(function).max_batch;
+    return batch < 1 ? 1 : (batch > max_batch ? max_batch : batch);
+  }
+
+  const FunctionRegistry* functions_;
+  std::vector<std::vector<std::int64_t>> learned_;  // by function, batch - 1; 0: not learned
+};
+
+}  // namespace gshare

@@ -1,0 +1,175 @@
+// FakeExecutor: a small deterministic world for testing schedulers against the Executor
+// contract, with failures injected on a fixed plan.
+//
+// Timing is simple and exact: a GPU is ready after its startup, a restore takes the GPU type's
+// RestoreTime, a run takes the function's profiled latency for its batch (runs on one GPU do not
+// slow each other), a copying eviction takes the model bytes over the link. Every action is
+// checked against the contract's preconditions (executor.h); a violation is recorded, and
+// RunToEnd then fails with an Internal status naming it. Every answer is recorded, so a test can
+// check that each request is answered exactly once.
+//
+// Not thread-safe; single-threaded like the simulator.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "gshare/common/status.h"
+#include "gshare/common/timer_queue.h"
+#include "gshare/sched/executor.h"
+#include "gshare/sched/function_registry.h"
+#include "gshare/sched/scheduler.h"
+
+namespace gshare::testing {
+
+// Which actions fail. Counters are global and deterministic: "every Nth" counts from the start.
+struct FaultPlan {
+  int max_gpus = 0;                // AcquireGpu refuses beyond this many held; 0: no cap
+  bool refuse_all_gpus = false;    // AcquireGpu always refuses
+  bool refuse_first_type = false;  // AcquireGpu refuses GPUs of type 0 (others may be had)
+  int fail_restore_every = 0;      // every Nth restore fails (the slice is gone)
+  int fail_run_every = 0;          // every Nth run ends with an error (the slice stays)
+  int kill_instance_every = 0;     // every Nth run's instance dies before it ends
+  int lose_gpu_every = 0;          // every Nth run's GPU is lost before it ends
+  bool dirty_snapshots = false;    // device state is written: kDiscardIfClean must copy back
+  Duration cold_start{};           // an instance's start when none is idle
+};
+
+class FakeExecutor final : public Executor {
+ public:
+  // `gpu_types` (non-empty) are the kinds AcquireGpu hands out. `functions` outlives this.
+  FakeExecutor(std::vector<GpuType> gpu_types, FunctionRegistry* functions, FaultPlan plan);
+
+  void set_scheduler(Scheduler* scheduler) { scheduler_ = scheduler; }
+
+  // The script: `request` arrives at its arrival time; its id must be new. A function is added
+  // to (or removed from) the registry at `at`, and the scheduler is told.
+  void Arrive(const Request& request);
+  void AddFunctionAt(TimePoint at, ResolvedFunction function);
+  void RemoveFunctionAt(TimePoint at, FunctionId function);
+
+  // Runs every event to the end (at most `max_events`; more is reported as a livelock). Fails
+  // with Internal on a contract violation, a livelock, or a request left unanswered. `check`
+  // (may be empty) runs after every event.
+  Status RunToEnd(std::uint64_t max_events, const std::function<void()>& check = {});
+
+  // Executor interface.
+  TimePoint Now() const override { return now_; }
+  std::span<const GpuType> gpu_types() const override { return gpu_types_; }
+  const GpuType& TypeOf(GpuId gpu) const override;
+  Result<GpuId> AcquireGpu(GpuTypeId type, Duration startup) override;
+  void ReleaseGpu(GpuId gpu) override;
+  void Restore(GpuId gpu, FunctionId function, std::uint64_t reserve_bytes) override;
+  EvictOutcome Evict(GpuId gpu, FunctionId function, EvictHint hint) override;
+  void Resize(GpuId gpu, FunctionId function, std::uint64_t new_bytes) override;
+  void Run(GpuId gpu, FunctionId function, std::span<const RequestId> batch) override;
+  void FailRequest(RequestId request, const Status& status) override;
+  InstanceView Instances(FunctionId function) const override;
+  void SetTimer(TimePoint at, std::uint64_t token) override;
+
+  // What happened.
+  struct Answer {
+    int times = 0;  // answers given: exactly one is right
+    bool ok = false;
+    StatusCode code = StatusCode::kOk;
+  };
+  const std::map<RequestId, Answer>& answers() const { return answers_; }
+  std::size_t arrived() const { return arrived_; }
+  // Requests delivered to the scheduler and not answered yet.
+  std::size_t unanswered() const { return arrived_ - answers_.size(); }
+  int gpus_held() const { return gpus_held_; }
+  std::size_t slices() const;  // slices on held GPUs
+  const std::vector<std::string>& violations() const { return violations_; }
+  std::uint64_t restores() const { return restores_; }
+  std::uint64_t copies_back() const { return copies_back_; }
+  std::set<GpuTypeId> types_acquired() const { return types_acquired_; }
+  // Failures that struck: restores failed, runs failed, instances killed, GPUs lost.
+  struct Injected {
+    int restores = 0, runs = 0, instances = 0, gpus = 0;
+  };
+  const Injected& injected() const { return injected_; }
+  int gpus_refused() const { return gpus_refused_; }
+
+ private:
+  enum class Kind : std::uint8_t {
+    kArrival,
+    kAdd,
+    kRemove,
+    kGpuReady,
+    kRestoreDone,
+    kRunEnd,
+    kEvictDone,
+    kTimer
+  };
+  struct Event {
+    Kind kind;
+    GpuId gpu = 0;
+    FunctionId function = 0;
+    std::uint64_t value = 0;  // request id, timer token, run id, or slice generation
+  };
+  enum class SliceState : std::uint8_t { kRestoring, kResident, kEvicting };
+  struct Slice {
+    std::uint64_t bytes = 0;
+    SliceState state = SliceState::kRestoring;
+    std::uint64_t generation = 0;  // events of an earlier slice are stale
+    bool fail_restore = false;
+    int runs = 0;
+  };
+  struct Gpu {
+    GpuTypeId type = 0;
+    bool held = false;
+    bool ready = false;
+    std::uint64_t used = 0;
+    std::map<FunctionId, Slice> slices;
+  };
+  struct RunRecord {
+    GpuId gpu = 0;
+    FunctionId function = 0;
+    std::uint64_t slice_generation = 0;
+    std::vector<RequestId> batch;
+    TimePoint started{};
+    enum class End : std::uint8_t { kOk, kFail, kKill, kLose } end = End::kOk;
+    bool live = true;
+  };
+
+  Gpu* Check(GpuId gpu, const char* call);
+  void Violation(std::string what);
+  void Dispatch(const Event& event);
+  void EndRun(std::uint64_t run_id);
+  void Give(RequestId id, bool ok, StatusCode code);
+  // Cancels the runs of a slice (or of a GPU, with function == kAll): their requests, for `lost`.
+  std::vector<RequestId> CancelRuns(GpuId gpu, FunctionId function, bool all);
+  void Unbind(FunctionId function);
+
+  std::vector<GpuType> gpu_types_;
+  FunctionRegistry* functions_;
+  FaultPlan plan_;
+  Scheduler* scheduler_ = nullptr;
+  TimePoint now_{};
+  TimerQueue<Event> events_;
+  std::vector<Gpu> gpus_;
+  int gpus_held_ = 0;
+  std::map<RequestId, Request> requests_;  // scripted
+  std::set<RequestId> delivered_;          // arrived: given to the scheduler
+  std::map<RequestId, Answer> answers_;
+  std::size_t arrived_ = 0;
+  std::vector<RunRecord> runs_;
+  std::vector<ResolvedFunction> pending_adds_;
+  std::map<FunctionId, int> bound_;  // instances bound to slices
+  std::map<FunctionId, int> idle_;   // warm instances without a slice
+  std::uint64_t next_generation_ = 1;
+  std::uint64_t restore_count_ = 0;
+  std::uint64_t run_count_ = 0;
+  std::uint64_t restores_ = 0;
+  std::uint64_t copies_back_ = 0;
+  std::set<GpuTypeId> types_acquired_;
+  int gpus_refused_ = 0;
+  Injected injected_;
+  std::vector<std::string> violations_;
+};
+
+}  // namespace gshare::testing
