@@ -196,9 +196,9 @@ TEST_P(PolicyContractTest, RecoversFromLostGpus) {
   EXPECT_GT(o.ok, 380u);
 }
 
-TEST_P(PolicyContractTest, WaitsForCopiesBackOfDirtySnapshots) {
+TEST_P(PolicyContractTest, WaitsForCopiesBackOfStateThatRunsWrote) {
   FaultPlan plan;
-  plan.dirty_snapshots = true;
+  plan.runs_write_state = true;
   const Outcome o = RunPlan(plan);
   EXPECT_EQ(o.ok, 400u);
   EXPECT_GT(copies_back_, 0u);
@@ -211,7 +211,7 @@ TEST_P(PolicyContractTest, SurvivesEveryFailureAtOnce) {
   plan.fail_run_every = 7;
   plan.kill_instance_every = 9;
   plan.lose_gpu_every = 13;
-  plan.dirty_snapshots = true;
+  plan.runs_write_state = true;
   plan.cold_start = milliseconds(300);
   const Outcome o = RunPlan(plan);  // the invariants are the test
   EXPECT_GT(o.ok, 0u);

@@ -127,6 +127,7 @@ void FakeExecutor::Restore(GpuId gpu_id, FunctionId function, std::uint64_t rese
   Slice slice;
   slice.bytes = reserve_bytes;
   slice.generation = next_generation_++;
+  slice.write_generation = snapshot_generation_[function];
   slice.fail_restore = plan_.fail_restore_every > 0 &&
                        ++restore_count_ % static_cast<std::uint64_t>(plan_.fail_restore_every) == 0;
   gpu->used += reserve_bytes;
@@ -147,7 +148,8 @@ EvictOutcome FakeExecutor::Evict(GpuId gpu_id, FunctionId function, EvictHint hi
     Violation(fmt::format("Evict: function {} is running on GPU {}", function, gpu_id));
     return EvictOutcome::kDiscarded;
   }
-  if (hint == EvictHint::kDiscardIfClean && !plan_.dirty_snapshots) {
+  const bool clean = it->second.write_generation == snapshot_generation_[function];
+  if (hint == EvictHint::kDiscardIfClean && clean) {
     gpu->used -= it->second.bytes;
     gpu->slices.erase(it);
     Unbind(function);
@@ -219,6 +221,7 @@ void FakeExecutor::Run(GpuId gpu_id, FunctionId function, std::span<const Reques
     run.end = RunRecord::End::kFail;
   }
   it->second.runs += 1;
+  if (plan_.runs_write_state) it->second.write_generation = next_write_++;
   const Duration exec = spec.ExecLatency(static_cast<int>(batch.size()));
   // A killed instance or a lost GPU strikes halfway through the run.
   const Duration until =
@@ -355,6 +358,8 @@ void FakeExecutor::Dispatch(const Event& event) {
       Gpu& gpu = gpus_[event.gpu];
       auto it = gpu.slices.find(event.function);
       if (!gpu.held || it == gpu.slices.end() || it->second.generation != event.value) return;
+      // The host snapshot now holds what the device held.
+      snapshot_generation_[event.function] = it->second.write_generation;
       gpu.used -= it->second.bytes;
       gpu.slices.erase(it);
       Unbind(event.function);

@@ -35,7 +35,9 @@ struct FaultPlan {
   int fail_run_every = 0;          // every Nth run ends with an error (the slice stays)
   int kill_instance_every = 0;     // every Nth run's instance dies before it ends
   int lose_gpu_every = 0;          // every Nth run's GPU is lost before it ends
-  bool dirty_snapshots = false;    // device state is written: kDiscardIfClean must copy back
+  // Runs write device state (a cache, say): a slice that ran since its function's last snapshot
+  // is dirty, and an eviction hinted kDiscardIfClean must copy it back.
+  bool runs_write_state = false;
   Duration cold_start{};           // an instance's start when none is idle
 };
 
@@ -115,7 +117,8 @@ class FakeExecutor final : public Executor {
   struct Slice {
     std::uint64_t bytes = 0;
     SliceState state = SliceState::kRestoring;
-    std::uint64_t generation = 0;  // events of an earlier slice are stale
+    std::uint64_t generation = 0;        // events of an earlier slice are stale
+    std::uint64_t write_generation = 0;  // of the device state: bumped by a run that writes
     bool fail_restore = false;
     int runs = 0;
   };
@@ -161,6 +164,10 @@ class FakeExecutor final : public Executor {
   std::vector<ResolvedFunction> pending_adds_;
   std::map<FunctionId, int> bound_;  // instances bound to slices
   std::map<FunctionId, int> idle_;   // warm instances without a slice
+  // Per function, the write generation its host snapshot holds; a slice restored from it starts
+  // at that generation, and is clean while it stays there.
+  std::map<FunctionId, std::uint64_t> snapshot_generation_;
+  std::uint64_t next_write_ = 1;
   std::uint64_t next_generation_ = 1;
   std::uint64_t restore_count_ = 0;
   std::uint64_t run_count_ = 0;
