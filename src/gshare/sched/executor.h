@@ -28,6 +28,7 @@
 
 #include <cstdint>
 #include <span>
+#include <string>
 
 #include "gshare/common/status.h"
 #include "gshare/common/units.h"
@@ -121,13 +122,18 @@ class Executor {
   virtual void SetTimer(TimePoint at, std::uint64_t token) = 0;
 };
 
-// A GPU of the first type in gpu_types() that the executor grants, trying them in order; the
-// last refusal when none is.
-inline Result<GpuId> AcquireFirstAvailable(Executor& executor, Duration startup) {
-  const auto types = static_cast<GpuTypeId>(executor.gpu_types().size());
-  Result<GpuId> gpu = executor.AcquireGpu(0, startup);
-  for (GpuTypeId type = 1; !gpu.ok() && type < types; ++type) {
+// A GPU of the first type in gpu_types() with at least `min_memory_bytes` that the executor
+// grants, trying them in order; the last refusal when none is, ResourceExhausted when no type is
+// large enough.
+inline Result<GpuId> AcquireFirstAvailable(Executor& executor, Duration startup,
+                                           std::uint64_t min_memory_bytes) {
+  const std::span<const GpuType> types = executor.gpu_types();
+  Result<GpuId> gpu = ResourceExhausted("no GPU type has the " + std::to_string(min_memory_bytes) +
+                                        " bytes of memory needed");
+  for (GpuTypeId type = 0; type < types.size(); ++type) {
+    if (types[type].memory_bytes < min_memory_bytes) continue;
     gpu = executor.AcquireGpu(type, startup);
+    if (gpu.ok()) break;
   }
   return gpu;
 }

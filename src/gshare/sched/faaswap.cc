@@ -44,10 +44,24 @@ void FaaSwapPolicy::OnFunctionRemoved(FunctionId function) {
       }
     }
     gpu.queue.swap(keep);
+    // Its model leaves now unless a run of it is in flight (then LRU takes it later).
+    if (auto it = gpu.resident.find(function);
+        it != gpu.resident.end() && !(gpu.running && gpu.running_function == function)) {
+      if (context_.executor->Evict(gpu.gpu, function, EvictHint::kDiscardIfClean) ==
+          EvictOutcome::kDiscarded) {
+        gpu.memory_used -= ReserveBytes(function);
+      } else {
+        gpu.evicting[function] = ReserveBytes(function);
+      }
+      gpu.lru.erase(it->second);
+      gpu.resident.erase(it);
+      DropModel(slot, function);
+    }
     Advance(slot);
     MaybeIdle(slot);
   }
   estimator_.Forget(function);
+  RetryBlocked();
 }
 
 void FaaSwapPolicy::Answer(RequestId id, const Status& status) {
@@ -189,7 +203,7 @@ std::size_t FaaSwapPolicy::Place(const Request& request) {
   auto consider = [&](std::size_t slot) {
     const PoolGpu& gpu = pool_[slot];
     const bool has_model = HasModel(gpu, request.function);
-    if (!has_model && !can_bind) return;
+    if (!has_model && (!can_bind || gpu.capacity < ReserveBytes(request.function))) return;
     const TimePoint start = std::max(now, FreeKey(gpu));
     const TimePoint done =
         start + (has_model ? Duration::zero() : SwapTime(gpu, request.function)) + exec;
@@ -212,7 +226,8 @@ std::size_t FaaSwapPolicy::Place(const Request& request) {
   const bool contention = now + swap + exec < best_done;
   const bool may_start = starting_ < MaxStartingGpus(alive_.size(), options_.pool_growth_fraction);
   if ((alive_.empty() || (best_done > request.deadline && contention)) && may_start && can_bind) {
-    const auto acquired = AcquireFirstAvailable(*context_.executor, options_.instance_start);
+    const auto acquired = AcquireFirstAvailable(*context_.executor, options_.instance_start,
+                                                ReserveBytes(request.function));
     if (!acquired.ok()) return best;  // no growth; kNoSlot when the pool is empty
     const GpuId id = *acquired;
     const std::size_t slot = pool_.size();
@@ -387,6 +402,8 @@ void FaaSwapPolicy::OnRestoreDone(GpuId id, FunctionId function, const Status& s
     // requests queued here with the failure.
     gpu.memory_used -= ReserveBytes(function);
     DropModel(slot, function);
+    if (gpu.failing_function != function) gpu.restore_failures = 0;
+    gpu.failing_function = function;
     if (++gpu.restore_failures >= RequestTable::kMaxAttempts) {
       gpu.restore_failures = 0;
       std::deque<RequestId> keep;
@@ -428,7 +445,11 @@ void FaaSwapPolicy::Requeue(std::size_t slot, std::span<const RequestId> request
                             const Status& status) {
   PoolGpu& gpu = pool_[slot];
   for (auto it = requests.rbegin(); it != requests.rend(); ++it) {
-    if (context_.functions->active(requests_.Get(*it).function) && requests_.Retry(*it)) {
+    const FunctionId function = requests_.Get(*it).function;
+    if (!context_.functions->active(function)) {
+      Answer(*it, NotFound(fmt::format("function '{}' was removed",
+                                       (*context_.functions)[function].name)));
+    } else if (requests_.Retry(*it)) {
       gpu.queue.push_front(*it);
     } else {
       Answer(*it, status);

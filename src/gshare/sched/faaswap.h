@@ -75,7 +75,8 @@ class FaaSwapPolicy final : public Scheduler {
     std::uint64_t capacity = 0;                              // memory of its GPU type
     std::uint64_t memory_used = 0;                           // evictions still copying included
     std::unordered_map<FunctionId, std::uint64_t> evicting;  // copying back: bytes
-    int restore_failures = 0;                                // in a row, of restoring_function
+    int restore_failures = 0;  // failed restores of failing_function in a row
+    FunctionId failing_function = 0;
     std::list<FunctionId> lru;  // resident models, least recently used first
     std::unordered_map<FunctionId, std::list<FunctionId>::iterator> resident;
     TimePoint predicted_free_at{};  // when the queued work is predicted to be done

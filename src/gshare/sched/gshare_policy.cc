@@ -126,7 +126,7 @@ TimePoint GSharePolicy::PredictFinishNewSlice(const GpuState& gpu, FunctionId fu
 }
 
 bool GSharePolicy::Evictable(const GpuState& gpu, FunctionId function, const Slice& slice) const {
-  return slice.ready && !slice.evicting && !(gpu.running && gpu.running_function == function) &&
+  return slice.ready && !(gpu.running && gpu.running_function == function) &&
          functions_[function].pending.empty();
 }
 
@@ -247,10 +247,11 @@ void GSharePolicy::Bind(FunctionId function) {
       Unplaced(function);
       return;
     }
-    const std::optional<std::size_t> slot = AcquireGpu();
+    const std::optional<std::size_t> slot = AcquireGpu(function);
     if (!slot) {
-      // Refused: wait for memory on the GPUs there are; with none, nothing will free.
-      if (alive_ == 0) {
+      // Refused: wait for memory on the GPUs there are (or for one that is being released to
+      // go, which frees the executor's capacity); with none, nothing will free.
+      if (alive_ == 0 && retiring_ == 0) {
         FailPending(function, last_refusal_);
       } else {
         Unplaced(function);
@@ -313,7 +314,7 @@ bool GSharePolicy::GrowPoolIfShort(const Request& request, TimePoint best_finish
       idle_finish >= best_finish || AtGpuLimit()) {
     return false;
   }
-  return AcquireGpu().has_value();
+  return AcquireGpu(request.function).has_value();
 }
 
 void GSharePolicy::SetCheck(FunctionId function, TimePoint at) {
@@ -342,9 +343,10 @@ void GSharePolicy::RetryUnplaced() {
   }
 }
 
-std::optional<std::size_t> GSharePolicy::AcquireGpu() {
+std::optional<std::size_t> GSharePolicy::AcquireGpu(FunctionId function) {
   const TimePoint now = context_.executor->Now();
-  auto acquired = AcquireFirstAvailable(*context_.executor, options_.instance_start);
+  auto acquired =
+      AcquireFirstAvailable(*context_.executor, options_.instance_start, SliceBytes(function));
   if (!acquired.ok()) {
     last_refusal_ = acquired.status();
     return std::nullopt;
@@ -385,7 +387,10 @@ void GSharePolicy::EvictSlice(std::size_t slot, FunctionId function) {
   const std::uint64_t slice_bytes = gpu.slices.at(function).bytes;
   const EvictHint hint = knobs_.fast_swap ? EvictHint::kDiscardIfClean : EvictHint::kCheckpoint;
   if (context_.executor->Evict(gpu.gpu, function, hint) == EvictOutcome::kCopying) {
-    gpu.evicting.push_back(function);
+    // Restores on this GPU wait for the copy; the memory counts as free for placement but not
+    // for a slice's growth until the copy ends (FinishEviction).
+    gpu.evicting.push_back({function, slice_bytes});
+    gpu.copying_bytes += slice_bytes;
   }
   gpu.slices.erase(function);
   auto& slots = functions_[function].slots;
@@ -398,7 +403,10 @@ void GSharePolicy::EvictSlice(std::size_t slot, FunctionId function) {
 void GSharePolicy::StartRestore(std::size_t slot, FunctionId function) {
   GpuState& gpu = gpus_[slot];
   const std::uint64_t bytes = SliceBytes(function);
-  if (gpu.free_bytes < bytes && !MakeRoom(slot, bytes)) return;  // caller checked; stay safe
+  if (gpu.free_bytes < bytes && !MakeRoom(slot, bytes)) {
+    Unplaced(function);  // no room after all: try again when memory frees
+    return;
+  }
   const TimePoint now = context_.executor->Now();
   Slice slice;
   slice.bytes = bytes;
@@ -440,7 +448,9 @@ void GSharePolicy::Dispatch(std::size_t slot) {
     // cannot get the memory is cut to what fits.
     std::size_t batch = std::min(
         fs.pending.size(), static_cast<std::size_t>((*context_.functions)[function].max_batch));
-    while (batch > 1 && SliceBytes(function, batch) > slice.bytes + gpu.free_bytes) --batch;
+    const std::uint64_t growable =
+        gpu.free_bytes > gpu.copying_bytes ? gpu.free_bytes - gpu.copying_bytes : 0;
+    while (batch > 1 && SliceBytes(function, batch) > slice.bytes + growable) --batch;
     if (const std::uint64_t need = SliceBytes(function, batch); need > slice.bytes) {
       SetFree(slot, gpu.free_bytes - (need - slice.bytes));
       slice.bytes = need;
@@ -518,7 +528,12 @@ void GSharePolicy::OnRunDone(GpuId id, FunctionId function, std::span<const Requ
 void GSharePolicy::Requeue(std::span<const RequestId> requests, const Status& status) {
   for (auto it = requests.rbegin(); it != requests.rend(); ++it) {
     const FunctionId function = requests_.Get(*it).function;
-    if (context_.functions->active(function) && requests_.Retry(*it)) {
+    if (!context_.functions->active(function)) {
+      context_.executor->FailRequest(
+          *it,
+          NotFound(fmt::format("function '{}' was removed", (*context_.functions)[function].name)));
+      requests_.Erase(*it);
+    } else if (requests_.Retry(*it)) {
       FunctionState& fs = functions_[function];
       fs.pending.push_front(*it);
       UpdateKey(function);
@@ -576,6 +591,14 @@ void GSharePolicy::OnRestoreDone(GpuId id, FunctionId function, const Status& st
   }
   functions_[function].restore_failures = 0;
   IssueRestore(slot);
+  if (!context_.functions->active(function)) {
+    // Removed while its slice was restoring: the slice goes now.
+    gpus_[slot].slices.at(function).ready = true;
+    EvictSlice(slot, function);
+    MaybeIdle(slot);
+    RetryUnplaced();
+    return;
+  }
   Slice& slice = gpus_[slot].slices.at(function);
   slice.ready = true;
   slice.ready_at = context_.executor->Now();
@@ -601,12 +624,15 @@ void GSharePolicy::OnEvictDone(GpuId id, FunctionId function, const Status&) {
 
 void GSharePolicy::FinishEviction(std::size_t slot, FunctionId function) {
   GpuState& gpu = gpus_[slot];
-  auto it = std::find(gpu.evicting.begin(), gpu.evicting.end(), function);
+  auto it = std::find_if(gpu.evicting.begin(), gpu.evicting.end(),
+                         [&](const auto& e) { return e.first == function; });
   if (it == gpu.evicting.end()) return;
+  gpu.copying_bytes -= it->second;
   gpu.evicting.erase(it);
   if (gpu.retiring) {
     if (gpu.evicting.empty()) {
       gpu.retiring = false;
+      retiring_ -= 1;
       slot_of_.erase(gpu.gpu);
       context_.executor->ReleaseGpu(gpu.gpu);
     }
@@ -654,6 +680,8 @@ void GSharePolicy::OnGpuLost(GpuId id, std::span<const RequestId> lost, const St
   gpu.slices.clear();
   gpu.deferred_restores.clear();
   gpu.evicting.clear();
+  gpu.copying_bytes = 0;
+  if (gpu.retiring) retiring_ -= 1;
   gpu.retiring = false;
   gpu.running = false;
   gpu.restoring = false;
@@ -681,7 +709,8 @@ void GSharePolicy::Release(std::size_t slot) {
   for (const auto& [f, slice] : gpu.slices) {
     if (context_.executor->Evict(gpu.gpu, f, EvictHint::kDiscardIfClean) ==
         EvictOutcome::kCopying) {
-      gpu.evicting.push_back(f);
+      gpu.evicting.push_back({f, slice.bytes});
+      gpu.copying_bytes += slice.bytes;
     }
     auto& slots = functions_[f].slots;
     slots.erase(std::find(slots.begin(), slots.end(), slot));
@@ -692,6 +721,7 @@ void GSharePolicy::Release(std::size_t slot) {
   alive_ -= 1;
   if (!gpu.evicting.empty()) {
     gpu.retiring = true;  // released when the copies end (FinishEviction)
+    retiring_ += 1;
     return;
   }
   slot_of_.erase(gpu.gpu);

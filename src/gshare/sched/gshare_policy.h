@@ -78,9 +78,8 @@ class GSharePolicy final : public Scheduler {
  private:
   struct Slice {
     std::uint64_t bytes = 0;
-    bool ready = false;     // restore done
-    bool evicting = false;  // a checkpoint eviction is in flight
-    TimePoint ready_at{};   // predicted (restoring) or actual (ready) time the model is on the GPU
+    bool ready = false;    // restore done
+    TimePoint ready_at{};  // predicted (restoring) or actual (ready) time the model is on the GPU
     TimePoint last_used{};
   };
   struct GpuState {
@@ -101,8 +100,10 @@ class GSharePolicy final : public Scheduler {
                                                 // checkpoints in flight; issued in order
     bool restoring = false;                     // a restore is on the copy engine
     FunctionId restoring_function = 0;
-    std::vector<FunctionId> evicting;  // evictions copying back (OnEvictDone frees them)
-    bool retiring = false;             // released once its evictions end
+    // Evictions copying back (OnEvictDone frees them): function, bytes.
+    std::vector<std::pair<FunctionId, std::uint64_t>> evicting;
+    std::uint64_t copying_bytes = 0;  // their bytes, not yet free on the device
+    bool retiring = false;            // released once its evictions end
     std::uint32_t idle_generation = 0;
   };
   struct FunctionState {
@@ -131,7 +132,7 @@ class GSharePolicy final : public Scheduler {
   void IssueRestore(std::size_t slot);
   void MaybeRelease(std::size_t slot, FunctionId function);
   // A new pool GPU's slot, or nullopt when the executor refused one.
-  std::optional<std::size_t> AcquireGpu();
+  std::optional<std::size_t> AcquireGpu(FunctionId function);
   void Dispatch(std::size_t slot);
   void StartRestore(std::size_t slot, FunctionId function);
   bool MakeRoom(std::size_t slot, std::uint64_t bytes);
@@ -173,6 +174,7 @@ class GSharePolicy final : public Scheduler {
   std::unordered_map<GpuId, std::size_t> slot_of_;
   std::set<std::pair<std::uint64_t, std::size_t>> by_free_;  // (free bytes, slot) of alive GPUs
   std::size_t alive_ = 0;
+  std::size_t retiring_ = 0;  // GPUs out of the pool whose copies back still run
   int starting_ = 0;
   Status last_refusal_;  // the executor's answer when it last refused a GPU
   double margin_;

@@ -49,16 +49,20 @@ void KeepAlivePolicy::OnRequest(const Request& request) {
 
 void KeepAlivePolicy::ScaleOut(FunctionId function) {
   FunctionState& state = functions_[function];
-  const int max_instances = (*context_.functions)[function].max_instances;
-  if (max_instances > 0 && state.ready + state.starting >= max_instances) return;
-  auto gpu = AcquireFirstAvailable(*context_.executor, options_.instance_start);
+  const ResolvedFunction& spec = (*context_.functions)[function];
+  if (spec.max_instances > 0 && state.ready + state.starting >= spec.max_instances) return;
+  if (!context_.executor->Instances(function).CanBind()) {
+    Starve(function);  // an instance is still bound (copying its state back)
+    return;
+  }
+  auto gpu = AcquireFirstAvailable(*context_.executor, options_.instance_start,
+                                   spec.MemoryForBatch(spec.max_batch));
   if (!gpu.ok()) {
     if (state.ready + state.starting == 0 && instance_of_gpu_.empty()) {
       // No instance anywhere will give a GPU back: nothing to wait for.
       FailQueue(function, gpu.status());
-    } else if (!state.starved) {
-      state.starved = true;
-      starved_.push_back(function);
+    } else {
+      Starve(function);
     }
     return;
   }
@@ -98,10 +102,14 @@ void KeepAlivePolicy::OnGpuReady(GpuId gpu) {
   Instance& instance = instances_[id];
   if (!context_.functions->active(instance.function) ||
       !context_.executor->Instances(instance.function).CanBind()) {
-    FunctionState& state = functions_[instance.function];
+    // Removed, or every instance the function may have is bound (one may still be copying its
+    // state back): give the GPU back and scale out again when an instance comes free.
+    const FunctionId function = instance.function;
+    FunctionState& state = functions_[function];
     state.starting -= 1;
     state.starting_ready.pop_front();
     GiveBack(id);
+    if (context_.functions->active(function)) Starve(function);
     return;
   }
   instance.state = State::kLoading;
@@ -173,12 +181,12 @@ void KeepAlivePolicy::FailQueue(FunctionId function, const Status& status) {
 
 void KeepAlivePolicy::BecomeIdle(std::uint32_t id) {
   Instance& instance = instances_[id];
+  instance.state = State::kIdle;  // resident: a restore or a run just ended
   if (!context_.functions->active(instance.function)) {
     functions_[instance.function].ready -= 1;
     GiveBack(id);
     return;
   }
-  instance.state = State::kIdle;
   instance.idle_generation += 1;
   functions_[instance.function].idle.push_back(id);
   context_.executor->SetTimer(context_.executor->Now() + options_.keep_alive,
@@ -229,6 +237,13 @@ void KeepAlivePolicy::Forget(std::uint32_t id) {
   RetryStarved();
 }
 
+void KeepAlivePolicy::Starve(FunctionId function) {
+  FunctionState& state = functions_[function];
+  if (state.starved) return;
+  state.starved = true;
+  starved_.push_back(function);
+}
+
 void KeepAlivePolicy::RetryStarved() {
   if (starved_.empty()) return;
   std::vector<FunctionId> retry;
@@ -241,7 +256,9 @@ void KeepAlivePolicy::RetryStarved() {
 
 void KeepAlivePolicy::OnEvictDone(GpuId gpu, FunctionId, const Status&) {
   // The copy back ended (a failed copy leaves the host snapshot as it was): the GPU is empty.
-  const std::uint32_t id = instance_of_gpu_.at(gpu);
+  auto it = instance_of_gpu_.find(gpu);
+  if (it == instance_of_gpu_.end()) return;
+  const std::uint32_t id = it->second;
   context_.executor->ReleaseGpu(gpu);
   Forget(id);
 }

@@ -80,6 +80,8 @@ class KeepAlivePolicy final : public Scheduler {
   void GiveBack(std::uint32_t instance);
   void Requeue(FunctionId function, std::span<const RequestId> requests, const Status& status);
   void FailQueue(FunctionId function, const Status& status);
+  // A GPU or an instance was not to be had: retry when an instance gives its GPU back.
+  void Starve(FunctionId function);
   void RetryStarved();
   void Answered(std::span<const RequestId> batch);
 

@@ -42,8 +42,8 @@ class Scheduler {
   // A function was added to the registry (its first request comes after this).
   virtual void OnFunctionAdded(FunctionId function) = 0;
   // A function was removed: no new request of it will come. Its requests not yet running are
-  // answered with an error by the scheduler; runs in flight finish; its slices are evicted once
-  // idle.
+  // answered with NotFound by the scheduler; runs in flight finish; its idle slices are evicted
+  // (one that is restoring or running when it goes may stay until the policy's usual eviction).
   virtual void OnFunctionRemoved(FunctionId function) = 0;
 
   // A request arrived (now == request.arrival).
@@ -60,8 +60,9 @@ class Scheduler {
   // copy failed (the host snapshot keeps its previous state).
   virtual void OnEvictDone(GpuId gpu, FunctionId function, const Status& status) = 0;
   // The instance bound to the function's slice on the GPU died: the slice is gone and its memory
-  // free, any restore or run in flight on it is cancelled (no further event for this slice), and
-  // the requests of its cancelled runs are listed in `lost`, back in the scheduler's hands.
+  // free, any restore, run or copy back in flight on it is cancelled (no further event for this
+  // slice: no OnRestoreDone, OnRunDone or OnEvictDone), and the requests of its cancelled runs
+  // are listed in `lost`, back in the scheduler's hands.
   virtual void OnInstanceDied(GpuId gpu, FunctionId function, std::span<const RequestId> lost,
                               const Status& status) = 0;
   // The GPU is gone with everything on it: it is no longer held, no further event for it fires,

@@ -362,6 +362,11 @@ void SimulatedExecutor::CompleteExecution(GpuId gpu_id, std::int32_t index) {
   std::vector<RequestId> batch;
   batch.swap(execution.batch);
   if (options_.record_schedule) log_.runs[execution.record].end = now_;
+  for (RequestId id : batch) {
+    if (answered_[id]) {
+      return Fail(Internal(fmt::format("request {} was answered while it ran", id)));
+    }
+  }
   Residency& residency = gpus_[gpu_id].residents.at(function);
   residency.batch_bytes_in_flight -= execution.batch_bytes;
   if (--residency.runs_in_flight == 0) ChangeActive(function, residency.bytes, false);

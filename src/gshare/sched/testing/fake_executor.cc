@@ -27,6 +27,7 @@ FakeExecutor::Gpu* FakeExecutor::Check(GpuId gpu, const char* call) {
 }
 
 const GpuType& FakeExecutor::TypeOf(GpuId gpu) const {
+  if (gpu >= gpus_.size()) violations_.push_back(fmt::format("TypeOf: no GPU {}", gpu));
   return gpu_types_[gpu < gpus_.size() ? gpus_[gpu].type : 0];
 }
 
@@ -54,6 +55,10 @@ std::size_t FakeExecutor::slices() const {
 
 InstanceView FakeExecutor::Instances(FunctionId function) const {
   InstanceView view;
+  if (function >= functions_->size()) {
+    violations_.push_back(fmt::format("Instances: no function {}", function));
+    return view;
+  }
   view.max_instances = functions_->Get(function).max_instances;
   view.cold_start = plan_.cold_start;
   if (auto it = bound_.find(function); it != bound_.end()) view.bound = it->second;
@@ -128,8 +133,12 @@ void FakeExecutor::Restore(GpuId gpu_id, FunctionId function, std::uint64_t rese
   slice.bytes = reserve_bytes;
   slice.generation = next_generation_++;
   slice.write_generation = snapshot_generation_[function];
-  slice.fail_restore = plan_.fail_restore_every > 0 &&
-                       ++restore_count_ % static_cast<std::uint64_t>(plan_.fail_restore_every) == 0;
+  ++restore_count_;
+  const auto every = [&](int n) {
+    return n > 0 && restore_count_ % static_cast<std::uint64_t>(n) == 0;
+  };
+  slice.fail_restore = every(plan_.fail_restore_every);
+  slice.kill_restore = !slice.fail_restore && every(plan_.kill_restoring_every);
   gpu->used += reserve_bytes;
   gpu->slices.emplace(function, slice);
   events_.Push(now_ + delay + gpu_types_[gpu->type].RestoreTime(spec.model_bytes),
@@ -171,8 +180,8 @@ void FakeExecutor::Resize(GpuId gpu_id, FunctionId function, std::uint64_t new_b
     return Violation(
         fmt::format("Resize: function {} is not resident on GPU {}", function, gpu_id));
   }
-  if (new_bytes < functions_->Get(function).gpu_memory_bytes) {
-    return Violation("Resize: below the function's GPU memory");
+  if (new_bytes < functions_->Get(function).gpu_memory_bytes + it->second.batch_bytes) {
+    return Violation("Resize: below what the function and its runs in flight need");
   }
   if (gpu->used - it->second.bytes + new_bytes > gpu_types_[gpu->type].memory_bytes) {
     return Violation("Resize: does not fit");
@@ -192,8 +201,10 @@ void FakeExecutor::Run(GpuId gpu_id, FunctionId function, std::span<const Reques
   if (batch.empty() || batch.size() > static_cast<std::size_t>(spec.max_batch)) {
     return Violation(fmt::format("Run: a batch of {} of '{}'", batch.size(), spec.name));
   }
-  if (spec.MemoryForBatch(static_cast<int>(batch.size())) > it->second.bytes) {
-    return Violation("Run: the slice does not hold the batch");
+  const std::uint64_t batch_bytes =
+      spec.MemoryForBatch(static_cast<int>(batch.size())) - spec.gpu_memory_bytes;
+  if (spec.gpu_memory_bytes + it->second.batch_bytes + batch_bytes > it->second.bytes) {
+    return Violation("Run: the slice does not hold the batch beside the runs in flight");
   }
   for (RequestId id : batch) {
     auto r = requests_.find(id);
@@ -208,6 +219,8 @@ void FakeExecutor::Run(GpuId gpu_id, FunctionId function, std::span<const Reques
   run.function = function;
   run.slice_generation = it->second.generation;
   run.batch.assign(batch.begin(), batch.end());
+  run.batch_bytes = batch_bytes;
+  it->second.batch_bytes += batch_bytes;
   run.started = now_;
   ++run_count_;
   const auto every = [&](int n) {
@@ -274,6 +287,7 @@ void FakeExecutor::EndRun(std::uint64_t run_id) {
     case RunRecord::End::kFail: {
       run.live = false;
       it->second.runs -= 1;
+      it->second.batch_bytes -= run.batch_bytes;
       const bool ok = run.end == RunRecord::End::kOk;
       if (!ok) ++injected_.runs;
       if (ok) {
@@ -339,6 +353,15 @@ void FakeExecutor::Dispatch(const Event& event) {
       Gpu& gpu = gpus_[event.gpu];
       auto it = gpu.slices.find(event.function);
       if (!gpu.held || it == gpu.slices.end() || it->second.generation != event.value) return;
+      if (it->second.kill_restore) {
+        ++injected_.instances;
+        gpu.used -= it->second.bytes;
+        gpu.slices.erase(it);
+        bound_[event.function] -= 1;  // dead: neither bound nor idle
+        scheduler_->OnInstanceDied(event.gpu, event.function, {},
+                                   Unavailable("the instance died while loading"));
+        return;
+      }
       if (it->second.fail_restore) {
         ++injected_.restores;
         gpu.used -= it->second.bytes;
@@ -358,12 +381,21 @@ void FakeExecutor::Dispatch(const Event& event) {
       Gpu& gpu = gpus_[event.gpu];
       auto it = gpu.slices.find(event.function);
       if (!gpu.held || it == gpu.slices.end() || it->second.generation != event.value) return;
-      // The host snapshot now holds what the device held.
-      snapshot_generation_[event.function] = it->second.write_generation;
+      ++copy_back_count_;
+      const bool copied =
+          !(plan_.fail_copy_back_every > 0 &&
+            copy_back_count_ % static_cast<std::uint64_t>(plan_.fail_copy_back_every) == 0);
+      // The host snapshot now holds what the device held, unless the copy failed.
+      if (copied) {
+        snapshot_generation_[event.function] = it->second.write_generation;
+      } else {
+        ++injected_.copies_back;
+      }
       gpu.used -= it->second.bytes;
       gpu.slices.erase(it);
       Unbind(event.function);
-      scheduler_->OnEvictDone(event.gpu, event.function, Status::Ok());
+      scheduler_->OnEvictDone(event.gpu, event.function,
+                              copied ? Status::Ok() : IoError("the copy back failed"));
       return;
     }
     case Kind::kTimer:

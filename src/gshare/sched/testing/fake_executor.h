@@ -35,10 +35,12 @@ struct FaultPlan {
   int fail_run_every = 0;          // every Nth run ends with an error (the slice stays)
   int kill_instance_every = 0;     // every Nth run's instance dies before it ends
   int lose_gpu_every = 0;          // every Nth run's GPU is lost before it ends
+  int kill_restoring_every = 0;    // every Nth restore's instance dies while it loads
+  int fail_copy_back_every = 0;    // every Nth copy back fails (the memory is freed all the same)
   // Runs write device state (a cache, say): a slice that ran since its function's last snapshot
   // is dirty, and an eviction hinted kDiscardIfClean must copy it back.
   bool runs_write_state = false;
-  Duration cold_start{};           // an instance's start when none is idle
+  Duration cold_start{};  // an instance's start when none is idle
 };
 
 class FakeExecutor final : public Executor {
@@ -91,7 +93,7 @@ class FakeExecutor final : public Executor {
   std::set<GpuTypeId> types_acquired() const { return types_acquired_; }
   // Failures that struck: restores failed, runs failed, instances killed, GPUs lost.
   struct Injected {
-    int restores = 0, runs = 0, instances = 0, gpus = 0;
+    int restores = 0, runs = 0, instances = 0, gpus = 0, copies_back = 0;
   };
   const Injected& injected() const { return injected_; }
   int gpus_refused() const { return gpus_refused_; }
@@ -120,7 +122,9 @@ class FakeExecutor final : public Executor {
     std::uint64_t generation = 0;        // events of an earlier slice are stale
     std::uint64_t write_generation = 0;  // of the device state: bumped by a run that writes
     bool fail_restore = false;
+    bool kill_restore = false;
     int runs = 0;
+    std::uint64_t batch_bytes = 0;  // memory of the runs in flight beyond their GPU memory
   };
   struct Gpu {
     GpuTypeId type = 0;
@@ -134,6 +138,7 @@ class FakeExecutor final : public Executor {
     FunctionId function = 0;
     std::uint64_t slice_generation = 0;
     std::vector<RequestId> batch;
+    std::uint64_t batch_bytes = 0;
     TimePoint started{};
     enum class End : std::uint8_t { kOk, kFail, kKill, kLose } end = End::kOk;
     bool live = true;
@@ -170,13 +175,14 @@ class FakeExecutor final : public Executor {
   std::uint64_t next_write_ = 1;
   std::uint64_t next_generation_ = 1;
   std::uint64_t restore_count_ = 0;
+  std::uint64_t copy_back_count_ = 0;
   std::uint64_t run_count_ = 0;
   std::uint64_t restores_ = 0;
   std::uint64_t copies_back_ = 0;
   std::set<GpuTypeId> types_acquired_;
   int gpus_refused_ = 0;
   Injected injected_;
-  std::vector<std::string> violations_;
+  mutable std::vector<std::string> violations_;
 };
 
 }  // namespace gshare::testing
