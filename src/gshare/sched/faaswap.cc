@@ -35,33 +35,44 @@ void FaaSwapPolicy::OnFunctionRemoved(FunctionId function) {
       NotFound(fmt::format("function '{}' was removed", (*context_.functions)[function].name));
   for (std::size_t slot : alive_) {
     PoolGpu& gpu = pool_[slot];
-    std::deque<RequestId> keep;
-    for (RequestId id : gpu.queue) {
-      if (requests_.Get(id).function == function) {
-        Answer(id, removed);
-      } else {
-        keep.push_back(id);
-      }
-    }
-    gpu.queue.swap(keep);
+    AnswerQueued(slot, function, removed);
     // Its model leaves now unless a run of it is in flight (then LRU takes it later).
     if (auto it = gpu.resident.find(function);
         it != gpu.resident.end() && !(gpu.running && gpu.running_function == function)) {
-      if (context_.executor->Evict(gpu.gpu, function, EvictHint::kDiscardIfClean) ==
-          EvictOutcome::kDiscarded) {
-        gpu.memory_used -= ReserveBytes(function);
-      } else {
-        gpu.evicting[function] = ReserveBytes(function);
-      }
       gpu.lru.erase(it->second);
-      gpu.resident.erase(it);
-      DropModel(slot, function);
+      EvictModel(slot, function);
     }
     Advance(slot);
     MaybeIdle(slot);
   }
   estimator_.Forget(function);
   RetryBlocked();
+}
+
+void FaaSwapPolicy::AnswerQueued(std::size_t slot, FunctionId function, const Status& status) {
+  PoolGpu& gpu = pool_[slot];
+  std::deque<RequestId> keep;
+  for (RequestId id : gpu.queue) {
+    if (requests_.Get(id).function == function) {
+      Answer(id, status);
+    } else {
+      keep.push_back(id);
+    }
+  }
+  gpu.queue.swap(keep);
+}
+
+void FaaSwapPolicy::EvictModel(std::size_t slot, FunctionId function) {
+  // The caller has taken the model out of the LRU list.
+  PoolGpu& gpu = pool_[slot];
+  if (context_.executor->Evict(gpu.gpu, function, EvictHint::kDiscardIfClean) ==
+      EvictOutcome::kDiscarded) {
+    gpu.memory_used -= ReserveBytes(function);
+  } else {
+    gpu.evicting[function] = ReserveBytes(function);  // freed by OnEvictDone
+  }
+  gpu.resident.erase(function);
+  DropModel(slot, function);
 }
 
 void FaaSwapPolicy::Answer(RequestId id, const Status& status) {
@@ -285,16 +296,8 @@ bool FaaSwapPolicy::MakeRoom(std::size_t slot, std::uint64_t bytes, FunctionId k
       ++it;
       continue;
     }
-    const EvictOutcome outcome =
-        context_.executor->Evict(gpu.gpu, victim, EvictHint::kDiscardIfClean);
-    if (outcome == EvictOutcome::kDiscarded) {
-      gpu.memory_used -= ReserveBytes(victim);
-    } else {
-      gpu.evicting[victim] = ReserveBytes(victim);  // freed by OnEvictDone
-    }
-    gpu.resident.erase(victim);
-    DropModel(slot, victim);
     it = gpu.lru.erase(it);
+    EvictModel(slot, victim);
     evicted = true;
   }
   if (evicted) RetryBlocked();
@@ -406,15 +409,7 @@ void FaaSwapPolicy::OnRestoreDone(GpuId id, FunctionId function, const Status& s
     gpu.failing_function = function;
     if (++gpu.restore_failures >= RequestTable::kMaxAttempts) {
       gpu.restore_failures = 0;
-      std::deque<RequestId> keep;
-      for (RequestId r : gpu.queue) {
-        if (requests_.Get(r).function == function) {
-          Answer(r, status);
-        } else {
-          keep.push_back(r);
-        }
-      }
-      gpu.queue.swap(keep);
+      AnswerQueued(slot, function, status);
     }
     Advance(slot);
     MaybeIdle(slot);
@@ -549,17 +544,10 @@ void FaaSwapPolicy::OnTimer(std::uint64_t token) {
   }
   // Discard what is clean; a model that must be copied back first keeps the GPU until then
   // (OnEvictDone sets the idle timer again).
-  for (auto it = gpu.lru.begin(); it != gpu.lru.end();) {
-    const FunctionId function = *it;
-    DropModel(slot, function);
-    gpu.resident.erase(function);
-    if (context_.executor->Evict(gpu.gpu, function, EvictHint::kDiscardIfClean) ==
-        EvictOutcome::kDiscarded) {
-      gpu.memory_used -= ReserveBytes(function);
-    } else {
-      gpu.evicting[function] = ReserveBytes(function);
-    }
-    it = gpu.lru.erase(it);
+  while (!gpu.lru.empty()) {
+    const FunctionId function = gpu.lru.front();
+    gpu.lru.pop_front();
+    EvictModel(slot, function);
   }
   if (!gpu.evicting.empty()) return;
   const GpuId gpu_id = gpu.gpu;

@@ -91,6 +91,10 @@ class FaaSwapPolicy final : public Scheduler {
   std::size_t Place(const Request& request);
   void Requeue(std::size_t slot, std::span<const RequestId> requests, const Status& status);
   void Answer(RequestId id, const Status& status);
+  // Answers the GPU's queued requests of `function` with `status`.
+  void AnswerQueued(std::size_t slot, FunctionId function, const Status& status);
+  // Evicts a resident model (already out of the LRU list), as the executor allows.
+  void EvictModel(std::size_t slot, FunctionId function);
   void Unload(std::size_t slot, FunctionId function);
   // Moves the queue head's requests where their model is, when it cannot come here; true when
   // the head was dealt with (moved, or the GPU waits for an instance).

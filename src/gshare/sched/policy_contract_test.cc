@@ -14,6 +14,7 @@
 #include "gshare/sched/testing/executor_contract.h"
 #include "gshare/sched/testing/fake_executor.h"
 #include "gshare/sched/testing/fake_harness.h"
+#include "gshare/sched/testing/policy_param_name.h"
 
 namespace gshare {
 namespace {
@@ -403,13 +404,7 @@ TEST_P(PolicyContractTest, WaitsForAGpuThatIsBeingReleased) {
 }
 
 INSTANTIATE_TEST_SUITE_P(EveryPolicy, PolicyContractTest, ::testing::ValuesIn(PolicyNames()),
-                         [](const ::testing::TestParamInfo<std::string_view>& param) {
-                           std::string name(param.param);
-                           for (char& c : name) {
-                             if (c == '-') c = '_';
-                           }
-                           return name;
-                         });
+                         testing::PolicyParamName);
 
 // The fake executor itself passes the executor contract.
 TEST(FakeExecutorContract, GpuStartup) {

@@ -6,6 +6,7 @@
 
 #include "gshare/sched/policy_registry.h"
 #include "gshare/sched/testing/executor_contract.h"
+#include "gshare/sched/testing/policy_param_name.h"
 #include "gshare/sim/sim_executor.h"
 #include "gshare/sim/sim_test_util.h"
 #include "gshare/sim/simulator.h"
@@ -125,13 +126,7 @@ TEST_P(SimPolicyTest, MaxInstancesBoundsReplicasAndColdStartsCost) {
 }
 
 INSTANTIATE_TEST_SUITE_P(EveryPolicy, SimPolicyTest, ::testing::ValuesIn(PolicyNames()),
-                         [](const ::testing::TestParamInfo<std::string_view>& param) {
-                           std::string name(param.param);
-                           for (char& c : name) {
-                             if (c == '-') c = '_';
-                           }
-                           return name;
-                         });
+                         testing::PolicyParamName);
 
 }  // namespace
 }  // namespace gshare
