@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "gshare/cli/commands.h"
+#include "gshare/cli/flag_checks.h"
 #include "gshare/common/clock.h"
 #include "gshare/common/random.h"
 #include "gshare/node/gpu_inventory.h"
@@ -207,10 +208,13 @@ void AddBenchRestoreCommand(CLI::App& bench, CommandContext& context) {
       ->capture_default_str();
   restore->add_option("--chunk", flags->chunk, "Snapshot chunk size")->capture_default_str();
   restore->add_option("--streams", flags->streams, "Copy streams of the restore engine")
+      ->check(WholeIn(1, 64))
       ->capture_default_str();
   restore->add_option("--in-flight", flags->in_flight, "Chunks in flight per stream")
+      ->check(WholeIn(1, 64))
       ->capture_default_str();
   restore->add_option("--repetitions", flags->repetitions, "Timed runs per size (median)")
+      ->check(WholeIn(1, 1'000))
       ->capture_default_str();
   restore->add_flag("--json", flags->json, "Print JSON");
   restore->callback([flags, &context] { context.exit_code = RunBenchRestore(*flags); });

@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "gshare/cli/commands.h"
+#include "gshare/cli/flag_checks.h"
 #include "gshare/model/catalog.h"
 #include "gshare/sim/workload/model_catalog.h"
 
@@ -80,6 +81,7 @@ void AddCatalogCommand(CLI::App& app, CommandContext& context) {
                    "Folder with nvidia_dle_resnet50_triton_offline.csv")
       ->required();
   derive_cmd->add_option("--count", derive->options.count, "Number of models")
+      ->check(WholeIn(1, 100'000))
       ->capture_default_str();
   derive_cmd->add_option("--out", derive->out, "Output YAML file")->required();
   derive_cmd->callback([derive, &context] { context.exit_code = RunDerive(*derive); });

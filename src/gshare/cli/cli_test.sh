@@ -38,6 +38,24 @@ expect_error odd_granularity "multiple of 2Mi" "${sim[@]}" --slice-granularity 3
 expect_error negative_cap "max-gpus" "${sim[@]}" --max-gpus -1
 expect_error bad_cold_start "instance-cold-start" "${sim[@]}" --instance-cold-start 3
 expect_error wrong_format_header "bad header" sim --catalog "$catalog" --trace "$trace" --trace-format invocations
+# Malformed flags and out-of-range values: exit 2 with a message naming the flag, never a silent
+# wrap, truncation or NaN.
+expect_error unknown_flag "not expected: --bogus" "${sim[@]}" --bogus
+expect_error nan_overhead "proxy-overhead: 'nan' is not a finite number" "${sim[@]}" --proxy-overhead nan
+expect_error inf_overhead "proxy-overhead: 'inf' is not a finite number" "${sim[@]}" --proxy-overhead inf
+expect_error wrapped_seed "seed: '-1' is not a whole number" "${sim[@]}" --seed -1
+expect_error huge_invocations "target-invocations" workload --functions 10 --duration 1m --target-invocations 18446744073709551615
+expect_error negative_functions "functions: '-5'" workload --functions -5 --duration 1m
+printf 'function,timestamp\nresnet50,0\nresnet50,1e12\n' >"$work/epoch.csv"
+expect_error epoch_timestamp "more than the 31622400 s" sim --quiet --catalog "$catalog" --trace "$work/epoch.csv"
+printf 'function,timestamp,duration\nresnet50,0,1e9\n' >"$work/long.csv"
+expect_error long_duration "more than a day" sim --quiet --catalog "$catalog" --trace "$work/long.csv"
+printf 'TIMESTAMP,ContextTokens,GeneratedTokens\n4046-11-16 18:15:46.68,1,1\n' >"$work/year.csv"
+expect_error far_year "years 1970 to 2200" sim --quiet --catalog "$catalog" --trace "$work/year.csv" --trace-format azure-llm
+printf 'functions:\n  - name: f\n    model_size: 1Mi\n    exec_latency: 1ms\n    max_batch: 2000000000\n' >"$work/batch.yaml"
+expect_error huge_batch "max_batch: must be between 1 and 4096" sim --quiet --catalog "$work/batch.yaml" --trace "$trace" --trace-format azure-llm
+mkdir -p "$work/dir.yaml"
+expect_error catalog_directory "dir.yaml: is a directory" sim --quiet --catalog "$work/dir.yaml" --trace "$trace" --trace-format azure-llm
 
 # The same seed gives byte-identical summaries.
 if "$gshare" "${sim[@]}" --seed 7 --out "$work/a" >/dev/null &&

@@ -42,7 +42,9 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // --help and --version end here with status 0; every malformed or missing flag is bad input,
+    // status 2, as every other bad input is.
+    return app.exit(e) == 0 ? 0 : 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "gshare: %s\n", e.what());
     return 1;

@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "gshare/cli/commands.h"
+#include "gshare/cli/flag_checks.h"
 #include "gshare/model/catalog.h"
 #include "gshare/sim/optgap.h"
 #include "gshare/sim/workload/model_catalog.h"
@@ -68,17 +69,23 @@ void AddOptGapCommand(CLI::App& app, CommandContext& context) {
       "optgap",
       "Solve small random instances exactly (MILP) and online; report the optimality gap");
   cmd->add_option("--instances", flags->options.instances, "Number of instances")
+      ->check(WholeIn(1, 100'000))
       ->capture_default_str();
   cmd->add_option("--seed", flags->options.seed, "Seed of the instance generator")
+      ->check(WholeIn(0, kMaxSeed))
       ->capture_default_str();
   cmd->add_option("--requests", flags->options.requests, "Requests per instance")
+      ->check(WholeIn(1, 10'000))
       ->capture_default_str();
-  cmd->add_option("--gpus", flags->options.gpus, "GPUs per instance")->capture_default_str();
+  cmd->add_option("--gpus", flags->options.gpus, "GPUs per instance")
+      ->check(WholeIn(1, 1'000))
+      ->capture_default_str();
   cmd->add_option("--policy", flags->options.policy, "Online policy to compare")
       ->capture_default_str();
   cmd->add_option("--time-limit", flags->time_limit, "Time limit of each exact solve")
       ->capture_default_str();
   cmd->add_option("--load", flags->options.generator.load, "Offered load of the instances")
+      ->check(FiniteIn(0.001, 100))
       ->capture_default_str();
   cmd->add_option("--catalog", flags->catalog,
                   "Catalog the profiles are drawn from (default: the shipped data/models.yaml)");

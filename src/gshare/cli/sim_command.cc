@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "gshare/cli/commands.h"
+#include "gshare/cli/flag_checks.h"
 #include "gshare/common/slice_granularity.h"
 #include "gshare/common/units.h"
 #include "gshare/model/catalog.h"
@@ -163,7 +164,9 @@ void AddSimCommand(CLI::App& app, CommandContext& context) {
   cmd->add_option("--policy", flags->policies, "Policies to compare, comma-separated")
       ->delimiter(',')
       ->capture_default_str();
-  cmd->add_option("--seed", flags->seed, "Seed for every random draw")->capture_default_str();
+  cmd->add_option("--seed", flags->seed, "Seed for every random draw")
+      ->check(WholeIn(0, kMaxSeed))
+      ->capture_default_str();
   cmd->add_option("--out", flags->out, "Output directory")->capture_default_str();
   cmd->add_option("--keep-alive", flags->keep_alive,
                   "keepalive: idle time before an instance releases its GPU")
@@ -176,6 +179,7 @@ void AddSimCommand(CLI::App& app, CommandContext& context) {
       ->capture_default_str();
   cmd->add_option("--proxy-overhead", flags->proxy_overhead,
                   "faaswap: proxy forwarding delay as a fraction of batch-1 execution")
+      ->check(FiniteIn(0, 100))
       ->capture_default_str();
   cmd->add_option("--quantum", flags->quantum, "Time-slice quantum of GPU compute")
       ->capture_default_str();
@@ -189,6 +193,7 @@ void AddSimCommand(CLI::App& app, CommandContext& context) {
       ->capture_default_str();
   cmd->add_option("--max-gpus", flags->max_gpus,
                   "Most GPUs held at once (a cluster cap every policy obeys); 0: no cap")
+      ->check(WholeIn(0, 1'000'000))
       ->capture_default_str();
   cmd->add_option("--warmup", flags->warmup,
                   "Leave the first part of the trace out of every figure (requests still replay)")

@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "gshare/cli/commands.h"
+#include "gshare/cli/flag_checks.h"
 #include "gshare/sim/workload/generator.h"
 
 namespace gshare::cli {
@@ -93,28 +94,37 @@ void AddWorkloadCommand(CLI::App& app, CommandContext& context) {
       "workload",
       "Generate a multi-tenant catalog and an invocation trace calibrated to published "
       "statistics (Azure Functions 2019 rates, model sizes of popular models)");
-  cmd->add_option("--functions", flags->functions, "Number of functions")->capture_default_str();
+  cmd->add_option("--functions", flags->functions, "Number of functions")
+      ->check(WholeIn(1, 1'000'000))
+      ->capture_default_str();
   cmd->add_option("--duration", flags->duration, "Trace length (\"1h\", \"15m\")")
       ->capture_default_str();
   cmd->add_option("--seed", flags->seed, "Seed: the same seed gives byte-identical files")
+      ->check(WholeIn(0, kMaxSeed))
       ->capture_default_str();
   cmd->add_option("--out", flags->out, "Output folder for catalog.yaml and invocations.csv")
       ->required();
   cmd->add_option("--profiles", flags->profiles,
                   "Catalog the function profiles are drawn from (default: the shipped "
                   "data/models.yaml, built in)");
-  cmd->add_option("--tenants", flags->tenants, "Number of tenants (default: functions / 10)");
+  cmd->add_option("--tenants", flags->tenants, "Number of tenants (default: functions / 10)")
+      ->check(WholeIn(1, 1'000'000));
   cmd->add_option("--burst-cv", flags->burst_cv,
                   "Coefficient of variation of inter-arrival times (>= 1; 1 is Poisson)")
+      ->check(FiniteIn(1, 100))
       ->capture_default_str();
   cmd->add_option("--diurnal-amplitude", flags->diurnal_amplitude,
                   "Relative amplitude of the daily rate cycle, in [0, 1)")
+      ->check(FiniteIn(0, 0.999))
       ->capture_default_str();
   cmd->add_option("--start-hour", flags->start_hour,
                   "Hour of the day at which the trace starts (the rate peaks at 12)")
+      ->check(FiniteIn(0, 24))
       ->capture_default_str();
   cmd->add_option("--target-invocations", flags->target_invocations,
-                  "Scale all rates so that about this many invocations are expected (0: off)")
+                  "Scale all rates so that about this many invocations are expected (0: off; at "
+                  "most 1e9)")
+      ->check(WholeIn(0, 1'000'000'000))
       ->capture_default_str();
   cmd->add_flag("--quiet", flags->quiet, "No progress on stderr");
   cmd->callback([flags, &context] { context.exit_code = RunWorkload(*flags); });

@@ -108,6 +108,17 @@ Result<Duration> ParseDuration(std::string_view text) {
   return Duration(static_cast<std::int64_t>(ns));
 }
 
+Result<Duration> DurationFromSeconds(double seconds) {
+  if (!std::isfinite(seconds)) {
+    return InvalidArgument(fmt::format("{} is not a number of seconds", seconds));
+  }
+  // 9.2e9 s is just inside the int64 nanoseconds of a Duration.
+  if (std::fabs(seconds) > 9.2e9) {
+    return OutOfRange(fmt::format("{} s is beyond what a duration holds", seconds));
+  }
+  return FromSeconds(seconds);
+}
+
 std::string FormatBytes(std::uint64_t bytes) {
   const double b = static_cast<double>(bytes);
   if (bytes >= kGiB) return fmt::format("{:.2f} GiB", b / 0x1p30);

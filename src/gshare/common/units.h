@@ -45,6 +45,10 @@ std::string FormatDuration(Duration d);
 
 constexpr double ToSeconds(Duration d) { return static_cast<double>(d.count()) * 1e-9; }
 constexpr double ToMilliseconds(Duration d) { return static_cast<double>(d.count()) * 1e-6; }
+// The checked conversion for seconds that come from outside (a file, a flag): InvalidArgument
+// for NaN or an infinity, OutOfRange beyond what a Duration holds (about 292 years).
+Result<Duration> DurationFromSeconds(double seconds);
+// Unchecked: for seconds the program computed itself and knows to be in range.
 constexpr Duration FromSeconds(double s) {
   return Duration(static_cast<std::int64_t>(s * 1e9 + (s >= 0 ? 0.5 : -0.5)));
 }

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 namespace gshare {
 namespace {
 
@@ -53,6 +55,15 @@ TEST(UnitsTest, FormatsAndConverts) {
   EXPECT_DOUBLE_EQ(ToSeconds(milliseconds(1500)), 1.5);
   EXPECT_EQ(TransferTime(1'000'000'000, 1e9), std::chrono::seconds(1));
   EXPECT_EQ(TransferTime(1'000, 0), Duration::zero());
+}
+
+TEST(UnitsTest, DurationFromSecondsIsChecked) {
+  EXPECT_EQ(*DurationFromSeconds(1.5), std::chrono::milliseconds(1500));
+  EXPECT_EQ(DurationFromSeconds(std::nan("")).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(DurationFromSeconds(1.0 / 0.0).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(DurationFromSeconds(1e12).status().code(), StatusCode::kOutOfRange);
+  EXPECT_EQ(DurationFromSeconds(-1e12).status().code(), StatusCode::kOutOfRange);
+  EXPECT_TRUE(DurationFromSeconds(9e9).ok());
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -56,6 +57,9 @@ Result<Duration> PositiveDurationField(const Where& where, std::string_view fiel
   }
   return *duration;
 }
+
+// The largest plain number a catalog field takes (prices, ratios, scales): larger is a typo.
+constexpr double kMaxCatalogNumber = 1e6;
 
 Result<double> NumberField(const Where& where, std::string_view field, const YAML::Node& node) {
   GSHARE_ASSIGN_OR_RETURN(std::string text, ScalarText(where, field, node));
@@ -138,6 +142,9 @@ Result<GpuType> ParseGpuType(const Where& where, const YAML::Node& item) {
       return FieldError(where, number.field, n,
                         number.strictly_positive ? "must be positive" : "must not be negative");
     }
+    if (*number.value > kMaxCatalogNumber) {
+      return FieldError(where, number.field, n, "must be at most 1e6");
+    }
   }
   if (const YAML::Node n = item["price_source"]) {
     GSHARE_ASSIGN_OR_RETURN(type.price_source, ScalarText(where, "price_source", n));
@@ -149,7 +156,9 @@ Result<GpuType> ParseGpuType(const Where& where, const YAML::Node& item) {
     for (std::size_t i = 0; i < n.size(); ++i) {
       const std::string field = fmt::format("batch_scaling[{}]", i);
       GSHARE_ASSIGN_OR_RETURN(const double scale, NumberField(where, field, n[i]));
-      if (scale <= 0) return FieldError(where, field, n[i], "must be positive");
+      if (scale <= 0 || scale > kMaxCatalogNumber) {
+        return FieldError(where, field, n[i], "must be positive and at most 1e6");
+      }
       type.batch_scaling.push_back(scale);
     }
   }
@@ -247,7 +256,9 @@ Result<FunctionSpec> ParseFunction(const Where& where, const YAML::Node& item,
   }
   if (const YAML::Node n = item["max_batch"]) {
     GSHARE_ASSIGN_OR_RETURN(spec.max_batch, IntegerField(where, "max_batch", n));
-    if (spec.max_batch < 1) return FieldError(where, "max_batch", n, "must be at least 1");
+    if (spec.max_batch < 1 || spec.max_batch > kMaxBatch) {
+      return FieldError(where, "max_batch", n, fmt::format("must be between 1 and {}", kMaxBatch));
+    }
   }
   if (const YAML::Node n = item["min_instances"]) {
     GSHARE_ASSIGN_OR_RETURN(spec.min_instances, IntegerField(where, "min_instances", n));
@@ -435,6 +446,10 @@ Result<Catalog> ParseCatalog(std::string_view yaml_text, std::string_view source
 }
 
 Result<Catalog> LoadCatalog(const std::string& path) {
+  std::error_code error;
+  if (std::filesystem::is_directory(path, error)) {
+    return InvalidArgument(fmt::format("{}: is a directory, not a catalog file", path));
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) return NotFound(fmt::format("{}: cannot open the catalog file", path));
   std::ostringstream text;

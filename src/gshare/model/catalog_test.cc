@@ -168,11 +168,20 @@ TEST(CatalogTest, RejectsInvalidValues) {
   EXPECT_NE(ErrorOf(head + "    exec_latency: 1ms\n    slo: -5ms\n").find("slo:"),
             std::string::npos);
   EXPECT_NE(ErrorOf(head + "    exec_latency: 1ms\n    max_batch: 0\n")
-                .find("max_batch: must be at least 1"),
+                .find("max_batch: must be between 1 and 4096"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf(head + "    exec_latency: 1ms\n    max_batch: 2000000000\n")
+                .find("max_batch: must be between 1 and 4096"),
             std::string::npos);
   EXPECT_NE(ErrorOf(head + "    exec_latency: 1ms\n" + "  - name: f\n    model_size: 1Mi\n" +
                     "    exec_latency: 1ms\n")
                 .find("functions[1] (f): name: 'f' is already used"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf("gpu_types:\n  - name: x\n    memory: 1Gi\n    price_per_hour: 1e300\n")
+                .find("price_per_hour: must be at most 1e6"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf("gpu_types:\n  - name: x\n    memory: 1Gi\n    price_per_hour: .nan\n")
+                .find("price_per_hour"),
             std::string::npos);
   EXPECT_NE(ErrorOf("gpu_types:\n  - name: x\n    memory: 1Gi\n    relative_latency: 0\n")
                 .find("gpu_types[0] (x): relative_latency: must be positive"),

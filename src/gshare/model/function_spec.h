@@ -39,6 +39,9 @@ struct FunctionSpec {
   int max_instances = 0;
 };
 
+// The largest batch a function may declare (max_batch): a latency table is kept per batch size.
+inline constexpr int kMaxBatch = 4096;
+
 // The most instances a function may ask for, as min_instances or max_instances.
 inline constexpr int kMaxInstancesPerFunction = 10000;
 

@@ -12,6 +12,12 @@
 namespace gshare {
 namespace {
 
+// Bounds on what a trace may say, so that every time converts exactly into a Duration and a
+// misread unit (milliseconds read as seconds, an epoch timestamp) is an error, not a silent
+// result: a trace spans at most a year; one invocation runs at most a day.
+constexpr double kMaxTraceSpanSeconds = 366.0 * 86400;
+constexpr double kMaxDurationSeconds = 86400;
+
 std::uint64_t Fnv1a(std::string_view text) {
   std::uint64_t hash = 0xcbf29ce484222325ULL;
   for (const char c : text) {
@@ -85,6 +91,12 @@ class TraceBuilder {
     }
     const double first = invocations_.front().arrival_seconds;
     for (auto& invocation : invocations_) invocation.arrival_seconds -= first;
+    if (const double span = invocations_.back().arrival_seconds; span > kMaxTraceSpanSeconds) {
+      return InvalidArgument(fmt::format(
+          "{}: the trace spans {:.0f} s from its first arrival to its last, more than the {:.0f} s "
+          "(one year) a trace may span: is a timestamp in the wrong unit?",
+          path, span, kMaxTraceSpanSeconds));
+    }
     for (auto& spec : added_) GSHARE_RETURN_IF_ERROR(catalog.AddFunction(std::move(spec)));
     RawTrace trace;
     trace.invocations = std::move(invocations_);
@@ -130,6 +142,15 @@ Status NumberError(const CsvFile& csv, std::string_view column, std::string_view
   return csv.Error(fmt::format("column '{}': '{}' is not a number", column, text));
 }
 
+Status CheckDuration(const CsvFile& csv, double duration, std::string_view text) {
+  if (duration < 0) return csv.Error(fmt::format("duration {} is negative", text));
+  if (duration > kMaxDurationSeconds) {
+    return csv.Error(
+        fmt::format("duration {} s is more than a day: is it in the wrong unit?", text));
+  }
+  return Status::Ok();
+}
+
 Result<RawTrace> ReadInvocations(CsvFile& csv, Catalog& catalog, const TraceOptions& options) {
   std::vector<std::string_view> row;
   GSHARE_RETURN_IF_ERROR(ReadHeader(csv, row));
@@ -171,7 +192,7 @@ Result<RawTrace> ReadInvocations(CsvFile& csv, Catalog& catalog, const TraceOpti
       const std::string_view text = row[static_cast<std::size_t>(duration_column)];
       if (!text.empty()) {
         if (!ParseDouble(text, duration)) return NumberError(csv, "duration", text);
-        if (duration < 0) return csv.Error(fmt::format("duration {} is negative", text));
+        GSHARE_RETURN_IF_ERROR(CheckDuration(csv, duration, text));
       }
     }
     builder.Add(last_index, timestamp, duration);
@@ -248,7 +269,7 @@ Result<RawTrace> ReadAzure2021(CsvFile& csv, Catalog& catalog, const TraceOption
     const std::string_view duration_text = row[static_cast<std::size_t>(columns[3])];
     if (!ParseDouble(end_text, end)) return NumberError(csv, "end_timestamp", end_text);
     if (!ParseDouble(duration_text, duration)) return NumberError(csv, "duration", duration_text);
-    if (duration < 0) return csv.Error(fmt::format("duration {} is negative", duration_text));
+    GSHARE_RETURN_IF_ERROR(CheckDuration(csv, duration, duration_text));
     builder.Add(builder.AzureFunction(func, app), end - duration, duration);
   }
   return builder.Commit(catalog, csv.path(), TraceFormat::kAzure2021);
@@ -291,6 +312,8 @@ bool ParseTimestamp(std::string_view text, std::int64_t& nanoseconds) {
   if (month < 1 || month > 12 || day < 1 || day > 31 || hour > 23 || minute > 59 || second > 60) {
     return false;
   }
+  // Nanoseconds since 1970 fit 64 bits until 2262: keep well inside.
+  if (year < 1970 || year > 2200) return false;
   std::int64_t fraction_ns = 0;
   if (text.size() > 19) {
     if (text[19] != '.' || text.size() == 20) return false;
@@ -343,8 +366,10 @@ Result<RawTrace> ReadAzureLlm(CsvFile& csv, Catalog& catalog, const TraceOptions
     std::int64_t ns = 0;
     const std::string_view text = row[static_cast<std::size_t>(timestamp_column)];
     if (!ParseTimestamp(text, ns)) {
-      return csv.Error(fmt::format(
-          "column 'TIMESTAMP': '{}' is not a time like 2023-11-16 18:15:46.6805900", text));
+      return csv.Error(
+          fmt::format("column 'TIMESTAMP': '{}' is not a time like 2023-11-16 18:15:46.6805900 "
+                      "(years 1970 to 2200)",
+                      text));
     }
     for (const int column : {context_column, generated_column}) {
       std::int64_t tokens = 0;
@@ -441,7 +466,9 @@ Result<Workload> BuildWorkload(const Catalog& catalog, const RawTrace& trace, co
   for (std::size_t i = 0; i < catalog.functions.size(); ++i) {
     if (dense[i] == kUnused) continue;
     std::optional<Duration> p90;
-    if (!durations[i].empty()) p90 = FromSeconds(P90(durations[i]));
+    if (!durations[i].empty()) {
+      GSHARE_ASSIGN_OR_RETURN(p90, DurationFromSeconds(P90(durations[i])));
+    }
     auto resolved = ResolveFunction(catalog.functions[i], gpu, catalog.gpu_types, p90);
     if (!resolved.ok()) return resolved.status().WithContext(fmt::format("GPU type {}", gpu.name));
     dense[i] = static_cast<std::uint32_t>(workload.functions.size());
@@ -452,7 +479,9 @@ Result<Workload> BuildWorkload(const Catalog& catalog, const RawTrace& trace, co
   for (const auto& invocation : trace.invocations) {
     Request request;
     request.function = dense[invocation.function];
-    request.arrival = AtSeconds(invocation.arrival_seconds);
+    GSHARE_ASSIGN_OR_RETURN(const Duration arrival,
+                            DurationFromSeconds(invocation.arrival_seconds));
+    request.arrival = TimePoint(arrival);
     request.deadline = request.arrival + workload.functions[request.function].slo;
     // The id holds the invocation's index until the sort below.
     request.id = workload.requests.size();
@@ -468,7 +497,9 @@ Result<Workload> BuildWorkload(const Catalog& catalog, const RawTrace& trace, co
     Request& request = workload.requests[i];
     if (has_durations) {
       const double seconds = trace.invocations[request.id].duration_seconds;
-      if (seconds > 0) workload.exec_times[i] = FromSeconds(seconds);
+      if (seconds > 0) {
+        GSHARE_ASSIGN_OR_RETURN(workload.exec_times[i], DurationFromSeconds(seconds));
+      }
     }
     request.id = i;
   }
