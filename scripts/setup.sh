@@ -9,6 +9,7 @@ packages=(
   coinor-libcbc-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   gnuplot-nox
+  clang libclang-rt-14-dev
 )
 
 missing=()

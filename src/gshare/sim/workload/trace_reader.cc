@@ -234,6 +234,12 @@ Result<RawTrace> ReadAzure2019(CsvFile& csv, Catalog& catalog, const TraceOption
         return csv.Error(
             fmt::format("column '{}': '{}' is not a non-negative count", minute + 1, text));
       }
+      if (static_cast<std::uint64_t>(count) > options.max_invocations - builder.size()) {
+        return csv.Error(
+            fmt::format("column '{}': {} more invocations make more than the {} a "
+                        "trace may hold",
+                        minute + 1, text, options.max_invocations));
+      }
       for (std::int64_t k = 0; k < count; ++k) {
         builder.Add(function, 60.0 * (static_cast<double>(minute) + arrivals.Uniform()), 0);
       }
@@ -404,6 +410,21 @@ double P90(std::vector<double>& values) {
   return values[index];
 }
 
+Result<RawTrace> ReadTraceFrom(CsvFile& csv, TraceFormat format, Catalog& catalog,
+                               const TraceOptions& options) {
+  switch (format) {
+    case TraceFormat::kInvocations:
+      return ReadInvocations(csv, catalog, options);
+    case TraceFormat::kAzure2019:
+      return ReadAzure2019(csv, catalog, options);
+    case TraceFormat::kAzure2021:
+      return ReadAzure2021(csv, catalog, options);
+    case TraceFormat::kAzureLlm:
+      return ReadAzureLlm(csv, catalog, options);
+  }
+  return Internal("unknown trace format");
+}
+
 }  // namespace
 
 Result<TraceFormat> ParseTraceFormat(std::string_view name) {
@@ -432,17 +453,13 @@ std::string_view TraceFormatName(TraceFormat format) {
 Result<RawTrace> ReadTrace(const std::string& path, TraceFormat format, Catalog& catalog,
                            const TraceOptions& options) {
   GSHARE_ASSIGN_OR_RETURN(CsvFile csv, CsvFile::Open(path));
-  switch (format) {
-    case TraceFormat::kInvocations:
-      return ReadInvocations(csv, catalog, options);
-    case TraceFormat::kAzure2019:
-      return ReadAzure2019(csv, catalog, options);
-    case TraceFormat::kAzure2021:
-      return ReadAzure2021(csv, catalog, options);
-    case TraceFormat::kAzureLlm:
-      return ReadAzureLlm(csv, catalog, options);
-  }
-  return Internal("unknown trace format");
+  return ReadTraceFrom(csv, format, catalog, options);
+}
+
+Result<RawTrace> ReadTraceText(std::string text, std::string name, TraceFormat format,
+                               Catalog& catalog, const TraceOptions& options) {
+  CsvFile csv = CsvFile::FromText(std::move(text), std::move(name));
+  return ReadTraceFrom(csv, format, catalog, options);
 }
 
 Result<Workload> BuildWorkload(const Catalog& catalog, const RawTrace& trace, const GpuType& gpu) {

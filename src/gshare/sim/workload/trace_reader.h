@@ -39,6 +39,9 @@ struct TraceOptions {
   // every request runs for its function's profiled latency. Azure Functions 2021 durations are
   // those of CPU functions, not of GPU inference, so a GPU study usually sets this.
   bool ignore_durations = false;
+  // The most invocations a trace may expand to (azure-2019 gives counts per minute): a bound on
+  // the memory a trace may take (about 24 bytes each).
+  std::uint64_t max_invocations = 500'000'000;
 };
 
 struct Invocation {
@@ -62,6 +65,9 @@ struct RawTrace {
 // content; "path: ..." for an empty file or a catalog with no functions to draw from).
 Result<RawTrace> ReadTrace(const std::string& path, TraceFormat format, Catalog& catalog,
                            const TraceOptions& options);
+// The same for trace text held in memory; `name` stands for the path in messages.
+Result<RawTrace> ReadTraceText(std::string text, std::string name, TraceFormat format,
+                               Catalog& catalog, const TraceOptions& options);
 
 // Resolves every function the trace invokes for `gpu` (default SLOs use the p90 of trace durations
 // where the trace gives them) and builds the request table. Functions the trace never invokes are

@@ -190,6 +190,12 @@ TEST_F(TraceReaderTest, Azure2019Errors) {
               "bad.csv:2: missing column: expected 7 fields, found 6");
   ExpectError(TraceFormat::kAzure2019, Azure2019("o,a,f,http,1,2,3\no,a,g,http,1,x,3\n"),
               "bad.csv:3: column '2': 'x' is not a non-negative count");
+  // Counts that would expand past the bound on invocations: an error, not an allocation.
+  ExpectError(TraceFormat::kAzure2019, Azure2019("o,a,f,http,1,2,99999999992374\n"),
+              "bad.csv:2: column '3': 99999999992374 more invocations make more than the");
+  options_.max_invocations = 5;
+  ExpectError(TraceFormat::kAzure2019, Azure2019("o,a,f,http,1,2,3\n"), "more than the 5");
+  options_ = TraceOptions{};
   catalog_ = Catalog{};
   ExpectError(TraceFormat::kAzure2019, Azure2019("o,a,f,http,1,2,3\n"),
               "no functions to draw Azure function profiles from");
@@ -248,6 +254,17 @@ TEST_F(TraceReaderTest, ReadsAzureLlm) {
   auto first = ReadTrace(path, TraceFormat::kAzureLlm, catalog_, options_);
   ASSERT_TRUE(first.ok());
   EXPECT_EQ(first->invocations[0].function, 0u);
+}
+
+TEST_F(TraceReaderTest, TimesBeyondTheirBoundsAreErrors) {
+  // An epoch timestamp among relative ones, and a duration in milliseconds read as seconds.
+  ExpectError(TraceFormat::kInvocations, "function,timestamp\nresnet50,0\nresnet50,1e12\n",
+              "more than the 31622400 s (one year) a trace may span");
+  ExpectError(TraceFormat::kInvocations, "function,timestamp,duration\nresnet50,0,250000\n",
+              "bad.csv:2: duration 250000 s is more than a day");
+  ExpectError(TraceFormat::kAzureLlm,
+              "TIMESTAMP,ContextTokens,GeneratedTokens\n4046-11-16 18:15:46.68,1,1\n",
+              "bad.csv:2: column 'TIMESTAMP': '4046-11-16 18:15:46.68' is not a time like");
 }
 
 TEST_F(TraceReaderTest, AzureLlmErrors) {

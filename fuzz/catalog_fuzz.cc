@@ -1,0 +1,16 @@
+// Fuzz target: the YAML catalog parser (functions and GPU types, as a user writes them).
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+#include "gshare/model/catalog.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  const std::string_view text(reinterpret_cast<const char*>(data), size);
+  auto catalog = gshare::ParseCatalog(text, "fuzz.yaml");
+  if (catalog.ok()) {
+    // What parses must print (the functions; GPU types of the text are not printed back).
+    (void)gshare::CatalogToYaml(*catalog);
+  }
+  return 0;
+}

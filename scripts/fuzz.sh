@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets (fuzz/) with clang, AddressSanitizer and UBSan in a tree of their
+# own, and runs each for SECONDS (default 30) from its seed corpus (fuzz/corpus/NAME). Fails on
+# the first crash, leak or undefined behaviour, leaving the input that caused it in the build
+# tree (crash-*). For a longer hunt: scripts/fuzz.sh 600 (ten minutes per target).
+#
+#   scripts/fuzz.sh [SECONDS] [BUILD_DIR]
+set -euo pipefail
+seconds="${1:-30}"
+src="$(cd "$(dirname "$0")/.." && pwd)"
+build="${2:-$src/build-fuzz}"
+case "$seconds" in '' | *[!0-9]*) echo "fuzz.sh: SECONDS must be a whole number" >&2; exit 2 ;; esac
+command -v clang++ >/dev/null || { echo "fuzz.sh: clang++ is needed (apt-get install clang)" >&2; exit 2; }
+
+flags="-fsanitize=address,undefined,fuzzer-no-link -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
+CC=clang CXX=clang++ cmake -S "$src" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DCMAKE_CXX_FLAGS="$flags" -DGSHARE_BUILD_FUZZ=ON -DGSHARE_BUILD_TESTS=OFF \
+  -DGSHARE_BUILD_BENCH=OFF -DGSHARE_BUILD_EXACT=OFF -DGSHARE_ENABLE_CUDA=OFF >/dev/null
+cmake --build "$build" -j "$(nproc)" --target gshare_catalog_fuzz gshare_trace_fuzz gshare_units_fuzz
+
+failed=0
+for name in catalog trace units; do
+  work="$build/fuzz/corpus-$name"  # new inputs go here; the committed seeds stay as they are
+  mkdir -p "$work"
+  echo "fuzz: $name for ${seconds}s"
+  if ! (cd "$build/fuzz" && UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+        "./gshare_${name}_fuzz" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=4096 \
+        -print_final_stats=1 "$work" "$src/fuzz/corpus/$name" >"$build/fuzz/$name.log" 2>&1); then
+    echo "FAIL: gshare_${name}_fuzz found a crash; see $build/fuzz/$name.log and crash-* there"
+    tail -40 "$build/fuzz/$name.log"
+    failed=1
+  else
+    grep -E '^stat::number_of_executed_units' "$build/fuzz/$name.log" | sed "s/^/  $name: /"
+  fi
+done
+if [ "$failed" -eq 0 ]; then echo "fuzz: 3 passed, 0 failed"; else echo "fuzz: some target failed"; fi
+exit "$failed"
