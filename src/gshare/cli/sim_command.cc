@@ -14,6 +14,7 @@
 #include "gshare/sched/policy_registry.h"
 #include "gshare/sim/report.h"
 #include "gshare/sim/simulator.h"
+#include "gshare/sim/workload/exec_noise.h"
 #include "gshare/sim/workload/trace_reader.h"
 
 namespace gshare::cli {
@@ -36,6 +37,7 @@ struct SimFlags {
   std::string warmup = "0s";
   std::string slice_granularity = "128Mi";
   std::string instance_cold_start = "0s";
+  std::string exec_noise = "none";
   int max_gpus = 0;
   bool quiet = false;
 };
@@ -81,6 +83,9 @@ int RunSim(const SimFlags& flags) {
     }
   }
 
+  auto noise = ParseExecNoise(flags.exec_noise);
+  if (!noise.ok()) return Fail(noise.status().WithContext("--exec-noise"));
+
   auto catalog = LoadCatalog(flags.catalog);
   if (!catalog.ok()) return Fail(catalog.status());
   auto format = ParseTraceFormat(flags.trace_format);
@@ -100,8 +105,9 @@ int RunSim(const SimFlags& flags) {
   if (!workload.ok()) return Fail(workload.status());
   workload->trace_path = flags.trace;
   workload->trace_format = std::string(TraceFormatName(*format));
+  DrawExecNoise(*noise, flags.seed, *workload);
 
-  RunInfo info{flags.seed, flags.trace, workload->trace_format, gpu->name};
+  RunInfo info{flags.seed, flags.trace, workload->trace_format, gpu->name, FormatExecNoise(*noise)};
   const double span =
       workload->requests.empty() ? 0 : SinceEpochSeconds(workload->requests.back().arrival);
   const bool show_progress = !flags.quiet && isatty(STDERR_FILENO);
@@ -190,6 +196,10 @@ void AddSimCommand(CLI::App& app, CommandContext& context) {
   cmd->add_option("--instance-cold-start", flags->instance_cold_start,
                   "Start of a function instance (process) when a restore finds none warm; "
                   "catalog min_instances are warm from the start")
+      ->capture_default_str();
+  cmd->add_option("--exec-noise", flags->exec_noise,
+                  "Execution-time noise per request: none, lognormal:SIGMA or "
+                  "lognormal:SIGMA,straggler:P:X (drawn with --seed; policies never see it)")
       ->capture_default_str();
   cmd->add_option("--max-gpus", flags->max_gpus,
                   "Most GPUs held at once (a cluster cap every policy obeys); 0: no cap")

@@ -86,6 +86,7 @@ std::string SummaryJson(const RunInfo& info, const Workload& workload,
   Json trace;
   trace["path"] = info.trace_path;
   trace["format"] = info.trace_format;
+  if (info.exec_noise != "none") trace["exec_noise"] = info.exec_noise;
   trace["gpu_type"] = info.gpu_type;
   trace["requests"] = workload.requests.size();
   trace["functions"] = workload.functions.size();

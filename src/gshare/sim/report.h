@@ -21,6 +21,7 @@ struct RunInfo {
   std::string trace_path;
   std::string trace_format;
   std::string gpu_type;
+  std::string exec_noise = "none";  // FormatExecNoise; written to the summary when not "none"
 };
 
 // The summary document as JSON text (2-space indent, trailing newline).

@@ -254,6 +254,7 @@ void SimulatedExecutor::Run(GpuId gpu_id, FunctionId function, std::span<const R
   }
   Duration exec = spec.ExecLatency(static_cast<int>(batch.size()));
   Duration longest_override{};
+  double factor_sum = 0;
   for (RequestId id : batch) {
     if (id >= workload_.requests.size() || workload_.requests[id].function != function) {
       return Fail(Internal(fmt::format("Run: request {} is not a request of '{}'", id, spec.name)));
@@ -262,12 +263,19 @@ void SimulatedExecutor::Run(GpuId gpu_id, FunctionId function, std::span<const R
     if (!workload_.exec_times.empty()) {
       longest_override = std::max(longest_override, workload_.exec_times[id]);
     }
+    if (!workload_.exec_factors.empty()) factor_sum += workload_.exec_factors[id];
   }
   if (longest_override > Duration::zero()) {
     // The trace gave this request's execution time: scale the batch latency by it.
     const double scale = static_cast<double>(longest_override.count()) /
                          static_cast<double>(spec.ExecLatency(1).count());
     exec = Duration(static_cast<std::int64_t>(static_cast<double>(exec.count()) * scale));
+  }
+  if (!workload_.exec_factors.empty()) {
+    // Execution noise: the batch latency times the mean factor of its requests (at least 1 ns).
+    const double mean = factor_sum / static_cast<double>(batch.size());
+    exec = Duration(std::max<std::int64_t>(
+        1, static_cast<std::int64_t>(static_cast<double>(exec.count()) * mean)));
   }
 
   std::int32_t index;

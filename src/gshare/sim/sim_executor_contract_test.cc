@@ -10,6 +10,7 @@
 #include "gshare/sim/sim_executor.h"
 #include "gshare/sim/sim_test_util.h"
 #include "gshare/sim/simulator.h"
+#include "gshare/sim/workload/exec_noise.h"
 
 namespace gshare {
 namespace {
@@ -123,6 +124,25 @@ TEST_P(SimPolicyTest, MaxInstancesBoundsReplicasAndColdStartsCost) {
     for (const auto& [t, d] : changes) most = std::max(most, live += d);
     EXPECT_EQ(most, 1) << "function " << f;
   }
+}
+
+TEST_P(SimPolicyTest, LearnsFromNoisyRunsItNeverSeesAhead) {
+  // The policy gets the same requests with and without noise (a Request carries no execution
+  // time); only what runs took when they ended differs, and every request is still answered.
+  Workload quiet = BurstyWorkload();
+  Workload noisy = BurstyWorkload();
+  DrawExecNoise(*ParseExecNoise("lognormal:0.5,straggler:0.05:4"), 3, noisy);
+  ASSERT_EQ(noisy.exec_factors.size(), noisy.requests.size());
+  SimulationOptions options;
+  options.policy.keep_alive = std::chrono::seconds(5);
+  options.policy.pool_idle = std::chrono::seconds(5);
+  auto a = Simulate(quiet, GetParam(), options);
+  auto b = Simulate(noisy, GetParam(), options);
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  EXPECT_EQ(b->requests, quiet.requests.size());
+  EXPECT_EQ(b->failed_requests, 0u);
+  EXPECT_NE(a->latency.max_ms, b->latency.max_ms);  // the noise reached the runs
 }
 
 INSTANTIATE_TEST_SUITE_P(EveryPolicy, SimPolicyTest, ::testing::ValuesIn(PolicyNames()),

@@ -109,6 +109,45 @@ TEST(SimulatedExecutorTest, NewcomerWaitsForTheCurrentQuantumBoundary) {
   EXPECT_EQ(executor.completion_times()[1], start + milliseconds(80));
 }
 
+TEST(SimulatedExecutorTest, ExecutionNoiseScalesABatchByItsMeanFactor) {
+  Workload w = TwoFunctionWorkload();  // a: 50 ms, restore 101 ms
+  w.functions[0].max_batch = 2;
+  w.functions[0].exec_by_batch = {milliseconds(50), milliseconds(60)};
+  AddRequest(w, 0, 0.0);
+  AddRequest(w, 0, 0.0);
+  AddRequest(w, 0, 1.0);
+  w.exec_factors = {0.5f, 1.5f, 2.0f};  // the pair averages 1.0; the third runs twice as long
+  SimulatedExecutor executor(w, {});
+  std::vector<Duration> elapsed;
+  struct Spy : ScriptedScheduler {
+    std::vector<Duration>* elapsed = nullptr;
+    void OnRunDone(GpuId g, FunctionId f, std::span<const RequestId> batch,
+                   const RunResult& result) override {
+      elapsed->push_back(result.elapsed);
+      ScriptedScheduler::OnRunDone(g, f, batch, result);
+    }
+  } spy;
+  spy.elapsed = &elapsed;
+  spy.on_request = [&](const Request& r) {
+    if (r.id == 0) {
+      ASSERT_TRUE(executor.AcquireGpu(0, Duration::zero()).ok());
+      executor.Restore(0, 0, 256 * kMiB);
+    } else if (r.id == 2) {
+      executor.Run(0, 0, std::span(&r.id, 1));
+    }
+  };
+  spy.on_restore = [&](GpuId g, FunctionId f) {
+    const RequestId pair[] = {0, 1};
+    executor.Run(g, f, pair);
+  };
+  executor.set_scheduler(&spy);
+  ASSERT_TRUE(executor.RunToEnd(nullptr).ok());
+  ASSERT_EQ(elapsed.size(), 2u);
+  EXPECT_EQ(elapsed[0], milliseconds(60));   // batch-2 latency x mean(0.5, 1.5)
+  EXPECT_EQ(elapsed[1], milliseconds(100));  // 50 ms x 2.0
+  EXPECT_EQ(executor.completion_times()[2], AtSeconds(1.1));
+}
+
 TEST(SimulatedExecutorTest, OverfullRestoreFailsTheRun) {
   Workload w = TwoFunctionWorkload();
   AddRequest(w, 0, 0.0);

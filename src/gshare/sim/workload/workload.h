@@ -18,6 +18,10 @@ struct Workload {
   // durations; empty when the trace has none. Only the simulated executor reads it: policies
   // never see it.
   std::vector<Duration> exec_times;
+  // Each request's execution-noise factor (by RequestId; a batch runs for its latency times the
+  // mean factor of its requests), drawn by DrawExecNoise; empty without noise. Only the simulated
+  // executor reads it.
+  std::vector<float> exec_factors;
   std::string trace_path;    // for the report
   std::string trace_format;  // for the report
 };
