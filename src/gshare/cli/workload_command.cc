@@ -23,6 +23,7 @@ struct WorkloadFlags {
   double diurnal_amplitude = 0.5;
   double start_hour = 6;
   std::uint64_t target_invocations = 0;
+  double slo_factor = 0;
   bool quiet = false;
 };
 
@@ -50,6 +51,7 @@ int RunWorkload(const WorkloadFlags& flags) {
   options.diurnal_amplitude = flags.diurnal_amplitude;
   options.start_hour = flags.start_hour;
   options.target_invocations = flags.target_invocations;
+  options.slo_factor = flags.slo_factor;
   if (!flags.quiet) {
     options.progress = [](int done, int total) {
       std::fprintf(stderr, "\rgenerating arrivals: %d/%d functions", done, total);
@@ -126,6 +128,10 @@ void AddWorkloadCommand(CLI::App& app, CommandContext& context) {
                   "most 1e9)")
       ->check(WholeIn(0, 1'000'000'000))
       ->capture_default_str();
+  cmd->add_option("--slo-factor", flags->slo_factor,
+                  "Every function's SLO as this x its p90 execution latency, in [1, 100] "
+                  "(default: the catalog's 1.5)")
+      ->check(FiniteIn(1, 100));
   cmd->add_flag("--quiet", flags->quiet, "No progress on stderr");
   cmd->callback([flags, &context] { context.exit_code = RunWorkload(*flags); });
 }

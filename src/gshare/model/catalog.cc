@@ -251,6 +251,14 @@ Result<FunctionSpec> ParseFunction(const Where& where, const YAML::Node& item,
   if (const YAML::Node n = item["slo"]) {
     GSHARE_ASSIGN_OR_RETURN(spec.slo, PositiveDurationField(where, "slo", n));
   }
+  if (const YAML::Node n = item["slo_factor"]) {
+    if (spec.slo) return FieldError(where, "slo_factor", n, "give slo or slo_factor, not both");
+    GSHARE_ASSIGN_OR_RETURN(const double factor, NumberField(where, "slo_factor", n));
+    if (factor < 1 || factor > 100) {
+      return FieldError(where, "slo_factor", n, "must be between 1 and 100");
+    }
+    spec.slo_factor = factor;
+  }
   if (const YAML::Node n = item["batch_memory"]) {
     GSHARE_ASSIGN_OR_RETURN(spec.batch_memory_bytes, BytesField(where, "batch_memory", n));
   }
@@ -494,6 +502,7 @@ std::string CatalogToYaml(const Catalog& catalog) {
       out += fmt::format("    reference_gpu: {}\n", YamlString(spec.reference_gpu));
     }
     if (spec.slo) out += fmt::format("    slo: {}\n", FormatDurationExact(*spec.slo));
+    if (spec.slo_factor) out += fmt::format("    slo_factor: {}\n", *spec.slo_factor);
     if (spec.max_batch != 1) out += fmt::format("    max_batch: {}\n", spec.max_batch);
     if (spec.batch_memory_bytes != 0) {
       out += fmt::format("    batch_memory: {}\n", FormatBytesExact(spec.batch_memory_bytes));

@@ -341,5 +341,32 @@ functions:
   EXPECT_NE(ErrorOf(head + "    max_instances: 1.5\n").find("max_instances"), std::string::npos);
 }
 
+TEST(CatalogTest, SloFactorParsesValidatesAndRoundTrips) {
+  constexpr char kText[] = R"(
+functions:
+  - name: f
+    model_size: 100Mi
+    exec_latency: 4ms
+    slo_factor: 5
+)";
+  auto catalog = ParseCatalog(kText, "factor.yaml");
+  ASSERT_TRUE(catalog.ok()) << catalog.status().ToString();
+  EXPECT_EQ(catalog->functions[0].slo_factor, 5.0);
+  auto resolved = ResolveFunction(catalog->functions[0], *catalog->FindGpuType("a100-40gb"),
+                                  catalog->gpu_types);
+  ASSERT_TRUE(resolved.ok());
+  EXPECT_EQ(resolved->slo, std::chrono::milliseconds(20));
+  auto again = ParseCatalog(CatalogToYaml(*catalog), "again.yaml");
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(again->functions[0].slo_factor, 5.0);
+  const std::string head =
+      "functions:\n  - name: f\n    model_size: 100Mi\n    exec_latency: 1ms\n";
+  EXPECT_NE(ErrorOf(head + "    slo_factor: 0.5\n").find("slo_factor: must be between 1 and 100"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf(head + "    slo_factor: .inf\n").find("slo_factor"), std::string::npos);
+  EXPECT_NE(ErrorOf(head + "    slo: 5ms\n    slo_factor: 3\n").find("not both"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace gshare

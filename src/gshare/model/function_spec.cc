@@ -88,8 +88,8 @@ Result<ResolvedFunction> ResolveFunction(const FunctionSpec& spec, const GpuType
     out.slo = *spec.slo;
   } else {
     const Duration p90 = p90_exec.value_or(out.exec_by_batch.front());
-    out.slo =
-        Duration(static_cast<std::int64_t>(static_cast<double>(p90.count()) * kDefaultSloFactor));
+    out.slo = Duration(static_cast<std::int64_t>(static_cast<double>(p90.count()) *
+                                                 spec.slo_factor.value_or(kDefaultSloFactor)));
   }
   if (out.slo <= Duration::zero()) {
     return InvalidArgument(fmt::format("function '{}': the SLO must be positive", spec.name));

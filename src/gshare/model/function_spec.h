@@ -30,7 +30,8 @@ struct FunctionSpec {
   std::uint64_t gpu_memory_bytes = 0;       // GPU memory held while resident (>= model_bytes)
   std::string reference_gpu = "a100-40gb";  // the type `exec_latency` refers to when it is scalar
   std::map<std::string, BatchLatency> exec_latency;  // by GPU type name
-  std::optional<Duration> slo;           // latency target; default: 1.5 x p90 execution latency
+  std::optional<Duration> slo;           // latency target; default: slo_factor x p90 execution
+  std::optional<double> slo_factor;      // without slo: the SLO is this x p90 execution (1.5)
   int max_batch = 1;                     // largest batch the function accepts
   std::uint64_t batch_memory_bytes = 0;  // extra GPU memory per request beyond the first in a batch
   // Instances (processes) of the function: kept warm at least, and at most (0: no bound). A
@@ -75,9 +76,10 @@ inline constexpr double kDefaultSloFactor = 1.5;
 
 // Resolves `spec` for `gpu`. Latency comes from the spec's entry for this GPU type, else from its
 // reference type scaled by gpu.relative_latency / reference.relative_latency. Batch sizes without
-// a figure are scaled from batch 1 with gpu.BatchScale. The SLO is the spec's, else
-// kDefaultSloFactor x `p90_exec` when given (the p90 of observed durations), else x batch-1
-// latency. Errors: no latency for this type or its reference type; gpu_memory < model size.
+// a figure are scaled from batch 1 with gpu.BatchScale. The SLO is the spec's, else its
+// slo_factor (kDefaultSloFactor when unset) x `p90_exec` when given (the p90 of observed
+// durations), else x batch-1 latency. Errors: no latency for this type or its reference type;
+// gpu_memory < model size.
 Result<ResolvedFunction> ResolveFunction(const FunctionSpec& spec, const GpuType& gpu,
                                          const std::vector<GpuType>& known_types,
                                          std::optional<Duration> p90_exec = std::nullopt);

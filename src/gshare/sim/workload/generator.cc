@@ -122,6 +122,10 @@ Result<GeneratedWorkload> GenerateWorkload(const GeneratorOptions& options) {
     FunctionSpec spec = profile;
     spec.model = profile.model.empty() ? profile.name : profile.model;
     spec.name = Padded("fn-", f, options.functions);
+    if (options.slo_factor > 0) {
+      spec.slo.reset();
+      spec.slo_factor = options.slo_factor;
+    }
     spec.tenant = Padded(
         "tenant-", static_cast<int>(random.Below(static_cast<std::uint64_t>(tenants))), tenants);
     GSHARE_RETURN_IF_ERROR(out.catalog.AddFunction(std::move(spec)));

@@ -43,6 +43,9 @@ struct GeneratorOptions {
   // in the window (diurnal factor included) is this (the spread and shape of rates are kept; the
   // 1/hour and 1/minute fractions shift).
   std::uint64_t target_invocations = 0;
+  // When > 0, every function's SLO is this x its p90 execution latency (catalog slo_factor);
+  // 0 leaves the catalog default (1.5). Larger factors give requests slack to wait in.
+  double slo_factor = 0;
   // Called now and then with (functions done, functions in all); may be empty.
   std::function<void(int, int)> progress;
 };

@@ -71,6 +71,30 @@ TEST(GeneratorTest, SameSeedGivesByteIdenticalFiles) {
   fs::remove_all(dir);
 }
 
+TEST(GeneratorTest, SloFactorGivesEveryFunctionItsSlack) {
+  GeneratorOptions options;
+  options.functions = 50;
+  options.duration = std::chrono::minutes(1);
+  options.slo_factor = 3;
+  auto workload = GenerateWorkload(options);
+  ASSERT_TRUE(workload.ok()) << workload.status().ToString();
+  const GpuType& gpu = *workload->catalog.FindGpuType("a100-40gb");
+  for (const FunctionSpec& spec : workload->catalog.functions) {
+    ASSERT_TRUE(spec.slo_factor.has_value()) << spec.name;
+    EXPECT_FALSE(spec.slo.has_value()) << spec.name;
+    auto resolved = ResolveFunction(spec, gpu, workload->catalog.gpu_types);
+    ASSERT_TRUE(resolved.ok()) << resolved.status().ToString();
+    // No trace durations: 3 x the batch-1 latency (to the nanosecond).
+    EXPECT_NEAR(static_cast<double>(resolved->slo.count()),
+                3.0 * static_cast<double>(resolved->ExecLatency(1).count()), 1.0)
+        << spec.name;
+  }
+  options.slo_factor = 0;  // the default writes no factor: the catalog's 1.5 applies
+  auto plain = GenerateWorkload(options);
+  ASSERT_TRUE(plain.ok());
+  for (const FunctionSpec& spec : plain->catalog.functions) EXPECT_FALSE(spec.slo_factor);
+}
+
 TEST(GeneratorTest, RatesAndSizesMatchThePublishedFractions) {
   GeneratorOptions options;
   options.functions = 20000;
