@@ -174,10 +174,11 @@ std::uint64_t FaaSwapPolicy::ReserveBytes(FunctionId function) const {
   return spec.MemoryForBatch(spec.max_batch);
 }
 
-Duration FaaSwapPolicy::SwapTime(const PoolGpu& gpu, FunctionId function) const {
+Duration FaaSwapPolicy::SwapTime(const PoolGpu& gpu, FunctionId function,
+                                 Duration bind_delay) const {
   return context_.executor->TypeOf(gpu.gpu).RestoreTime(
              (*context_.functions)[function].model_bytes) +
-         context_.executor->Instances(function).BindDelay();
+         bind_delay;
 }
 
 void FaaSwapPolicy::OnRequest(const Request& request) {
@@ -204,11 +205,12 @@ std::size_t FaaSwapPolicy::Place(const Request& request) {
   const TimePoint now = context_.executor->Now();
   const Duration exec = estimator_.Estimate(request.function, 1);
   const GpuType& default_type = context_.executor->gpu_types()[0];
+  const InstanceView instances = context_.executor->Instances(request.function);
+  const Duration bind_delay = instances.BindDelay();
   const Duration swap =
-      default_type.RestoreTime((*context_.functions)[request.function].model_bytes) +
-      context_.executor->Instances(request.function).BindDelay();
+      default_type.RestoreTime((*context_.functions)[request.function].model_bytes) + bind_delay;
   // A function at its max_instances can only go where its model is held.
-  const bool can_bind = context_.executor->Instances(request.function).CanBind();
+  const bool can_bind = instances.CanBind();
   std::size_t best = kNoSlot;
   TimePoint best_done = TimePoint::max();
   auto consider = [&](std::size_t slot) {
@@ -217,7 +219,7 @@ std::size_t FaaSwapPolicy::Place(const Request& request) {
     if (!has_model && (!can_bind || gpu.capacity < ReserveBytes(request.function))) return;
     const TimePoint start = std::max(now, FreeKey(gpu));
     const TimePoint done =
-        start + (has_model ? Duration::zero() : SwapTime(gpu, request.function)) + exec;
+        start + (has_model ? Duration::zero() : SwapTime(gpu, request.function, bind_delay)) + exec;
     if (done < best_done || (done == best_done && slot < best)) {
       best_done = done;
       best = slot;
@@ -277,9 +279,12 @@ void FaaSwapPolicy::Forward(RequestId id) {
   PoolGpu& gpu = pool_[slot];
   const TimePoint now = context_.executor->Now();
   const bool has_model = HasModel(gpu, request.function);
-  SetPredictedFree(slot, std::max({now, gpu.predicted_free_at, gpu.ready_at}) +
-                             (has_model ? Duration::zero() : SwapTime(gpu, request.function)) +
-                             estimator_.Estimate(request.function, 1));
+  SetPredictedFree(
+      slot, std::max({now, gpu.predicted_free_at, gpu.ready_at}) +
+                (has_model ? Duration::zero()
+                           : SwapTime(gpu, request.function,
+                                      context_.executor->Instances(request.function).BindDelay())) +
+                estimator_.Estimate(request.function, 1));
   gpu.queue.push_back(id);
   gpu.idle_generation += 1;
   Advance(slot);

@@ -113,7 +113,9 @@ class FaaSwapPolicy final : public Scheduler {
   void RepairModelIndex(FunctionId function);
   void SetPredictedFree(std::size_t slot, TimePoint predicted_free_at);
   void MaybeIdle(std::size_t pool_index);
-  Duration SwapTime(const PoolGpu& gpu, FunctionId function) const;
+  // Restore onto this GPU's type plus `bind_delay` (Instances(function).BindDelay(), which the
+  // caller reads once per decision).
+  Duration SwapTime(const PoolGpu& gpu, FunctionId function, Duration bind_delay) const;
   std::uint64_t ReserveBytes(FunctionId function) const;
 
   SchedulerContext context_;

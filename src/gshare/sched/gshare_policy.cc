@@ -118,9 +118,10 @@ TimePoint GSharePolicy::PredictFinishOnSlice(const GpuState& gpu, const Slice& s
 }
 
 TimePoint GSharePolicy::PredictFinishNewSlice(const GpuState& gpu, FunctionId function,
-                                              TimePoint key, Duration exec) const {
+                                              Duration restore, TimePoint key,
+                                              Duration exec) const {
   const TimePoint now = context_.executor->Now();
-  TimePoint start = std::max({now, gpu.copy_free_at, gpu.ready_at}) + PredictRestore(function);
+  TimePoint start = std::max({now, gpu.copy_free_at, gpu.ready_at}) + restore;
   if (gpu.running) start = std::max(start, gpu.busy_until);
   return start + QueuedAhead(gpu, function, key) + exec;
 }
@@ -270,6 +271,7 @@ void GSharePolicy::Bind(FunctionId function) {
 GSharePolicy::Placement GSharePolicy::FindNewSlice(FunctionId function, const Request& head,
                                                    Duration exec) {
   const std::uint64_t bytes = SliceBytes(function);
+  const Duration restore = PredictRestore(function);  // the same on every candidate
   Placement best;
   // Best fit: the alive GPU with the least free memory that holds the slice and meets the
   // deadline; failing that, the earliest finish among those examined.
@@ -280,7 +282,7 @@ GSharePolicy::Placement GSharePolicy::FindNewSlice(FunctionId function, const Re
     const GpuState& gpu = gpus_[slot];
     if (gpu.slices.contains(function)) continue;
     ++examined;
-    const TimePoint finish = PredictFinishNewSlice(gpu, function, KeyOf(head), exec);
+    const TimePoint finish = PredictFinishNewSlice(gpu, function, restore, KeyOf(head), exec);
     if (finish <= head.deadline) return Placement{true, slot, false, finish};
     if (finish < best.finish) best = Placement{true, slot, false, finish};
   }
@@ -298,7 +300,7 @@ GSharePolicy::Placement GSharePolicy::FindNewSlice(FunctionId function, const Re
       if (Evictable(gpu, f, slice)) available += slice.bytes;
     }
     if (available < bytes) continue;
-    const TimePoint finish = PredictFinishNewSlice(gpu, function, KeyOf(head), exec);
+    const TimePoint finish = PredictFinishNewSlice(gpu, function, restore, KeyOf(head), exec);
     if (finish < best.finish) best = Placement{true, slot, true, finish};
     if (finish <= head.deadline) break;
   }

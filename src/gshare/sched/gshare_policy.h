@@ -158,8 +158,9 @@ class GSharePolicy final : public Scheduler {
   Duration QueuedAhead(const GpuState& gpu, FunctionId function, TimePoint key) const;
   TimePoint PredictFinishOnSlice(const GpuState& gpu, const Slice& slice, FunctionId function,
                                  TimePoint key, Duration exec) const;
-  TimePoint PredictFinishNewSlice(const GpuState& gpu, FunctionId function, TimePoint key,
-                                  Duration exec) const;
+  // `restore`: PredictRestore(function), computed once by the caller for all candidates.
+  TimePoint PredictFinishNewSlice(const GpuState& gpu, FunctionId function, Duration restore,
+                                  TimePoint key, Duration exec) const;
   TimePoint KeyOf(const Request& request) const;
   bool Evictable(const GpuState& gpu, FunctionId function, const Slice& slice) const;
 
