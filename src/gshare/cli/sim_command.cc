@@ -67,12 +67,10 @@ int RunSim(const SimFlags& flags) {
   auto cold_start = ParseDuration(flags.instance_cold_start);
   if (!cold_start.ok()) return Fail(cold_start.status().WithContext("--instance-cold-start"));
   options.executor.instance_cold_start = *cold_start;
-  if (flags.max_gpus < 0) return Fail(InvalidArgument("--max-gpus must be >= 0 (0: no cap)"));
   options.executor.max_gpus = flags.max_gpus;
   if (options.executor.quantum <= Duration::zero()) {
     return Fail(InvalidArgument("--quantum must be positive"));
   }
-  if (flags.proxy_overhead < 0) return Fail(InvalidArgument("--proxy-overhead must be >= 0"));
   options.policy.proxy_overhead_fraction = flags.proxy_overhead;
   for (const auto& policy : flags.policies) {
     bool known = false;

@@ -260,8 +260,11 @@ std::size_t FaaSwapPolicy::Place(const Request& request) {
   if (best == kNoSlot && !alive_.empty() && !can_bind) {
     // Every instance is bound where the model is not held: wait on the GPU that frees first.
     Promote(now);
-    if (!idle_slots_.empty()) best = *idle_slots_.begin();
-    if (!by_free_time_.empty()) best = by_free_time_.begin()->second;
+    if (!idle_slots_.empty()) {
+      best = *idle_slots_.begin();
+    } else if (!by_free_time_.empty()) {
+      best = by_free_time_.begin()->second;
+    }
   }
   return best;
 }
@@ -386,7 +389,8 @@ void FaaSwapPolicy::RetryBlocked() {
 
 void FaaSwapPolicy::MaybeIdle(std::size_t slot) {
   PoolGpu& gpu = pool_[slot];
-  if (!gpu.alive || gpu.running || gpu.restoring || !gpu.queue.empty()) return;
+  // A GPU still starting is not idle: OnGpuReady looks again.
+  if (!gpu.alive || !gpu.ready || gpu.running || gpu.restoring || !gpu.queue.empty()) return;
   gpu.idle_generation += 1;
   context_.executor->SetTimer(
       context_.executor->Now() + options_.pool_idle,
@@ -543,8 +547,8 @@ void FaaSwapPolicy::OnTimer(std::uint64_t token) {
   const std::size_t slot = static_cast<std::size_t>((token & kPayloadMask) >> 32);
   const auto generation = static_cast<std::uint32_t>(token & 0xFFFFFFFFu);
   PoolGpu& gpu = pool_[slot];
-  if (!gpu.alive || gpu.idle_generation != generation || gpu.running || gpu.restoring ||
-      !gpu.queue.empty() || !gpu.evicting.empty()) {
+  if (!gpu.alive || !gpu.ready || gpu.idle_generation != generation || gpu.running ||
+      gpu.restoring || !gpu.queue.empty() || !gpu.evicting.empty()) {
     return;
   }
   // Discard what is clean; a model that must be copied back first keeps the GPU until then

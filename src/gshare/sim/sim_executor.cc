@@ -273,9 +273,11 @@ void SimulatedExecutor::Run(GpuId gpu_id, FunctionId function, std::span<const R
   }
   if (!workload_.exec_factors.empty()) {
     // Execution noise: the batch latency times the mean factor of its requests (at least 1 ns).
+    // Clamped to 30 days: a trace duration (at most a day) times a straggler's factor stays a
+    // finite, representable time.
     const double mean = factor_sum / static_cast<double>(batch.size());
-    exec = Duration(std::max<std::int64_t>(
-        1, static_cast<std::int64_t>(static_cast<double>(exec.count()) * mean)));
+    const double ns = std::min(static_cast<double>(exec.count()) * mean, 30 * 86400e9);
+    exec = Duration(std::max<std::int64_t>(1, static_cast<std::int64_t>(ns)));
   }
 
   std::int32_t index;
