@@ -20,7 +20,8 @@ FaaSwapPolicy::FaaSwapPolicy(const SchedulerContext& context, const PolicyOption
       options_(options),
       estimator_(context.functions),
       model_idle_(context.functions->size()),
-      model_busy_(context.functions->size()) {}
+      model_busy_(context.functions->size()),
+      sizer_(options) {}
 
 void FaaSwapPolicy::OnFunctionAdded(FunctionId function) {
   if (function >= model_idle_.size()) {
@@ -234,11 +235,12 @@ std::size_t FaaSwapPolicy::Place(const Request& request) {
   const FunctionId f = request.function;
   if (!model_idle_[f].empty()) consider(*model_idle_[f].begin());
   if (!model_busy_[f].empty()) consider(model_busy_[f].begin()->second);
-  // Grow when the best GPU misses the deadline because of the work queued on it: an idle GPU
-  // would finish the request sooner.
-  const bool contention = now + swap + exec < best_done;
-  const bool may_start = starting_ < MaxStartingGpus(alive_.size(), options_.pool_growth_fraction);
-  if ((alive_.empty() || (best_done > request.deadline && contention)) && may_start && can_bind) {
+  // Grow when the best GPU (starting ones included) misses the deadline because of the work
+  // queued on it, and a GPU asked for now would finish the request sooner (PoolSizer).
+  const bool grow = alive_.empty()
+                        ? sizer_.MayStart()
+                        : sizer_.ShouldGrow(now, swap + exec, best_done, request.deadline);
+  if (grow && can_bind) {
     const auto acquired = AcquireFirstAvailable(*context_.executor, options_.instance_start,
                                                 ReserveBytes(request.function));
     if (!acquired.ok()) return best;  // no growth; kNoSlot when the pool is empty
@@ -248,13 +250,13 @@ std::size_t FaaSwapPolicy::Place(const Request& request) {
     PoolGpu& gpu = pool_.back();
     gpu.gpu = id;
     gpu.capacity = context_.executor->TypeOf(id).memory_bytes;
-    gpu.ready = options_.instance_start <= Duration::zero();
-    gpu.ready_at = now + options_.instance_start;
+    gpu.ready = sizer_.StartsReady();
+    gpu.ready_at = now + sizer_.startup();
     gpu.predicted_free_at = gpu.ready_at;
     alive_.push_back(slot);
     IndexInsert(slot);
     slot_of_gpu_[id] = slot;
-    if (!gpu.ready) starting_ += 1;
+    sizer_.Added(gpu.ready);
     if (best == kNoSlot) best = slot;
   }
   if (best == kNoSlot && !alive_.empty() && !can_bind) {
@@ -400,7 +402,7 @@ void FaaSwapPolicy::MaybeIdle(std::size_t slot) {
 void FaaSwapPolicy::OnGpuReady(GpuId id) {
   const std::size_t slot = slot_of_gpu_.at(id);
   pool_[slot].ready = true;
-  starting_ -= 1;
+  sizer_.BecameReady();
   Advance(slot);
   MaybeIdle(slot);
 }
@@ -516,12 +518,12 @@ void FaaSwapPolicy::Retire(std::size_t slot) {
   gpu.restoring = false;
   slot_of_gpu_.erase(gpu.gpu);
   alive_.erase(std::find(alive_.begin(), alive_.end(), slot));
+  sizer_.Removed(gpu.ready);
 }
 
 void FaaSwapPolicy::OnGpuLost(GpuId id, std::span<const RequestId> lost, const Status& status) {
   const std::size_t slot = slot_of_gpu_.at(id);
   PoolGpu& gpu = pool_[slot];
-  if (!gpu.ready) starting_ -= 1;
   std::deque<RequestId> queued;
   queued.swap(gpu.queue);
   Retire(slot);

@@ -9,9 +9,7 @@
 // models stay resident and attract their requests). Each GPU serves its queue in FIFO order, one
 // batch at a time (consecutive requests of one function form a batch); the copy engine restores
 // the next queued model (within the next 8 requests) while the current batch runs. The pool grows
-// by one GPU when the best predicted finish misses the request's deadline and an idle GPU would
-// finish it sooner (the miss comes from queued work), with at most
-// PolicyOptions::pool_growth_fraction of the pool starting at once; a GPU idle for
+// by one GPU by the rule every pooled policy shares (PoolSizer); a GPU idle for
 // PolicyOptions::pool_idle leaves the pool.
 //
 // Failures: a refused GPU stops the pool's growth (with no GPU at all, the request is answered
@@ -32,6 +30,7 @@
 
 #include "gshare/sched/exec_estimator.h"
 #include "gshare/sched/policy_options.h"
+#include "gshare/sched/pool_sizer.h"
 #include "gshare/sched/request_table.h"
 #include "gshare/sched/scheduler.h"
 
@@ -134,7 +133,7 @@ class FaaSwapPolicy final : public Scheduler {
   std::set<std::pair<TimePoint, std::size_t>> by_free_time_;
   std::vector<std::set<std::size_t>> model_idle_;
   std::vector<std::set<std::pair<TimePoint, std::size_t>>> model_busy_;
-  int starting_ = 0;
+  PoolSizer sizer_;
   std::vector<std::size_t> blocked_;  // GPUs whose queue head waits for an instance
   std::vector<RequestId> batch_;      // scratch
 };

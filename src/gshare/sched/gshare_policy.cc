@@ -33,6 +33,7 @@ GSharePolicy::GSharePolicy(std::string name, const SchedulerContext& context,
       knobs_(options.gshare),
       estimator_(context.functions),
       functions_(context.functions->size()),
+      pool_(options),
       margin_(options.gshare.initial_margin),
       is_unplaced_(context.functions->size(), false) {}
 
@@ -243,7 +244,7 @@ void GSharePolicy::Bind(FunctionId function) {
         return;
       }
     }
-    if (AtGpuLimit()) {
+    if (pool_.AtCap()) {
       // Every GPU is full of busy slices: retry when a run or restore ends.
       Unplaced(function);
       return;
@@ -252,7 +253,7 @@ void GSharePolicy::Bind(FunctionId function) {
     if (!slot) {
       // Refused: wait for memory on the GPUs there are (or for one that is being released to
       // go, which frees the executor's capacity); with none, nothing will free.
-      if (alive_ == 0 && retiring_ == 0) {
+      if (pool_.alive() == 0 && retiring_ == 0) {
         FailPending(function, last_refusal_);
       } else {
         Unplaced(function);
@@ -308,12 +309,10 @@ GSharePolicy::Placement GSharePolicy::FindNewSlice(FunctionId function, const Re
 }
 
 bool GSharePolicy::GrowPoolIfShort(const Request& request, TimePoint best_finish) {
-  // Only when the miss comes from work queued on the GPUs: an idle GPU would finish sooner.
-  const TimePoint now = context_.executor->Now();
-  const TimePoint idle_finish =
-      now + PredictRestore(request.function) + PredictExec(request.function, 1);
-  if (starting_ >= MaxStartingGpus(alive_, options_.pool_growth_fraction) ||
-      idle_finish >= best_finish || AtGpuLimit()) {
+  // Only when the miss comes from work queued on the GPUs there are (starting ones included): a
+  // GPU asked for now would finish sooner.
+  const Duration work = PredictRestore(request.function) + PredictExec(request.function, 1);
+  if (!pool_.ShouldGrow(context_.executor->Now(), work, best_finish, request.deadline)) {
     return false;
   }
   return AcquireGpu(request.function).has_value();
@@ -323,10 +322,6 @@ void GSharePolicy::SetCheck(FunctionId function, TimePoint at) {
   FunctionState& fs = functions_[function];
   fs.check_generation += 1;
   context_.executor->SetTimer(at, Token(kCheckTag, function, fs.check_generation));
-}
-
-bool GSharePolicy::AtGpuLimit() const {
-  return options_.max_gpus > 0 && alive_ >= static_cast<std::size_t>(options_.max_gpus);
 }
 
 void GSharePolicy::Unplaced(FunctionId function) {
@@ -358,14 +353,13 @@ std::optional<std::size_t> GSharePolicy::AcquireGpu(FunctionId function) {
   gpus_.emplace_back();
   GpuState& gpu = gpus_.back();
   gpu.gpu = id;
-  gpu.ready = options_.instance_start <= Duration::zero();
-  gpu.ready_at = now + std::max(options_.instance_start, Duration::zero());
+  gpu.ready = pool_.StartsReady();
+  gpu.ready_at = now + pool_.startup();
   gpu.copy_free_at = gpu.ready_at;
   gpu.free_bytes = context_.executor->TypeOf(id).memory_bytes;
   by_free_.insert({gpu.free_bytes, slot});
   slot_of_[id] = slot;
-  alive_ += 1;
-  if (!gpu.ready) starting_ += 1;
+  pool_.Added(gpu.ready);
   return slot;
 }
 
@@ -613,7 +607,7 @@ void GSharePolicy::OnGpuReady(GpuId id) {
   const std::size_t slot = slot_of_.at(id);
   GpuState& gpu = gpus_[slot];
   gpu.ready = true;
-  starting_ -= 1;
+  pool_.BecameReady();
   IssueRestore(slot);
   MaybeIdle(slot);
 }
@@ -676,8 +670,7 @@ void GSharePolicy::OnGpuLost(GpuId id, std::span<const RequestId> lost, const St
     for (FunctionId f : affected) DropSlice(slot, f);
     by_free_.erase({gpu.free_bytes, slot});
     gpu.alive = false;
-    alive_ -= 1;
-    if (!gpu.ready) starting_ -= 1;
+    pool_.Removed(gpu.ready);
   }
   gpu.slices.clear();
   gpu.deferred_restores.clear();
@@ -720,7 +713,7 @@ void GSharePolicy::Release(std::size_t slot) {
   gpu.slices.clear();
   by_free_.erase({gpu.free_bytes, slot});
   gpu.alive = false;
-  alive_ -= 1;
+  pool_.Removed(gpu.ready);
   if (!gpu.evicting.empty()) {
     gpu.retiring = true;  // released when the copies end (FinishEviction)
     retiring_ += 1;

@@ -19,9 +19,8 @@
 //    device copy (the host snapshot is still valid) and costs no copy;
 //  - adapts its margin toward a target SLO attainment: it grows when recent attainment falls
 //    short and shrinks slowly otherwise (aggressive but safe);
-//  - grows the pool by one GPU when no choice meets a request's deadline and an idle GPU would
-//    finish it sooner (the miss comes from queued work), with at most
-//    PolicyOptions::pool_growth_fraction of the pool starting at once;
+//  - grows the pool by one GPU when no choice (starting GPUs included) meets a request's deadline
+//    and a GPU asked for now would finish it sooner (PoolSizer);
 //    releases a GPU idle for PolicyOptions::pool_idle.
 // Work per event: O(log G) in the number of GPUs, plus at most 64 candidate GPUs examined for a
 // new slice (and their slices, on the eviction path); no scan over all functions or all GPUs.
@@ -49,6 +48,7 @@
 
 #include "gshare/sched/exec_estimator.h"
 #include "gshare/sched/policy_options.h"
+#include "gshare/sched/pool_sizer.h"
 #include "gshare/sched/request_table.h"
 #include "gshare/sched/scheduler.h"
 
@@ -143,7 +143,6 @@ class GSharePolicy final : public Scheduler {
   void Observe(const Request& request, TimePoint completion);
   void RetryUnplaced();
   void Unplaced(FunctionId function);
-  bool AtGpuLimit() const;
   // Takes the function's slice off the GPU's books (it is gone or going).
   void DropSlice(std::size_t slot, FunctionId function);
   // Puts requests whose run failed back at the head of their function's queue, or answers them.
@@ -174,10 +173,9 @@ class GSharePolicy final : public Scheduler {
   std::deque<GpuState> gpus_;  // by slot; a deque so references stay valid as it grows
   std::unordered_map<GpuId, std::size_t> slot_of_;
   std::set<std::pair<std::uint64_t, std::size_t>> by_free_;  // (free bytes, slot) of alive GPUs
-  std::size_t alive_ = 0;
+  PoolSizer pool_;
   std::size_t retiring_ = 0;  // GPUs out of the pool whose copies back still run
-  int starting_ = 0;
-  Status last_refusal_;  // the executor's answer when it last refused a GPU
+  Status last_refusal_;       // the executor's answer when it last refused a GPU
   double margin_;
   double recent_attainment_ = 1.0;  // exponentially weighted
   std::vector<RequestId> batch_;    // scratch

@@ -23,8 +23,9 @@ struct PolicyOptions {
   // Shared pools: GPUs that may be starting at once, as a fraction of the pool (at least one), so
   // a pool under a burst grows by this fraction per instance start.
   double pool_growth_fraction = 0.25;
-  // gshare: the most GPUs the pool may hold at once; 0 means no limit (the optimality-gap study
-  // gives the online policy exactly the exact solver's GPUs).
+  // Shared pools (faaswap, gshare): the most GPUs the pool may hold at once; 0 means no limit (the
+  // optimality-gap study gives the online policy exactly the exact solver's GPUs). A cluster cap
+  // that every policy obeys is the executor's (gshare sim --max-gpus).
   int max_gpus = 0;
   // Time from asking for a new GPU (a function instance, a pool GPU) until it can take a restore:
   // VM or container start plus CUDA context creation. Not counting the model load, which the
@@ -49,15 +50,5 @@ struct PolicyOptions {
   };
   GShare gshare;
 };
-
-}  // namespace gshare
-
-namespace gshare {
-
-// How many GPUs a shared pool of `alive` GPUs (starting ones included) may have starting at once.
-inline int MaxStartingGpus(std::size_t alive, double growth_fraction) {
-  const auto n = static_cast<int>(static_cast<double>(alive) * growth_fraction);
-  return n < 1 ? 1 : n;
-}
 
 }  // namespace gshare

@@ -88,6 +88,7 @@ Result<GpuId> FakeExecutor::AcquireGpu(GpuTypeId type, Duration startup) {
   gpu.ready = startup <= Duration::zero();
   gpus_.push_back(gpu);
   ++gpus_held_;
+  peak_gpus_held_ = std::max(peak_gpus_held_, gpus_held_);
   types_acquired_.insert(type);
   if (!gpus_.back().ready) events_.Push(now_ + startup, Event{Kind::kGpuReady, id, 0, 0});
   return id;

@@ -86,6 +86,7 @@ class FakeExecutor final : public Executor {
   // Requests delivered to the scheduler and not answered yet.
   std::size_t unanswered() const { return arrived_ - answers_.size(); }
   int gpus_held() const { return gpus_held_; }
+  int peak_gpus_held() const { return peak_gpus_held_; }  // the most held at once
   std::size_t slices() const;  // slices on held GPUs
   const std::vector<std::string>& violations() const { return violations_; }
   std::uint64_t restores() const { return restores_; }
@@ -161,6 +162,7 @@ class FakeExecutor final : public Executor {
   TimerQueue<Event> events_;
   std::vector<Gpu> gpus_;
   int gpus_held_ = 0;
+  int peak_gpus_held_ = 0;
   std::map<RequestId, Request> requests_;  // scripted
   std::set<RequestId> delivered_;          // arrived: given to the scheduler
   std::map<RequestId, Answer> answers_;
