@@ -33,6 +33,8 @@ struct SimFlags {
   std::string pool_idle = "1m";
   std::string instance_start = "2s";
   double proxy_overhead = 0.40;
+  double concurrency_target = 0.70;
+  double safety_margin = 0.40;
   std::string quantum = "20ms";
   std::string warmup = "0s";
   std::string slice_granularity = "128Mi";
@@ -72,6 +74,8 @@ int RunSim(const SimFlags& flags) {
     return Fail(InvalidArgument("--quantum must be positive"));
   }
   options.policy.proxy_overhead_fraction = flags.proxy_overhead;
+  options.policy.concurrency_target = flags.concurrency_target;
+  options.policy.gshare.safety_margin = flags.safety_margin;
   for (const auto& policy : flags.policies) {
     bool known = false;
     for (auto name : PolicyNames()) known = known || name == policy;
@@ -184,6 +188,15 @@ void AddSimCommand(CLI::App& app, CommandContext& context) {
   cmd->add_option("--proxy-overhead", flags->proxy_overhead,
                   "faaswap: proxy forwarding delay as a fraction of batch-1 execution")
       ->check(FiniteIn(0, 100))
+      ->capture_default_str();
+  cmd->add_option("--concurrency-target", flags->concurrency_target,
+                  "keepalive, faascache: requests per instance the autoscaler aims at, as a "
+                  "fraction of max_batch (Knative's target percentage)")
+      ->check(FiniteIn(0.05, 10))
+      ->capture_default_str();
+  cmd->add_option("--safety-margin", flags->safety_margin,
+                  "gshare: predicted execution = estimate x (1 + margin)")
+      ->check(FiniteIn(0, 10))
       ->capture_default_str();
   cmd->add_option("--quantum", flags->quantum, "Time-slice quantum of GPU compute")
       ->capture_default_str();

@@ -34,7 +34,7 @@ GSharePolicy::GSharePolicy(std::string name, const SchedulerContext& context,
       estimator_(context.functions),
       functions_(context.functions->size()),
       pool_(options),
-      margin_(options.gshare.initial_margin),
+      margin_(options.gshare.safety_margin),
       is_unplaced_(context.functions->size(), false) {}
 
 void GSharePolicy::OnFunctionAdded(FunctionId function) {

@@ -20,7 +20,7 @@ SimulationOptions HandOptions(int max_gpus = 0) {
   options.policy.instance_start = Duration::zero();
   options.policy.pool_idle = seconds(10);
   options.policy.max_gpus = max_gpus;
-  options.policy.gshare.initial_margin = 0.4;
+  options.policy.gshare.safety_margin = 0.4;
   options.policy.gshare.adapt_margin = false;
   return options;
 }

@@ -15,6 +15,11 @@ struct PolicyOptions {
   // 15 minutes: the keep-alive window of common FaaS platforms and of the gShare paper's
   // keep-alive baseline.
   Duration keep_alive = std::chrono::minutes(15);
+  // keepalive, faascache: the autoscaler's concurrency target per instance, as a fraction of what
+  // an instance holds at once (one batch of the function's max_batch): Knative's
+  // container-concurrency-target-percentage, 70% by default. Instances are added while the
+  // requests queued and running exceed the target times the instances there are.
+  double concurrency_target = 0.70;
   // Shared pools (faaswap, gshare): how long a GPU with no work in flight stays in the pool before
   // its models are dropped and it is released. The same for every pooled policy, so they differ
   // only in how they place work. One minute: long enough to ride out gaps between bursts, short
@@ -44,9 +49,12 @@ struct PolicyOptions {
     bool lazy = true;         // wait for a resident slice while the deadline allows
     bool slack_order = true;  // serve a GPU's waiting functions by deadline (else by arrival)
     bool fast_swap = true;    // evict by discarding (host snapshot valid); else checkpoint first
-    double initial_margin = 0.40;     // predicted execution = profile x (1 + margin)
-    double target_attainment = 0.99;  // the margin adapts toward this SLO attainment
-    bool adapt_margin = true;
+    // Predicted execution = estimate x (1 + safety_margin): fixed, +40% as in the paper.
+    double safety_margin = 0.40;
+    // The variant gshare-adaptive: the margin starts at safety_margin and adapts toward this SLO
+    // attainment (grows when recent attainment falls short, shrinks slowly otherwise).
+    bool adapt_margin = false;
+    double target_attainment = 0.99;
   };
   GShare gshare;
 };

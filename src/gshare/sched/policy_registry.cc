@@ -10,7 +10,8 @@ namespace gshare {
 
 const std::vector<std::string_view>& PolicyNames() {
   static const std::vector<std::string_view> names = {
-      "keepalive", "faaswap", "gshare", "fifo", "gshare-no-lazy", "gshare-no-fast-swap"};
+      "keepalive",           "faaswap",        "gshare", "fifo", "gshare-no-lazy",
+      "gshare-no-fast-swap", "gshare-adaptive"};
   return names;
 }
 
@@ -27,7 +28,7 @@ Result<std::unique_ptr<Scheduler>> MakePolicy(std::string_view name,
     return std::unique_ptr<Scheduler>(std::make_unique<FaaSwapPolicy>(context, options));
   }
   if (name == "gshare" || name == "fifo" || name == "gshare-no-lazy" ||
-      name == "gshare-no-fast-swap") {
+      name == "gshare-no-fast-swap" || name == "gshare-adaptive") {
     PolicyOptions variant = options;
     if (name == "fifo") {
       variant.gshare.lazy = false;
@@ -36,6 +37,8 @@ Result<std::unique_ptr<Scheduler>> MakePolicy(std::string_view name,
       variant.gshare.lazy = false;
     } else if (name == "gshare-no-fast-swap") {
       variant.gshare.fast_swap = false;
+    } else if (name == "gshare-adaptive") {
+      variant.gshare.adapt_margin = true;
     }
     return std::unique_ptr<Scheduler>(
         std::make_unique<GSharePolicy>(std::string(name), context, variant));
