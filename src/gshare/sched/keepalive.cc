@@ -3,9 +3,15 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 
 namespace gshare {
 namespace {
+
+// Knative's stable window: the autoscaler's concurrency average follows the load this fast.
+constexpr double kStableWindowSeconds = 60.0;
+// Instances started per decision at most: bounds the work per event.
+constexpr int kMaxScaleOutPerEvent = 64;
 
 // A timer token carries the instance and the idle period it was set for.
 std::uint64_t MakeToken(std::uint32_t instance, std::uint32_t generation) {
@@ -14,9 +20,11 @@ std::uint64_t MakeToken(std::uint32_t instance, std::uint32_t generation) {
 
 }  // namespace
 
-KeepAlivePolicy::KeepAlivePolicy(const SchedulerContext& context, const PolicyOptions& options)
+KeepAlivePolicy::KeepAlivePolicy(const SchedulerContext& context, const PolicyOptions& options,
+                                 bool greedy_dual)
     : context_(context),
       options_(options),
+      greedy_dual_(greedy_dual),
       estimator_(context.functions),
       functions_(context.functions->size()) {}
 
@@ -41,22 +49,70 @@ void KeepAlivePolicy::OnRequest(const Request& request) {
   requests_.Add(request);
   FunctionState& state = functions_[request.function];
   state.queue.push_back(request.id);
+  state.frequency += 1;
   Dispatch(request.function);
-  // Scale out when requests wait and a new instance would serve the newest sooner than the
-  // instances there are (ready or starting) can.
-  if (!state.queue.empty() && ColdStartIsFaster(request.function)) ScaleOut(request.function);
+  Autoscale(request.function);
 }
 
-void KeepAlivePolicy::ScaleOut(FunctionId function) {
+void KeepAlivePolicy::SampleConcurrency(FunctionId function) {
+  // A time average of the concurrency, exponentially weighted over the stable window.
+  FunctionState& state = functions_[function];
+  const TimePoint now = context_.executor->Now();
+  const double dt = ToSeconds(now - state.sampled_at);
+  const double weight = std::exp(-dt / kStableWindowSeconds);
+  state.average_concurrency =
+      state.concurrency + (state.average_concurrency - state.concurrency) * weight;
+  state.sampled_at = now;
+  // Requests that wait for the first instance to start are not load the instances see: counting
+  // them would size the function for its cold start's backlog.
+  state.concurrency = (state.ready > 0 ? static_cast<int>(state.queue.size()) : 0) + state.running;
+}
+
+void KeepAlivePolicy::Autoscale(FunctionId function) {
+  SampleConcurrency(function);
+  for (int i = 0; i < kMaxScaleOutPerEvent && ShouldScaleOut(function); ++i) {
+    if (!ScaleOut(function)) break;
+  }
+}
+
+bool KeepAlivePolicy::ShouldScaleOut(FunctionId function) const {
+  const FunctionState& state = functions_[function];
+  const ResolvedFunction& spec = (*context_.functions)[function];
+  const int servers = state.ready + state.starting;
+  if (spec.max_instances > 0 && servers >= spec.max_instances) return false;
+  if (state.starved) return false;  // retried when a GPU is given back
+  if (servers == 0) return !state.queue.empty();
+  // The concurrency target: Knative's desired instances.
+  const double per_instance = options_.concurrency_target * spec.max_batch;
+  if (state.average_concurrency > per_instance * servers) return true;
+  if (state.queue.empty()) return false;
+  // The SLO: the instances there are (ready now, or starting and ready soon) serve the queue in
+  // rounds; the newest request finishes after the last round.
+  const TimePoint now = context_.executor->Now();
+  const TimePoint first_free = state.ready > 0 ? now : state.starting_ready.front();
+  const auto max_batch = static_cast<std::size_t>(spec.max_batch);
+  const auto batches = (state.queue.size() + max_batch - 1) / max_batch;
+  const auto rounds = static_cast<std::int64_t>((batches + servers - 1) / servers);
+  const Duration run = estimator_.Estimate(function, spec.max_batch);
+  const Request& newest = requests_.Get(state.queue.back());
+  const TimePoint finish = first_free + run * rounds;
+  // Only when it misses, and an instance started now would serve it sooner.
+  return finish > newest.deadline && now + ColdStart(function) + run < finish;
+}
+
+bool KeepAlivePolicy::ScaleOut(FunctionId function) {
   FunctionState& state = functions_[function];
   const ResolvedFunction& spec = (*context_.functions)[function];
-  if (spec.max_instances > 0 && state.ready + state.starting >= spec.max_instances) return;
   if (!context_.executor->Instances(function).CanBind()) {
     Starve(function);  // an instance is still bound (copying its state back)
-    return;
+    return false;
   }
   auto gpu = AcquireFirstAvailable(*context_.executor, options_.instance_start,
                                    spec.MemoryForBatch(spec.max_batch));
+  if (!gpu.ok() && greedy_dual_ && EvictForGpu(function)) {
+    gpu = AcquireFirstAvailable(*context_.executor, options_.instance_start,
+                                spec.MemoryForBatch(spec.max_batch));
+  }
   if (!gpu.ok()) {
     if (state.ready + state.starting == 0 && instance_of_gpu_.empty()) {
       // No instance anywhere will give a GPU back: nothing to wait for.
@@ -64,7 +120,7 @@ void KeepAlivePolicy::ScaleOut(FunctionId function) {
     } else {
       Starve(function);
     }
-    return;
+    return false;
   }
   const auto id = static_cast<std::uint32_t>(instances_.size());
   instances_.push_back(Instance{function, *gpu, State::kStarting, 0});
@@ -72,23 +128,18 @@ void KeepAlivePolicy::ScaleOut(FunctionId function) {
   state.starting += 1;
   state.starting_ready.push_back(context_.executor->Now() + ColdStart(function));
   if (options_.instance_start <= Duration::zero()) OnGpuReady(*gpu);
+  return true;
 }
 
-bool KeepAlivePolicy::ColdStartIsFaster(FunctionId function) const {
-  const FunctionState& state = functions_[function];
-  const std::size_t servers = static_cast<std::size_t>(state.ready + state.starting);
-  if (servers == 0) return true;
-  const ResolvedFunction& spec = (*context_.functions)[function];
-  const TimePoint now = context_.executor->Now();
-  // The instances there are (ready now, or starting and ready soon) serve the queue in rounds;
-  // the newest request finishes after the last round. A new instance would finish it after a
-  // cold start and one run.
-  const TimePoint first_free = state.ready > 0 ? now : state.starting_ready.front();
-  const auto max_batch = static_cast<std::size_t>(spec.max_batch);
-  const auto batches = (state.queue.size() + max_batch - 1) / max_batch;
-  const auto rounds = static_cast<std::int64_t>((batches + servers - 1) / servers);
-  const Duration run = estimator_.Estimate(function, spec.max_batch);
-  return first_free + run * rounds > now + ColdStart(function) + run;
+bool KeepAlivePolicy::EvictForGpu(FunctionId function) {
+  for (auto it = by_priority_.begin(); it != by_priority_.end(); ++it) {
+    const std::uint32_t victim = it->second;
+    if (instances_[victim].function == function) continue;
+    clock_ = it->first;
+    GiveBack(victim);  // out of the index too
+    return true;
+  }
+  return false;
 }
 
 Duration KeepAlivePolicy::ColdStart(FunctionId function) const {
@@ -129,8 +180,8 @@ void KeepAlivePolicy::OnRestoreDone(GpuId gpu, FunctionId function, const Status
     state.restore_failures += 1;
     if (state.ready == 0 && state.restore_failures >= RequestTable::kMaxAttempts) {
       FailQueue(function, status);
-    } else if (!state.queue.empty() && ColdStartIsFaster(function)) {
-      ScaleOut(function);
+    } else if (!state.queue.empty()) {
+      Autoscale(function);
     }
     return;
   }
@@ -147,6 +198,8 @@ void KeepAlivePolicy::Answered(std::span<const RequestId> batch) {
 void KeepAlivePolicy::OnRunDone(GpuId gpu, FunctionId function, std::span<const RequestId> batch,
                                 const RunResult& result) {
   const std::uint32_t id = instance_of_gpu_.at(gpu);
+  functions_[function].running -= instances_[id].batch;
+  instances_[id].batch = 0;
   if (result.status.ok()) {
     estimator_.Observe(function, static_cast<int>(batch.size()), result.elapsed);
     Answered(batch);
@@ -155,6 +208,7 @@ void KeepAlivePolicy::OnRunDone(GpuId gpu, FunctionId function, std::span<const 
   }
   BecomeIdle(id);
   Dispatch(function);
+  if (context_.functions->active(function)) Autoscale(function);
 }
 
 void KeepAlivePolicy::Requeue(FunctionId function, std::span<const RequestId> requests,
@@ -188,7 +242,16 @@ void KeepAlivePolicy::BecomeIdle(std::uint32_t id) {
     return;
   }
   instance.idle_generation += 1;
-  functions_[instance.function].idle.push_back(id);
+  FunctionState& state = functions_[instance.function];
+  state.idle.push_back(id);
+  if (greedy_dual_) {
+    const ResolvedFunction& spec = (*context_.functions)[instance.function];
+    const double cost = ToSeconds(ColdStart(instance.function));
+    const double size =
+        std::max(static_cast<double>(spec.MemoryForBatch(spec.max_batch)) / kGiB, 1e-3);
+    instance.priority = clock_ + static_cast<double>(state.frequency) * cost / size;
+    by_priority_.insert({instance.priority, id});
+  }
   context_.executor->SetTimer(context_.executor->Now() + options_.keep_alive,
                               MakeToken(id, instance.idle_generation));
 }
@@ -198,7 +261,7 @@ void KeepAlivePolicy::Dispatch(FunctionId function) {
   const auto max_batch = static_cast<std::size_t>((*context_.functions)[function].max_batch);
   while (!state.queue.empty() && !state.idle.empty()) {
     const std::uint32_t id = state.idle.back();  // most recently used: lets the others expire
-    state.idle.pop_back();
+    RemoveIdle(id);
     Instance& instance = instances_[id];
     instance.state = State::kBusy;
     instance.idle_generation += 1;  // cancels its keep-alive timer
@@ -207,6 +270,8 @@ void KeepAlivePolicy::Dispatch(FunctionId function) {
       batch_.push_back(state.queue.front());
       state.queue.pop_front();
     }
+    instance.batch = static_cast<int>(batch_.size());
+    state.running += instance.batch;
     context_.executor->Run(instance.gpu, function, batch_);
   }
 }
@@ -214,9 +279,9 @@ void KeepAlivePolicy::Dispatch(FunctionId function) {
 void KeepAlivePolicy::GiveBack(std::uint32_t id) {
   // Removes the instance's slice (if resident) and gives its GPU back.
   Instance& instance = instances_[id];
-  auto& idle = functions_[instance.function].idle;
-  if (auto it = std::find(idle.begin(), idle.end(), id); it != idle.end()) {
-    idle.erase(it);
+  const auto& idle = functions_[instance.function].idle;
+  if (std::find(idle.begin(), idle.end(), id) != idle.end()) {
+    RemoveIdle(id);
     functions_[instance.function].ready -= 1;
   }
   const bool resident = instance.state == State::kIdle || instance.state == State::kBusy;
@@ -228,6 +293,13 @@ void KeepAlivePolicy::GiveBack(std::uint32_t id) {
   }
   context_.executor->ReleaseGpu(instance.gpu);
   Forget(id);
+}
+
+void KeepAlivePolicy::RemoveIdle(std::uint32_t id) {
+  Instance& instance = instances_[id];
+  auto& idle = functions_[instance.function].idle;
+  idle.erase(std::find(idle.begin(), idle.end(), id));
+  if (greedy_dual_) by_priority_.erase({instance.priority, id});
 }
 
 void KeepAlivePolicy::Forget(std::uint32_t id) {
@@ -250,7 +322,7 @@ void KeepAlivePolicy::RetryStarved() {
   retry.swap(starved_);
   for (FunctionId f : retry) functions_[f].starved = false;
   for (FunctionId f : retry) {
-    if (!functions_[f].queue.empty() && ColdStartIsFaster(f)) ScaleOut(f);
+    if (!functions_[f].queue.empty()) Autoscale(f);
   }
 }
 
@@ -274,11 +346,13 @@ void KeepAlivePolicy::Detach(std::uint32_t id) {
       state.starting_ready.pop_front();
       break;
     case State::kIdle:
-      state.idle.erase(std::find(state.idle.begin(), state.idle.end(), id));
+      RemoveIdle(id);
       state.ready -= 1;
       break;
     case State::kBusy:
       state.ready -= 1;
+      state.running -= instance.batch;
+      instance.batch = 0;
       break;
     case State::kEvicting:
     case State::kGone:
@@ -308,7 +382,7 @@ void KeepAlivePolicy::Recover(FunctionId function, std::span<const RequestId> lo
                               const Status& status) {
   Requeue(function, lost, status);
   Dispatch(function);
-  if (!functions_[function].queue.empty() && ColdStartIsFaster(function)) ScaleOut(function);
+  Autoscale(function);
   RetryStarved();
 }
 

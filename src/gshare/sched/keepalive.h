@@ -1,12 +1,31 @@
-// KeepAlivePolicy: the "whole GPU per function instance" baseline.
+// KeepAlivePolicy: the "whole GPU per function instance" baselines, keepalive and faascache.
 //
 // Stands for today's serverless GPU platforms (a function instance is a VM or container bound to
 // a dedicated GPU, as in the gShare paper's keep-alive baseline). Each instance holds one whole
 // GPU from its start until it has been idle for PolicyOptions::keep_alive. An instance serves one
-// batch at a time (up to the function's max_batch), from the function's FIFO queue. When requests
-// wait, a new instance starts if it would finish the newest one sooner than the instances there
-// are (ready, or starting and ready soon) can, serving the queue in rounds; a cold start pays
-// instance_start plus the model load. Whichever instance frees first serves the queue head.
+// batch at a time (up to the function's max_batch), from the function's FIFO queue; whichever
+// instance frees first serves the queue head. A cold start pays instance_start plus the model
+// load.
+//
+// The autoscaler is Knative's, at its best for latency: it adds instances
+//  - while the function's concurrency (requests queued and running; queued ones only once an
+//    instance is ready, so a cold start's backlog does not size the function), averaged over
+//    Knative's 60-second stable window, exceeds PolicyOptions::concurrency_target x max_batch per
+//    instance;
+//  - and at once when the backlog would make the newest request miss its deadline on the
+//    instances there are (starting ones counted from when they will be ready) and an instance
+//    started now would serve it sooner.
+// A request that no cold start can save is left to the concurrency target: how much headroom
+// the instances keep is that knob's (gshare compare sweeps it).
+// Instances leave only by the keep-alive (no scale-down decision), or, under faascache, by
+// eviction.
+//
+// faascache (Fuerst and Sharma, ASPLOS'21: keep-alive as caching): the same, and when a GPU is
+// refused (the cluster is at its cap, gshare sim --max-gpus) the idle instance of another
+// function with the lowest GreedyDual priority gives its GPU up: priority = clock + frequency x
+// cost / size, with frequency the function's requests so far, cost its cold start (seconds) and
+// size its GPU memory (GiB); the clock rises to each evicted priority. Without a cap nothing is
+// evicted and faascache behaves as keepalive.
 //
 // Failures: a refused GPU leaves the requests queued, and scaling out is tried again when another
 // instance gives its GPU back; with no instance at all and none to be had, the queue is answered
@@ -18,6 +37,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <set>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
@@ -31,9 +51,11 @@ namespace gshare {
 
 class KeepAlivePolicy final : public Scheduler {
  public:
-  KeepAlivePolicy(const SchedulerContext& context, const PolicyOptions& options);
+  // `greedy_dual`: faascache (evict idle instances of other functions when a GPU is refused).
+  KeepAlivePolicy(const SchedulerContext& context, const PolicyOptions& options,
+                  bool greedy_dual = false);
 
-  std::string_view name() const override { return "keepalive"; }
+  std::string_view name() const override { return greedy_dual_ ? "faascache" : "keepalive"; }
   void OnFunctionAdded(FunctionId function) override;
   void OnFunctionRemoved(FunctionId function) override;
   void OnRequest(const Request& request) override;
@@ -55,6 +77,8 @@ class KeepAlivePolicy final : public Scheduler {
     GpuId gpu = 0;
     State state = State::kStarting;
     std::uint32_t idle_generation = 0;  // invalidates keep-alive timers of earlier idle periods
+    double priority = 0;                // faascache: GreedyDual priority while idle
+    int batch = 0;                      // requests in its run now
   };
   struct FunctionState {
     std::deque<RequestId> queue;
@@ -64,11 +88,24 @@ class KeepAlivePolicy final : public Scheduler {
     std::deque<TimePoint> starting_ready;  // when the starting instances are expected to be ready
     int restore_failures = 0;              // in a row, while no instance is ready
     bool starved = false;                  // a GPU was refused; retry when one is given back
+    int running = 0;                       // requests in runs now
+    double average_concurrency = 0;        // queued + running, over the stable window
+    int concurrency = 0;                   // queued + running when last sampled
+    TimePoint sampled_at{};
+    std::uint64_t frequency = 0;  // requests so far (faascache)
   };
 
   void Dispatch(FunctionId function);
-  void ScaleOut(FunctionId function);
-  bool ColdStartIsFaster(FunctionId function) const;
+  // Samples the concurrency and adds the instances the autoscaler asks for.
+  void Autoscale(FunctionId function);
+  bool ShouldScaleOut(FunctionId function) const;
+  // Starts one instance; false when no GPU or instance could be had (the function starves).
+  bool ScaleOut(FunctionId function);
+  // faascache: gives up the GPU of the idle instance (not of `function`) with the lowest
+  // priority; false when there is none.
+  bool EvictForGpu(FunctionId function);
+  void SampleConcurrency(FunctionId function);
+  void RemoveIdle(std::uint32_t instance);
   Duration ColdStart(FunctionId function) const;
   void BecomeIdle(std::uint32_t instance);
   // The instance's GPU was given back: it is gone.
@@ -87,6 +124,9 @@ class KeepAlivePolicy final : public Scheduler {
 
   SchedulerContext context_;
   PolicyOptions options_;
+  bool greedy_dual_;
+  double clock_ = 0;                                        // faascache: GreedyDual's clock
+  std::set<std::pair<double, std::uint32_t>> by_priority_;  // faascache: idle instances
   ExecTimeEstimator estimator_;
   RequestTable requests_;
   std::vector<FunctionId> starved_;

@@ -38,8 +38,8 @@ TEST(KeepAlivePolicyTest, MatchesTheHandComputedSchedule) {
   auto report = Simulate(w, "keepalive", HandOptions());
   ASSERT_TRUE(report.ok()) << report.status().ToString();
   // r0: instance 0 starts at 0, ready at 1.0, loaded at 1.101, runs to 1.111.
-  // r1 (0.5): queues behind r0; a second instance would be ready at 1.601, later than instance 0
-  //     serves r1 (1.111-1.121), so none starts.
+  // r1 (0.5): queues behind r0 and would miss its deadline, but a second instance would be ready
+  //     at 1.601, later than instance 0 serves r1 (1.111-1.121), so none starts.
   // r2 (5.0): instance 0 is warm: 10 ms. It expires at 5.010 + 10 = 15.010.
   // r3 (20.0): a cold start again: 1 s + 101 ms + 10 ms.
   const auto& sorted = report->sorted_latency_ms;
@@ -78,29 +78,82 @@ TEST(KeepAlivePolicyTest, AWarmUpLeavesTheStartOutOfTheFigures) {
             StatusCode::kInvalidArgument);
 }
 
-TEST(KeepAlivePolicyTest, ScalesOutOnlyWhenANewInstanceWouldServeSooner) {
-  // 10 ms runs; a cold start takes 1 s + 101 ms. Twenty requests at once: with s instances
-  // starting, the k-th would finish after ceil(k / s) runs once they are ready, a new instance
-  // after one run at the same time: every request gets an instance.
+TEST(KeepAlivePolicyTest, ScalesOutWhenTheBacklogWouldMissTheSlo) {
+  // 10 ms runs, 50 ms SLO; a cold start takes 1 s + 101 ms. Twenty requests at once: with s
+  // instances starting, the k-th would finish after ceil(k / s) runs, past its deadline either
+  // way, and more instances shorten the backlog while it takes more than one round: every
+  // request gets an instance. (A concurrency target of 10 per instance keeps the other rule out.)
   Workload burst;
   burst.gpu = RoundGpu();
   burst.functions.push_back(
-      MakeFunction("f", 100'000'000, 256 * kMiB, milliseconds(10), seconds(5)));
+      MakeFunction("f", 100'000'000, 256 * kMiB, milliseconds(10), milliseconds(50)));
   for (int i = 0; i < 20; ++i) AddRequest(burst, 0, 0.0);
-  auto report = Simulate(burst, "keepalive", HandOptions());
+  SimulationOptions options = HandOptions();
+  options.policy.concurrency_target = 10;
+  auto report = Simulate(burst, "keepalive", options);
   ASSERT_TRUE(report.ok()) << report.status().ToString();
   EXPECT_EQ(report->peak_gpus, 20);
-  // Twenty requests 50 ms apart: the k-th would wait until the first instance is ready (1.101 s)
-  // and k runs, sooner than a new instance (0.05 k + 1.111 s): one instance serves them all.
+  // Twenty requests 50 ms apart with a 5 s SLO: the k-th would finish 1.101 + 0.01 k s after the
+  // start, within its deadline: one instance serves them all.
   Workload spaced = burst;
+  spaced.functions[0].slo = seconds(5);
   spaced.requests.clear();
   for (int i = 0; i < 20; ++i) AddRequest(spaced, 0, 0.05 * i);
-  report = Simulate(spaced, "keepalive", HandOptions());
+  report = Simulate(spaced, "keepalive", options);
   ASSERT_TRUE(report.ok()) << report.status().ToString();
   EXPECT_EQ(report->peak_gpus, 1);
   EXPECT_NEAR(report->latency.max_ms, 1111.0, 1e-3);  // the first waits longest: the cold start
   // r_k runs 1.101 + 0.01 k to + 0.01: latency 1111 - 40 k ms; the median (k = 10) is 711 ms.
   EXPECT_NEAR(report->latency.p50_ms, 711.0, 1e-3);
+}
+
+TEST(KeepAlivePolicyTest, ScalesOutWhileConcurrencyExceedsItsTarget) {
+  // One request every 10 ms for 240 s, each running 8 ms (the SLO, 5 s, never binds): about 0.8
+  // requests queued or running on average (the 60 s average reaches 0.78 by the end). A target
+  // of 0.7 per instance asks for two instances, a target of 5 for one.
+  Workload steady;
+  steady.gpu = RoundGpu();
+  steady.functions.push_back(
+      MakeFunction("f", 100'000'000, 256 * kMiB, milliseconds(8), seconds(5)));
+  for (int i = 0; i < 24000; ++i) AddRequest(steady, 0, 0.01 * i);
+  SimulationOptions options = HandOptions();
+  options.policy.keep_alive = seconds(300);  // none expires: the peak is what was started
+  options.policy.instance_start = Duration::zero();
+  options.policy.concurrency_target = 0.7;
+  auto tight = Simulate(steady, "keepalive", options);
+  ASSERT_TRUE(tight.ok()) << tight.status().ToString();
+  options.policy.concurrency_target = 5;
+  auto loose = Simulate(steady, "keepalive", options);
+  ASSERT_TRUE(loose.ok()) << loose.status().ToString();
+  EXPECT_EQ(loose->peak_gpus, 1);
+  EXPECT_GE(tight->peak_gpus, 2);
+}
+
+TEST(FaasCachePolicyTest, EvictsTheLowestPriorityIdleInstanceUnderACap) {
+  // Two GPUs at most. a is called often, b once, then c needs a GPU while a and b are idle:
+  // GreedyDual evicts b (frequency 1) rather than a (frequency 5); keepalive waits for a
+  // keep-alive to expire instead.
+  Workload w;
+  w.gpu = RoundGpu();
+  for (const char* name : {"a", "b", "c"}) {
+    w.functions.push_back(MakeFunction(name, 100'000'000, kGiB, milliseconds(10), seconds(3)));
+  }
+  for (int i = 0; i < 5; ++i) AddRequest(w, 0, 0.2 * i);
+  AddRequest(w, 1, 0.1);
+  AddRequest(w, 2, 5.0);
+  SimulationOptions options = HandOptions();
+  options.executor.max_gpus = 2;
+  auto cache = Simulate(w, "faascache", options);
+  ASSERT_TRUE(cache.ok()) << cache.status().ToString();
+  // c: b's GPU is given up at 5.0, a new one starts (ready 6.0), load 0.101, run 0.01.
+  EXPECT_DOUBLE_EQ(cache->slo_attainment, 1.0);
+  EXPECT_NEAR(cache->latency.max_ms, 1111.0, 1e-3);
+  EXPECT_EQ(cache->peak_gpus, 2);
+  auto plain = Simulate(w, "keepalive", options);
+  ASSERT_TRUE(plain.ok()) << plain.status().ToString();
+  // keepalive: c waits until b's instance expires (idle since 1.111 s, 10 s keep-alive).
+  EXPECT_LT(plain->slo_attainment, 1.0);
+  EXPECT_GT(plain->latency.max_ms, 7000.0);
 }
 
 TEST(FaaSwapPolicyTest, MatchesTheHandComputedSchedule) {

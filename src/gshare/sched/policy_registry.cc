@@ -10,8 +10,8 @@ namespace gshare {
 
 const std::vector<std::string_view>& PolicyNames() {
   static const std::vector<std::string_view> names = {
-      "keepalive",           "faaswap",        "gshare", "fifo", "gshare-no-lazy",
-      "gshare-no-fast-swap", "gshare-adaptive"};
+      "keepalive",      "faascache",           "faaswap",        "gshare", "fifo",
+      "gshare-no-lazy", "gshare-no-fast-swap", "gshare-adaptive"};
   return names;
 }
 
@@ -23,6 +23,10 @@ Result<std::unique_ptr<Scheduler>> MakePolicy(std::string_view name,
   }
   if (name == "keepalive") {
     return std::unique_ptr<Scheduler>(std::make_unique<KeepAlivePolicy>(context, options));
+  }
+  if (name == "faascache") {
+    return std::unique_ptr<Scheduler>(
+        std::make_unique<KeepAlivePolicy>(context, options, /*greedy_dual=*/true));
   }
   if (name == "faaswap") {
     return std::unique_ptr<Scheduler>(std::make_unique<FaaSwapPolicy>(context, options));
