@@ -194,8 +194,10 @@ void AddSimCommand(CLI::App& app, CommandContext& context) {
                   "fraction of max_batch (Knative's target percentage)")
       ->check(FiniteIn(0.05, 10))
       ->capture_default_str();
-  cmd->add_option("--safety-margin", flags->safety_margin,
-                  "gshare: predicted execution = estimate x (1 + margin)")
+  cmd->add_option(
+         "--safety-margin", flags->safety_margin,
+         "gshare: safety margin on predicted execution (x (1 + margin)); the starting margin, "
+         "which adapts toward 0.99 attainment except in gshare-fixed-margin")
       ->check(FiniteIn(0, 10))
       ->capture_default_str();
   cmd->add_option("--quantum", flags->quantum, "Time-slice quantum of GPU compute")

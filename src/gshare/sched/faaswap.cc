@@ -61,6 +61,7 @@ void FaaSwapPolicy::AnswerQueued(std::size_t slot, FunctionId function, const St
     }
   }
   gpu.queue.swap(keep);
+  gpu.queued.erase(function);
 }
 
 void FaaSwapPolicy::EvictModel(std::size_t slot, FunctionId function) {
@@ -291,18 +292,34 @@ void FaaSwapPolicy::Forward(RequestId id) {
                                       context_.executor->Instances(request.function).BindDelay())) +
                 estimator_.Estimate(request.function, 1));
   gpu.queue.push_back(id);
+  gpu.queued[request.function] += 1;
   gpu.idle_generation += 1;
   Advance(slot);
 }
 
-bool FaaSwapPolicy::MakeRoom(std::size_t slot, std::uint64_t bytes, FunctionId keep) {
+void FaaSwapPolicy::Unqueued(PoolGpu& gpu, FunctionId function) {
+  auto it = gpu.queued.find(function);
+  if (--it->second == 0) gpu.queued.erase(it);
+}
+
+bool FaaSwapPolicy::MakeRoom(std::size_t slot, std::uint64_t bytes, bool for_head) {
   PoolGpu& gpu = pool_[slot];
   const std::uint64_t capacity = gpu.capacity;
+  // Never the running model; for a prefetch, never a model that a queued request needs.
+  auto keep = [&](FunctionId f) {
+    return (gpu.running && f == gpu.running_function) || (!for_head && gpu.queued.contains(f));
+  };
+  // Only when it can succeed: evicting and then failing would drop models for nothing.
+  std::uint64_t evictable = 0;
+  for (FunctionId f : gpu.lru) {
+    if (!keep(f)) evictable += ReserveBytes(f);
+  }
+  if (gpu.memory_used + bytes > capacity + evictable) return false;
   bool evicted = false;
   auto it = gpu.lru.begin();
   while (gpu.memory_used + bytes > capacity && it != gpu.lru.end()) {
     const FunctionId victim = *it;
-    if ((gpu.running && victim == gpu.running_function) || victim == keep) {
+    if (keep(victim)) {
       ++it;
       continue;
     }
@@ -329,6 +346,7 @@ void FaaSwapPolicy::Advance(std::size_t slot) {
              requests_.Get(gpu.queue.front()).function == function) {
         batch_.push_back(gpu.queue.front());
         gpu.queue.pop_front();
+        Unqueued(gpu, function);
       }
       gpu.running = true;
       gpu.running_function = function;
@@ -336,7 +354,9 @@ void FaaSwapPolicy::Advance(std::size_t slot) {
     }
   }
   // Keep the copy engine busy: restore the first model, among the next few queued requests, that
-  // is not on the GPU (a bounded look-ahead keeps the work per event constant).
+  // is not on the GPU (a bounded look-ahead keeps the work per event constant). The head's model
+  // may evict any model but the running one; a prefetch evicts only models no queued request
+  // needs, so prefetching never takes a model away from a request placed here for it.
   if (!gpu.restoring) {
     constexpr std::size_t kLookAhead = 8;
     for (std::size_t i = 0; i < gpu.queue.size() && i < kLookAhead; ++i) {
@@ -345,7 +365,8 @@ void FaaSwapPolicy::Advance(std::size_t slot) {
       if (gpu.resident.contains(function) || gpu.evicting.contains(function)) continue;
       if (!context_.executor->Instances(function).CanBind()) continue;
       const std::uint64_t bytes = ReserveBytes(function);
-      if (!MakeRoom(slot, bytes, function)) break;  // wait for the running batch to finish
+      // Wait for the running batch to finish, or for queued models to be used.
+      if (!MakeRoom(slot, bytes, /*for_head=*/i == 0)) break;
       gpu.memory_used += bytes;
       gpu.restoring = true;
       gpu.restoring_function = function;
@@ -375,6 +396,7 @@ bool FaaSwapPolicy::Relocate(std::size_t slot) {
     (requests_.Get(r).function == function ? moved.push_back(r) : keep.push_back(r));
   }
   gpu.queue.swap(keep);
+  gpu.queued.erase(function);
   for (RequestId r : moved) Forward(r);
   Advance(slot);
   return true;
@@ -457,6 +479,7 @@ void FaaSwapPolicy::Requeue(std::size_t slot, std::span<const RequestId> request
                                        (*context_.functions)[function].name)));
     } else if (requests_.Retry(*it)) {
       gpu.queue.push_front(*it);
+      gpu.queued[function] += 1;
     } else {
       Answer(*it, status);
     }
@@ -526,6 +549,7 @@ void FaaSwapPolicy::OnGpuLost(GpuId id, std::span<const RequestId> lost, const S
   PoolGpu& gpu = pool_[slot];
   std::deque<RequestId> queued;
   queued.swap(gpu.queue);
+  gpu.queued.clear();
   Retire(slot);
   // The lost runs cost an attempt; the queue was never tried: both are placed again.
   std::vector<RequestId> again;

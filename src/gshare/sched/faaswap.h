@@ -67,6 +67,7 @@ class FaaSwapPolicy final : public Scheduler {
     bool ready = false;
     TimePoint ready_at{};
     std::deque<RequestId> queue;
+    std::unordered_map<FunctionId, int> queued;  // queued requests by function
     bool running = false;
     FunctionId running_function = 0;
     bool restoring = false;
@@ -86,6 +87,8 @@ class FaaSwapPolicy final : public Scheduler {
   };
 
   void Forward(RequestId id);
+  // A request of `function` left the GPU's queue (to run).
+  static void Unqueued(PoolGpu& gpu, FunctionId function);
   // The pool slot for the request, or npos when there is no GPU and none can be had.
   std::size_t Place(const Request& request);
   void Requeue(std::size_t slot, std::span<const RequestId> requests, const Status& status);
@@ -101,7 +104,10 @@ class FaaSwapPolicy final : public Scheduler {
   void RetryBlocked();
   void Retire(std::size_t slot);
   void Advance(std::size_t pool_index);
-  bool MakeRoom(std::size_t slot, std::uint64_t bytes, FunctionId keep);
+  // Evicts least recently used models until `bytes` fit: never the running one, and unless
+  // `for_head`, none that a queued request needs. Evicts nothing and returns false when they
+  // cannot fit.
+  bool MakeRoom(std::size_t slot, std::uint64_t bytes, bool for_head);
   bool HasModel(const PoolGpu& gpu, FunctionId function) const;
   static TimePoint FreeKey(const PoolGpu& gpu);
   void IndexInsert(std::size_t slot);

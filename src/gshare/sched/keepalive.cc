@@ -134,7 +134,9 @@ bool KeepAlivePolicy::ScaleOut(FunctionId function) {
 bool KeepAlivePolicy::EvictForGpu(FunctionId function) {
   for (auto it = by_priority_.begin(); it != by_priority_.end(); ++it) {
     const std::uint32_t victim = it->second;
-    if (instances_[victim].function == function) continue;
+    // Not the function's own, nor one whose function has requests waiting for it.
+    const FunctionId owner = instances_[victim].function;
+    if (owner == function || !functions_[owner].queue.empty()) continue;
     clock_ = it->first;
     GiveBack(victim);  // out of the index too
     return true;
@@ -189,6 +191,7 @@ void KeepAlivePolicy::OnRestoreDone(GpuId gpu, FunctionId function, const Status
   state.ready += 1;
   BecomeIdle(id);
   Dispatch(function);
+  if (greedy_dual_) RetryStarved();
 }
 
 void KeepAlivePolicy::Answered(std::span<const RequestId> batch) {
@@ -209,6 +212,8 @@ void KeepAlivePolicy::OnRunDone(GpuId gpu, FunctionId function, std::span<const 
   BecomeIdle(id);
   Dispatch(function);
   if (context_.functions->active(function)) Autoscale(function);
+  // faascache: a function waiting for a GPU may take an idle instance's now (by eviction).
+  if (greedy_dual_) RetryStarved();
 }
 
 void KeepAlivePolicy::Requeue(FunctionId function, std::span<const RequestId> requests,

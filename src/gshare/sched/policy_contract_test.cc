@@ -175,6 +175,32 @@ TEST_P(PolicyContractTest, AnswersWithTheRefusalWhenNoGpuCanBeHad) {
   EXPECT_EQ(o.codes[StatusCode::kResourceExhausted], 50u);
 }
 
+TEST_P(PolicyContractTest, NoRequestWaitsForeverUnderMemoryPressure) {
+  // Twelve 3 GiB functions on at most two 8 GiB GPUs (four slices at once), called in an
+  // interleaved stream for 60 s: models must be swapped all the time. Every request is served,
+  // none waits longer than the trace, a keep-alive and the whole work done one request at a time,
+  // and no model is restored more often than requests come (no swap churn). Plain keepalive
+  // evicts nothing: a function without an instance waits for instances to expire, one keep-alive
+  // per pair of functions ahead of it.
+  std::vector<ResolvedFunction> functions;
+  for (int i = 0; i < 12; ++i) {
+    functions.push_back(Function("f" + std::to_string(i), 1'000'000'000, 3 * kGiB, 20, 1));
+  }
+  FunctionRegistry registry(functions);
+  FaultPlan plan;
+  plan.max_gpus = 2;
+  FakeExecutor executor({Gpu("g8", 8 * kGiB)}, &registry, plan);
+  const std::vector<Request> requests = Arrivals(functions, 600, 60, 11);
+  for (const Request& r : requests) executor.Arrive(r);
+  const Outcome o = RunAndCheck(executor, registry, requests.size());
+  EXPECT_EQ(o.ok, requests.size());
+  const Duration one = std::chrono::milliseconds(102 + 22);  // restore + execution
+  const int keep_alives = GetParam() == "keepalive" ? 12 / 2 : 1;
+  const Duration bound = std::chrono::seconds(60) + Options().keep_alive * keep_alives + one * 600;
+  EXPECT_LE(executor.max_latency(), bound) << ToSeconds(executor.max_latency()) << " s";
+  EXPECT_LE(executor.restores(), requests.size());
+}
+
 TEST_P(PolicyContractTest, WaitsForTheGpusThereAreUnderACap) {
   FaultPlan plan;
   plan.max_gpus = 1;

@@ -249,6 +249,9 @@ void FakeExecutor::Give(RequestId id, bool ok, StatusCode code) {
   answer.times += 1;
   answer.ok = ok;
   answer.code = code;
+  if (auto r = requests_.find(id); r != requests_.end()) {
+    max_latency_ = std::max(max_latency_, now_ - r->second.arrival);
+  }
   if (answer.times > 1) Violation(fmt::format("request {} answered {} times", id, answer.times));
 }
 

@@ -87,6 +87,7 @@ class FakeExecutor final : public Executor {
   std::size_t unanswered() const { return arrived_ - answers_.size(); }
   int gpus_held() const { return gpus_held_; }
   int peak_gpus_held() const { return peak_gpus_held_; }  // the most held at once
+  Duration max_latency() const { return max_latency_; }   // arrival to answer, the longest
   std::size_t slices() const;  // slices on held GPUs
   const std::vector<std::string>& violations() const { return violations_; }
   std::uint64_t restores() const { return restores_; }
@@ -163,6 +164,7 @@ class FakeExecutor final : public Executor {
   std::vector<Gpu> gpus_;
   int gpus_held_ = 0;
   int peak_gpus_held_ = 0;
+  Duration max_latency_{};
   std::map<RequestId, Request> requests_;  // scripted
   std::set<RequestId> delivered_;          // arrived: given to the scheduler
   std::map<RequestId, Answer> answers_;
