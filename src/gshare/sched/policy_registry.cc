@@ -42,7 +42,7 @@ Result<std::unique_ptr<Scheduler>> MakePolicy(std::string_view name,
     } else if (name == "gshare-no-fast-swap") {
       variant.gshare.fast_swap = false;
     } else if (name == "gshare-fixed-margin") {
-      variant.gshare.adapt_margin = true;
+      variant.gshare.adapt_margin = false;
     }
     return std::unique_ptr<Scheduler>(
         std::make_unique<GSharePolicy>(std::string(name), context, variant));
