@@ -214,18 +214,21 @@ void GSharePolicy::Bind(FunctionId function) {
   const bool backlog_late = tail_existing > tail.deadline && fs.pending.size() > 1;
   const Request& target = backlog_late ? tail : head;
   const TimePoint target_existing = backlog_late ? tail_existing : best_existing;
-  // Work a new slice does before the target is done: its share of the backlog, or one batch.
+  // Work a new slice does before the target is done. The first slice does the whole backlog. A
+  // replica shortens the backlog's tail if it can run a batch before the slices there are would
+  // end it (the tail then falls to about (work + k x their start + its start) / (k + 1)); the
+  // pool grows for it by the same measure, so a GPU is never added for a replica that would not
+  // be placed on it.
   Duration own_work = exec;
-  if (backlog_late) {
+  if (backlog_late && fs.slots.empty()) {
     const std::size_t batches = (fs.pending.size() + max_batch - 1) / max_batch;
-    const std::size_t slices = fs.slots.size() + 1;
-    own_work = exec * static_cast<std::int64_t>((batches + slices - 1) / slices);
+    own_work = exec * static_cast<std::int64_t>(batches);
   }
   // At risk (or binding at once): a new slice where the request finishes in time, best fit.
   Placement placement = FindNewSlice(function, target, own_work);
   if (!placement.found || placement.finish > target.deadline) {
     // A GPU added now (usable at once when instances start instantly) may serve it in time.
-    if (GrowPoolIfShort(target, std::min(placement.finish, target_existing))) {
+    if (GrowPoolIfShort(target, own_work, std::min(placement.finish, target_existing))) {
       placement = FindNewSlice(function, target, own_work);
     }
   }
@@ -287,6 +290,17 @@ GSharePolicy::Placement GSharePolicy::FindNewSlice(FunctionId function, const Re
     if (finish <= head.deadline) return Placement{true, slot, false, finish};
     if (finish < best.finish) best = Placement{true, slot, false, finish};
   }
+  // The emptiest GPU too (of those, the one asked for first: a GPU just added, or starting), which
+  // best fit examines last: without it a pool of many part-full GPUs never sees its new ones.
+  if (!by_free_.empty() && by_free_.rbegin()->first >= bytes) {
+    const auto emptiest = by_free_.lower_bound({by_free_.rbegin()->first, 0});
+    const std::size_t slot = emptiest->second;
+    const GpuState& gpu = gpus_[slot];
+    if (!gpu.slices.contains(function)) {
+      const TimePoint finish = PredictFinishNewSlice(gpu, function, restore, KeyOf(head), exec);
+      if (finish < best.finish) best = Placement{true, slot, false, finish};
+    }
+  }
   if (best.found) return best;
   // No GPU has the memory free: one where idle slices can be evicted (least recently used),
   // among the GPUs with the most free memory (a bounded number, to bound the work per event).
@@ -308,10 +322,10 @@ GSharePolicy::Placement GSharePolicy::FindNewSlice(FunctionId function, const Re
   return best;
 }
 
-bool GSharePolicy::GrowPoolIfShort(const Request& request, TimePoint best_finish) {
+bool GSharePolicy::GrowPoolIfShort(const Request& request, Duration exec, TimePoint best_finish) {
   // Only when the miss comes from work queued on the GPUs there are (starting ones included): a
-  // GPU asked for now would finish sooner.
-  const Duration work = PredictRestore(request.function) + PredictExec(request.function, 1);
+  // GPU asked for now, where the new slice would do `exec` after its restore, would finish sooner.
+  const Duration work = PredictRestore(request.function) + exec;
   if (!pool_.ShouldGrow(context_.executor->Now(), work, best_finish, request.deadline)) {
     return false;
   }

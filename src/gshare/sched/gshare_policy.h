@@ -126,7 +126,8 @@ class GSharePolicy final : public Scheduler {
   void Bind(FunctionId function);
   // `exec`: the work the new slice does until `head` is done.
   Placement FindNewSlice(FunctionId function, const Request& head, Duration exec);
-  bool GrowPoolIfShort(const Request& request, TimePoint best_finish);
+  // `exec`: the work a new slice does until `request` is done.
+  bool GrowPoolIfShort(const Request& request, Duration exec, TimePoint best_finish);
   void SetCheck(FunctionId function, TimePoint at);
   void EvictSlice(std::size_t slot, FunctionId function);
   void IssueRestore(std::size_t slot);

@@ -103,12 +103,14 @@ void FakeExecutor::ReleaseGpu(GpuId gpu_id) {
   }
   gpu->held = false;
   --gpus_held_;
+  if (!gpu->restored) ++gpus_never_used_;
 }
 
 void FakeExecutor::Restore(GpuId gpu_id, FunctionId function, std::uint64_t reserve_bytes) {
   Gpu* gpu = Check(gpu_id, "Restore");
   if (gpu == nullptr) return;
   if (function >= functions_->size()) return Violation("Restore: unknown function");
+  gpu->restored = true;
   const ResolvedFunction& spec = functions_->Get(function);
   if (gpu->slices.contains(function)) {
     return Violation(fmt::format("Restore: '{}' already has a slice on GPU {}", spec.name, gpu_id));

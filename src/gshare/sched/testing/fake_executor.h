@@ -88,6 +88,8 @@ class FakeExecutor final : public Executor {
   int gpus_held() const { return gpus_held_; }
   int peak_gpus_held() const { return peak_gpus_held_; }  // the most held at once
   Duration max_latency() const { return max_latency_; }   // arrival to answer, the longest
+  // GPUs released without a restore ever issued on them: acquired for nothing.
+  int gpus_never_used() const { return gpus_never_used_; }
   std::size_t slices() const;  // slices on held GPUs
   const std::vector<std::string>& violations() const { return violations_; }
   std::uint64_t restores() const { return restores_; }
@@ -134,6 +136,7 @@ class FakeExecutor final : public Executor {
     bool ready = false;
     std::uint64_t used = 0;
     std::map<FunctionId, Slice> slices;
+    bool restored = false;  // a restore was ever issued on it
   };
   struct RunRecord {
     GpuId gpu = 0;
@@ -165,6 +168,7 @@ class FakeExecutor final : public Executor {
   int gpus_held_ = 0;
   int peak_gpus_held_ = 0;
   Duration max_latency_{};
+  int gpus_never_used_ = 0;
   std::map<RequestId, Request> requests_;  // scripted
   std::set<RequestId> delivered_;          // arrived: given to the scheduler
   std::map<RequestId, Answer> answers_;
