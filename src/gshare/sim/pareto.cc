@@ -310,12 +310,16 @@ Status WriteParetoReports(const std::string& dir, const CompareInfo& info,
   std::string data = "# slo_attainment gpu_seconds (per policy: every point, then its front)\n";
   double x_min = summary.slo_target;
   double x_max = summary.slo_target;
+  double y_min = HUGE_VAL;
+  double y_max = 0;
   for (const PolicyPoints& policy : summary.policies) {
     data += fmt::format("# {}: every point\n", policy.policy);
     for (const ComparePoint& p : policy.points) {
       data += fmt::format("{:.6f} {:.3f}\n", p.mean.slo_attainment, p.mean.gpu_seconds);
       x_min = std::min(x_min, p.mean.slo_attainment);
       x_max = std::max(x_max, p.mean.slo_attainment);
+      y_min = std::min(y_min, p.mean.gpu_seconds);
+      y_max = std::max(y_max, p.mean.gpu_seconds);
     }
     data += fmt::format("\n\n# {}: Pareto front\n", policy.policy);
     for (const ComparePoint* p : FrontByGpuSeconds(policy)) {
@@ -342,6 +346,11 @@ Status WriteParetoReports(const std::string& dir, const CompareInfo& info,
         "     'pareto.dat' index {} using ($1*100):2 with points pt 6 lc {} notitle{}",
         2 * i + 1, i + 1, name, 2 * i, i + 1,
         i + 1 < summary.policies.size() ? ", \\\n     " : "\n");
+  }
+  // Over a decade or more of GPU-seconds a log scale keeps the cheap points apart (only where
+  // every point has some: a log scale drops zeros).
+  if (y_min > 0 && y_max > 10 * y_min) {
+    plot.insert(plot.rfind("plot "), "set logscale y\nset ylabel 'GPU-seconds (log scale)'\n");
   }
   GSHARE_RETURN_IF_ERROR(WriteTextFile(root / "pareto.gp", plot));
 
