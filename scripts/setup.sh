@@ -8,7 +8,7 @@ packages=(
   libfmt-dev libspdlog-dev libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libsqlite3-dev
   coinor-libcbc-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  gnuplot-nox
+  gnuplot-nox python3
   clang libclang-rt-14-dev
 )
 

@@ -11,6 +11,7 @@ struct CommandContext {
 };
 
 void AddSimCommand(CLI::App& app, CommandContext& context);       // gshare sim
+void AddCompareCommand(CLI::App& app, CommandContext& context);   // gshare compare
 void AddWorkloadCommand(CLI::App& app, CommandContext& context);  // gshare workload
 void AddCatalogCommand(CLI::App& app, CommandContext& context);   // gshare catalog
 void AddNodeCommands(CLI::App& app, CommandContext& context);     // gshare node ...

@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
 
   gshare::cli::CommandContext context;
   gshare::cli::AddSimCommand(app, context);
+  gshare::cli::AddCompareCommand(app, context);
   gshare::cli::AddWorkloadCommand(app, context);
 #if defined(GSHARE_HAVE_EXACT)
   gshare::cli::AddOptGapCommand(app, context);

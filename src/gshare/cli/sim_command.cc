@@ -8,24 +8,17 @@
 
 #include "gshare/cli/commands.h"
 #include "gshare/cli/flag_checks.h"
+#include "gshare/cli/sim_inputs.h"
 #include "gshare/common/slice_granularity.h"
 #include "gshare/common/units.h"
-#include "gshare/model/catalog.h"
-#include "gshare/sched/policy_registry.h"
 #include "gshare/sim/report.h"
 #include "gshare/sim/simulator.h"
-#include "gshare/sim/workload/exec_noise.h"
-#include "gshare/sim/workload/trace_reader.h"
 
 namespace gshare::cli {
 namespace {
 
 struct SimFlags {
-  std::string catalog;
-  std::string trace;
-  std::string trace_format = "invocations";
-  std::string function;
-  std::string gpu_type = "a100-40gb";
+  TraceSource source;
   std::vector<std::string> policies = {"keepalive", "faaswap", "gshare"};
   std::uint64_t seed = 1;
   std::string out = "out/sim";
@@ -76,40 +69,18 @@ int RunSim(const SimFlags& flags) {
   options.policy.proxy_overhead_fraction = flags.proxy_overhead;
   options.policy.concurrency_target = flags.concurrency_target;
   options.policy.gshare.safety_margin = flags.safety_margin;
-  for (const auto& policy : flags.policies) {
-    bool known = false;
-    for (auto name : PolicyNames()) known = known || name == policy;
-    if (!known) {
-      return Fail(NotFound(
-          fmt::format("unknown policy '{}' (known: {})", policy, fmt::join(PolicyNames(), ", "))));
-    }
-  }
+  if (Status s = CheckPolicyNames(flags.policies); !s.ok()) return Fail(s);
 
   auto noise = ParseExecNoise(flags.exec_noise);
   if (!noise.ok()) return Fail(noise.status().WithContext("--exec-noise"));
 
-  auto catalog = LoadCatalog(flags.catalog);
-  if (!catalog.ok()) return Fail(catalog.status());
-  auto format = ParseTraceFormat(flags.trace_format);
-  if (!format.ok()) return Fail(format.status());
-  const GpuType* gpu = catalog->FindGpuType(flags.gpu_type);
-  if (gpu == nullptr) {
-    std::string known;
-    for (const auto& t : catalog->gpu_types) known += (known.empty() ? "" : ", ") + t.name;
-    return Fail(NotFound(fmt::format("unknown GPU type '{}' (known: {})", flags.gpu_type, known)));
-  }
-  TraceOptions trace_options;
-  trace_options.seed = flags.seed;
-  trace_options.function = flags.function;
-  auto raw = ReadTrace(flags.trace, *format, *catalog, trace_options);
-  if (!raw.ok()) return Fail(raw.status());
-  auto workload = BuildWorkload(*catalog, *raw, *gpu);
+  auto reader = WorkloadReader::Open(flags.source);
+  if (!reader.ok()) return Fail(reader.status());
+  auto workload = reader->Read(flags.seed, *noise);
   if (!workload.ok()) return Fail(workload.status());
-  workload->trace_path = flags.trace;
-  workload->trace_format = std::string(TraceFormatName(*format));
-  DrawExecNoise(*noise, flags.seed, *workload);
 
-  RunInfo info{flags.seed, flags.trace, workload->trace_format, gpu->name, FormatExecNoise(*noise)};
+  RunInfo info{flags.seed, flags.source.trace, workload->trace_format, reader->gpu().name,
+               FormatExecNoise(*noise)};
   const double span =
       workload->requests.empty() ? 0 : SinceEpochSeconds(workload->requests.back().arrival);
   const bool show_progress = !flags.quiet && isatty(STDERR_FILENO);
@@ -161,14 +132,15 @@ void AddSimCommand(CLI::App& app, CommandContext& context) {
   auto flags = std::make_shared<SimFlags>();
   CLI::App* cmd = app.add_subcommand(
       "sim", "Replay a trace under each policy and compare GPU usage, SLO attainment and cost");
-  cmd->add_option("--catalog", flags->catalog, "Function catalog (YAML)")->required();
-  cmd->add_option("--trace", flags->trace, "Trace file")->required();
-  cmd->add_option("--trace-format", flags->trace_format,
+  cmd->add_option("--catalog", flags->source.catalog, "Function catalog (YAML)")->required();
+  cmd->add_option("--trace", flags->source.trace, "Trace file")->required();
+  cmd->add_option("--trace-format", flags->source.trace_format,
                   "invocations, azure-2019, azure-2021 or azure-llm")
       ->capture_default_str();
-  cmd->add_option("--function", flags->function,
+  cmd->add_option("--function", flags->source.function,
                   "azure-llm: the catalog function the arrivals belong to (default: the first)");
-  cmd->add_option("--gpu-type", flags->gpu_type, "GPU type of every GPU")->capture_default_str();
+  cmd->add_option("--gpu-type", flags->source.gpu_type, "GPU type of every GPU")
+      ->capture_default_str();
   cmd->add_option("--policy", flags->policies, "Policies to compare, comma-separated")
       ->delimiter(',')
       ->capture_default_str();

@@ -1,16 +1,11 @@
 #include "gshare/sim/report.h"
 
-#include <sys/wait.h>
-
 #include <fmt/format.h>
 #include <algorithm>
-#include <cerrno>
-#include <cstdlib>
-#include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "gshare/sim/figures.h"
 #include "gshare/sim/simulator.h"
 
 namespace gshare {
@@ -22,15 +17,6 @@ double TraceSpanSeconds(const Workload& workload) {
   if (workload.requests.empty()) return 0;
   return SinceEpochSeconds(workload.requests.back().arrival) -
          SinceEpochSeconds(workload.requests.front().arrival);
-}
-
-Status WriteFile(const std::filesystem::path& path, const std::string& content) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) return IoError(fmt::format("cannot write {}: {}", path.string(), std::strerror(errno)));
-  out << content;
-  out.close();
-  if (!out) return IoError(fmt::format("error writing {}", path.string()));
-  return Status::Ok();
 }
 
 std::string CsvField(const std::string& s) {
@@ -71,10 +57,6 @@ std::string GpuTimelineData(const PolicyReport& report) {
     out += fmt::format("{:.6f} {}\n", static_cast<double>(b) * bin, peak);
   }
   return out;
-}
-
-bool HaveGnuplot() {
-  return std::system("command -v gnuplot >/dev/null 2>&1") == 0;  // NOLINT: fixed command
 }
 
 }  // namespace
@@ -150,7 +132,8 @@ Status WriteReports(const std::string& dir, const RunInfo& info, const Workload&
   if (ec) return IoError(fmt::format("cannot create output directory {}: {}", dir, ec.message()));
   const fs::path root(dir);
 
-  GSHARE_RETURN_IF_ERROR(WriteFile(root / "summary.json", SummaryJson(info, workload, reports)));
+  GSHARE_RETURN_IF_ERROR(
+      WriteTextFile(root / "summary.json", SummaryJson(info, workload, reports)));
 
   std::string policies_csv =
       "policy,requests,slo_attainment,p50_ms,p95_ms,p99_ms,gpu_seconds,avg_gpus,peak_gpus,"
@@ -172,10 +155,10 @@ Status WriteReports(const std::string& dir, const RunInfo& info, const Workload&
                       f.vgpu_gib_seconds, f.active_gib_seconds, f.serverless_usd);
     }
     GSHARE_RETURN_IF_ERROR(
-        WriteFile(root / fmt::format("gpus_{}.dat", r.policy), GpuTimelineData(r)));
+        WriteTextFile(root / fmt::format("gpus_{}.dat", r.policy), GpuTimelineData(r)));
   }
-  GSHARE_RETURN_IF_ERROR(WriteFile(root / "policies.csv", policies_csv));
-  GSHARE_RETURN_IF_ERROR(WriteFile(root / "functions.csv", functions_csv));
+  GSHARE_RETURN_IF_ERROR(WriteTextFile(root / "policies.csv", policies_csv));
+  GSHARE_RETURN_IF_ERROR(WriteTextFile(root / "functions.csv", functions_csv));
 
   // Latency CDF: one block per policy, 1000 quantiles each.
   std::string cdf = "# latency_ms cumulative_fraction (one block per policy)\n";
@@ -189,7 +172,7 @@ Status WriteReports(const std::string& dir, const RunInfo& info, const Workload&
     }
     cdf += "\n\n";
   }
-  GSHARE_RETURN_IF_ERROR(WriteFile(root / "latency_cdf.dat", cdf));
+  GSHARE_RETURN_IF_ERROR(WriteTextFile(root / "latency_cdf.dat", cdf));
 
   std::string gpus_plot = fmt::format(
       "set terminal pngcairo size 1000,500\nset output 'gpus.png'\n"
@@ -208,23 +191,15 @@ Status WriteReports(const std::string& dir, const RunInfo& info, const Workload&
     cdf_plot += fmt::format("'latency_cdf.dat' index {} using 1:2 with lines lw 2 title '{}'{}", i,
                             reports[i].policy, sep);
   }
-  GSHARE_RETURN_IF_ERROR(WriteFile(root / "gpus.gp", gpus_plot));
-  GSHARE_RETURN_IF_ERROR(WriteFile(root / "latency_cdf.gp", cdf_plot));
+  GSHARE_RETURN_IF_ERROR(WriteTextFile(root / "gpus.gp", gpus_plot));
+  GSHARE_RETURN_IF_ERROR(WriteTextFile(root / "latency_cdf.gp", cdf_plot));
 
   if (!HaveGnuplot()) {
     if (figures_note)
       *figures_note = "gnuplot is not installed: wrote gpus.gp and latency_cdf.gp, no PNGs";
     return Status::Ok();
   }
-  for (const char* script : {"gpus.gp", "latency_cdf.gp"}) {
-    const std::string command =
-        fmt::format("cd '{}' && gnuplot '{}' 2>/dev/null", fs::absolute(root).string(), script);
-    const int rc = std::system(command.c_str());  // NOLINT: paths are ours, quoted
-    if (rc != 0) {
-      return IoError(fmt::format("gnuplot failed on {} (exit {})", (root / script).string(),
-                                 WIFEXITED(rc) ? WEXITSTATUS(rc) : -1));
-    }
-  }
+  GSHARE_RETURN_IF_ERROR(RenderGnuplot(root, {"gpus.gp", "latency_cdf.gp"}));
   if (figures_note) *figures_note = "figures: gpus.png, latency_cdf.png";
   return Status::Ok();
 }

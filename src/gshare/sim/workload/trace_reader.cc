@@ -450,6 +450,10 @@ std::string_view TraceFormatName(TraceFormat format) {
   return "unknown";
 }
 
+bool TraceFormatDrawsWithSeed(TraceFormat format) {
+  return format == TraceFormat::kAzure2019 || format == TraceFormat::kAzure2021;
+}
+
 Result<RawTrace> ReadTrace(const std::string& path, TraceFormat format, Catalog& catalog,
                            const TraceOptions& options) {
   GSHARE_ASSIGN_OR_RETURN(CsvFile csv, CsvFile::Open(path));

@@ -31,6 +31,10 @@ enum class TraceFormat { kInvocations, kAzure2019, kAzure2021, kAzureLlm };
 
 Result<TraceFormat> ParseTraceFormat(std::string_view name);
 std::string_view TraceFormatName(TraceFormat format);
+// Whether reading `format` draws anything with TraceOptions::seed: azure-2019 spreads each
+// minute's count over the minute, and both Azure Functions formats draw the profiles of trace
+// functions. Other formats read the same with every seed.
+bool TraceFormatDrawsWithSeed(TraceFormat format);
 
 struct TraceOptions {
   std::uint64_t seed = 1;

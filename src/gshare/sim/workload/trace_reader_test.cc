@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 namespace gshare {
 namespace {
@@ -133,6 +134,31 @@ std::string Azure2019(const std::string& rows, int minutes = 3) {
   std::string text = "HashOwner,HashApp,HashFunction,Trigger";
   for (int m = 1; m <= minutes; ++m) text += "," + std::to_string(m);
   return text + "\n" + rows;
+}
+
+// Only the Azure Functions formats draw with the seed: an invocations trace reads the same with
+// any seed, an azure-2019 trace spreads its minutes differently.
+TEST_F(TraceReaderTest, OnlyAzureFunctionsFormatsDrawWithTheSeed) {
+  EXPECT_FALSE(TraceFormatDrawsWithSeed(TraceFormat::kInvocations));
+  EXPECT_TRUE(TraceFormatDrawsWithSeed(TraceFormat::kAzure2019));
+  EXPECT_TRUE(TraceFormatDrawsWithSeed(TraceFormat::kAzure2021));
+  EXPECT_FALSE(TraceFormatDrawsWithSeed(TraceFormat::kAzureLlm));
+
+  const auto arrivals = [&](const std::string& path, TraceFormat format, std::uint64_t seed) {
+    Catalog catalog = catalog_;
+    options_.seed = seed;
+    auto trace = ReadTrace(path, format, catalog, options_);
+    EXPECT_TRUE(trace.ok()) << trace.status().ToString();
+    std::vector<double> out;
+    for (const auto& invocation : trace->invocations) out.push_back(invocation.arrival_seconds);
+    return out;
+  };
+  const std::string invocations = Write("i.csv", "function,timestamp\nbert,1.5\nresnet50,7\n");
+  EXPECT_EQ(arrivals(invocations, TraceFormat::kInvocations, 1),
+            arrivals(invocations, TraceFormat::kInvocations, 2));
+  const std::string azure = Write("d.csv", Azure2019("o,a,f,http,5,5,5\n"));
+  EXPECT_NE(arrivals(azure, TraceFormat::kAzure2019, 1),
+            arrivals(azure, TraceFormat::kAzure2019, 2));
 }
 
 TEST_F(TraceReaderTest, ReadsAzure2019AndAddsFunctions) {

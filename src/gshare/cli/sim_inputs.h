@@ -1,0 +1,59 @@
+// What `gshare sim` and `gshare compare` both read before they simulate: the catalog, the GPU type
+// and the trace, checked in the same order and with the same messages by both commands.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "gshare/common/status.h"
+#include "gshare/model/catalog.h"
+#include "gshare/model/gpu_type.h"
+#include "gshare/sim/workload/exec_noise.h"
+#include "gshare/sim/workload/trace_reader.h"
+#include "gshare/sim/workload/workload.h"
+
+namespace gshare::cli {
+
+// Where a simulation's workload comes from, as the flags name it.
+struct TraceSource {
+  std::string catalog;                       // catalog YAML
+  std::string trace;                         // trace file
+  std::string trace_format = "invocations";  // a TraceFormatName
+  std::string function;                      // azure-llm: the arrivals' function ("": the first)
+  std::string gpu_type = "a100-40gb";        // the type of every GPU
+};
+
+// NotFound naming the first of `policies` that PolicyNames does not know (and listing those it
+// knows); Ok when it knows them all.
+Status CheckPolicyNames(const std::vector<std::string>& policies);
+
+// The catalog, trace format and GPU type, read and checked once; Read then reads the trace and
+// builds the workload, as often as the seeds need (only formats that draw with the seed need more
+// than one read).
+class WorkloadReader {
+ public:
+  // Loads the catalog, parses the trace format and finds the GPU type. Errors: those of
+  // LoadCatalog and ParseTraceFormat; NotFound for a GPU type the catalog lacks (naming those it
+  // has).
+  static Result<WorkloadReader> Open(const TraceSource& source);
+
+  // Reads the trace with `seed` into a copy of the catalog, builds the workload for the GPU type
+  // (trace_path as the flag gave it) and draws `noise` with `seed`. Errors: those of ReadTrace and
+  // BuildWorkload.
+  Result<Workload> Read(std::uint64_t seed, const ExecNoise& noise) const;
+
+  // Whether two seeds read different workloads from this trace (TraceFormatDrawsWithSeed).
+  bool TraceDrawsWithSeed() const { return TraceFormatDrawsWithSeed(format_); }
+  const GpuType& gpu() const { return gpu_; }
+
+ private:
+  WorkloadReader() = default;
+
+  TraceSource source_;
+  Catalog catalog_;
+  TraceFormat format_ = TraceFormat::kInvocations;
+  GpuType gpu_;
+};
+
+}  // namespace gshare::cli
