@@ -108,9 +108,11 @@ std::string_view KnobName(Knob knob) {
 PolicyGrid DefaultGrid(std::string_view policy) {
   PolicyGrid grid;
   grid.policy = std::string(policy);
-  if (policy == "keepalive") {
+  if (policy == "keepalive" || policy == "faascache") {
+    // Targets above 1 let an instance's queue grow past one batch before another starts: the
+    // cheap end of the curve, where attainment falls.
     grid.axes = {{Knob::kKeepAlive, {"1m", "5m", "15m"}},
-                 {Knob::kConcurrencyTarget, {"0.5", "0.7", "1.0"}}};
+                 {Knob::kConcurrencyTarget, {"0.7", "1.0", "2.0", "4.0"}}};
   } else if (policy == "faaswap") {
     grid.axes = {{Knob::kPoolIdle, {"10s", "1m", "5m"}}, {Knob::kProxyOverhead, {"0.2", "0.4"}}};
   } else if (IsGShareFamily(policy)) {

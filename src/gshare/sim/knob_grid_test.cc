@@ -14,13 +14,14 @@ std::vector<PolicyGrid> Grids() {
 
 TEST(KnobGridTest, DefaultGridsSweepEachPolicysOwnKnobs) {
   const auto settings = GridSettings(DefaultGrid("keepalive"));
-  ASSERT_EQ(settings.size(), 9u);
-  const KnobSetting first = {{Knob::kKeepAlive, "1m"}, {Knob::kConcurrencyTarget, "0.5"}};
-  const KnobSetting second = {{Knob::kKeepAlive, "1m"}, {Knob::kConcurrencyTarget, "0.7"}};
-  const KnobSetting last = {{Knob::kKeepAlive, "15m"}, {Knob::kConcurrencyTarget, "1.0"}};
+  ASSERT_EQ(settings.size(), 12u);
+  const KnobSetting first = {{Knob::kKeepAlive, "1m"}, {Knob::kConcurrencyTarget, "0.7"}};
+  const KnobSetting second = {{Knob::kKeepAlive, "1m"}, {Knob::kConcurrencyTarget, "1.0"}};
+  const KnobSetting last = {{Knob::kKeepAlive, "15m"}, {Knob::kConcurrencyTarget, "4.0"}};
   EXPECT_EQ(settings[0], first);
   EXPECT_EQ(settings[1], second);
-  EXPECT_EQ(settings[8], last);
+  EXPECT_EQ(settings[11], last);
+  EXPECT_EQ(GridSettings(DefaultGrid("faascache")).size(), 12u);
   EXPECT_EQ(GridSettings(DefaultGrid("faaswap")).size(), 6u);
   EXPECT_EQ(GridSettings(DefaultGrid("gshare")).size(), 9u);
   // The variants of gshare run its algorithm: the same knobs.
@@ -67,10 +68,10 @@ TEST(KnobGridTest, KnobFlagReplacesTheValuesOfOneKnob) {
   auto grids = Grids();
   ASSERT_TRUE(OverrideKnob("keepalive.keep_alive=30s,2m", grids).ok());
   const auto settings = GridSettings(grids[0]);
-  ASSERT_EQ(settings.size(), 6u);
+  ASSERT_EQ(settings.size(), 8u);
   EXPECT_EQ(settings[0][0].second, "30s");
-  EXPECT_EQ(settings[5][0].second, "2m");
-  EXPECT_EQ(settings[5][1].second, "1.0");  // the other knob keeps its defaults
+  EXPECT_EQ(settings[7][0].second, "2m");
+  EXPECT_EQ(settings[7][1].second, "4.0");  // the other knob keeps its defaults
   ASSERT_TRUE(OverrideKnob("gshare.safety_margin=0.5", grids).ok());
   EXPECT_EQ(GridSettings(grids[2]).size(), 3u);
 }
