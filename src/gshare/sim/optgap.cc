@@ -79,7 +79,7 @@ Result<OnlineSchedule> ScheduleOnline(const exact::ExactInstance& instance,
     return Internal(fmt::format("policy '{}' used {} GPUs on an instance of {}", policy,
                                 dense_gpu.size(), instance.num_gpus));
   }
-  std::vector<TimePoint> last_end(log.residencies.size(), TimePoint::min());
+  TimePoint last_completion{};  // the instance ends here
   out.schedule.executions.resize(instance.requests.size());
   for (const auto& run : log.runs) {
     for (RequestId id : run.batch) {
@@ -88,15 +88,17 @@ Result<OnlineSchedule> ScheduleOnline(const exact::ExactInstance& instance,
       e.start = run.start;
       e.end = run.end;
     }
-    last_end[run.residency] = std::max(last_end[run.residency], run.end);
+    last_completion = std::max(last_completion, run.end);
   }
-  for (std::size_t i = 0; i < log.residencies.size(); ++i) {
-    const auto& r = log.residencies[i];
-    // Active until its last execution; a residency that served nothing is scored to its restore.
-    const TimePoint end = last_end[i] != TimePoint::min() ? last_end[i] : r.ready;
+  for (const auto& r : log.residencies) {
+    // Held from the reservation to the release; a slice still held when the last request
+    // completes counts until then (or until its restore finishes, if that is later: a residency
+    // lasts at least its restore). A slice cannot be released before its restore finishes.
+    const TimePoint end = std::min(r.released, std::max(last_completion, r.ready));
     out.schedule.residencies.push_back({r.function, dense_gpu.at(r.gpu), r.reserved, end});
   }
   out.objective = exact::ScheduleObjective(instance, out.schedule);
+  out.executor_gib_seconds = report.vgpu_gib_seconds;
   out.validity = exact::ValidateSchedule(instance, out.schedule);
   return out;
 }

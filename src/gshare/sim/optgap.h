@@ -3,11 +3,22 @@
 // (sched/exact/schedule.h).
 //
 // The online policy gets the instance's GPUs (max_gpus), all present from time zero, and keeps
-// them for the whole instance. Its schedule is read from the simulator's ScheduleLog; a
-// residency is scored from its restore until the end of the last execution it served (the
-// slice's active time), the same way the exact schedule is. An online schedule that misses a
-// deadline or breaks another constraint of the exact model is reported as not valid and left out
-// of the quality ratio.
+// them for the whole instance. Its schedule is read from the simulator's ScheduleLog and scored by
+// the memory-time its slices were really held (the held-time rule):
+//  - a residency starts when the policy called Restore (its memory is reserved then; the policies
+//    start a copy only on an idle copy engine, so this is also the start of the copy; a restore
+//    queued behind another copy would start before its copy and fail the validator's copy-engine
+//    check);
+//  - it ends when the slice's memory was freed (ScheduleLog::Residency::released: the eviction by
+//    discard, or the end of the copy back to the host), which includes the time the policy kept
+//    an idle slice (ski rental, or cached until evicted);
+//  - a slice still held when the last request of the instance completes counts until that last
+//    completion (the instance ends there), or until its restore finishes if that is later;
+//  - this is the simulator's own accounting of reserved memory (PolicyReport::vgpu_gib_seconds,
+//    whose window also ends at the last completion).
+// The exact schedule holds each slice only while it needs it, so it is scored the same way. An
+// online schedule that misses a deadline or breaks another constraint of the exact model is
+// reported as not valid.
 #pragma once
 
 #include <cstdint>
@@ -25,7 +36,11 @@ namespace gshare {
 
 struct OnlineSchedule {
   exact::ExactSchedule schedule;
-  double objective = 0;  // exact::ScheduleObjective
+  double objective = 0;  // exact::ScheduleObjective: memory-time held (the held-time rule)
+  // The simulator's reserved memory-time up to the last completion, GiB-s: equal to `objective`
+  // up to rounding, since here every slice is its function's memory in whole 128 MiB slices
+  // (batch 1); a cross-check of the conversion.
+  double executor_gib_seconds = 0;
   Status validity;       // exact::ValidateSchedule
   Duration wall_time{};  // the whole simulated run: an upper bound on the decision time
   std::uint64_t events = 0;

@@ -38,6 +38,34 @@ TEST(OptGapTest, OnlineScheduleOfAHandCaseIsValidAndScoredByHand) {
   EXPECT_NEAR(exact_solution->objective, online->objective, 1e-9);
 }
 
+TEST(OptGapTest, ScoresTheTimeASliceIsHeldNotOnlyItsActiveTime) {
+  // Two functions of 10 MB and 256 MiB (restore 1 + 10 = 11 ms, run 10 ms) on one GPU: f is
+  // called at 0 (deadline 100 ms), g at 500 ms (deadline 600 ms).
+  exact::ExactInstance instance = OneFunctionInstance();
+  instance.functions.push_back({"g", 10'000'000, 256 * kMiB, milliseconds(10)});
+  instance.requests = {{0, AtSeconds(0.0), AtSeconds(0.100)},
+                       {1, AtSeconds(0.500), AtSeconds(0.600)}};
+  auto online = ScheduleOnline(instance, "gshare");
+  ASSERT_TRUE(online.ok()) << online.status().ToString();
+  EXPECT_TRUE(online->validity.ok()) << online->validity.ToString();
+  ASSERT_EQ(online->schedule.residencies.size(), 2u);
+  // f: lazy bind at 100 - 1.4 x 10 - 11 - 0.4 x 11 = 70.6 ms, restore to 81.6, run to 91.6; then
+  // idle for a restore's time (ski rental) and released at 102.6 ms: held 32 ms, not the 21 ms
+  // it was active.
+  const auto& f = online->schedule.residencies[0];
+  EXPECT_EQ(f.restore_start, AtSeconds(0.0706));
+  EXPECT_EQ(online->schedule.executions[0].end, AtSeconds(0.0916));
+  EXPECT_EQ(f.end, AtSeconds(0.1026));
+  // g: restore 570.6-581.6, run to 591.6 ms, the last completion: the instance ends there, so the
+  // slice (released at 602.6 ms) counts until 591.6 ms, 21 ms.
+  const auto& g = online->schedule.residencies[1];
+  EXPECT_EQ(g.restore_start, AtSeconds(0.5706));
+  EXPECT_EQ(g.end, AtSeconds(0.5916));
+  // 0.25 GiB x (32 + 21) ms.
+  EXPECT_NEAR(online->objective, 0.25 * 0.053, 1e-12);
+  EXPECT_NEAR(online->executor_gib_seconds, online->objective, 1e-9);
+}
+
 TEST(OptGapTest, RunsAFewInstancesAndReportsRatiosAtMostOne) {
   OptGapOptions options;
   options.instances = 3;
