@@ -53,6 +53,21 @@ Workload ToWorkload(const exact::ExactInstance& instance, std::vector<std::size_
   return w;
 }
 
+// The online schedule scored against the row's exact solution.
+OnlineScore Score(const OptGapRow& row, const OnlineSchedule& online) {
+  OnlineScore score;
+  score.objective = online.objective;
+  score.valid = online.validity.ok();
+  if (!score.valid) score.violation = online.validity.message();
+  score.seconds = ToSeconds(online.wall_time);
+  score.gpus = exact::PeakGpus(online.schedule);
+  if (row.status == exact::SolveStatus::kOptimal && score.valid) {
+    // A valid schedule holds memory for at least its restores and runs: objective > 0.
+    score.quality_ratio = score.objective > 0 ? row.exact_objective / score.objective : 1.0;
+  }
+  return score;
+}
+
 }  // namespace
 
 Result<OnlineSchedule> ScheduleOnline(const exact::ExactInstance& instance,
@@ -103,61 +118,84 @@ Result<OnlineSchedule> ScheduleOnline(const exact::ExactInstance& instance,
   return out;
 }
 
+Result<OptGapRow> RunOptGapInstance(const exact::ExactInstance& instance,
+                                    const OptGapOptions& options) {
+  OptGapRow row;
+  GSHARE_ASSIGN_OR_RETURN(exact::ExactSolution solution,
+                          exact::SolveExact(instance, options.exact));
+  row.status = solution.status;
+  row.exact_objective = solution.objective;
+  row.exact_seconds = ToSeconds(solution.solve_time);
+  if (solution.schedule) row.exact_gpus = exact::PeakGpus(*solution.schedule);
+  GSHARE_ASSIGN_OR_RETURN(OnlineSchedule online, ScheduleOnline(instance, options.policy));
+  row.online = Score(row, online);
+  if (row.status == exact::SolveStatus::kOptimal && row.online.gpus > 0) {
+    row.gpu_ratio = static_cast<double>(row.exact_gpus) / row.online.gpus;
+  }
+  return row;
+}
+
+OptGapSummary SummarizeOptGap(std::vector<OptGapRow> rows) {
+  OptGapSummary summary;
+  summary.instances = static_cast<int>(rows.size());
+  double ratio_sum = 0, gpu_ratio_sum = 0, speedup_sum = 0;
+  int timed = 0;
+  for (const OptGapRow& row : rows) {
+    if (row.status != exact::SolveStatus::kOptimal) continue;
+    summary.solved_optimally += 1;
+    ratio_sum += row.online.quality_ratio;  // 0 when the online schedule is not valid
+    gpu_ratio_sum += row.gpu_ratio;
+    if (row.online.seconds > 0) {
+      speedup_sum += row.exact_seconds / row.online.seconds;
+      timed += 1;
+    }
+    if (!row.online.valid) {
+      summary.online_misses += 1;
+      continue;
+    }
+    summary.min_quality_ratio = summary.optimal_with_valid_online == 0
+                                    ? row.online.quality_ratio
+                                    : std::min(summary.min_quality_ratio, row.online.quality_ratio);
+    summary.optimal_with_valid_online += 1;
+  }
+  summary.not_solved = summary.instances - summary.solved_optimally;
+  if (summary.solved_optimally > 0) {
+    summary.mean_quality_ratio = ratio_sum / summary.solved_optimally;
+    summary.mean_gpu_ratio = gpu_ratio_sum / summary.solved_optimally;
+  }
+  if (timed > 0) summary.mean_speedup = speedup_sum / timed;
+  summary.rows = std::move(rows);
+  return summary;
+}
+
 Result<OptGapSummary> RunOptGap(const OptGapOptions& options,
                                 const std::vector<ResolvedFunction>& functions,
                                 const GpuType& gpu) {
   if (options.instances < 1) return InvalidArgument("--instances must be at least 1");
-  OptGapSummary summary;
-  summary.instances = options.instances;
-  double ratio_sum = 0, speedup_sum = 0;
-  summary.min_quality_ratio = 0;
-  bool have_ratio = false;
+  std::vector<OptGapRow> rows;
   for (int i = 0; i < options.instances; ++i) {
-    OptGapRow row;
-    row.index = i;
-    row.seed = options.seed * 1'000'003ULL + static_cast<std::uint64_t>(i);
+    const std::uint64_t seed = options.seed * 1'000'003ULL + static_cast<std::uint64_t>(i);
     GSHARE_ASSIGN_OR_RETURN(exact::ExactInstance instance,
-                            exact::GenerateExactInstance(row.seed, options.requests, options.gpus,
+                            exact::GenerateExactInstance(seed, options.requests, options.gpus,
                                                          functions, gpu, options.generator));
-    const auto solved = exact::SolveExact(instance, options.exact);
-    if (!solved.ok()) return solved.status();
-    const exact::ExactSolution& solution = *solved;
-    row.status = solution.status;
-    row.exact_objective = solution.objective;
-    row.exact_seconds = ToSeconds(solution.solve_time);
-    GSHARE_ASSIGN_OR_RETURN(OnlineSchedule online, ScheduleOnline(instance, options.policy));
-    row.online_objective = online.objective;
-    row.online_seconds = ToSeconds(online.wall_time);
-    row.online_valid = online.validity.ok();
-    if (!row.online_valid) row.online_violation = online.validity.message();
-    if (solution.status == exact::SolveStatus::kOptimal) {
-      summary.solved_optimally += 1;
-      if (row.online_seconds > 0) speedup_sum += row.exact_seconds / row.online_seconds;
-      if (row.online_valid && row.online_objective > 0) {
-        row.quality_ratio = row.exact_objective / row.online_objective;
-        summary.optimal_with_valid_online += 1;
-        ratio_sum += row.quality_ratio;
-        summary.min_quality_ratio =
-            have_ratio ? std::min(summary.min_quality_ratio, row.quality_ratio) : row.quality_ratio;
-        have_ratio = true;
-      }
-    }
-    summary.rows.push_back(row);
+    GSHARE_ASSIGN_OR_RETURN(OptGapRow row, RunOptGapInstance(instance, options));
+    row.index = i;
+    row.seed = seed;
+    rows.push_back(std::move(row));
     if (options.progress) options.progress(i + 1, options.instances);
   }
-  if (summary.optimal_with_valid_online > 0) {
-    summary.mean_quality_ratio = ratio_sum / summary.optimal_with_valid_online;
-  }
-  if (summary.solved_optimally > 0) summary.mean_speedup = speedup_sum / summary.solved_optimally;
-  return summary;
+  return SummarizeOptGap(std::move(rows));
 }
 
 std::string OptGapJson(const OptGapOptions& options, const OptGapSummary& summary) {
   nlohmann::ordered_json doc;
   doc["instances"] = summary.instances;
   doc["solved_optimally"] = summary.solved_optimally;
+  doc["not_solved"] = summary.not_solved;
   doc["mean_quality_ratio"] = summary.mean_quality_ratio;
+  doc["online_misses"] = summary.online_misses;
   doc["min_quality_ratio"] = summary.min_quality_ratio;
+  doc["mean_gpu_ratio"] = summary.mean_gpu_ratio;
   doc["mean_speedup"] = summary.mean_speedup;
   doc["optimal_with_valid_online"] = summary.optimal_with_valid_online;
   doc["policy"] = options.policy;
@@ -173,11 +211,14 @@ std::string OptGapJson(const OptGapOptions& options, const OptGapSummary& summar
     row["exact_status"] = std::string(exact::SolveStatusName(r.status));
     row["exact_objective_gib_s"] = r.exact_objective;
     row["exact_seconds"] = r.exact_seconds;
-    row["online_objective_gib_s"] = r.online_objective;
-    row["online_valid"] = r.online_valid;
-    if (!r.online_valid) row["online_violation"] = r.online_violation;
-    row["online_seconds"] = r.online_seconds;
-    row["quality_ratio"] = r.quality_ratio;
+    row["exact_gpus"] = r.exact_gpus;
+    row["online_objective_gib_s"] = r.online.objective;
+    row["online_valid"] = r.online.valid;
+    if (!r.online.valid) row["online_violation"] = r.online.violation;
+    row["online_seconds"] = r.online.seconds;
+    row["online_gpus"] = r.online.gpus;
+    row["quality_ratio"] = r.online.quality_ratio;
+    row["gpu_ratio"] = r.gpu_ratio;
     rows.push_back(row);
   }
   doc["rows"] = rows;
@@ -185,20 +226,23 @@ std::string OptGapJson(const OptGapOptions& options, const OptGapSummary& summar
 }
 
 std::string OptGapTable(const OptGapSummary& summary) {
-  std::string out =
-      fmt::format("{:>4} {:>10} {:>14} {:>10} {:>14} {:>7} {:>11} {:>8}\n", "#", "exact",
-                  "optimum GiB-s", "exact s", "online GiB-s", "valid", "online us", "ratio");
+  std::string out = fmt::format("{:>4} {:>10} {:>14} {:>10} {:>14} {:>7} {:>11} {:>8} {:>9}\n", "#",
+                                "exact", "optimum GiB-s", "exact s", "online GiB-s", "valid",
+                                "online us", "ratio", "GPUs x/o");
   for (const OptGapRow& r : summary.rows) {
-    out += fmt::format("{:>4} {:>10} {:>14.6f} {:>10.3f} {:>14.6f} {:>7} {:>11.1f} {:>8.3f}\n",
-                       r.index, exact::SolveStatusName(r.status), r.exact_objective,
-                       r.exact_seconds, r.online_objective, r.online_valid ? "yes" : "no",
-                       r.online_seconds * 1e6, r.quality_ratio);
+    out +=
+        fmt::format("{:>4} {:>10} {:>14.6f} {:>10.3f} {:>14.6f} {:>7} {:>11.1f} {:>8.3f} {:>9}\n",
+                    r.index, exact::SolveStatusName(r.status), r.exact_objective, r.exact_seconds,
+                    r.online.objective, r.online.valid ? "yes" : "no", r.online.seconds * 1e6,
+                    r.online.quality_ratio, fmt::format("{}/{}", r.exact_gpus, r.online.gpus));
   }
   out += fmt::format(
-      "instances {}, solved optimally {}, of which the online schedule is valid {}; mean quality "
-      "ratio {:.3f} (min {:.3f}); mean speedup {:.0f}x\n",
-      summary.instances, summary.solved_optimally, summary.optimal_with_valid_online,
-      summary.mean_quality_ratio, summary.min_quality_ratio, summary.mean_speedup);
+      "instances {}: solved optimally {}, not solved {}; over the solved: mean quality ratio "
+      "{:.3f} (an online miss counts 0; misses {}; min over the valid {:.3f}), mean GPU ratio "
+      "{:.3f}, mean speedup {:.0f}x\n",
+      summary.instances, summary.solved_optimally, summary.not_solved, summary.mean_quality_ratio,
+      summary.online_misses, summary.min_quality_ratio, summary.mean_gpu_ratio,
+      summary.mean_speedup);
   return out;
 }
 

@@ -61,28 +61,57 @@ struct OptGapOptions {
   std::function<void(int done, int total)> progress;  // may be empty
 };
 
+// One online schedule of an instance, scored against the exact solution.
+struct OnlineScore {
+  double objective = 0;      // GiB-s held (the held-time rule)
+  bool valid = false;        // passes exact::ValidateSchedule (every deadline met, ...)
+  std::string violation;     // why not valid
+  double seconds = 0;        // wall time of the online run
+  int gpus = 0;              // exact::PeakGpus of its schedule
+  double quality_ratio = 0;  // exact / online objective when the instance was solved to
+                             // optimality and the online schedule is valid; otherwise 0
+};
+
 struct OptGapRow {
   int index = 0;
   std::uint64_t seed = 0;
   exact::SolveStatus status = exact::SolveStatus::kTimedOut;
   double exact_objective = 0;  // GiB-s, when a schedule was found
   double exact_seconds = 0;
-  double online_objective = 0;
-  bool online_valid = false;
-  std::string online_violation;  // why not valid
-  double online_seconds = 0;
-  double quality_ratio = 0;  // exact / online, for optimal instances with a valid online schedule
+  int exact_gpus = 0;    // exact::PeakGpus of the exact schedule, when one was found
+  OnlineScore online;    // the policy of OptGapOptions::policy
+  double gpu_ratio = 0;  // exact_gpus / online.gpus for an optimally solved instance; else 0
 };
 
+// The figures, over the instances CBC solved to optimality (the others are counted in
+// not_solved and left out of every mean):
+//  - mean_quality_ratio: the mean of the quality ratio (optimum / online objective), where an
+//    instance whose online schedule is not valid (misses a deadline, or breaks another constraint
+//    of the model) counts 0; online_misses counts those instances;
+//  - min_quality_ratio: the least ratio among the valid online schedules (0 if none);
+//  - mean_gpu_ratio: the mean of exact_gpus / online.gpus, valid or not;
+//  - mean_speedup: the mean of exact solve time / online run time.
+// With no instance solved to optimality every mean is 0 (not NaN): read it with the counts.
 struct OptGapSummary {
   int instances = 0;
   int solved_optimally = 0;
-  int optimal_with_valid_online = 0;  // the instances the quality ratio is taken over
+  int not_solved = 0;                 // instances - solved_optimally
+  int optimal_with_valid_online = 0;  // solved_optimally - online_misses
+  int online_misses = 0;
   double mean_quality_ratio = 0;
   double min_quality_ratio = 0;
-  double mean_speedup = 0;  // mean over optimal instances of exact solve time / online time
+  double mean_gpu_ratio = 0;
+  double mean_speedup = 0;
   std::vector<OptGapRow> rows;
 };
+
+// Solves `instance` exactly and runs `options.policy` on it; fills every field of the row but
+// index and seed. Errors: a malformed instance; a solver or simulator failure (a bug).
+Result<OptGapRow> RunOptGapInstance(const exact::ExactInstance& instance,
+                                    const OptGapOptions& options);
+
+// The summary of `rows` (see OptGapSummary). Pure.
+OptGapSummary SummarizeOptGap(std::vector<OptGapRow> rows);
 
 // Generates and solves `options.instances` instances from `functions` on `gpu`. Errors: bad
 // options; a solver or simulator failure (a bug).
@@ -90,7 +119,7 @@ Result<OptGapSummary> RunOptGap(const OptGapOptions& options,
                                 const std::vector<ResolvedFunction>& functions, const GpuType& gpu);
 
 // {"instances": N, "solved_optimally": k, "mean_quality_ratio": ..., "min_quality_ratio": ...,
-//  "mean_speedup": ..., ...} with a row per instance.
+//  "mean_speedup": ..., ...} with a row per instance. Every number is finite.
 std::string OptGapJson(const OptGapOptions& options, const OptGapSummary& summary);
 std::string OptGapTable(const OptGapSummary& summary);
 

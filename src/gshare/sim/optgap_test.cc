@@ -77,13 +77,63 @@ TEST(OptGapTest, RunsAFewInstancesAndReportsRatiosAtMostOne) {
   EXPECT_EQ(summary->rows.size(), 3u);
   EXPECT_GT(summary->solved_optimally, 0);
   for (const auto& row : summary->rows) {
-    if (row.status == exact::SolveStatus::kOptimal && row.online_valid) {
+    if (row.status == exact::SolveStatus::kOptimal && row.online.valid) {
       // The optimum is never worse than a valid online schedule.
-      EXPECT_LE(row.quality_ratio, 1.0 + 1e-9) << "instance " << row.index;
-      EXPECT_GT(row.quality_ratio, 0.0);
+      EXPECT_LE(row.online.quality_ratio, 1.0 + 1e-9) << "instance " << row.index;
+      EXPECT_GT(row.online.quality_ratio, 0.0);
+    } else {
+      EXPECT_EQ(row.online.quality_ratio, 0.0);
+    }
+    if (row.status == exact::SolveStatus::kOptimal) {
+      EXPECT_GE(row.exact_gpus, 1);
+      EXPECT_GE(row.online.gpus, 1);
+      EXPECT_LE(row.online.gpus, options.gpus);
+      EXPECT_DOUBLE_EQ(row.gpu_ratio, static_cast<double>(row.exact_gpus) / row.online.gpus);
     }
   }
-  EXPECT_GT(summary->mean_speedup, 1.0);
+  EXPECT_EQ(summary->not_solved, 3 - summary->solved_optimally);
+  EXPECT_EQ(summary->online_misses + summary->optimal_with_valid_online, summary->solved_optimally);
+  EXPECT_GT(summary->mean_speedup, 0.0);
+}
+
+OptGapRow Row(exact::SolveStatus status, bool valid, double ratio, double gpu_ratio,
+              double exact_seconds) {
+  OptGapRow row;
+  row.status = status;
+  row.exact_seconds = exact_seconds;
+  row.online.valid = valid;
+  row.online.quality_ratio = ratio;
+  row.online.seconds = 0.001;
+  row.gpu_ratio = gpu_ratio;
+  return row;
+}
+
+TEST(OptGapTest, AMissCountsZeroAndUnsolvedInstancesAreLeftOut) {
+  using exact::SolveStatus;
+  std::vector<OptGapRow> rows = {
+      Row(SolveStatus::kOptimal, true, 0.8, 0.5, 2.0),
+      Row(SolveStatus::kOptimal, false, 0.0, 1.0, 1.0),     // the online schedule misses
+      Row(SolveStatus::kFeasible, true, 0.0, 0.0, 20.0),    // not proven optimal
+      Row(SolveStatus::kTimedOut, false, 0.0, 0.0, 20.0)};  // no schedule
+  const OptGapSummary summary = SummarizeOptGap(rows);
+  EXPECT_EQ(summary.instances, 4);
+  EXPECT_EQ(summary.solved_optimally, 2);
+  EXPECT_EQ(summary.not_solved, 2);
+  EXPECT_EQ(summary.online_misses, 1);
+  EXPECT_EQ(summary.optimal_with_valid_online, 1);
+  EXPECT_DOUBLE_EQ(summary.mean_quality_ratio, (0.8 + 0.0) / 2);
+  EXPECT_DOUBLE_EQ(summary.min_quality_ratio, 0.8);
+  EXPECT_DOUBLE_EQ(summary.mean_gpu_ratio, (0.5 + 1.0) / 2);
+  EXPECT_DOUBLE_EQ(summary.mean_speedup, (2000.0 + 1000.0) / 2);
+  EXPECT_EQ(summary.rows.size(), 4u);
+
+  // Nothing solved: every mean is 0, and the counts say why.
+  const OptGapSummary none = SummarizeOptGap({rows[2], rows[3]});
+  EXPECT_EQ(none.solved_optimally, 0);
+  EXPECT_EQ(none.not_solved, 2);
+  EXPECT_EQ(none.mean_quality_ratio, 0.0);
+  EXPECT_EQ(none.mean_gpu_ratio, 0.0);
+  EXPECT_EQ(none.mean_speedup, 0.0);
 }
 
 }  // namespace
