@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <numeric>
 
+#include "gshare/sched/exact/best_fit.h"
 #include "gshare/sim/simulator.h"
 
 namespace gshare {
@@ -54,8 +55,9 @@ Workload ToWorkload(const exact::ExactInstance& instance, std::vector<std::size_
 }
 
 // The online schedule scored against the row's exact solution.
-OnlineScore Score(const OptGapRow& row, const OnlineSchedule& online) {
+OnlineScore Score(const OptGapRow& row, const std::string& name, const OnlineSchedule& online) {
   OnlineScore score;
+  score.name = name;
   score.objective = online.objective;
   score.valid = online.validity.ok();
   if (!score.valid) score.violation = online.validity.message();
@@ -73,6 +75,17 @@ OnlineScore Score(const OptGapRow& row, const OnlineSchedule& online) {
 Result<OnlineSchedule> ScheduleOnline(const exact::ExactInstance& instance,
                                       const std::string& policy) {
   GSHARE_RETURN_IF_ERROR(exact::ValidateInstance(instance));
+  if (policy == kBestFit) {
+    const auto start = std::chrono::steady_clock::now();
+    GSHARE_ASSIGN_OR_RETURN(exact::ExactSchedule schedule, exact::ScheduleBestFit(instance));
+    OnlineSchedule out;
+    out.wall_time = std::chrono::duration_cast<Duration>(std::chrono::steady_clock::now() - start);
+    out.schedule = std::move(schedule);
+    out.objective = exact::ScheduleObjective(instance, out.schedule);
+    out.executor_gib_seconds = out.objective;
+    out.validity = exact::ValidateSchedule(instance, out.schedule);
+    return out;
+  }
   std::vector<std::size_t> order;
   const Workload workload = ToWorkload(instance, order);
   SimulationOptions options;
@@ -128,7 +141,11 @@ Result<OptGapRow> RunOptGapInstance(const exact::ExactInstance& instance,
   row.exact_seconds = ToSeconds(solution.solve_time);
   if (solution.schedule) row.exact_gpus = exact::PeakGpus(*solution.schedule);
   GSHARE_ASSIGN_OR_RETURN(OnlineSchedule online, ScheduleOnline(instance, options.policy));
-  row.online = Score(row, online);
+  row.online = Score(row, options.policy, online);
+  for (const std::string& baseline : options.baselines) {
+    GSHARE_ASSIGN_OR_RETURN(OnlineSchedule other, ScheduleOnline(instance, baseline));
+    row.baselines.push_back(Score(row, baseline, other));
+  }
   if (row.status == exact::SolveStatus::kOptimal && row.online.gpus > 0) {
     row.gpu_ratio = static_cast<double>(row.exact_gpus) / row.online.gpus;
   }
@@ -162,6 +179,22 @@ OptGapSummary SummarizeOptGap(std::vector<OptGapRow> rows) {
   if (summary.solved_optimally > 0) {
     summary.mean_quality_ratio = ratio_sum / summary.solved_optimally;
     summary.mean_gpu_ratio = gpu_ratio_sum / summary.solved_optimally;
+  }
+  // The baselines, by the same rules over the same instances (every row has the same ones).
+  if (!rows.empty()) {
+    for (std::size_t b = 0; b < rows.front().baselines.size(); ++b) {
+      BaselineSummary baseline;
+      baseline.name = rows.front().baselines[b].name;
+      double sum = 0;
+      for (const OptGapRow& row : rows) {
+        if (row.status != exact::SolveStatus::kOptimal || b >= row.baselines.size()) continue;
+        sum += row.baselines[b].quality_ratio;
+        if (!row.baselines[b].valid) baseline.online_misses += 1;
+      }
+      if (summary.solved_optimally > 0)
+        baseline.mean_quality_ratio = sum / summary.solved_optimally;
+      summary.baselines.push_back(baseline);
+    }
   }
   if (timed > 0) summary.mean_speedup = speedup_sum / timed;
   summary.rows = std::move(rows);
@@ -198,6 +231,12 @@ std::string OptGapJson(const OptGapOptions& options, const OptGapSummary& summar
   doc["mean_gpu_ratio"] = summary.mean_gpu_ratio;
   doc["mean_speedup"] = summary.mean_speedup;
   doc["optimal_with_valid_online"] = summary.optimal_with_valid_online;
+  auto baselines = nlohmann::ordered_json::object();
+  for (const BaselineSummary& b : summary.baselines) {
+    baselines[b.name] = {{"mean_quality_ratio", b.mean_quality_ratio},
+                         {"online_misses", b.online_misses}};
+  }
+  doc["baselines"] = baselines;
   doc["policy"] = options.policy;
   doc["seed"] = options.seed;
   doc["requests"] = options.requests;
@@ -219,6 +258,18 @@ std::string OptGapJson(const OptGapOptions& options, const OptGapSummary& summar
     row["online_gpus"] = r.online.gpus;
     row["quality_ratio"] = r.online.quality_ratio;
     row["gpu_ratio"] = r.gpu_ratio;
+    auto row_baselines = nlohmann::ordered_json::object();
+    for (const OnlineScore& b : r.baselines) {
+      nlohmann::ordered_json entry;
+      entry["objective_gib_s"] = b.objective;
+      entry["valid"] = b.valid;
+      if (!b.valid) entry["violation"] = b.violation;
+      entry["seconds"] = b.seconds;
+      entry["gpus"] = b.gpus;
+      entry["quality_ratio"] = b.quality_ratio;
+      row_baselines[b.name] = entry;
+    }
+    row["baselines"] = row_baselines;
     rows.push_back(row);
   }
   doc["rows"] = rows;
@@ -226,15 +277,26 @@ std::string OptGapJson(const OptGapOptions& options, const OptGapSummary& summar
 }
 
 std::string OptGapTable(const OptGapSummary& summary) {
-  std::string out = fmt::format("{:>4} {:>10} {:>14} {:>10} {:>14} {:>7} {:>11} {:>8} {:>9}\n", "#",
+  std::string out = fmt::format("{:>4} {:>10} {:>14} {:>10} {:>14} {:>7} {:>11} {:>8} {:>9}", "#",
                                 "exact", "optimum GiB-s", "exact s", "online GiB-s", "valid",
                                 "online us", "ratio", "GPUs x/o");
+  if (!summary.rows.empty()) {
+    for (const OnlineScore& b : summary.rows.front().baselines)
+      out += fmt::format(" {:>9}", b.name);
+  }
+  out += "\n";
+  // A quality ratio, or "miss" for a schedule that is not valid.
+  const auto ratio = [](const OnlineScore& score) {
+    return score.valid ? fmt::format("{:.3f}", score.quality_ratio) : std::string("miss");
+  };
   for (const OptGapRow& r : summary.rows) {
     out +=
-        fmt::format("{:>4} {:>10} {:>14.6f} {:>10.3f} {:>14.6f} {:>7} {:>11.1f} {:>8.3f} {:>9}\n",
+        fmt::format("{:>4} {:>10} {:>14.6f} {:>10.3f} {:>14.6f} {:>7} {:>11.1f} {:>8} {:>9}",
                     r.index, exact::SolveStatusName(r.status), r.exact_objective, r.exact_seconds,
                     r.online.objective, r.online.valid ? "yes" : "no", r.online.seconds * 1e6,
-                    r.online.quality_ratio, fmt::format("{}/{}", r.exact_gpus, r.online.gpus));
+                    ratio(r.online), fmt::format("{}/{}", r.exact_gpus, r.online.gpus));
+    for (const OnlineScore& b : r.baselines) out += fmt::format(" {:>9}", ratio(b));
+    out += "\n";
   }
   out += fmt::format(
       "instances {}: solved optimally {}, not solved {}; over the solved: mean quality ratio "
@@ -243,6 +305,10 @@ std::string OptGapTable(const OptGapSummary& summary) {
       summary.instances, summary.solved_optimally, summary.not_solved, summary.mean_quality_ratio,
       summary.online_misses, summary.min_quality_ratio, summary.mean_gpu_ratio,
       summary.mean_speedup);
+  for (const BaselineSummary& b : summary.baselines) {
+    out += fmt::format("baseline {}: mean quality ratio {:.3f}, misses {}\n", b.name,
+                       b.mean_quality_ratio, b.online_misses);
+  }
   return out;
 }
 

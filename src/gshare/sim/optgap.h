@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "gshare/common/status.h"
@@ -46,7 +47,12 @@ struct OnlineSchedule {
   std::uint64_t events = 0;
 };
 
-// Runs `policy` on `instance` in the simulator and converts what it did to an ExactSchedule.
+// The greedy online baseline exact::ScheduleBestFit, by the name ScheduleOnline knows it.
+inline constexpr std::string_view kBestFit = "best-fit";
+
+// Runs `policy` on `instance` and converts what it did to an ExactSchedule: a policy known to
+// MakePolicy in the simulator, or kBestFit (exact::ScheduleBestFit, already in the model's terms,
+// scored and validated alike; its executor_gib_seconds is its objective).
 Result<OnlineSchedule> ScheduleOnline(const exact::ExactInstance& instance,
                                       const std::string& policy);
 
@@ -56,6 +62,9 @@ struct OptGapOptions {
   int requests = 12;
   int gpus = 2;
   std::string policy = "gshare";
+  // Scored beside the policy on the same instances by the same rules: "fifo", the policy variant
+  // (sched/policy_registry.h) run in the simulator exactly as the policy is, and kBestFit.
+  std::vector<std::string> baselines = {"fifo", std::string(kBestFit)};
   exact::ExactOptions exact;
   exact::GeneratorOptions generator;
   std::function<void(int done, int total)> progress;  // may be empty
@@ -63,6 +72,7 @@ struct OptGapOptions {
 
 // One online schedule of an instance, scored against the exact solution.
 struct OnlineScore {
+  std::string name;          // the policy or baseline
   double objective = 0;      // GiB-s held (the held-time rule)
   bool valid = false;        // passes exact::ValidateSchedule (every deadline met, ...)
   std::string violation;     // why not valid
@@ -78,8 +88,9 @@ struct OptGapRow {
   exact::SolveStatus status = exact::SolveStatus::kTimedOut;
   double exact_objective = 0;  // GiB-s, when a schedule was found
   double exact_seconds = 0;
-  int exact_gpus = 0;    // exact::PeakGpus of the exact schedule, when one was found
-  OnlineScore online;    // the policy of OptGapOptions::policy
+  int exact_gpus = 0;                  // exact::PeakGpus of the exact schedule, when one was found
+  OnlineScore online;                  // the policy of OptGapOptions::policy
+  std::vector<OnlineScore> baselines;  // in the order of OptGapOptions::baselines
   double gpu_ratio = 0;  // exact_gpus / online.gpus for an optimally solved instance; else 0
 };
 
@@ -90,8 +101,15 @@ struct OptGapRow {
 //    of the model) counts 0; online_misses counts those instances;
 //  - min_quality_ratio: the least ratio among the valid online schedules (0 if none);
 //  - mean_gpu_ratio: the mean of exact_gpus / online.gpus, valid or not;
-//  - mean_speedup: the mean of exact solve time / online run time.
+//  - mean_speedup: the mean of exact solve time / online run time;
+//  - baselines: mean_quality_ratio and online_misses of each baseline, by the same rules.
 // With no instance solved to optimality every mean is 0 (not NaN): read it with the counts.
+struct BaselineSummary {
+  std::string name;
+  double mean_quality_ratio = 0;
+  int online_misses = 0;
+};
+
 struct OptGapSummary {
   int instances = 0;
   int solved_optimally = 0;
@@ -102,6 +120,7 @@ struct OptGapSummary {
   double min_quality_ratio = 0;
   double mean_gpu_ratio = 0;
   double mean_speedup = 0;
+  std::vector<BaselineSummary> baselines;  // in the rows' order of baselines
   std::vector<OptGapRow> rows;
 };
 

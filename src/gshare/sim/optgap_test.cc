@@ -2,6 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "gshare/sched/exact/test_instances.h"
+
 namespace gshare {
 namespace {
 
@@ -134,6 +139,105 @@ TEST(OptGapTest, AMissCountsZeroAndUnsolvedInstancesAreLeftOut) {
   EXPECT_EQ(none.mean_quality_ratio, 0.0);
   EXPECT_EQ(none.mean_gpu_ratio, 0.0);
   EXPECT_EQ(none.mean_speedup, 0.0);
+}
+
+// One GPU; a (2 slices, restore 5 ms, run 50 ms) is called at 0 with a deadline at 200 ms, b (2
+// slices, restore 5 ms, run 10 ms) at 1 ms with a deadline at `b_deadline_ms`.
+exact::ExactInstance LongThenShort(double b_deadline_ms) {
+  using exact::fixtures::RequestAt;
+  using exact::fixtures::RoundFunction;
+  exact::ExactInstance instance = exact::fixtures::RoundInstance(1);
+  instance.functions = {RoundFunction("a", 2, 50), RoundFunction("b", 2, 10)};
+  instance.requests = {RequestAt(0, 0, 200), RequestAt(1, 1, b_deadline_ms)};
+  return instance;
+}
+
+TEST(OptGapTest, AnOnlineMissCountsZeroInTheMeanAndOneInTheMisses) {
+  using exact::fixtures::SliceMs;
+  // The online schedule here is the best-fit greedy's, which binds each request at its release:
+  // a restores [0, 5) and runs [5, 55); b restores [5, 10) and runs after a, [55, 65).
+  OptGapOptions options;
+  options.policy = std::string(kBestFit);
+  // Deadline 200: valid, a held 55 ms and b 60 ms. The optimum restores b at 50 (held 15 ms):
+  // a can be held no less than its restore and run (55 ms), nor b (15 ms).
+  auto valid = RunOptGapInstance(LongThenShort(200), options);
+  ASSERT_TRUE(valid.ok()) << valid.status().ToString();
+  ASSERT_EQ(valid->status, exact::SolveStatus::kOptimal);
+  EXPECT_NEAR(valid->exact_objective, SliceMs(2, 70), 1e-12);
+  EXPECT_TRUE(valid->online.valid) << valid->online.violation;
+  EXPECT_NEAR(valid->online.objective, SliceMs(2, 55) + SliceMs(2, 60), 1e-12);
+  EXPECT_NEAR(valid->online.quality_ratio, 70.0 / 115.0, 1e-9);
+  EXPECT_EQ(valid->exact_gpus, 1);
+  EXPECT_EQ(valid->online.gpus, 1);
+  EXPECT_DOUBLE_EQ(valid->gpu_ratio, 1.0);
+  // Deadline 30: b ends at 65 and misses. The optimum still holds 70 ms: b restores at 1 and
+  // runs [6, 16), a restores [11, 16) and runs [16, 66).
+  auto missed = RunOptGapInstance(LongThenShort(30), options);
+  ASSERT_TRUE(missed.ok()) << missed.status().ToString();
+  ASSERT_EQ(missed->status, exact::SolveStatus::kOptimal);
+  EXPECT_NEAR(missed->exact_objective, SliceMs(2, 70), 1e-12);
+  EXPECT_FALSE(missed->online.valid);
+  EXPECT_EQ(missed->online.violation.rfind("deadline:", 0), 0u) << missed->online.violation;
+  EXPECT_EQ(missed->online.quality_ratio, 0.0);
+
+  const OptGapSummary summary = SummarizeOptGap({*valid, *missed});
+  EXPECT_EQ(summary.solved_optimally, 2);
+  EXPECT_EQ(summary.not_solved, 0);
+  EXPECT_EQ(summary.online_misses, 1);
+  EXPECT_EQ(summary.optimal_with_valid_online, 1);
+  EXPECT_NEAR(summary.mean_quality_ratio, (70.0 / 115.0 + 0.0) / 2, 1e-9);
+  EXPECT_NEAR(summary.min_quality_ratio, 70.0 / 115.0, 1e-9);
+  // The baselines are scored by the same rules: best-fit's figures are the policy's here.
+  ASSERT_EQ(summary.baselines.size(), 2u);
+  EXPECT_EQ(summary.baselines[0].name, "fifo");
+  EXPECT_EQ(summary.baselines[1].name, "best-fit");
+  EXPECT_NEAR(summary.baselines[1].mean_quality_ratio, summary.mean_quality_ratio, 1e-12);
+  EXPECT_EQ(summary.baselines[1].online_misses, 1);
+}
+
+TEST(OptGapTest, JsonHasEveryContractField) {
+  OptGapOptions options;
+  options.instances = 2;
+  options.requests = 5;
+  options.gpus = 2;
+  options.exact.time_limit = std::chrono::seconds(20);
+  auto summary = RunOptGap(options, exact::SampleFunctions(), exact::SampleGpu());
+  ASSERT_TRUE(summary.ok()) << summary.status().ToString();
+  const auto doc = nlohmann::json::parse(OptGapJson(options, *summary));
+  for (const char* field : {"instances", "solved_optimally", "not_solved", "online_misses",
+                            "optimal_with_valid_online", "seed", "requests", "gpus"}) {
+    ASSERT_TRUE(doc.contains(field)) << field;
+    EXPECT_TRUE(doc[field].is_number_integer()) << field;
+  }
+  for (const char* field : {"mean_quality_ratio", "min_quality_ratio", "mean_gpu_ratio",
+                            "mean_speedup", "time_limit_seconds"}) {
+    ASSERT_TRUE(doc.contains(field)) << field;
+    ASSERT_TRUE(doc[field].is_number_float()) << field;
+    EXPECT_TRUE(std::isfinite(doc[field].get<double>())) << field;
+  }
+  EXPECT_EQ(doc["instances"], 2);
+  EXPECT_EQ(doc["policy"], "gshare");
+  ASSERT_TRUE(doc["baselines"].is_object());
+  EXPECT_EQ(doc["baselines"].size(), 2u);
+  for (const char* name : {"fifo", "best-fit"}) {
+    ASSERT_TRUE(doc["baselines"].contains(name)) << name;
+    const auto& b = doc["baselines"][name];
+    ASSERT_TRUE(b["mean_quality_ratio"].is_number_float()) << name;
+    EXPECT_TRUE(std::isfinite(b["mean_quality_ratio"].get<double>())) << name;
+    EXPECT_TRUE(b["online_misses"].is_number_integer()) << name;
+  }
+  EXPECT_FALSE(doc.contains("sizes"));  // only with --sizes
+  ASSERT_EQ(doc["rows"].size(), 2u);
+  for (const auto& row : doc["rows"]) {
+    for (const char* field :
+         {"index", "seed", "exact_status", "exact_objective_gib_s", "exact_seconds", "exact_gpus",
+          "online_objective_gib_s", "online_valid", "online_seconds", "online_gpus",
+          "quality_ratio", "gpu_ratio", "baselines"}) {
+      EXPECT_TRUE(row.contains(field)) << field;
+    }
+    EXPECT_TRUE(row["baselines"].contains("fifo"));
+    EXPECT_TRUE(row["baselines"].contains("best-fit"));
+  }
 }
 
 }  // namespace
