@@ -220,6 +220,50 @@ Result<OptGapSummary> RunOptGap(const OptGapOptions& options,
   return SummarizeOptGap(std::move(rows));
 }
 
+Status CheckSizeLadder(const std::vector<int>& sizes, int per_size) {
+  if (sizes.empty()) return InvalidArgument("--sizes: no size");
+  if (per_size < 1) return InvalidArgument("--size-instances must be at least 1");
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    if (sizes[i] < 1) return InvalidArgument("--sizes: a size must be at least 1 request");
+    if (i > 0 && sizes[i] <= sizes[i - 1]) {
+      return InvalidArgument(
+          fmt::format("--sizes: {} after {}: sizes must increase", sizes[i], sizes[i - 1]));
+    }
+  }
+  return Status::Ok();
+}
+
+Result<std::vector<SizeReach>> RunSizeLadder(
+    const OptGapOptions& options, const std::vector<int>& sizes, int per_size,
+    const std::vector<ResolvedFunction>& functions, const GpuType& gpu,
+    const std::function<void(int requests, int done, int total)>& progress) {
+  GSHARE_RETURN_IF_ERROR(CheckSizeLadder(sizes, per_size));
+  std::vector<SizeReach> out;
+  for (int requests : sizes) {
+    SizeReach reach;
+    reach.requests = requests;
+    reach.gpus = options.gpus;
+    reach.time_limit_seconds = ToSeconds(options.exact.time_limit);
+    double seconds = 0;
+    for (int i = 0; i < per_size; ++i) {
+      const std::uint64_t seed = options.seed * 1'000'003ULL + static_cast<std::uint64_t>(i);
+      GSHARE_ASSIGN_OR_RETURN(exact::ExactInstance instance,
+                              exact::GenerateExactInstance(seed, requests, options.gpus, functions,
+                                                           gpu, options.generator));
+      GSHARE_ASSIGN_OR_RETURN(exact::ExactSolution solution,
+                              exact::SolveExact(instance, options.exact));
+      reach.instances += 1;
+      if (solution.status == exact::SolveStatus::kOptimal) reach.solved_optimally += 1;
+      seconds += ToSeconds(solution.solve_time);
+      if (progress) progress(requests, i + 1, per_size);
+    }
+    reach.mean_solve_seconds = seconds / reach.instances;
+    out.push_back(reach);
+    if (reach.solved_optimally < reach.instances) break;
+  }
+  return out;
+}
+
 std::string OptGapJson(const OptGapOptions& options, const OptGapSummary& summary) {
   nlohmann::ordered_json doc;
   doc["instances"] = summary.instances;
@@ -273,6 +317,18 @@ std::string OptGapJson(const OptGapOptions& options, const OptGapSummary& summar
     rows.push_back(row);
   }
   doc["rows"] = rows;
+  if (!summary.sizes.empty()) {
+    auto sizes = nlohmann::ordered_json::array();
+    for (const SizeReach& r : summary.sizes) {
+      sizes.push_back({{"requests", r.requests},
+                       {"gpus", r.gpus},
+                       {"instances", r.instances},
+                       {"solved_optimally", r.solved_optimally},
+                       {"mean_solve_seconds", r.mean_solve_seconds},
+                       {"time_limit_seconds", r.time_limit_seconds}});
+    }
+    doc["sizes"] = sizes;
+  }
   return doc.dump(2) + "\n";
 }
 
@@ -308,6 +364,15 @@ std::string OptGapTable(const OptGapSummary& summary) {
   for (const BaselineSummary& b : summary.baselines) {
     out += fmt::format("baseline {}: mean quality ratio {:.3f}, misses {}\n", b.name,
                        b.mean_quality_ratio, b.online_misses);
+  }
+  if (!summary.sizes.empty()) {
+    out += fmt::format("{:>9} {:>5} {:>17} {:>14}\n", "requests", "GPUs", "solved optimally",
+                       "mean solve s");
+    for (const SizeReach& r : summary.sizes) {
+      out += fmt::format("{:>9} {:>5} {:>17} {:>14.3f}\n", r.requests, r.gpus,
+                         fmt::format("{} of {}", r.solved_optimally, r.instances),
+                         r.mean_solve_seconds);
+    }
   }
   return out;
 }

@@ -21,6 +21,7 @@
 // reported as not valid.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -110,6 +111,17 @@ struct BaselineSummary {
   int online_misses = 0;
 };
 
+// The exact solver's reach at one instance size (--sizes).
+struct SizeReach {
+  int requests = 0;
+  int gpus = 0;
+  int instances = 0;  // solved at this size
+  int solved_optimally = 0;
+  // Mean wall time of the solves at this size, those stopped at the time limit included.
+  double mean_solve_seconds = 0;
+  double time_limit_seconds = 0;  // of each solve
+};
+
 struct OptGapSummary {
   int instances = 0;
   int solved_optimally = 0;
@@ -122,6 +134,7 @@ struct OptGapSummary {
   double mean_speedup = 0;
   std::vector<BaselineSummary> baselines;  // in the rows' order of baselines
   std::vector<OptGapRow> rows;
+  std::vector<SizeReach> sizes;  // RunSizeLadder's, when asked for (--sizes); else empty
 };
 
 // Solves `instance` exactly and runs `options.policy` on it; fills every field of the row but
@@ -137,8 +150,29 @@ OptGapSummary SummarizeOptGap(std::vector<OptGapRow> rows);
 Result<OptGapSummary> RunOptGap(const OptGapOptions& options,
                                 const std::vector<ResolvedFunction>& functions, const GpuType& gpu);
 
+// The sizes (requests per instance) `gshare optgap --sizes` tries when given no list.
+inline constexpr std::array<int, 12> kDefaultSizeLadder = {6,  8,  10, 12, 16, 20,
+                                                           24, 28, 32, 40, 48, 64};
+
+// InvalidArgument unless `sizes` is a non-empty, strictly increasing list of sizes of at least 1
+// and per_size is at least 1.
+Status CheckSizeLadder(const std::vector<int>& sizes, int per_size);
+
+// The exact solver's reach: for each size of `sizes` (requests per instance, strictly
+// increasing) it draws `per_size` instances as RunOptGap does (options.seed, options.gpus,
+// options.generator: instance i of every size has the same seed) and solves them with
+// options.exact; it stops after the first size at which CBC does not prove every instance
+// optimal within options.exact.time_limit (that size is reported). The online policy is not run.
+// `progress(requests, done, per_size)` is called after each solve (may be empty). Errors:
+// CheckSizeLadder's; a generator or solver failure.
+Result<std::vector<SizeReach>> RunSizeLadder(
+    const OptGapOptions& options, const std::vector<int>& sizes, int per_size,
+    const std::vector<ResolvedFunction>& functions, const GpuType& gpu,
+    const std::function<void(int requests, int done, int total)>& progress = {});
+
 // {"instances": N, "solved_optimally": k, "mean_quality_ratio": ..., "min_quality_ratio": ...,
-//  "mean_speedup": ..., ...} with a row per instance. Every number is finite.
+//  "mean_speedup": ..., ...} with a row per instance, and "sizes" when summary.sizes is not
+//  empty. Every number is finite.
 std::string OptGapJson(const OptGapOptions& options, const OptGapSummary& summary);
 std::string OptGapTable(const OptGapSummary& summary);
 

@@ -227,6 +227,14 @@ TEST(OptGapTest, JsonHasEveryContractField) {
     EXPECT_TRUE(b["online_misses"].is_number_integer()) << name;
   }
   EXPECT_FALSE(doc.contains("sizes"));  // only with --sizes
+  OptGapSummary with_sizes = *summary;
+  with_sizes.sizes = {SizeReach{6, 2, 5, 4, 1.5, 60}};
+  const auto sized = nlohmann::json::parse(OptGapJson(options, with_sizes));
+  ASSERT_EQ(sized["sizes"].size(), 1u);
+  EXPECT_EQ(sized["sizes"][0]["requests"], 6);
+  EXPECT_EQ(sized["sizes"][0]["gpus"], 2);
+  EXPECT_EQ(sized["sizes"][0]["solved_optimally"], 4);
+  EXPECT_DOUBLE_EQ(sized["sizes"][0]["mean_solve_seconds"].get<double>(), 1.5);
   ASSERT_EQ(doc["rows"].size(), 2u);
   for (const auto& row : doc["rows"]) {
     for (const char* field :
@@ -238,6 +246,40 @@ TEST(OptGapTest, JsonHasEveryContractField) {
     EXPECT_TRUE(row["baselines"].contains("fifo"));
     EXPECT_TRUE(row["baselines"].contains("best-fit"));
   }
+}
+
+TEST(OptGapTest, SizeLadderStopsAtTheFirstSizeNotAllProvenOptimal) {
+  OptGapOptions options;
+  options.gpus = 2;
+  options.exact.time_limit = std::chrono::seconds(20);
+  // No branching (CBC's node limit, not a clock): an instance is proven optimal only where the
+  // root node closes the gap, as it does on tiny instances and not on larger ones.
+  options.exact.cbc_arguments = "-maxNodes 0";
+  std::vector<std::pair<int, int>> progress;
+  auto reach = RunSizeLadder(options, {3, 24, 32}, 2, exact::SampleFunctions(), exact::SampleGpu(),
+                             [&](int requests, int done, int total) {
+                               EXPECT_EQ(total, 2);
+                               progress.emplace_back(requests, done);
+                             });
+  ASSERT_TRUE(reach.ok()) << reach.status().ToString();
+  ASSERT_EQ(reach->size(), 2u);  // 32 is not tried
+  EXPECT_EQ((*reach)[0].requests, 3);
+  EXPECT_EQ((*reach)[0].gpus, 2);
+  EXPECT_EQ((*reach)[0].instances, 2);
+  EXPECT_EQ((*reach)[0].solved_optimally, 2);
+  EXPECT_EQ((*reach)[1].requests, 24);
+  EXPECT_LT((*reach)[1].solved_optimally, 2);
+  EXPECT_DOUBLE_EQ((*reach)[1].time_limit_seconds, 20.0);
+  const std::vector<std::pair<int, int>> expected = {{3, 1}, {3, 2}, {24, 1}, {24, 2}};
+  EXPECT_EQ(progress, expected);
+
+  EXPECT_EQ(RunSizeLadder(options, {8, 8}, 2, exact::SampleFunctions(), exact::SampleGpu())
+                .status()
+                .code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      RunSizeLadder(options, {}, 2, exact::SampleFunctions(), exact::SampleGpu()).status().code(),
+      StatusCode::kInvalidArgument);
 }
 
 }  // namespace
