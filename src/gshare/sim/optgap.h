@@ -1,6 +1,7 @@
-// The optimality-gap study: small random instances solved exactly (MILP, CBC) and by an online
-// policy run in the simulator, both scored with the exact model's objective and validator
-// (sched/exact/schedule.h).
+// The optimality-gap study: small random instances solved exactly (MILP, CBC) and online, by a
+// policy run in the simulator and by the baselines (the policy variant fifo, and the best-fit
+// greedy of sched/exact/best_fit.h), all scored with the exact model's objective and validator
+// (sched/exact/schedule.h) and summarized over the instances CBC proves optimal.
 //
 // The online policy gets the instance's GPUs (max_gpus), all present from time zero, and keeps
 // them for the whole instance. Its schedule is read from the simulator's ScheduleLog and scored by
@@ -44,7 +45,7 @@ struct OnlineSchedule {
   // (batch 1); a cross-check of the conversion.
   double executor_gib_seconds = 0;
   Status validity;       // exact::ValidateSchedule
-  Duration wall_time{};  // the whole simulated run: an upper bound on the decision time
+  Duration wall_time{};  // the whole online run: an upper bound on the decision time
   std::uint64_t events = 0;
 };
 
