@@ -90,5 +90,14 @@ else
   failed=$((failed + 1))
 fi
 
+# gshare optgap, where it is built (GSHARE_BUILD_EXACT): a bad --sizes list is refused before
+# anything is solved.
+if "$gshare" optgap --help >/dev/null 2>&1; then
+  optgap=(optgap --quiet --instances 1 --requests 3 --time-limit 5s)
+  expect_error optgap_sizes_order "sizes must increase" "${optgap[@]}" --sizes 8,6
+  expect_error optgap_sizes_word "is not a number of requests" "${optgap[@]}" --sizes 6,x
+  expect_error optgap_size_limit "size-time-limit" "${optgap[@]}" --sizes 6 --size-time-limit 5
+fi
+
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <numeric>
 
+#include "gshare/sched/exact/best_fit.h"
 #include "gshare/sim/simulator.h"
 
 namespace gshare {
@@ -53,11 +54,38 @@ Workload ToWorkload(const exact::ExactInstance& instance, std::vector<std::size_
   return w;
 }
 
+// The online schedule scored against the row's exact solution.
+OnlineScore Score(const OptGapRow& row, const std::string& name, const OnlineSchedule& online) {
+  OnlineScore score;
+  score.name = name;
+  score.objective = online.objective;
+  score.valid = online.validity.ok();
+  if (!score.valid) score.violation = online.validity.message();
+  score.seconds = ToSeconds(online.wall_time);
+  score.gpus = exact::PeakGpus(online.schedule);
+  if (row.status == exact::SolveStatus::kOptimal && score.valid) {
+    // A valid schedule holds memory for at least its restores and runs: objective > 0.
+    score.quality_ratio = score.objective > 0 ? row.exact_objective / score.objective : 1.0;
+  }
+  return score;
+}
+
 }  // namespace
 
 Result<OnlineSchedule> ScheduleOnline(const exact::ExactInstance& instance,
                                       const std::string& policy) {
   GSHARE_RETURN_IF_ERROR(exact::ValidateInstance(instance));
+  if (policy == kBestFit) {
+    const auto start = std::chrono::steady_clock::now();
+    GSHARE_ASSIGN_OR_RETURN(exact::ExactSchedule schedule, exact::ScheduleBestFit(instance));
+    OnlineSchedule out;
+    out.wall_time = std::chrono::duration_cast<Duration>(std::chrono::steady_clock::now() - start);
+    out.schedule = std::move(schedule);
+    out.objective = exact::ScheduleObjective(instance, out.schedule);
+    out.executor_gib_seconds = out.objective;
+    out.validity = exact::ValidateSchedule(instance, out.schedule);
+    return out;
+  }
   std::vector<std::size_t> order;
   const Workload workload = ToWorkload(instance, order);
   SimulationOptions options;
@@ -79,7 +107,7 @@ Result<OnlineSchedule> ScheduleOnline(const exact::ExactInstance& instance,
     return Internal(fmt::format("policy '{}' used {} GPUs on an instance of {}", policy,
                                 dense_gpu.size(), instance.num_gpus));
   }
-  std::vector<TimePoint> last_end(log.residencies.size(), TimePoint::min());
+  TimePoint last_completion{};  // the instance ends here
   out.schedule.executions.resize(instance.requests.size());
   for (const auto& run : log.runs) {
     for (RequestId id : run.batch) {
@@ -88,76 +116,171 @@ Result<OnlineSchedule> ScheduleOnline(const exact::ExactInstance& instance,
       e.start = run.start;
       e.end = run.end;
     }
-    last_end[run.residency] = std::max(last_end[run.residency], run.end);
+    last_completion = std::max(last_completion, run.end);
   }
-  for (std::size_t i = 0; i < log.residencies.size(); ++i) {
-    const auto& r = log.residencies[i];
-    // Active until its last execution; a residency that served nothing is scored to its restore.
-    const TimePoint end = last_end[i] != TimePoint::min() ? last_end[i] : r.ready;
+  for (const auto& r : log.residencies) {
+    // Held from the reservation to the release; a slice still held when the last request
+    // completes counts until then (or until its restore finishes, if that is later: a residency
+    // lasts at least its restore). A slice cannot be released before its restore finishes.
+    const TimePoint end = std::min(r.released, std::max(last_completion, r.ready));
     out.schedule.residencies.push_back({r.function, dense_gpu.at(r.gpu), r.reserved, end});
   }
   out.objective = exact::ScheduleObjective(instance, out.schedule);
+  out.executor_gib_seconds = report.vgpu_gib_seconds;
   out.validity = exact::ValidateSchedule(instance, out.schedule);
   return out;
+}
+
+Result<OptGapRow> RunOptGapInstance(const exact::ExactInstance& instance,
+                                    const OptGapOptions& options) {
+  OptGapRow row;
+  GSHARE_ASSIGN_OR_RETURN(exact::ExactSolution solution,
+                          exact::SolveExact(instance, options.exact));
+  row.status = solution.status;
+  row.exact_objective = solution.objective;
+  row.exact_seconds = ToSeconds(solution.solve_time);
+  if (solution.schedule) row.exact_gpus = exact::PeakGpus(*solution.schedule);
+  GSHARE_ASSIGN_OR_RETURN(OnlineSchedule online, ScheduleOnline(instance, options.policy));
+  row.online = Score(row, options.policy, online);
+  for (const std::string& baseline : options.baselines) {
+    GSHARE_ASSIGN_OR_RETURN(OnlineSchedule other, ScheduleOnline(instance, baseline));
+    row.baselines.push_back(Score(row, baseline, other));
+  }
+  if (row.status == exact::SolveStatus::kOptimal && row.online.gpus > 0) {
+    row.gpu_ratio = static_cast<double>(row.exact_gpus) / row.online.gpus;
+  }
+  return row;
+}
+
+OptGapSummary SummarizeOptGap(std::vector<OptGapRow> rows) {
+  OptGapSummary summary;
+  summary.instances = static_cast<int>(rows.size());
+  double ratio_sum = 0, gpu_ratio_sum = 0, speedup_sum = 0;
+  int timed = 0;
+  for (const OptGapRow& row : rows) {
+    if (row.status != exact::SolveStatus::kOptimal) continue;
+    summary.solved_optimally += 1;
+    ratio_sum += row.online.quality_ratio;  // 0 when the online schedule is not valid
+    gpu_ratio_sum += row.gpu_ratio;
+    if (row.online.seconds > 0) {
+      speedup_sum += row.exact_seconds / row.online.seconds;
+      timed += 1;
+    }
+    if (!row.online.valid) {
+      summary.online_misses += 1;
+      continue;
+    }
+    summary.min_quality_ratio = summary.optimal_with_valid_online == 0
+                                    ? row.online.quality_ratio
+                                    : std::min(summary.min_quality_ratio, row.online.quality_ratio);
+    summary.optimal_with_valid_online += 1;
+  }
+  summary.not_solved = summary.instances - summary.solved_optimally;
+  if (summary.solved_optimally > 0) {
+    summary.mean_quality_ratio = ratio_sum / summary.solved_optimally;
+    summary.mean_gpu_ratio = gpu_ratio_sum / summary.solved_optimally;
+  }
+  // The baselines, by the same rules over the same instances (every row has the same ones).
+  if (!rows.empty()) {
+    for (std::size_t b = 0; b < rows.front().baselines.size(); ++b) {
+      BaselineSummary baseline;
+      baseline.name = rows.front().baselines[b].name;
+      double sum = 0;
+      for (const OptGapRow& row : rows) {
+        if (row.status != exact::SolveStatus::kOptimal || b >= row.baselines.size()) continue;
+        sum += row.baselines[b].quality_ratio;
+        if (!row.baselines[b].valid) baseline.online_misses += 1;
+      }
+      if (summary.solved_optimally > 0)
+        baseline.mean_quality_ratio = sum / summary.solved_optimally;
+      summary.baselines.push_back(baseline);
+    }
+  }
+  if (timed > 0) summary.mean_speedup = speedup_sum / timed;
+  summary.rows = std::move(rows);
+  return summary;
 }
 
 Result<OptGapSummary> RunOptGap(const OptGapOptions& options,
                                 const std::vector<ResolvedFunction>& functions,
                                 const GpuType& gpu) {
   if (options.instances < 1) return InvalidArgument("--instances must be at least 1");
-  OptGapSummary summary;
-  summary.instances = options.instances;
-  double ratio_sum = 0, speedup_sum = 0;
-  summary.min_quality_ratio = 0;
-  bool have_ratio = false;
+  std::vector<OptGapRow> rows;
   for (int i = 0; i < options.instances; ++i) {
-    OptGapRow row;
-    row.index = i;
-    row.seed = options.seed * 1'000'003ULL + static_cast<std::uint64_t>(i);
+    const std::uint64_t seed = options.seed * 1'000'003ULL + static_cast<std::uint64_t>(i);
     GSHARE_ASSIGN_OR_RETURN(exact::ExactInstance instance,
-                            exact::GenerateExactInstance(row.seed, options.requests, options.gpus,
+                            exact::GenerateExactInstance(seed, options.requests, options.gpus,
                                                          functions, gpu, options.generator));
-    const auto solved = exact::SolveExact(instance, options.exact);
-    if (!solved.ok()) return solved.status();
-    const exact::ExactSolution& solution = *solved;
-    row.status = solution.status;
-    row.exact_objective = solution.objective;
-    row.exact_seconds = ToSeconds(solution.solve_time);
-    GSHARE_ASSIGN_OR_RETURN(OnlineSchedule online, ScheduleOnline(instance, options.policy));
-    row.online_objective = online.objective;
-    row.online_seconds = ToSeconds(online.wall_time);
-    row.online_valid = online.validity.ok();
-    if (!row.online_valid) row.online_violation = online.validity.message();
-    if (solution.status == exact::SolveStatus::kOptimal) {
-      summary.solved_optimally += 1;
-      if (row.online_seconds > 0) speedup_sum += row.exact_seconds / row.online_seconds;
-      if (row.online_valid && row.online_objective > 0) {
-        row.quality_ratio = row.exact_objective / row.online_objective;
-        summary.optimal_with_valid_online += 1;
-        ratio_sum += row.quality_ratio;
-        summary.min_quality_ratio =
-            have_ratio ? std::min(summary.min_quality_ratio, row.quality_ratio) : row.quality_ratio;
-        have_ratio = true;
-      }
-    }
-    summary.rows.push_back(row);
+    GSHARE_ASSIGN_OR_RETURN(OptGapRow row, RunOptGapInstance(instance, options));
+    row.index = i;
+    row.seed = seed;
+    rows.push_back(std::move(row));
     if (options.progress) options.progress(i + 1, options.instances);
   }
-  if (summary.optimal_with_valid_online > 0) {
-    summary.mean_quality_ratio = ratio_sum / summary.optimal_with_valid_online;
+  return SummarizeOptGap(std::move(rows));
+}
+
+Status CheckSizeLadder(const std::vector<int>& sizes, int per_size) {
+  if (sizes.empty()) return InvalidArgument("--sizes: no size");
+  if (per_size < 1) return InvalidArgument("--size-instances must be at least 1");
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    if (sizes[i] < 1) return InvalidArgument("--sizes: a size must be at least 1 request");
+    if (i > 0 && sizes[i] <= sizes[i - 1]) {
+      return InvalidArgument(
+          fmt::format("--sizes: {} after {}: sizes must increase", sizes[i], sizes[i - 1]));
+    }
   }
-  if (summary.solved_optimally > 0) summary.mean_speedup = speedup_sum / summary.solved_optimally;
-  return summary;
+  return Status::Ok();
+}
+
+Result<std::vector<SizeReach>> RunSizeLadder(
+    const OptGapOptions& options, const std::vector<int>& sizes, int per_size,
+    const std::vector<ResolvedFunction>& functions, const GpuType& gpu,
+    const std::function<void(int requests, int done, int total)>& progress) {
+  GSHARE_RETURN_IF_ERROR(CheckSizeLadder(sizes, per_size));
+  std::vector<SizeReach> out;
+  for (int requests : sizes) {
+    SizeReach reach;
+    reach.requests = requests;
+    reach.gpus = options.gpus;
+    reach.time_limit_seconds = ToSeconds(options.exact.time_limit);
+    double seconds = 0;
+    for (int i = 0; i < per_size; ++i) {
+      const std::uint64_t seed = options.seed * 1'000'003ULL + static_cast<std::uint64_t>(i);
+      GSHARE_ASSIGN_OR_RETURN(exact::ExactInstance instance,
+                              exact::GenerateExactInstance(seed, requests, options.gpus, functions,
+                                                           gpu, options.generator));
+      GSHARE_ASSIGN_OR_RETURN(exact::ExactSolution solution,
+                              exact::SolveExact(instance, options.exact));
+      reach.instances += 1;
+      if (solution.status == exact::SolveStatus::kOptimal) reach.solved_optimally += 1;
+      seconds += ToSeconds(solution.solve_time);
+      if (progress) progress(requests, i + 1, per_size);
+    }
+    reach.mean_solve_seconds = seconds / reach.instances;
+    out.push_back(reach);
+    if (reach.solved_optimally < reach.instances) break;
+  }
+  return out;
 }
 
 std::string OptGapJson(const OptGapOptions& options, const OptGapSummary& summary) {
   nlohmann::ordered_json doc;
   doc["instances"] = summary.instances;
   doc["solved_optimally"] = summary.solved_optimally;
+  doc["not_solved"] = summary.not_solved;
   doc["mean_quality_ratio"] = summary.mean_quality_ratio;
+  doc["online_misses"] = summary.online_misses;
   doc["min_quality_ratio"] = summary.min_quality_ratio;
+  doc["mean_gpu_ratio"] = summary.mean_gpu_ratio;
   doc["mean_speedup"] = summary.mean_speedup;
   doc["optimal_with_valid_online"] = summary.optimal_with_valid_online;
+  auto baselines = nlohmann::ordered_json::object();
+  for (const BaselineSummary& b : summary.baselines) {
+    baselines[b.name] = {{"mean_quality_ratio", b.mean_quality_ratio},
+                         {"online_misses", b.online_misses}};
+  }
+  doc["baselines"] = baselines;
   doc["policy"] = options.policy;
   doc["seed"] = options.seed;
   doc["requests"] = options.requests;
@@ -171,32 +294,86 @@ std::string OptGapJson(const OptGapOptions& options, const OptGapSummary& summar
     row["exact_status"] = std::string(exact::SolveStatusName(r.status));
     row["exact_objective_gib_s"] = r.exact_objective;
     row["exact_seconds"] = r.exact_seconds;
-    row["online_objective_gib_s"] = r.online_objective;
-    row["online_valid"] = r.online_valid;
-    if (!r.online_valid) row["online_violation"] = r.online_violation;
-    row["online_seconds"] = r.online_seconds;
-    row["quality_ratio"] = r.quality_ratio;
+    row["exact_gpus"] = r.exact_gpus;
+    row["online_objective_gib_s"] = r.online.objective;
+    row["online_valid"] = r.online.valid;
+    if (!r.online.valid) row["online_violation"] = r.online.violation;
+    row["online_seconds"] = r.online.seconds;
+    row["online_gpus"] = r.online.gpus;
+    row["quality_ratio"] = r.online.quality_ratio;
+    row["gpu_ratio"] = r.gpu_ratio;
+    auto row_baselines = nlohmann::ordered_json::object();
+    for (const OnlineScore& b : r.baselines) {
+      nlohmann::ordered_json entry;
+      entry["objective_gib_s"] = b.objective;
+      entry["valid"] = b.valid;
+      if (!b.valid) entry["violation"] = b.violation;
+      entry["seconds"] = b.seconds;
+      entry["gpus"] = b.gpus;
+      entry["quality_ratio"] = b.quality_ratio;
+      row_baselines[b.name] = entry;
+    }
+    row["baselines"] = row_baselines;
     rows.push_back(row);
   }
   doc["rows"] = rows;
+  if (!summary.sizes.empty()) {
+    auto sizes = nlohmann::ordered_json::array();
+    for (const SizeReach& r : summary.sizes) {
+      sizes.push_back({{"requests", r.requests},
+                       {"gpus", r.gpus},
+                       {"instances", r.instances},
+                       {"solved_optimally", r.solved_optimally},
+                       {"mean_solve_seconds", r.mean_solve_seconds},
+                       {"time_limit_seconds", r.time_limit_seconds}});
+    }
+    doc["sizes"] = sizes;
+  }
   return doc.dump(2) + "\n";
 }
 
 std::string OptGapTable(const OptGapSummary& summary) {
-  std::string out =
-      fmt::format("{:>4} {:>10} {:>14} {:>10} {:>14} {:>7} {:>11} {:>8}\n", "#", "exact",
-                  "optimum GiB-s", "exact s", "online GiB-s", "valid", "online us", "ratio");
+  std::string out = fmt::format("{:>4} {:>10} {:>14} {:>10} {:>14} {:>7} {:>11} {:>8} {:>9}", "#",
+                                "exact", "optimum GiB-s", "exact s", "online GiB-s", "valid",
+                                "online us", "ratio", "GPUs x/o");
+  if (!summary.rows.empty()) {
+    for (const OnlineScore& b : summary.rows.front().baselines)
+      out += fmt::format(" {:>9}", b.name);
+  }
+  out += "\n";
+  // A quality ratio, or "miss" for a schedule that is not valid.
+  const auto ratio = [](const OnlineScore& score) {
+    return score.valid ? fmt::format("{:.3f}", score.quality_ratio) : std::string("miss");
+  };
   for (const OptGapRow& r : summary.rows) {
-    out += fmt::format("{:>4} {:>10} {:>14.6f} {:>10.3f} {:>14.6f} {:>7} {:>11.1f} {:>8.3f}\n",
-                       r.index, exact::SolveStatusName(r.status), r.exact_objective,
-                       r.exact_seconds, r.online_objective, r.online_valid ? "yes" : "no",
-                       r.online_seconds * 1e6, r.quality_ratio);
+    out +=
+        fmt::format("{:>4} {:>10} {:>14.6f} {:>10.3f} {:>14.6f} {:>7} {:>11.1f} {:>8} {:>9}",
+                    r.index, exact::SolveStatusName(r.status), r.exact_objective, r.exact_seconds,
+                    r.online.objective, r.online.valid ? "yes" : "no", r.online.seconds * 1e6,
+                    ratio(r.online), fmt::format("{}/{}", r.exact_gpus, r.online.gpus));
+    for (const OnlineScore& b : r.baselines) out += fmt::format(" {:>9}", ratio(b));
+    out += "\n";
   }
   out += fmt::format(
-      "instances {}, solved optimally {}, of which the online schedule is valid {}; mean quality "
-      "ratio {:.3f} (min {:.3f}); mean speedup {:.0f}x\n",
-      summary.instances, summary.solved_optimally, summary.optimal_with_valid_online,
-      summary.mean_quality_ratio, summary.min_quality_ratio, summary.mean_speedup);
+      "instances {}: solved optimally {}, not solved {}; over the solved: mean quality ratio "
+      "{:.3f} (an online miss counts 0; misses {}; min over the valid {:.3f}), mean GPU ratio "
+      "{:.3f}, mean speedup {:.0f}x\n",
+      summary.instances, summary.solved_optimally, summary.not_solved, summary.mean_quality_ratio,
+      summary.online_misses, summary.min_quality_ratio, summary.mean_gpu_ratio,
+      summary.mean_speedup);
+  for (const BaselineSummary& b : summary.baselines) {
+    out += fmt::format("baseline {}: mean quality ratio {:.3f}, misses {}\n", b.name,
+                       b.mean_quality_ratio, b.online_misses);
+  }
+  if (!summary.sizes.empty()) {
+    out += fmt::format("{:>9} {:>5} {:>17} {:>14}\n", "requests", "GPUs", "solved optimally",
+                       "mean solve s");
+    for (const SizeReach& r : summary.sizes) {
+      out += fmt::format("{:>9} {:>5} {:>17} {:>14.3f}\n", r.requests, r.gpus,
+                         fmt::format("{} of {}", r.solved_optimally, r.instances),
+                         r.mean_solve_seconds);
+    }
+  }
   return out;
 }
 

@@ -1,6 +1,7 @@
 #include "gshare/sched/exact/schedule.h"
 
 #include <algorithm>
+#include <map>
 #include <utility>
 
 #include <fmt/format.h>
@@ -196,6 +197,34 @@ Status ValidateSchedule(const ExactInstance& instance, const ExactSchedule& sche
     GSHARE_RETURN_IF_ERROR(CheckGpu(instance, schedule, gpu));
   }
   return Status::Ok();
+}
+
+int PeakGpus(const ExactSchedule& schedule) {
+  // Each GPU's busy periods (overlapping or touching residencies merged), then a sweep over them.
+  std::map<int, std::vector<std::pair<TimePoint, TimePoint>>> held;
+  for (const Residency& residency : schedule.residencies) {
+    held[residency.gpu].emplace_back(residency.restore_start, residency.end);
+  }
+  std::vector<std::pair<TimePoint, int>> changes;  // (+1 busy period starts, -1 ends)
+  for (auto& [gpu, intervals] : held) {
+    std::sort(intervals.begin(), intervals.end());
+    TimePoint begin = intervals.front().first;
+    TimePoint end = intervals.front().second;
+    for (const auto& [b, e] : intervals) {
+      if (b > end) {
+        changes.emplace_back(begin, +1);
+        changes.emplace_back(end, -1);
+        begin = b;
+      }
+      end = std::max(end, e);
+    }
+    changes.emplace_back(begin, +1);
+    changes.emplace_back(end, -1);
+  }
+  std::sort(changes.begin(), changes.end());  // at one instant, ends (-1) before starts
+  int busy = 0, peak = 0;
+  for (const auto& [at, delta] : changes) peak = std::max(peak, busy += delta);
+  return peak;
 }
 
 double SliceSeconds(std::uint64_t slices, Duration held) {

@@ -62,6 +62,13 @@ Status ValidateSchedule(const ExactInstance& instance, const ExactSchedule& sche
 // Defined for any schedule whose residency functions index the instance; it does not validate.
 double ScheduleObjective(const ExactInstance& instance, const ExactSchedule& schedule);
 
+// The most GPUs that hold at least one residency at one instant ([restore_start, end), half-open:
+// a GPU emptied at t and another filled at t are not both counted at t). GPUs are identical and
+// a GPU with no residency holds nothing, so this is also the fewest GPUs the schedule fits on:
+// each GPU's busy periods can be moved as a whole to any GPU free for that long. 0 when there
+// are no residencies. Not part of the objective.
+int PeakGpus(const ExactSchedule& schedule);
+
 // GiB-seconds of `slices` 128 MiB slices held for `held`.
 double SliceSeconds(std::uint64_t slices, Duration held);
 

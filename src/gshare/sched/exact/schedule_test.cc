@@ -155,6 +155,27 @@ TEST(ExactScheduleTest, CatchesMemory) {
   ExpectViolation(instance, schedule, "memory");
 }
 
+TEST(ExactScheduleTest, PeakGpusCountsGpusHoldingASliceAtOnce) {
+  EXPECT_EQ(PeakGpus(ExactSchedule{}), 0);
+  ExactSchedule schedule;
+  // GPU 0 holds two overlapping residencies [0, 10) and [5, 12), then [20, 30): one GPU.
+  schedule.residencies = {Residency{0, 0, AtMs(0), AtMs(10)}, Residency{1, 0, AtMs(5), AtMs(12)},
+                          Residency{0, 0, AtMs(20), AtMs(30)}};
+  EXPECT_EQ(PeakGpus(schedule), 1);
+  // GPU 1 from 12 to 20, while GPU 0 is empty (half-open: touching periods do not overlap).
+  schedule.residencies.push_back(Residency{1, 1, AtMs(12), AtMs(20)});
+  EXPECT_EQ(PeakGpus(schedule), 1);
+  // GPU 2 from 25 to 40, while GPU 0 holds [20, 30): two at once.
+  schedule.residencies.push_back(Residency{1, 2, AtMs(25), AtMs(40)});
+  EXPECT_EQ(PeakGpus(schedule), 2);
+  // GPU 1 again from 8 to 9 (GPU 0 holds two residencies then): still two.
+  schedule.residencies.push_back(Residency{0, 1, AtMs(8), AtMs(9)});
+  EXPECT_EQ(PeakGpus(schedule), 2);
+  // GPU 3 from 26 to 27: three.
+  schedule.residencies.push_back(Residency{0, 3, AtMs(26), AtMs(27)});
+  EXPECT_EQ(PeakGpus(schedule), 3);
+}
+
 TEST(ExactScheduleTest, RejectsMalformedInstance) {
   ExactInstance instance = TwoFunctions();
   instance.num_gpus = 0;
