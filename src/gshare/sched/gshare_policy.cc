@@ -158,6 +158,13 @@ void GSharePolicy::OnRequest(const Request& request) {
   }
   requests_.Add(request);
   FunctionState& fs = functions_[request.function];
+  if (fs.seen) {
+    fs.gaps[fs.gap_next] = request.arrival - fs.last_arrival;
+    fs.gap_next = static_cast<std::uint8_t>((fs.gap_next + 1) % FunctionState::kGapHistory);
+    if (fs.gap_count < FunctionState::kGapHistory) fs.gap_count += 1;
+  }
+  fs.seen = true;
+  fs.last_arrival = request.arrival;
   fs.pending.push_back(request.id);
   if (fs.pending.size() == 1) UpdateKey(request.function);
   Bind(request.function);
@@ -189,6 +196,9 @@ void GSharePolicy::Bind(FunctionId function) {
   const TimePoint now = context_.executor->Now();
   const Duration restore = PredictRestore(function);
   const Duration safety = Scale(restore, margin_);
+  // Work-conserving: a restore is deferred only while a slice of the function that is there
+  // (busy, or restoring) is predicted to serve the backlog in time; with none, waiting would save
+  // no GPU time and only add latency, so the slice is made now.
   if (knobs_.lazy) {
     if (best_existing <= head.deadline && tail_existing <= tail.deadline) {
       // Wait for the slice. Re-check when there is just time left to restore elsewhere.
@@ -196,39 +206,29 @@ void GSharePolicy::Bind(FunctionId function) {
       if (check > now) SetCheck(function, check);
       return;
     }
-    if (fs.slots.empty()) {
-      // Bind as late as the deadline allows: the slice's time starts with its restore. The
-      // newest request waits behind all the batches before it.
-      const std::size_t batches = (fs.pending.size() + max_batch - 1) / max_batch;
-      const TimePoint latest = std::min(head.deadline - exec,
-                                        tail.deadline - exec * static_cast<std::int64_t>(batches)) -
-                               restore - safety;
-      if (latest > now) {
-        SetCheck(function, latest);
-        return;
-      }
-    }
   }
   // The request a new slice is for: the newest when the backlog makes it late (a replica shares
   // the backlog), else the head.
   const bool backlog_late = tail_existing > tail.deadline && fs.pending.size() > 1;
   const Request& target = backlog_late ? tail : head;
   const TimePoint target_existing = backlog_late ? tail_existing : best_existing;
-  // Work a new slice does before the target is done. The first slice does the whole backlog. A
-  // replica shortens the backlog's tail if it can run a batch before the slices there are would
-  // end it (the tail then falls to about (work + k x their start + its start) / (k + 1)); the
-  // pool grows for it by the same measure, so a GPU is never added for a replica that would not
-  // be placed on it.
+  // Work a new slice does before the target is done: one batch for a request at risk; the whole
+  // backlog for the function's first slice. A replica shares the backlog W with the k slices
+  // there, which start on it at F: starting at S itself, the tail falls to about
+  // (W + k F + S) / (k + 1), so its own work is (W - k (S - F)) / (k + 1), and none when S comes
+  // after the tail there already is. The pool grows by the same measure (S on a GPU asked for
+  // now), so a GPU is only added for a replica that will be placed on it.
   Duration own_work = exec;
-  if (backlog_late && fs.slots.empty()) {
+  if (backlog_late) {
     const std::size_t batches = (fs.pending.size() + max_batch - 1) / max_batch;
-    own_work = exec * static_cast<std::int64_t>(batches);
+    const std::size_t slices = fs.slots.size() + 1;
+    own_work = exec * static_cast<std::int64_t>((batches + slices - 1) / slices);
   }
   // At risk (or binding at once): a new slice where the request finishes in time, best fit.
   Placement placement = FindNewSlice(function, target, own_work);
   if (!placement.found || placement.finish > target.deadline) {
     // A GPU added now (usable at once when instances start instantly) may serve it in time.
-    if (GrowPoolIfShort(target, own_work, std::min(placement.finish, target_existing))) {
+    if (GrowPoolIfShort(target, exec, std::min(placement.finish, target_existing))) {
       placement = FindNewSlice(function, target, own_work);
     }
   }
@@ -290,17 +290,6 @@ GSharePolicy::Placement GSharePolicy::FindNewSlice(FunctionId function, const Re
     if (finish <= head.deadline) return Placement{true, slot, false, finish};
     if (finish < best.finish) best = Placement{true, slot, false, finish};
   }
-  // The emptiest GPU too (of those, the one asked for first: a GPU just added, or starting), which
-  // best fit examines last: without it a pool of many part-full GPUs never sees its new ones.
-  if (!by_free_.empty() && by_free_.rbegin()->first >= bytes) {
-    const auto emptiest = by_free_.lower_bound({by_free_.rbegin()->first, 0});
-    const std::size_t slot = emptiest->second;
-    const GpuState& gpu = gpus_[slot];
-    if (!gpu.slices.contains(function)) {
-      const TimePoint finish = PredictFinishNewSlice(gpu, function, restore, KeyOf(head), exec);
-      if (finish < best.finish) best = Placement{true, slot, false, finish};
-    }
-  }
   if (best.found) return best;
   // No GPU has the memory free: one where idle slices can be evicted (least recently used),
   // among the GPUs with the most free memory (a bounded number, to bound the work per event).
@@ -328,6 +317,14 @@ bool GSharePolicy::GrowPoolIfShort(const Request& request, Duration exec, TimePo
   const Duration work = PredictRestore(request.function) + exec;
   if (!pool_.ShouldGrow(context_.executor->Now(), work, best_finish, request.deadline)) {
     return false;
+  }
+  // GPUs without a slice yet (added for a request that then went elsewhere) are capacity no one
+  // uses: they count against the share that may be starting, so the pool cannot run away by
+  // adding a GPU per decision. They are the emptiest, at the top of by_free_.
+  int unused = 0;
+  for (auto it = by_free_.rbegin(); it != by_free_.rend() && gpus_[it->second].slices.empty();
+       ++it) {
+    if (gpus_[it->second].ready && !pool_.MayStartWith(++unused)) return false;
   }
   return AcquireGpu(request.function).has_value();
 }
@@ -513,8 +510,10 @@ void GSharePolicy::OnRunDone(GpuId id, FunctionId function, std::span<const Requ
   } else {
     Requeue(batch, result.status);
   }
-  // Shrink a slice that grew for the batch back to its size for one request.
+  // Shrink a slice that grew for the batch back to its size for one request. Its idle time (the
+  // hold, LRU) counts from now.
   if (auto it = gpu.slices.find(function); it != gpu.slices.end()) {
+    it->second.last_used = now;
     const std::uint64_t base = SliceBytes(function);
     if (it->second.bytes > base) {
       SetFree(slot, gpu.free_bytes + (it->second.bytes - base));
@@ -570,15 +569,29 @@ void GSharePolicy::DropSlice(std::size_t slot, FunctionId function) {
 }
 
 void GSharePolicy::MaybeRelease(std::size_t slot, FunctionId function) {
-  // Ski rental: a slice that a later restore could bring back within the SLO is released after
-  // sitting idle as long as that restore takes (at most twice the best slice-time in hindsight).
   // A slice whose restore would break the SLO stays cached until memory or the pool needs it.
+  // Otherwise it is held for HoldTime (ski rental on the function's observed gaps), then released.
   if (!functions_[function].pending.empty() || !gpus_[slot].slices.contains(function)) return;
   const Duration restore = PredictRestore(function);
   const Duration comeback = restore + Scale(restore, margin_) + PredictExec(function, 1);
   if (comeback > (*context_.functions)[function].slo) return;
-  context_.executor->SetTimer(context_.executor->Now() + restore,
+  context_.executor->SetTimer(context_.executor->Now() + HoldTime(function),
                               Token(kReleaseTag, slot, function));
+}
+
+Duration GSharePolicy::HoldTime(FunctionId function) const {
+  // Ski rental on the real gap: when the function's recent gaps (the longest of the last
+  // kGapHistory, about their 90th percentile) are shorter than the pool's idle time, the next
+  // request is likely to come within that gap: hold the slice that long (and a little more), and
+  // it runs without a restore. Functions called more rarely are held one restore time, at most
+  // twice the best slice-time in hindsight. An idle held slice is evicted at once when another
+  // slice needs its memory, so holding costs memory-time, not GPUs.
+  const FunctionState& fs = functions_[function];
+  const Duration restore = PredictRestore(function);
+  if (fs.gap_count < FunctionState::kGapHistory) return restore;
+  const Duration longest = *std::max_element(fs.gaps.begin(), fs.gaps.end());
+  const Duration hold = longest + longest / 8;
+  return hold < options_.pool_idle ? std::max(hold, restore) : restore;
 }
 
 void GSharePolicy::OnRestoreDone(GpuId id, FunctionId function, const Status& status) {
@@ -753,7 +766,7 @@ void GSharePolicy::OnTimer(std::uint64_t token) {
     if (!gpu.alive) return;
     auto it = gpu.slices.find(function);
     if (it == gpu.slices.end() || !Evictable(gpu, function, it->second)) return;
-    if (context_.executor->Now() - it->second.last_used < PredictRestore(function)) return;
+    if (context_.executor->Now() - it->second.last_used < HoldTime(function)) return;
     EvictSlice(slot, function);
     MaybeIdle(slot);
     return;

@@ -37,6 +37,7 @@
 // no-lazy binds at once but keeps deadline order; no-fast-swap checkpoints before evicting.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <deque>
 #include <optional>
@@ -113,6 +114,13 @@ class GSharePolicy final : public Scheduler {
     bool keyed = false;
     std::uint32_t check_generation = 0;
     int restore_failures = 0;  // in a row
+    // Observed inter-arrival gaps, the last kGapHistory (HoldTime).
+    static constexpr std::uint8_t kGapHistory = 8;
+    std::array<Duration, kGapHistory> gaps{};
+    std::uint8_t gap_count = 0;
+    std::uint8_t gap_next = 0;
+    bool seen = false;
+    TimePoint last_arrival{};
   };
 
   // Where a new slice of a function could go, and when a request would finish there.
@@ -127,11 +135,15 @@ class GSharePolicy final : public Scheduler {
   // `exec`: the work the new slice does until `head` is done.
   Placement FindNewSlice(FunctionId function, const Request& head, Duration exec);
   // `exec`: the work a new slice does until `request` is done.
+  // Adds a GPU when one asked for now, where a slice runs `exec` after its restore, would finish
+  // `request` sooner than `best_finish` (PoolSizer), and the unused GPUs leave room.
   bool GrowPoolIfShort(const Request& request, Duration exec, TimePoint best_finish);
   void SetCheck(FunctionId function, TimePoint at);
   void EvictSlice(std::size_t slot, FunctionId function);
   void IssueRestore(std::size_t slot);
   void MaybeRelease(std::size_t slot, FunctionId function);
+  // How long an idle slice of the function is held before it is released.
+  Duration HoldTime(FunctionId function) const;
   // A new pool GPU's slot, or nullopt when the executor refused one.
   std::optional<std::size_t> AcquireGpu(FunctionId function);
   void Dispatch(std::size_t slot);

@@ -39,22 +39,44 @@ TEST(GSharePolicyTest, TwoFunctionsOnOneGpuWhoWaitsAndWhoSwaps) {
   AddRequest(w, 0, 0.005);  // a1, deadline 105 ms
   auto report = Simulate(w, "gshare", HandOptions(/*max_gpus=*/1));
   ASSERT_TRUE(report.ok()) << report.status().ToString();
-  // Lazy binding: b binds at 101 - 28 - 21 - 8.4 = 43.6 ms: the GPU is acquired, b restores until
-  // 64.6 and runs 64.6-84.6. a binds when its newest request must: 105 - 2 x 14 - 11 - 4.4 =
-  // 61.6 ms; its restore waits for the copy engine (64.6-75.6), then a waits for b's run: a0 runs
-  // 84.6-94.6 and a1 94.6-104.6 on the same slice, with no second swap.
+  // Work-conserving: a0 finds no slice, so one is made at once (the GPU is acquired at 0, a
+  // restores 0-11 ms); b0 likewise, its copy after a's on the copy engine (11-32 ms). a1 (5 ms)
+  // waits for a's slice, predicted to serve it by 11 + 2 x 14 = 39 ms, within its deadline: no
+  // second swap. a0 runs 11-21, a1 21-31, b0 32-52 ms.
   ASSERT_EQ(report->functions.size(), 2u);
   EXPECT_EQ(report->peak_gpus, 1);
   EXPECT_EQ(report->swaps, 2u);
   // Latencies are kept as float: compare to 1e-4 ms.
-  EXPECT_NEAR(report->functions[0].latency.p50_ms, 94.6, 1e-4);  // a0: 0 -> 94.6 ms
-  EXPECT_NEAR(report->functions[0].latency.max_ms, 99.6, 1e-4);  // a1: 5 -> 104.6 ms
-  EXPECT_NEAR(report->functions[1].latency.p50_ms, 83.6, 1e-4);  // b0: 1 -> 84.6 ms
+  EXPECT_NEAR(report->functions[0].latency.p50_ms, 21.0, 1e-4);  // a0: 0 -> 21 ms
+  EXPECT_NEAR(report->functions[0].latency.max_ms, 26.0, 1e-4);  // a1: 5 -> 31 ms
+  EXPECT_NEAR(report->functions[1].latency.p50_ms, 51.0, 1e-4);  // b0: 1 -> 52 ms
   EXPECT_DOUBLE_EQ(report->slo_attainment, 1.0);
-  EXPECT_NEAR(report->horizon_seconds, 0.1046, 1e-9);
-  EXPECT_NEAR(report->gpu_seconds, 0.1046 - 0.0436, 1e-9);
-  // 256 MiB slices: b from 43.6 ms, a from 64.6 ms (its copy's start), to the horizon.
-  EXPECT_NEAR(report->vgpu_gib_seconds, 0.25 * ((0.1046 - 0.0436) + (0.1046 - 0.0646)), 1e-9);
+  EXPECT_NEAR(report->horizon_seconds, 0.052, 1e-9);
+  EXPECT_NEAR(report->gpu_seconds, 0.052, 1e-9);
+  // 256 MiB slices: a from 0 until released one restore (11 ms) after its last run, at 42 ms; b
+  // from its copy's start (11 ms) to the horizon.
+  EXPECT_NEAR(report->vgpu_gib_seconds, 0.25 * (0.042 + (0.052 - 0.011)), 1e-9);
+}
+
+TEST(GSharePolicyTest, HoldsASliceForTheGapsItHasSeen) {
+  // a (restore 11 ms, run 10 ms, SLO 100 ms) is called every 300 ms, twenty times. Until eight
+  // gaps are seen, an idle slice is held one restore time (11 ms) and released: r0..r8 each
+  // restore. From r8 on the hold is the longest gap seen plus an eighth (337.5 ms): the slice is
+  // still there when the next request comes, and r9..r19 run at once (10 ms).
+  Workload w;
+  w.gpu = RoundGpu();
+  w.functions.push_back(
+      MakeFunction("a", 10'000'000, 256 * kMiB, milliseconds(10), milliseconds(100)));
+  for (int i = 0; i < 20; ++i) AddRequest(w, 0, 0.3 * i);
+  auto report = Simulate(w, "gshare", HandOptions());
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  EXPECT_EQ(report->swaps, 9u);
+  const auto& sorted = report->sorted_latency_ms;
+  ASSERT_EQ(sorted.size(), 20u);
+  EXPECT_NEAR(sorted[0], 10.0, 1e-4);
+  EXPECT_NEAR(sorted[10], 10.0, 1e-4);  // eleven ran without a restore
+  EXPECT_NEAR(sorted[11], 21.0, 1e-4);  // nine with one
+  EXPECT_NEAR(sorted[19], 21.0, 1e-4);
 }
 
 TEST(GSharePolicyTest, EvictsTheLeastRecentlyUsedIdleSliceWhenMemoryIsShort) {
@@ -96,10 +118,10 @@ TEST(GSharePolicyTest, BatchesRequestsThatWaitForTheSameSlice) {
   AddRequest(w, 0, 0.004);
   auto report = Simulate(w, "gshare", HandOptions());
   ASSERT_TRUE(report.ok());
-  // All three wait for the lazy bind at 100 - 14 - 11 - 4.4 = 70.6 ms, the restore (70.6-81.6)
-  // and run as one batch of three (81.6-91.6 ms).
-  EXPECT_NEAR(report->latency.max_ms, 91.6, 1e-4);
-  EXPECT_NEAR(report->latency.p50_ms, 89.6, 1e-4);
+  // The first makes a slice at once (restore 0-11 ms); the others wait for it, and the three run
+  // as one batch (11-21 ms).
+  EXPECT_NEAR(report->latency.max_ms, 21.0, 1e-4);
+  EXPECT_NEAR(report->latency.p50_ms, 19.0, 1e-4);
   EXPECT_EQ(report->swaps, 1u);
 }
 
@@ -196,7 +218,7 @@ namespace {
 
 TEST(GSharePolicyTest, ASliceGrowsForABatchAndShrinksAfterIt) {
   // As in BatchesRequestsThatWaitForTheSameSlice, with 512 MiB of memory per request beyond the
-  // first: the 256 MiB slice grows to 1280 MiB for the batch of three (81.6-91.6 ms) and shrinks
+  // first: the 256 MiB slice grows to 1280 MiB for the batch of three (11-21 ms) and shrinks
   // back when it ends.
   Workload w;
   w.gpu = testing::RoundGpu();
@@ -212,8 +234,9 @@ TEST(GSharePolicyTest, ASliceGrowsForABatchAndShrinksAfterIt) {
   options.policy.gshare.adapt_margin = false;
   auto report = Simulate(w, "gshare", options);
   ASSERT_TRUE(report.ok()) << report.status().ToString();
-  EXPECT_NEAR(report->latency.max_ms, 91.6, 1e-4);
-  // 0.25 GiB for the restore (70.6-81.6 ms), 1.25 GiB for the batch (81.6-91.6 ms).
+  EXPECT_NEAR(report->latency.max_ms, 21.0, 1e-4);
+  // 0.25 GiB for the restore (0-11 ms), 1.25 GiB for the batch (11-21 ms); the run ends the
+  // horizon.
   EXPECT_NEAR(report->vgpu_gib_seconds, 0.25 * 0.011 + 1.25 * 0.010, 1e-9);
   EXPECT_NEAR(report->functions[0].active_gib_seconds, 1.25 * 0.010, 1e-9);
   // faaswap reserves for its largest batch (4: 1792 MiB) from the start.

@@ -42,6 +42,8 @@ class PoolSizer {
   }
   // Whether one more GPU may start now (the growth share and the cap allow it).
   bool MayStart() const { return starting_ < MaxStarting() && !AtCap(); }
+  // The same, counting `idle` GPUs that are ready but unused as starting too.
+  bool MayStartWith(int idle) const { return starting_ + idle < MaxStarting() && !AtCap(); }
   bool AtCap() const { return max_gpus_ > 0 && alive_ >= static_cast<std::size_t>(max_gpus_); }
 
   // A GPU joined the pool (`ready`: usable now).

@@ -29,12 +29,11 @@ TEST(OptGapTest, OnlineScheduleOfAHandCaseIsValidAndScoredByHand) {
   auto online = ScheduleOnline(OneFunctionInstance(), "gshare");
   ASSERT_TRUE(online.ok()) << online.status().ToString();
   EXPECT_TRUE(online->validity.ok()) << online->validity.ToString();
-  // Lazy binding with the 40% margin: the newest request must start by 100 - 2 x 14 - 11 - 4.4
-  // = 56.6 ms; one residency: restore 56.6-67.6 ms, runs 67.6-77.6 and 77.6-87.6 ms; 256 MiB held
-  // for 31 ms.
+  // No slice: one is made at once (work-conserving); one residency: restore 0-11 ms, runs 11-21
+  // and, the second request waiting for the slice, 21-31 ms; 256 MiB held for 31 ms.
   ASSERT_EQ(online->schedule.residencies.size(), 1u);
-  EXPECT_EQ(online->schedule.residencies[0].restore_start, AtSeconds(0.0566));
-  EXPECT_EQ(online->schedule.residencies[0].end, AtSeconds(0.0876));
+  EXPECT_EQ(online->schedule.residencies[0].restore_start, AtSeconds(0.0));
+  EXPECT_EQ(online->schedule.residencies[0].end, AtSeconds(0.031));
   EXPECT_NEAR(online->objective, 0.25 * 0.031, 1e-12);
   // The exact optimum is the same schedule.
   auto exact_solution = exact::SolveExact(OneFunctionInstance());
@@ -55,18 +54,17 @@ TEST(OptGapTest, ScoresTheTimeASliceIsHeldNotOnlyItsActiveTime) {
   ASSERT_TRUE(online.ok()) << online.status().ToString();
   EXPECT_TRUE(online->validity.ok()) << online->validity.ToString();
   ASSERT_EQ(online->schedule.residencies.size(), 2u);
-  // f: lazy bind at 100 - 1.4 x 10 - 11 - 0.4 x 11 = 70.6 ms, restore to 81.6, run to 91.6; then
-  // idle for a restore's time (ski rental) and released at 102.6 ms: held 32 ms, not the 21 ms
-  // it was active.
+  // f: restore 0-11 ms, run to 21; then idle for a restore's time (ski rental: too few gaps seen
+  // to size the hold from them) and released at 32 ms: held 32 ms, not the 21 ms it was active.
   const auto& f = online->schedule.residencies[0];
-  EXPECT_EQ(f.restore_start, AtSeconds(0.0706));
-  EXPECT_EQ(online->schedule.executions[0].end, AtSeconds(0.0916));
-  EXPECT_EQ(f.end, AtSeconds(0.1026));
-  // g: restore 570.6-581.6, run to 591.6 ms, the last completion: the instance ends there, so the
-  // slice (released at 602.6 ms) counts until 591.6 ms, 21 ms.
+  EXPECT_EQ(f.restore_start, AtSeconds(0.0));
+  EXPECT_EQ(online->schedule.executions[0].end, AtSeconds(0.021));
+  EXPECT_EQ(f.end, AtSeconds(0.032));
+  // g: restore 500-511, run to 521 ms, the last completion: the instance ends there, so the slice
+  // (released at 532 ms) counts until 521 ms, 21 ms.
   const auto& g = online->schedule.residencies[1];
-  EXPECT_EQ(g.restore_start, AtSeconds(0.5706));
-  EXPECT_EQ(g.end, AtSeconds(0.5916));
+  EXPECT_EQ(g.restore_start, AtSeconds(0.5));
+  EXPECT_EQ(g.end, AtSeconds(0.521));
   // 0.25 GiB x (32 + 21) ms.
   EXPECT_NEAR(online->objective, 0.25 * 0.053, 1e-12);
   EXPECT_NEAR(online->executor_gib_seconds, online->objective, 1e-9);
