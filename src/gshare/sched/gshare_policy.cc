@@ -90,7 +90,14 @@ Duration GSharePolicy::PredictRestore(FunctionId function) const {
 }
 
 TimePoint GSharePolicy::KeyOf(const Request& request) const {
-  return knobs_.slack_order ? request.deadline : request.arrival;
+  // fifo: by arrival. Otherwise by slack: the latest start (deadline minus predicted execution)
+  // orders requests as their slack does, now being common to all. With the cache queue, requests
+  // at risk come first (a tier a long time ahead).
+  if (!knobs_.slack_order) return request.arrival;
+  constexpr Duration kCacheTier = std::chrono::hours(24 * 365);
+  TimePoint key = request.deadline - PredictExec(request.function, 1);
+  if (knobs_.cache_queue && AtRisk(request.function)) key -= kCacheTier;
+  return key;
 }
 
 Duration GSharePolicy::QueuedAhead(const GpuState& gpu, FunctionId function, TimePoint key) const {
@@ -114,7 +121,7 @@ TimePoint GSharePolicy::PredictFinishOnSlice(const GpuState& gpu, const Slice& s
                                              Duration exec) const {
   const TimePoint now = context_.executor->Now();
   TimePoint start = std::max({now, slice.ready_at, gpu.ready_at});
-  if (gpu.running) start = std::max(start, gpu.busy_until);
+  if (!gpu.runs.empty()) start = std::max(start, gpu.busy_until);
   return start + QueuedAhead(gpu, function, key) + exec;
 }
 
@@ -123,13 +130,38 @@ TimePoint GSharePolicy::PredictFinishNewSlice(const GpuState& gpu, FunctionId fu
                                               Duration exec) const {
   const TimePoint now = context_.executor->Now();
   TimePoint start = std::max({now, gpu.copy_free_at, gpu.ready_at}) + restore;
-  if (gpu.running) start = std::max(start, gpu.busy_until);
+  if (!gpu.runs.empty()) start = std::max(start, gpu.busy_until);
   return start + QueuedAhead(gpu, function, key) + exec;
 }
 
+bool GSharePolicy::IsRunning(const GpuState& gpu, FunctionId function) {
+  for (const auto& run : gpu.runs) {
+    if (run.function == function) return true;
+  }
+  return false;
+}
+
+bool GSharePolicy::AtRisk(FunctionId function) const {
+  const Duration restore = PredictRestore(function);
+  return restore + Scale(restore, margin_) + PredictExec(function, 1) >
+         (*context_.functions)[function].slo;
+}
+
+bool GSharePolicy::EndRun(GpuState& gpu, FunctionId function) {
+  bool shared = false;
+  for (auto it = gpu.runs.begin(); it != gpu.runs.end(); ++it) {
+    if (it->function == function) {
+      shared = it->shared;
+      gpu.runs.erase(it);
+      break;
+    }
+  }
+  if (gpu.runs.empty()) gpu.busy_until = context_.executor->Now();
+  return shared;
+}
+
 bool GSharePolicy::Evictable(const GpuState& gpu, FunctionId function, const Slice& slice) const {
-  return slice.ready && !(gpu.running && gpu.running_function == function) &&
-         functions_[function].pending.empty();
+  return slice.ready && !IsRunning(gpu, function) && functions_[function].pending.empty();
 }
 
 void GSharePolicy::SetFree(std::size_t slot, std::uint64_t free_bytes) {
@@ -446,7 +478,11 @@ void GSharePolicy::IssueRestore(std::size_t slot) {
 
 void GSharePolicy::Dispatch(std::size_t slot) {
   GpuState& gpu = gpus_[slot];
-  if (!gpu.ready || gpu.running) return;
+  if (!gpu.ready) return;
+  if (!gpu.runs.empty()) {
+    DispatchShared(slot);
+    return;
+  }
   for (const auto& [key, function] : gpu.waiting) {
     Slice& slice = gpu.slices.at(function);
     if (!slice.ready) continue;
@@ -469,12 +505,47 @@ void GSharePolicy::Dispatch(std::size_t slot) {
       fs.pending.pop_front();
     }
     const TimePoint now = context_.executor->Now();
-    gpu.running = true;
-    gpu.running_function = function;
-    gpu.run_started = now;
+    gpu.runs.push_back({function, false});
     gpu.busy_until = now + PredictExec(function, batch_.size());
     gpu.idle_generation += 1;
     slice.last_used = now;
+    const FunctionId chosen = function;  // the loop's iterator dies in UpdateKey
+    UpdateKey(chosen);
+    context_.executor->Run(gpu.gpu, chosen, batch_);
+    return;
+  }
+}
+
+void GSharePolicy::DispatchShared(std::size_t slot) {
+  // Time slicing (kernels are not preempted): a run started now on a busy GPU waits at most one
+  // quantum, then alternates quanta with the run in flight, so it ends within a quantum plus
+  // twice its execution; the run in flight is delayed by about its execution.
+  GpuState& gpu = gpus_[slot];
+  if (!knobs_.timeslice || gpu.runs.size() >= 2) return;
+  for (const auto& [key, function] : gpu.waiting) {
+    const Slice& slice = gpu.slices.at(function);
+    if (!slice.ready || IsRunning(gpu, function)) continue;
+    FunctionState& fs = functions_[function];
+    const Request& head = requests_.Get(fs.pending.front());
+    const std::size_t batch = std::min(
+        fs.pending.size(), static_cast<std::size_t>((*context_.functions)[function].max_batch));
+    if (SliceBytes(function, batch) > slice.bytes) return;  // no growing while another runs
+    const Duration exec = PredictExec(function, batch);
+    const TimePoint now = context_.executor->Now();
+    // Only the most urgent waiting function is considered: it would miss behind the run in
+    // flight, and meets its deadline sharing the compute.
+    if (gpu.busy_until + exec <= head.deadline) return;
+    if (now + options_.quantum + exec * 2 > head.deadline) return;
+    batch_.clear();
+    while (batch_.size() < batch) {
+      batch_.push_back(fs.pending.front());
+      fs.pending.pop_front();
+    }
+    for (auto& run : gpu.runs) run.shared = true;
+    gpu.runs.push_back({function, true});
+    gpu.busy_until = std::max(gpu.busy_until + exec, now + options_.quantum + exec * 2);
+    gpu.idle_generation += 1;
+    gpu.slices.at(function).last_used = now;
     const FunctionId chosen = function;  // the loop's iterator dies in UpdateKey
     UpdateKey(chosen);
     context_.executor->Run(gpu.gpu, chosen, batch_);
@@ -498,11 +569,10 @@ void GSharePolicy::OnRunDone(GpuId id, FunctionId function, std::span<const Requ
   const std::size_t slot = slot_of_.at(id);
   GpuState& gpu = gpus_[slot];
   const TimePoint now = context_.executor->Now();
-  gpu.running = false;
-  gpu.busy_until = now;
+  const bool shared = EndRun(gpu, function);
   if (result.status.ok()) {
-    // Learn the execution time: one run at a time per GPU, so the run had the GPU to itself.
-    estimator_.Observe(function, static_cast<int>(batch.size()), result.elapsed);
+    // Learn the execution time from runs that had the GPU to themselves.
+    if (!shared) estimator_.Observe(function, static_cast<int>(batch.size()), result.elapsed);
     for (RequestId r : batch) {
       Observe(requests_.Get(r), now);
       requests_.Erase(r);
@@ -572,9 +642,7 @@ void GSharePolicy::MaybeRelease(std::size_t slot, FunctionId function) {
   // A slice whose restore would break the SLO stays cached until memory or the pool needs it.
   // Otherwise it is held for HoldTime (ski rental on the function's observed gaps), then released.
   if (!functions_[function].pending.empty() || !gpus_[slot].slices.contains(function)) return;
-  const Duration restore = PredictRestore(function);
-  const Duration comeback = restore + Scale(restore, margin_) + PredictExec(function, 1);
-  if (comeback > (*context_.functions)[function].slo) return;
+  if (knobs_.cache_queue && AtRisk(function)) return;
   context_.executor->SetTimer(context_.executor->Now() + HoldTime(function),
                               Token(kReleaseTag, slot, function));
 }
@@ -668,10 +736,7 @@ void GSharePolicy::OnInstanceDied(GpuId id, FunctionId function, std::span<const
                                   const Status& status) {
   const std::size_t slot = slot_of_.at(id);
   GpuState& gpu = gpus_[slot];
-  if (gpu.running && gpu.running_function == function) {
-    gpu.running = false;
-    gpu.busy_until = context_.executor->Now();
-  }
+  EndRun(gpu, function);
   if (gpu.restoring && gpu.restoring_function == function && gpu.slices.contains(function) &&
       !gpu.slices.at(function).ready) {
     gpu.restoring = false;
@@ -705,7 +770,7 @@ void GSharePolicy::OnGpuLost(GpuId id, std::span<const RequestId> lost, const St
   gpu.copying_bytes = 0;
   if (gpu.retiring) retiring_ -= 1;
   gpu.retiring = false;
-  gpu.running = false;
+  gpu.runs.clear();
   gpu.restoring = false;
   slot_of_.erase(id);
   Requeue(lost, status);
@@ -720,7 +785,7 @@ void GSharePolicy::OnGpuLost(GpuId id, std::span<const RequestId> lost, const St
 
 void GSharePolicy::MaybeIdle(std::size_t slot) {
   GpuState& gpu = gpus_[slot];
-  if (!gpu.alive || !gpu.ready || gpu.running || !gpu.waiting.empty()) return;
+  if (!gpu.alive || !gpu.ready || !gpu.runs.empty() || !gpu.waiting.empty()) return;
   gpu.idle_generation += 1;
   context_.executor->SetTimer(context_.executor->Now() + options_.pool_idle,
                               Token(kIdleTag, slot, gpu.idle_generation));
@@ -771,7 +836,7 @@ void GSharePolicy::OnTimer(std::uint64_t token) {
     MaybeIdle(slot);
     return;
   }
-  if (!gpu.alive || gpu.idle_generation != low || gpu.running || !gpu.waiting.empty() ||
+  if (!gpu.alive || gpu.idle_generation != low || !gpu.runs.empty() || !gpu.waiting.empty() ||
       !gpu.evicting.empty() || gpu.restoring || !gpu.deferred_restores.empty()) {
     return;
   }

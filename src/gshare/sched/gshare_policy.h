@@ -92,10 +92,14 @@ class GSharePolicy final : public Scheduler {
     std::unordered_map<FunctionId, Slice> slices;
     // Functions with unbound requests and a slice here, by the key of their first request.
     std::set<std::pair<TimePoint, FunctionId>> waiting;
-    bool running = false;
-    FunctionId running_function = 0;
-    TimePoint run_started{};
-    TimePoint busy_until{};    // predicted end of the run in flight
+    // Runs in flight (at most two: a second only by time slicing): function, and whether it shares
+    // the GPU's compute (its elapsed time then says nothing about its execution time).
+    struct Run {
+      FunctionId function = 0;
+      bool shared = false;
+    };
+    std::vector<Run> runs;
+    TimePoint busy_until{};    // predicted end of the runs in flight
     TimePoint copy_free_at{};  // predicted end of the copies queued on its copy engine
     std::vector<FunctionId> deferred_restores;  // wait for the copy engine, the GPU's start or
                                                 // checkpoints in flight; issued in order
@@ -175,6 +179,15 @@ class GSharePolicy final : public Scheduler {
                                   TimePoint key, Duration exec) const;
   TimePoint KeyOf(const Request& request) const;
   bool Evictable(const GpuState& gpu, FunctionId function, const Slice& slice) const;
+  static bool IsRunning(const GpuState& gpu, FunctionId function);
+  // Requests of the function are at risk (the cacheQueue): a fresh restore plus the predicted
+  // execution does not fit in its SLO, so they are served only where the model is resident.
+  bool AtRisk(FunctionId function) const;
+  // Time slicing: starts a second run on a busy GPU for the first waiting function that would
+  // miss its deadline behind the run in flight but not when sharing the compute.
+  void DispatchShared(std::size_t slot);
+  // Takes the function's run off the GPU's books; whether it shared the compute.
+  bool EndRun(GpuState& gpu, FunctionId function);
 
   std::string name_;
   SchedulerContext context_;

@@ -79,6 +79,34 @@ TEST(GSharePolicyTest, HoldsASliceForTheGapsItHasSeen) {
   EXPECT_NEAR(sorted[19], 21.0, 1e-4);
 }
 
+TEST(GSharePolicyTest, AnUrgentRunSharesTheGpuWithALongOne) {
+  // One GPU. s (400 MB model: a 401 ms restore, far beyond its 60 ms SLO, so it is in the cache
+  // queue and stays resident) runs 5 ms; l (same model size, SLO 10 s) runs 200 ms. s is called
+  // at 0 (a cold start, a miss), l at 1.0 s (restore 1.0-1.401, run from 1.401), s again at
+  // 1.41 s, deadline 1.47 s. Behind l's run it would end at 1.606 s; sharing the compute it ends
+  // within a quantum plus twice its predicted 7 ms (1.444 s): it runs beside l. The simulated GPU
+  // gives it the quantum after l's current one (1.421-1.426 s): 16 ms. l ends 5 ms later.
+  Workload w;
+  w.gpu = RoundGpu();
+  w.functions.push_back(
+      MakeFunction("s", 400'000'000, 256 * kMiB, milliseconds(5), milliseconds(60)));
+  w.functions.push_back(MakeFunction("l", 400'000'000, 256 * kMiB, milliseconds(200), seconds(10)));
+  AddRequest(w, 0, 0.0);
+  AddRequest(w, 1, 1.0);
+  AddRequest(w, 0, 1.41);
+  auto shared = Simulate(w, "gshare", HandOptions(/*max_gpus=*/1));
+  ASSERT_TRUE(shared.ok()) << shared.status().ToString();
+  EXPECT_NEAR(shared->functions[0].latency.max_ms, 406.0, 1e-4);  // the cold start
+  EXPECT_NEAR(shared->functions[0].latency.p50_ms, 16.0, 1e-4);
+  EXPECT_NEAR(shared->functions[1].latency.max_ms, 606.0, 1e-4);
+  EXPECT_EQ(shared->swaps, 2u);
+  // Without time slicing s waits for l's run: 1.601-1.606 s, a miss.
+  auto alone = Simulate(w, "gshare-no-timeslice", HandOptions(/*max_gpus=*/1));
+  ASSERT_TRUE(alone.ok()) << alone.status().ToString();
+  EXPECT_NEAR(alone->functions[0].latency.p50_ms, 196.0, 1e-4);
+  EXPECT_NEAR(alone->functions[1].latency.max_ms, 601.0, 1e-4);
+}
+
 TEST(GSharePolicyTest, EvictsTheLeastRecentlyUsedIdleSliceWhenMemoryIsShort) {
   // Three 16 GiB functions, one 40 GiB GPU holds two. 400 MB models restore in 401 ms, so with a
   // 500 ms SLO a slice cannot come back in time and stays cached until memory is needed: x, y, z, x
@@ -143,6 +171,11 @@ TEST(GSharePolicyTest, ReleasesAnIdleSliceThatCanComeBackInTime) {
   EXPECT_EQ(report->functions[0].swaps, 2u);
   EXPECT_EQ(report->functions[1].swaps, 1u);
   EXPECT_DOUBLE_EQ(report->slo_attainment, 1.0);
+  // Without the cache queue, dear's slice is released like cheap's: its second call restores
+  // again (401 ms + 10 ms, within its 500 ms SLO only because nothing else waits).
+  auto uncached = Simulate(w, "gshare-no-cache-queue", HandOptions());
+  ASSERT_TRUE(uncached.ok());
+  EXPECT_EQ(uncached->functions[1].swaps, 2u);
 }
 
 // Random functions and arrivals on a small (8 GiB) GPU type, so memory is short.
@@ -183,6 +216,27 @@ TEST(GSharePolicyTest, NeverExceedsMemoryAndServesEveryRequest) {
       EXPECT_EQ(report->requests, w.requests.size());
       EXPECT_GT(report->swaps, 0u);
     }
+  }
+}
+
+TEST(GSharePolicyTest, EveryVariantChangesSomeResult) {
+  // A variant that never changes a result is dead code: each differs from gshare on crowded
+  // workloads (in GPU-seconds, swaps, memory-time or attainment) on at least one seed.
+  auto signature = [](const PolicyReport& r) {
+    return std::tuple(r.gpu_seconds, r.swaps, r.vgpu_gib_seconds, r.slo_attainment);
+  };
+  for (const char* variant :
+       {"fifo", "gshare-no-lazy", "gshare-no-fast-swap", "gshare-no-cache-queue",
+        "gshare-no-timeslice", "gshare-fixed-margin"}) {
+    bool differs = false;
+    for (std::uint64_t seed : {1, 2, 3}) {
+      const Workload w = CrowdedWorkload(seed);
+      auto base = Simulate(w, "gshare", SimulationOptions{});
+      auto other = Simulate(w, variant, SimulationOptions{});
+      ASSERT_TRUE(base.ok() && other.ok()) << variant;
+      differs = differs || signature(*base) != signature(*other);
+    }
+    EXPECT_TRUE(differs) << variant << " gives gshare's results on every seed";
   }
 }
 

@@ -40,6 +40,10 @@ struct PolicyOptions {
   // fraction of the function's batch-1 execution latency. gShare (ASPLOS'26) measures about 40%
   // more forwarding delay through such a proxy.
   double proxy_overhead_fraction = 0.40;
+  // The GPU's time slice: runs sharing a GPU's compute alternate quanta of this length (kernels are
+  // not preempted). gshare predicts a shared run with it; the simulator's executor uses the same
+  // (gshare sim --quantum).
+  Duration quantum = std::chrono::milliseconds(20);
   // Slices are multiples of this: the program's one granularity (SliceGranularity), the same
   // that a live node's vGPU manager enforces.
   SliceGranularity slice_granularity;
@@ -49,6 +53,11 @@ struct PolicyOptions {
     bool lazy = true;         // wait for a resident slice while the deadline allows
     bool slack_order = true;  // serve a GPU's waiting functions by deadline (else by arrival)
     bool fast_swap = true;    // evict by discarding (host snapshot valid); else checkpoint first
+    // The cacheQueue: requests whose restore does not fit in their SLO are served first, and
+    // their function's slices stay cached (never released by the hold).
+    bool cache_queue = true;
+    // Time slicing: a request that would miss behind a run in flight runs beside it.
+    bool timeslice = true;
     // Predicted execution = estimate x (1 + margin); the margin starts at safety_margin (+40%, as
     // in the paper) and, with adapt_margin, adapts toward target_attainment (grows when recent
     // attainment falls short, shrinks slowly otherwise). The variant gshare-fixed-margin keeps it

@@ -9,9 +9,16 @@
 namespace gshare {
 
 const std::vector<std::string_view>& PolicyNames() {
-  static const std::vector<std::string_view> names = {
-      "keepalive",           "faascache",          "faaswap", "gshare", "fifo", "gshare-no-lazy",
-      "gshare-no-fast-swap", "gshare-fixed-margin"};
+  static const std::vector<std::string_view> names = {"keepalive",
+                                                      "faascache",
+                                                      "faaswap",
+                                                      "gshare",
+                                                      "fifo",
+                                                      "gshare-no-lazy",
+                                                      "gshare-no-fast-swap",
+                                                      "gshare-no-cache-queue",
+                                                      "gshare-no-timeslice",
+                                                      "gshare-fixed-margin"};
   return names;
 }
 
@@ -32,7 +39,8 @@ Result<std::unique_ptr<Scheduler>> MakePolicy(std::string_view name,
     return std::unique_ptr<Scheduler>(std::make_unique<FaaSwapPolicy>(context, options));
   }
   if (name == "gshare" || name == "fifo" || name == "gshare-no-lazy" ||
-      name == "gshare-no-fast-swap" || name == "gshare-fixed-margin") {
+      name == "gshare-no-fast-swap" || name == "gshare-no-cache-queue" ||
+      name == "gshare-no-timeslice" || name == "gshare-fixed-margin") {
     PolicyOptions variant = options;
     if (name == "fifo") {
       variant.gshare.lazy = false;
@@ -41,6 +49,10 @@ Result<std::unique_ptr<Scheduler>> MakePolicy(std::string_view name,
       variant.gshare.lazy = false;
     } else if (name == "gshare-no-fast-swap") {
       variant.gshare.fast_swap = false;
+    } else if (name == "gshare-no-cache-queue") {
+      variant.gshare.cache_queue = false;
+    } else if (name == "gshare-no-timeslice") {
+      variant.gshare.timeslice = false;
     } else if (name == "gshare-fixed-margin") {
       variant.gshare.adapt_margin = false;
     }

@@ -45,7 +45,10 @@ Result<PolicyReport> Simulate(const Workload& workload, std::string_view policy,
                               const SimulationOptions& options) {
   SimulatedExecutor executor(workload, options.executor);
   SchedulerContext context{&executor.functions(), &executor};
-  GSHARE_ASSIGN_OR_RETURN(auto scheduler, MakePolicy(policy, context, options.policy));
+  // One time slice for the world and for the policy's predictions: the executor's.
+  PolicyOptions policy_options = options.policy;
+  policy_options.quantum = options.executor.quantum;
+  GSHARE_ASSIGN_OR_RETURN(auto scheduler, MakePolicy(policy, context, policy_options));
   executor.set_scheduler(scheduler.get());
   std::function<void(TimePoint, std::uint64_t)> progress;
   if (options.progress) {

@@ -16,7 +16,7 @@
 namespace gshare {
 
 struct SimulationOptions {
-  PolicyOptions policy;
+  PolicyOptions policy;  // its quantum is the executor's (executor.quantum)
   SimulatedExecutor::Options executor;
   // Called now and then with (simulated seconds, completed requests); may be empty.
   std::function<void(double, std::uint64_t)> progress;
