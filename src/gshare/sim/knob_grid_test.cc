@@ -25,7 +25,9 @@ TEST(KnobGridTest, DefaultGridsSweepEachPolicysOwnKnobs) {
   EXPECT_EQ(GridSettings(DefaultGrid("faaswap")).size(), 6u);
   EXPECT_EQ(GridSettings(DefaultGrid("gshare")).size(), 9u);
   // The variants of gshare run its algorithm: the same knobs.
-  for (const char* variant : {"fifo", "gshare-no-lazy", "gshare-no-fast-swap", "gshare-adaptive"}) {
+  for (const char* variant :
+       {"fifo", "gshare-no-lazy", "gshare-no-fast-swap", "gshare-no-cache-queue",
+        "gshare-no-timeslice", "gshare-fixed-margin"}) {
     EXPECT_EQ(KnobsOf(variant), KnobsOf("gshare")) << variant;
   }
   // A policy without a default grid runs once, at the defaults, and may take any knob.
