@@ -3,7 +3,7 @@
 # of 10 tenants, 10 minutes, calibrated to Azure Functions) and simulates it under each policy on
 # the embedded defaults, writing the table, summary.json, CSV files and figures to out/demo.
 # The first two minutes (the cluster's cold start) are left out of the figures. Extra arguments go
-# to `gshare sim` (for example --exec-noise lognormal:0.2 or --gpu-type t4).
+# to `gshare sim` (for example --exec-noise lognormal:0.2).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/build.sh

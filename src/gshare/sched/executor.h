@@ -110,6 +110,21 @@ class Executor {
   // slice is resident, holds the batch (MemoryForBatch), and the batch is non-empty.
   virtual void Run(GpuId gpu, FunctionId function, std::span<const RequestId> batch) = 0;
 
+  // Pipelined loading (FaaSwap): whether RunPipelined can overlap a run with its slice's restore.
+  // The simulator's executor can; the live node cannot (a function process loads its model whole).
+  virtual bool pipelines_loading() const { return false; }
+  // Runs a batch on a slice whose restore is in flight, its layers executing as their bytes
+  // arrive: the model is copied in kPipelineGroups equal groups and a group runs once its bytes
+  // are on the GPU, so a run alone on the GPU ends max(load, exec) + min(load, exec) /
+  // kPipelineGroups after the copy starts. OnRestoreDone fires first, then OnRunDone. Preconditions
+  // as Run, except that the slice's restore is in flight; pipelines_loading().
+  static constexpr int kPipelineGroups = 10;
+  virtual void RunPipelined(GpuId gpu, FunctionId function, std::span<const RequestId> batch) {
+    (void)gpu;
+    (void)function;
+    (void)batch;
+  }
+
   // Answers a request that the scheduler gives up on with `status` (not OK): the function was
   // removed, no GPU could be had, it failed too often. A request is answered once: by a run that
   // ended OK, or here. Precondition: the request arrived and is not answered yet.

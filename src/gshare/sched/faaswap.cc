@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <utility>
 
 namespace gshare {
 namespace {
@@ -221,7 +222,7 @@ std::size_t FaaSwapPolicy::Place(const Request& request) {
     if (!has_model && (!can_bind || gpu.capacity < ReserveBytes(request.function))) return;
     const TimePoint start = std::max(now, FreeKey(gpu));
     const TimePoint done =
-        start + (has_model ? Duration::zero() : SwapTime(gpu, request.function, bind_delay)) + exec;
+        start + (has_model ? exec : ColdRun(SwapTime(gpu, request.function, bind_delay), exec));
     if (done < best_done || (done == best_done && slot < best)) {
       best_done = done;
       best = slot;
@@ -240,7 +241,7 @@ std::size_t FaaSwapPolicy::Place(const Request& request) {
   // queued on it, and a GPU asked for now would finish the request sooner (PoolSizer).
   const bool grow = alive_.empty()
                         ? sizer_.MayStart()
-                        : sizer_.ShouldGrow(now, swap + exec, best_done, request.deadline);
+                        : sizer_.ShouldGrow(now, ColdRun(swap, exec), best_done, request.deadline);
   if (grow && can_bind) {
     const auto acquired = AcquireFirstAvailable(*context_.executor, options_.instance_start,
                                                 ReserveBytes(request.function));
@@ -285,16 +286,24 @@ void FaaSwapPolicy::Forward(RequestId id) {
   PoolGpu& gpu = pool_[slot];
   const TimePoint now = context_.executor->Now();
   const bool has_model = HasModel(gpu, request.function);
+  const Duration exec = estimator_.Estimate(request.function, 1);
   SetPredictedFree(
-      slot, std::max({now, gpu.predicted_free_at, gpu.ready_at}) +
-                (has_model ? Duration::zero()
-                           : SwapTime(gpu, request.function,
-                                      context_.executor->Instances(request.function).BindDelay())) +
-                estimator_.Estimate(request.function, 1));
+      slot,
+      std::max({now, gpu.predicted_free_at, gpu.ready_at}) +
+          (has_model ? exec
+                     : ColdRun(SwapTime(gpu, request.function,
+                                        context_.executor->Instances(request.function).BindDelay()),
+                               exec)));
   gpu.queue.push_back(id);
   gpu.queued[request.function] += 1;
   gpu.idle_generation += 1;
   Advance(slot);
+}
+
+Duration FaaSwapPolicy::ColdRun(Duration swap, Duration exec) const {
+  // With pipelined loading, a cold run overlaps its model's copy (Executor::RunPipelined).
+  if (!context_.executor->pipelines_loading()) return swap + exec;
+  return std::max(swap, exec) + std::min(swap, exec) / Executor::kPipelineGroups;
 }
 
 void FaaSwapPolicy::Unqueued(PoolGpu& gpu, FunctionId function) {
@@ -373,6 +382,26 @@ void FaaSwapPolicy::Advance(std::size_t slot) {
       AddModel(slot, function);
       context_.executor->Restore(gpu.gpu, function, bytes);
       break;
+    }
+  }
+  // Pipelined loading: while the head's model is being copied in and the GPU computes nothing,
+  // the head's batch starts now, its layers running as they arrive.
+  if (!gpu.running && gpu.restoring && !gpu.queue.empty() &&
+      context_.executor->pipelines_loading()) {
+    const FunctionId function = requests_.Get(gpu.queue.front()).function;
+    if (function == gpu.restoring_function) {
+      const auto max_batch = static_cast<std::size_t>((*context_.functions)[function].max_batch);
+      batch_.clear();
+      while (!gpu.queue.empty() && batch_.size() < max_batch &&
+             requests_.Get(gpu.queue.front()).function == function) {
+        batch_.push_back(gpu.queue.front());
+        gpu.queue.pop_front();
+        Unqueued(gpu, function);
+      }
+      gpu.running = true;
+      gpu.running_function = function;
+      gpu.running_pipelined = true;
+      context_.executor->RunPipelined(gpu.gpu, function, batch_);
     }
   }
 }
@@ -459,8 +488,10 @@ void FaaSwapPolicy::OnRunDone(GpuId id, FunctionId function, std::span<const Req
                               const RunResult& result) {
   const std::size_t slot = slot_of_gpu_.at(id);
   pool_[slot].running = false;
+  const bool pipelined = std::exchange(pool_[slot].running_pipelined, false);
   if (result.status.ok()) {
-    estimator_.Observe(function, static_cast<int>(batch.size()), result.elapsed);
+    // A pipelined run's time includes waiting for its model: it says nothing of its execution.
+    if (!pipelined) estimator_.Observe(function, static_cast<int>(batch.size()), result.elapsed);
     for (RequestId r : batch) requests_.Erase(r);
   } else {
     Requeue(slot, batch, result.status);
@@ -502,7 +533,10 @@ void FaaSwapPolicy::Unload(std::size_t slot, FunctionId function) {
     gpu.memory_used -= e->second;
     gpu.evicting.erase(e);
   }
-  if (gpu.running && gpu.running_function == function) gpu.running = false;
+  if (gpu.running && gpu.running_function == function) {
+    gpu.running = false;
+    gpu.running_pipelined = false;
+  }
 }
 
 void FaaSwapPolicy::OnInstanceDied(GpuId id, FunctionId function, std::span<const RequestId> lost,
@@ -538,6 +572,7 @@ void FaaSwapPolicy::Retire(std::size_t slot) {
   gpu.memory_used = 0;
   gpu.alive = false;
   gpu.running = false;
+  gpu.running_pipelined = false;
   gpu.restoring = false;
   slot_of_gpu_.erase(gpu.gpu);
   alive_.erase(std::find(alive_.begin(), alive_.end(), slot));

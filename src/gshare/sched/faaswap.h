@@ -8,7 +8,9 @@
 // the request is earliest, where a GPU already holding the model saves the swap (so popular
 // models stay resident and attract their requests). Each GPU serves its queue in FIFO order, one
 // batch at a time (consecutive requests of one function form a batch); the copy engine restores
-// the next queued model (within the next 8 requests) while the current batch runs. The pool grows
+// the next queued model (within the next 8 requests) while the current batch runs. Where the
+// executor pipelines loading (Executor::RunPipelined, FaaSwap's layer-wise loading), the queue
+// head's batch starts while its model is still being copied. The pool grows
 // by one GPU by the rule every pooled policy shares (PoolSizer); a GPU idle for
 // PolicyOptions::pool_idle leaves the pool.
 //
@@ -70,6 +72,7 @@ class FaaSwapPolicy final : public Scheduler {
     std::unordered_map<FunctionId, int> queued;  // queued requests by function
     bool running = false;
     FunctionId running_function = 0;
+    bool running_pipelined = false;  // the run overlaps its model's copy
     bool restoring = false;
     FunctionId restoring_function = 0;
     std::uint64_t capacity = 0;                              // memory of its GPU type
@@ -122,6 +125,9 @@ class FaaSwapPolicy final : public Scheduler {
   // caller reads once per decision).
   Duration SwapTime(const PoolGpu& gpu, FunctionId function, Duration bind_delay) const;
   std::uint64_t ReserveBytes(FunctionId function) const;
+  // How long a run takes from its model's copy to its end: swap then execution, or overlapped
+  // where the executor pipelines loading.
+  Duration ColdRun(Duration swap, Duration exec) const;
 
   SchedulerContext context_;
   PolicyOptions options_;

@@ -244,12 +244,12 @@ void GSharePolicy::Bind(FunctionId function) {
   const bool backlog_late = tail_existing > tail.deadline && fs.pending.size() > 1;
   const Request& target = backlog_late ? tail : head;
   const TimePoint target_existing = backlog_late ? tail_existing : best_existing;
-  // Work a new slice does before the target is done: one batch for a request at risk; the whole
-  // backlog for the function's first slice. A replica shares the backlog W with the k slices
-  // there, which start on it at F: starting at S itself, the tail falls to about
-  // (W + k F + S) / (k + 1), so its own work is (W - k (S - F)) / (k + 1), and none when S comes
-  // after the tail there already is. The pool grows by the same measure (S on a GPU asked for
-  // now), so a GPU is only added for a replica that will be placed on it.
+  // Work a new slice does before the target is done: one batch for a request at risk; its share
+  // of the backlog, B batches over the k slices there and itself (B for the first slice). The
+  // pool grows when one batch would end sooner on a GPU asked for now: more eagerly than a
+  // replica is placed, so a GPU may be added for a replica that then goes elsewhere or nowhere;
+  // such unused GPUs count against the share of the pool that may be starting (GrowPoolIfShort),
+  // and leave after --pool-idle.
   Duration own_work = exec;
   if (backlog_late) {
     const std::size_t batches = (fs.pending.size() + max_batch - 1) / max_batch;
@@ -272,10 +272,13 @@ void GSharePolicy::Bind(FunctionId function) {
   if (!placement.found) {
     if (!fs.slots.empty()) return;  // it waits for its slice
     // No GPU can take the slice: a GPU already starting with room takes it, else a new one.
-    for (std::size_t slot = gpus_.size(); slot-- > 0;) {
-      const GpuState& gpu = gpus_[slot];
-      if (gpu.alive && !gpu.ready && gpu.free_bytes >= SliceBytes(function)) {
-        StartRestore(slot, function);
+    // (Starting GPUs are nearly empty: among the most free, a bounded number examined.)
+    int examined = 0;
+    for (auto it = by_free_.rbegin();
+         it != by_free_.rend() && it->first >= SliceBytes(function) && examined < kMaxCandidates;
+         ++it, ++examined) {
+      if (!gpus_[it->second].ready) {
+        StartRestore(it->second, function);
         return;
       }
     }
@@ -321,6 +324,16 @@ GSharePolicy::Placement GSharePolicy::FindNewSlice(FunctionId function, const Re
     const TimePoint finish = PredictFinishNewSlice(gpu, function, restore, KeyOf(head), exec);
     if (finish <= head.deadline) return Placement{true, slot, false, finish};
     if (finish < best.finish) best = Placement{true, slot, false, finish};
+  }
+  // The emptiest GPU too (of those, the one asked for first: a GPU just added, or starting), which
+  // best fit examines last: without it a pool of many part-full GPUs never sees its new ones.
+  if (!by_free_.empty() && by_free_.rbegin()->first >= bytes) {
+    const std::size_t slot = by_free_.lower_bound({by_free_.rbegin()->first, 0})->second;
+    const GpuState& gpu = gpus_[slot];
+    if (!gpu.slices.contains(function)) {
+      const TimePoint finish = PredictFinishNewSlice(gpu, function, restore, KeyOf(head), exec);
+      if (finish < best.finish) best = Placement{true, slot, false, finish};
+    }
   }
   if (best.found) return best;
   // No GPU has the memory free: one where idle slices can be evicted (least recently used),
@@ -403,6 +416,7 @@ std::optional<std::size_t> GSharePolicy::AcquireGpu(FunctionId function) {
   by_free_.insert({gpu.free_bytes, slot});
   slot_of_[id] = slot;
   pool_.Added(gpu.ready);
+  if (gpu.ready) MaybeIdle(slot);  // no OnGpuReady follows: its idle timer starts now
   return slot;
 }
 
@@ -599,7 +613,12 @@ void GSharePolicy::OnRunDone(GpuId id, FunctionId function, std::span<const Requ
   }
   Dispatch(slot);
   if (!result.status.ok() && !functions_[function].pending.empty()) Bind(function);
-  MaybeRelease(slot, function);
+  // With its queue drained, every idle slice of the function starts its hold (not only this one:
+  // a replica may have gone idle while requests were still pending).
+  if (functions_[function].pending.empty()) {
+    const std::vector<std::size_t> slots = functions_[function].slots;
+    for (std::size_t s : slots) MaybeRelease(s, function);
+  }
   MaybeIdle(slot);
   RetryUnplaced();
 }
@@ -693,7 +712,10 @@ void GSharePolicy::OnRestoreDone(GpuId id, FunctionId function, const Status& st
   Slice& slice = gpus_[slot].slices.at(function);
   slice.ready = true;
   slice.ready_at = context_.executor->Now();
+  slice.last_used = slice.ready_at;
   Dispatch(slot);
+  // A slice ready after its function's queue drained (a replica too late) starts its hold.
+  if (functions_[function].pending.empty()) MaybeRelease(slot, function);
   MaybeIdle(slot);
   RetryUnplaced();
 }
@@ -831,7 +853,12 @@ void GSharePolicy::OnTimer(std::uint64_t token) {
     if (!gpu.alive) return;
     auto it = gpu.slices.find(function);
     if (it == gpu.slices.end() || !Evictable(gpu, function, it->second)) return;
-    if (context_.executor->Now() - it->second.last_used < HoldTime(function)) return;
+    const Duration hold = HoldTime(function);
+    if (const TimePoint due = it->second.last_used + hold; context_.executor->Now() < due) {
+      // Used since the timer was set, or the hold grew: look again when it runs out.
+      context_.executor->SetTimer(due, token);
+      return;
+    }
     EvictSlice(slot, function);
     MaybeIdle(slot);
     return;

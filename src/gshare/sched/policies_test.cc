@@ -161,24 +161,40 @@ TEST(FaaSwapPolicyTest, MatchesTheHandComputedSchedule) {
   auto report = Simulate(w, "faaswap", HandOptions());
   ASSERT_TRUE(report.ok()) << report.status().ToString();
   // Every request first waits 4 ms in the proxy.
-  // r0 reaches the pool at 0.004: no GPU, one starts (ready 1.004); restore 1.004-1.105; runs
-  // to 1.115. r1 reaches it at 0.504: a GPU is already starting, so it queues there;
-  // runs 1.115-1.125. r2 at 5.004: the model is resident: runs 5.004-5.014 (14 ms, within 50 ms).
-  // The GPU idles from 5.014 and leaves the pool at 15.014.
-  // r3 at 20.004: a new GPU (ready 21.004), restore to 21.105, runs to 21.115.
+  // r0 reaches the pool at 0.004: no GPU, one starts (ready 1.004); the restore takes 1.004-1.105
+  // and, loading pipelined, r0's 10 ms run overlaps it: it ends max(101, 10) + 10 / 10 ms after
+  // the copy starts, at 1.106. r1 reaches the pool at 0.504: a GPU is already starting, so it
+  // queues there; it runs 1.106-1.116. r2 at 5.004: the model is resident: runs 5.004-5.014 (14 ms,
+  // within 50 ms). The GPU idles from 5.014 and leaves the pool at 15.014.
+  // r3 at 20.004: a new GPU (ready 21.004), restore to 21.105, pipelined run to 21.106.
   const auto& sorted = report->sorted_latency_ms;
   ASSERT_EQ(sorted.size(), 4u);
   EXPECT_NEAR(sorted[0], 14.0, 1e-3);
-  EXPECT_NEAR(sorted[1], 625.0, 1e-3);
-  EXPECT_NEAR(sorted[2], 1115.0, 1e-3);
-  EXPECT_NEAR(sorted[3], 1115.0, 1e-3);
+  EXPECT_NEAR(sorted[1], 616.0, 1e-3);
+  EXPECT_NEAR(sorted[2], 1106.0, 1e-3);
+  EXPECT_NEAR(sorted[3], 1106.0, 1e-3);
   EXPECT_DOUBLE_EQ(report->slo_attainment, 0.25);
-  EXPECT_NEAR(report->horizon_seconds, 21.115, 1e-9);
-  EXPECT_NEAR(report->gpu_seconds, (15.014 - 0.004) + (21.115 - 20.004), 1e-6);
+  EXPECT_NEAR(report->horizon_seconds, 21.106, 1e-9);
+  EXPECT_NEAR(report->gpu_seconds, (15.014 - 0.004) + (21.106 - 20.004), 1e-6);
   EXPECT_EQ(report->peak_gpus, 1);
   EXPECT_EQ(report->swaps, 2u);
-  // 256 MiB reserved from each restore: 1.004 -> 15.014 and 21.004 -> 21.115.
-  EXPECT_NEAR(report->vgpu_gib_seconds, 0.25 * (14.010 + 0.111), 1e-6);
+  // 256 MiB reserved from each restore: 1.004 -> 15.014 and 21.004 -> 21.106.
+  EXPECT_NEAR(report->vgpu_gib_seconds, 0.25 * (14.010 + 0.102), 1e-6);
+}
+
+TEST(FaaSwapPolicyTest, PipelinedLoadingOverlapsALongRunWithItsCopy) {
+  // A 1 GB model (1.001 s to copy) and a 2 s run: the run starts when the first tenth of the
+  // model is on the GPU and ends max(1.001, 2) + 1.001 / 10 s after the copy starts.
+  Workload w;
+  w.gpu = RoundGpu();
+  w.functions.push_back(MakeFunction("f", 1'000'000'000, kGiB, seconds(2), seconds(10)));
+  AddRequest(w, 0, 0.0);
+  SimulationOptions options = HandOptions();
+  options.policy.instance_start = Duration::zero();
+  options.policy.proxy_overhead_fraction = 0;
+  auto report = Simulate(w, "faaswap", options);
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  EXPECT_NEAR(report->latency.max_ms, 2000.0 + 100.1, 1e-3);
 }
 
 TEST(FaaSwapPolicyTest, SwapsModelsInLruOrderWhenMemoryIsShort) {

@@ -93,6 +93,8 @@ Result<OnlineSchedule> ScheduleOnline(const exact::ExactInstance& instance,
   options.policy.instance_start = Duration::zero();
   options.policy.pool_idle = std::chrono::hours(24);
   options.policy.max_gpus = instance.num_gpus;
+  // The cap for every policy, the whole-GPU ones too: the executor refuses beyond it.
+  options.executor.max_gpus = instance.num_gpus;
   const auto start = std::chrono::steady_clock::now();
   GSHARE_ASSIGN_OR_RETURN(PolicyReport report, Simulate(workload, policy, options));
   OnlineSchedule out;

@@ -170,6 +170,9 @@ void SimulatedExecutor::Restore(GpuId gpu_id, FunctionId function, std::uint64_t
 
   const TimePoint start = std::max(now_ + bind_delay, gpu->h2d_free_at);
   const TimePoint done = start + workload_.gpu.RestoreTime(spec.model_bytes);
+  Residency& placed = gpu->residents.at(function);
+  placed.copy_start = start;
+  placed.copy_done = done;
   gpu->h2d_free_at = done;
   gpu->copies_in_flight += 1;
   events_.Push(done, Event{EventType::kRestoreDone, gpu_id, function, 0});
@@ -236,12 +239,24 @@ void SimulatedExecutor::Resize(GpuId gpu_id, FunctionId function, std::uint64_t 
 }
 
 void SimulatedExecutor::Run(GpuId gpu_id, FunctionId function, std::span<const RequestId> batch) {
-  Gpu* gpu = CheckGpu(gpu_id, "Run");
+  StartRun(gpu_id, function, batch, /*pipelined=*/false);
+}
+
+void SimulatedExecutor::RunPipelined(GpuId gpu_id, FunctionId function,
+                                     std::span<const RequestId> batch) {
+  StartRun(gpu_id, function, batch, /*pipelined=*/true);
+}
+
+void SimulatedExecutor::StartRun(GpuId gpu_id, FunctionId function,
+                                 std::span<const RequestId> batch, bool pipelined) {
+  Gpu* gpu = CheckGpu(gpu_id, pipelined ? "RunPipelined" : "Run");
   if (gpu == nullptr) return;
   auto it = gpu->residents.find(function);
-  if (it == gpu->residents.end() || it->second.state != ResidencyState::kResident) {
-    return Fail(
-        Internal(fmt::format("Run: function {} is not resident on GPU {}", function, gpu_id)));
+  const ResidencyState wanted = pipelined ? ResidencyState::kRestoring : ResidencyState::kResident;
+  if (it == gpu->residents.end() || it->second.state != wanted) {
+    return Fail(Internal(fmt::format("{}: function {} is not {} on GPU {}",
+                                     pipelined ? "RunPipelined" : "Run", function,
+                                     pipelined ? "restoring" : "resident", gpu_id)));
   }
   if (batch.empty()) return Fail(Internal("Run: empty batch"));
   const ResolvedFunction& spec = functions_[function];
@@ -303,6 +318,25 @@ void SimulatedExecutor::Run(GpuId gpu_id, FunctionId function, std::span<const R
   }
   if (it->second.runs_in_flight++ == 0) ChangeActive(function, it->second.bytes, true);
 
+  if (pipelined) {
+    // Ten layer groups: the run's compute starts when its first group is on the GPU, and late
+    // enough that it never waits for a group: alone on the GPU it ends max(L, E) + min(L, E) / 10
+    // after the copy starts.
+    const Duration load = it->second.copy_done - it->second.copy_start;
+    const Duration group = load / Executor::kPipelineGroups;
+    const Duration wait_for_bytes = load - exec + exec / Executor::kPipelineGroups;
+    const TimePoint enter = it->second.copy_start + std::max(group, wait_for_bytes);
+    if (enter > now_) {
+      events_.Push(enter, Event{EventType::kEnterCompute, gpu_id, function,
+                                static_cast<std::uint64_t>(index)});
+      return;
+    }
+  }
+  EnterCompute(gpu_id, index);
+}
+
+void SimulatedExecutor::EnterCompute(GpuId gpu_id, std::int32_t index) {
+  Gpu* gpu = &gpus_[gpu_id];
   if (gpu->current < 0) {
     gpu->current = index;
     StartSlice(gpu_id);
@@ -422,6 +456,9 @@ void SimulatedExecutor::Dispatch(const Event& event) {
       return;
     case EventType::kTimer:
       scheduler_->OnTimer(event.value);
+      return;
+    case EventType::kEnterCompute:
+      EnterCompute(event.gpu, static_cast<std::int32_t>(event.value));
       return;
   }
 }

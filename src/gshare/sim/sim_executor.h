@@ -73,6 +73,8 @@ class SimulatedExecutor final : public Executor {
   EvictOutcome Evict(GpuId gpu, FunctionId function, EvictHint hint) override;
   void Resize(GpuId gpu, FunctionId function, std::uint64_t new_bytes) override;
   void Run(GpuId gpu, FunctionId function, std::span<const RequestId> batch) override;
+  bool pipelines_loading() const override { return true; }
+  void RunPipelined(GpuId gpu, FunctionId function, std::span<const RequestId> batch) override;
   void FailRequest(RequestId request, const Status& status) override;
   InstanceView Instances(FunctionId function) const override;
   void SetTimer(TimePoint at, std::uint64_t token) override;
@@ -94,7 +96,14 @@ class SimulatedExecutor final : public Executor {
   const ScheduleLog& schedule_log() const { return log_; }
 
  private:
-  enum class EventType : std::uint8_t { kGpuReady, kRestoreDone, kEvictDone, kSliceEnd, kTimer };
+  enum class EventType : std::uint8_t {
+    kGpuReady,
+    kRestoreDone,
+    kEvictDone,
+    kSliceEnd,
+    kTimer,
+    kEnterCompute  // a pipelined run's first layer group is on the GPU
+  };
   struct Event {
     EventType type;
     GpuId gpu;
@@ -110,6 +119,8 @@ class SimulatedExecutor final : public Executor {
     // reservation must hold the GPU memory plus this.
     std::uint64_t batch_bytes_in_flight = 0;
     std::size_t record = 0;  // index into log_.residencies when recording
+    TimePoint copy_start{};  // the restore's copy on the host-to-device engine
+    TimePoint copy_done{};
   };
   struct InstancePool {
     int bound = 0;
@@ -144,6 +155,12 @@ class SimulatedExecutor final : public Executor {
   void Dispatch(const Event& event);
   void OnSliceEnd(GpuId gpu_id, std::uint64_t generation);
   void StartSlice(GpuId gpu_id);
+  // Run and RunPipelined: checks the call, creates the execution and sends it to the GPU's
+  // compute, now or (pipelined) when its first layer group is on the GPU.
+  void StartRun(GpuId gpu_id, FunctionId function, std::span<const RequestId> batch,
+                bool pipelined);
+  // The execution joins the GPU's round robin.
+  void EnterCompute(GpuId gpu_id, std::int32_t index);
   void CompleteExecution(GpuId gpu_id, std::int32_t index);
   void ChangeActive(FunctionId function, std::uint64_t bytes, bool start);
   void Answer(RequestId id, bool ok);
