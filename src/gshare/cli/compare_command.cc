@@ -177,18 +177,7 @@ void AddCompareCommand(CLI::App& app, CommandContext& context) {
       "compare",
       "Sweep each policy's own knobs and compare the policies at equal SLO attainment "
       "(pareto.json, pareto.csv, pareto.png)");
-  cmd->add_option("--catalog", flags->source.catalog, "Function catalog (YAML)")->required();
-  cmd->add_option("--trace", flags->source.trace, "Trace file")->required();
-  cmd->add_option("--trace-format", flags->source.trace_format,
-                  "invocations, azure-2019, azure-2021 or azure-llm")
-      ->capture_default_str();
-  cmd->add_option("--function", flags->source.function,
-                  "azure-llm: the catalog function the arrivals belong to (default: the first)");
-  cmd->add_option("--gpu-type", flags->source.gpu_type, "GPU type of every GPU")
-      ->capture_default_str();
-  cmd->add_option("--policy", flags->policies, "Policies to compare, comma-separated")
-      ->delimiter(',')
-      ->capture_default_str();
+  AddTraceSourceOptions(cmd, flags->source, flags->policies);
   cmd->add_option("--knob", flags->knobs,
                   "POLICY.KNOB=V1,V2,...: the values of one knob of one policy, instead of its "
                   "default grid (repeatable; knobs: keep_alive, concurrency_target, pool_idle, "

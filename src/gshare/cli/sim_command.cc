@@ -132,18 +132,7 @@ void AddSimCommand(CLI::App& app, CommandContext& context) {
   auto flags = std::make_shared<SimFlags>();
   CLI::App* cmd = app.add_subcommand(
       "sim", "Replay a trace under each policy and compare GPU usage, SLO attainment and cost");
-  cmd->add_option("--catalog", flags->source.catalog, "Function catalog (YAML)")->required();
-  cmd->add_option("--trace", flags->source.trace, "Trace file")->required();
-  cmd->add_option("--trace-format", flags->source.trace_format,
-                  "invocations, azure-2019, azure-2021 or azure-llm")
-      ->capture_default_str();
-  cmd->add_option("--function", flags->source.function,
-                  "azure-llm: the catalog function the arrivals belong to (default: the first)");
-  cmd->add_option("--gpu-type", flags->source.gpu_type, "GPU type of every GPU")
-      ->capture_default_str();
-  cmd->add_option("--policy", flags->policies, "Policies to compare, comma-separated")
-      ->delimiter(',')
-      ->capture_default_str();
+  AddTraceSourceOptions(cmd, flags->source, flags->policies);
   cmd->add_option("--seed", flags->seed, "Seed for every random draw")
       ->check(WholeIn(0, kMaxSeed))
       ->capture_default_str();

@@ -6,6 +6,20 @@
 
 namespace gshare::cli {
 
+void AddTraceSourceOptions(CLI::App* cmd, TraceSource& source, std::vector<std::string>& policies) {
+  cmd->add_option("--catalog", source.catalog, "Function catalog (YAML)")->required();
+  cmd->add_option("--trace", source.trace, "Trace file")->required();
+  cmd->add_option("--trace-format", source.trace_format,
+                  "invocations, azure-2019, azure-2021 or azure-llm")
+      ->capture_default_str();
+  cmd->add_option("--function", source.function,
+                  "azure-llm: the catalog function the arrivals belong to (default: the first)");
+  cmd->add_option("--gpu-type", source.gpu_type, "GPU type of every GPU")->capture_default_str();
+  cmd->add_option("--policy", policies, "Policies to compare, comma-separated")
+      ->delimiter(',')
+      ->capture_default_str();
+}
+
 Status CheckPolicyNames(const std::vector<std::string>& policies) {
   for (const auto& policy : policies) {
     bool known = false;

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include <CLI/CLI.hpp>
+
 #include "gshare/common/status.h"
 #include "gshare/model/catalog.h"
 #include "gshare/model/gpu_type.h"
@@ -23,6 +25,10 @@ struct TraceSource {
   std::string function;                      // azure-llm: the arrivals' function ("": the first)
   std::string gpu_type = "a100-40gb";        // the type of every GPU
 };
+
+// Adds --catalog, --trace, --trace-format, --function, --gpu-type and --policy to a command
+// (gshare sim, gshare compare), bound to `source` and `policies`.
+void AddTraceSourceOptions(CLI::App* cmd, TraceSource& source, std::vector<std::string>& policies);
 
 // NotFound naming the first of `policies` that PolicyNames does not know (and listing those it
 // knows); Ok when it knows them all.

@@ -300,6 +300,18 @@ void FaaSwapPolicy::Forward(RequestId id) {
   Advance(slot);
 }
 
+void FaaSwapPolicy::TakeBatch(PoolGpu& gpu, FunctionId function) {
+  // Consecutive requests of one function at the queue head form a batch, up to its max_batch.
+  const auto max_batch = static_cast<std::size_t>((*context_.functions)[function].max_batch);
+  batch_.clear();
+  while (!gpu.queue.empty() && batch_.size() < max_batch &&
+         requests_.Get(gpu.queue.front()).function == function) {
+    batch_.push_back(gpu.queue.front());
+    gpu.queue.pop_front();
+    Unqueued(gpu, function);
+  }
+}
+
 Duration FaaSwapPolicy::ColdRun(Duration swap, Duration exec) const {
   // With pipelined loading, a cold run overlaps its model's copy (Executor::RunPipelined).
   if (!context_.executor->pipelines_loading()) return swap + exec;
@@ -349,14 +361,7 @@ void FaaSwapPolicy::Advance(std::size_t slot) {
     const FunctionId function = requests_.Get(gpu.queue.front()).function;
     if (auto it = gpu.resident.find(function); it != gpu.resident.end()) {
       gpu.lru.splice(gpu.lru.end(), gpu.lru, it->second);  // most recently used
-      const auto max_batch = static_cast<std::size_t>((*context_.functions)[function].max_batch);
-      batch_.clear();
-      while (!gpu.queue.empty() && batch_.size() < max_batch &&
-             requests_.Get(gpu.queue.front()).function == function) {
-        batch_.push_back(gpu.queue.front());
-        gpu.queue.pop_front();
-        Unqueued(gpu, function);
-      }
+      TakeBatch(gpu, function);
       gpu.running = true;
       gpu.running_function = function;
       context_.executor->Run(gpu.gpu, function, batch_);
@@ -390,14 +395,7 @@ void FaaSwapPolicy::Advance(std::size_t slot) {
       context_.executor->pipelines_loading()) {
     const FunctionId function = requests_.Get(gpu.queue.front()).function;
     if (function == gpu.restoring_function) {
-      const auto max_batch = static_cast<std::size_t>((*context_.functions)[function].max_batch);
-      batch_.clear();
-      while (!gpu.queue.empty() && batch_.size() < max_batch &&
-             requests_.Get(gpu.queue.front()).function == function) {
-        batch_.push_back(gpu.queue.front());
-        gpu.queue.pop_front();
-        Unqueued(gpu, function);
-      }
+      TakeBatch(gpu, function);
       gpu.running = true;
       gpu.running_function = function;
       gpu.running_pipelined = true;

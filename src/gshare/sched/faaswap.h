@@ -90,6 +90,8 @@ class FaaSwapPolicy final : public Scheduler {
   };
 
   void Forward(RequestId id);
+  // Fills batch_ from the head of the GPU's queue (requests of `function`).
+  void TakeBatch(PoolGpu& gpu, FunctionId function);
   // A request of `function` left the GPU's queue (to run).
   static void Unqueued(PoolGpu& gpu, FunctionId function);
   // The pool slot for the request, or npos when there is no GPU and none can be had.
