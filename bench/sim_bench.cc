@@ -1,7 +1,8 @@
 // Simulator throughput: replays a generated Azure-like workload of 1,000,000 invocations over
 // at least 1,000 invoked functions through each policy, single-threaded (CPU time), and reports
-// simulated events per second and its ratio to the target of 1,000,000 events/s (counter
-// `vs_target`).
+// requests simulated per second and its ratio to the target of 500,000 requests/s (counter
+// `vs_target`; requests, not events, so that a policy that adds events is not credited for them),
+// and the events per second beside it.
 //
 //   ./build/bench/gshare_sim_bench [--benchmark_filter=keepalive]
 #include <benchmark/benchmark.h>
@@ -19,7 +20,7 @@ namespace {
 
 constexpr int kFunctions = 6000;  // most rare functions are never invoked in the hour
 constexpr std::uint64_t kInvocations = 1'000'000;
-constexpr double kTargetEventsPerSecond = 1e6;
+constexpr double kTargetRequestsPerSecond = 5e5;
 
 const Workload& BenchWorkload() {
   static const Workload workload = [] {
@@ -69,12 +70,18 @@ void BM_Simulate(benchmark::State& state, const char* policy) {
     benchmark::DoNotOptimize(report->gpu_seconds);
   }
   state.counters["requests"] = static_cast<double>(workload.requests.size());
+  const double requests =
+      static_cast<double>(workload.requests.size()) * static_cast<double>(state.iterations());
+  state.counters["requests_per_s"] = benchmark::Counter(requests, benchmark::Counter::kIsRate);
   state.counters["events_per_s"] = benchmark::Counter(events, benchmark::Counter::kIsRate);
   state.counters["vs_target"] =
-      benchmark::Counter(events / kTargetEventsPerSecond, benchmark::Counter::kIsRate);
+      benchmark::Counter(requests / kTargetRequestsPerSecond, benchmark::Counter::kIsRate);
 }
 
 BENCHMARK_CAPTURE(BM_Simulate, keepalive, "keepalive")
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(3);
+BENCHMARK_CAPTURE(BM_Simulate, faascache, "faascache")
     ->Unit(benchmark::kMillisecond)
     ->Iterations(3);
 BENCHMARK_CAPTURE(BM_Simulate, faaswap, "faaswap")->Unit(benchmark::kMillisecond)->Iterations(3);
