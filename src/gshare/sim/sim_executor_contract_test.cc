@@ -2,7 +2,10 @@
 // every policy answers every request in it when GPUs are capped or instances bounded.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <memory>
+#include <tuple>
+#include <vector>
 
 #include "gshare/sched/policy_registry.h"
 #include "gshare/sched/testing/executor_contract.h"
@@ -143,6 +146,38 @@ TEST_P(SimPolicyTest, LearnsFromNoisyRunsItNeverSeesAhead) {
   EXPECT_EQ(b->requests, quiet.requests.size());
   EXPECT_EQ(b->failed_requests, 0u);
   EXPECT_NE(a->latency.max_ms, b->latency.max_ms);  // the noise reached the runs
+}
+
+TEST_P(SimPolicyTest, DecidesTheSameUntilARunTellsItOtherwise) {
+  // A policy never sees a drawn execution time: with and without noise, every restore and every
+  // run it starts before the first run ends (the first thing noise can change that it sees) is
+  // the same, at the same time, on the same GPU.
+  Workload quiet = BurstyWorkload();
+  Workload noisy = BurstyWorkload();
+  DrawExecNoise(*ParseExecNoise("lognormal:0.5,straggler:0.05:4"), 3, noisy);
+  SimulationOptions options;
+  options.executor.record_schedule = true;
+  auto a = Simulate(quiet, GetParam(), options);
+  auto b = Simulate(noisy, GetParam(), options);
+  ASSERT_TRUE(a.ok() && b.ok());
+  TimePoint first_end = TimePoint::max();
+  for (const auto* report : {&*a, &*b}) {
+    for (const auto& run : report->schedule.runs) first_end = std::min(first_end, run.end);
+  }
+  auto before = [&](const ScheduleLog& log) {
+    std::vector<std::tuple<TimePoint, GpuId, FunctionId, int>> decisions;
+    for (const auto& r : log.residencies) {
+      if (r.reserved < first_end) decisions.emplace_back(r.reserved, r.gpu, r.function, 0);
+    }
+    for (const auto& r : log.runs) {
+      if (r.start < first_end) decisions.emplace_back(r.start, r.gpu, r.function, 1);
+    }
+    std::sort(decisions.begin(), decisions.end());
+    return decisions;
+  };
+  const auto quiet_decisions = before(a->schedule);
+  EXPECT_FALSE(quiet_decisions.empty());
+  EXPECT_EQ(quiet_decisions, before(b->schedule));
 }
 
 INSTANTIATE_TEST_SUITE_P(EveryPolicy, SimPolicyTest, ::testing::ValuesIn(PolicyNames()),
