@@ -61,8 +61,8 @@ struct PolicyOptions {
     // Predicted execution = estimate x (1 + margin); the margin starts at safety_margin (+40%, as
     // in the paper) and, with adapt_margin, adapts toward target_attainment (grows when recent
     // attainment falls short, shrinks slowly otherwise). The variant gshare-fixed-margin keeps it
-    // fixed. Adaptive is the default because it wins the ablation (docs/evaluation.md): with a
-    // fixed margin the pool runs away after a cold start of many functions.
+    // fixed. Adaptive is the default for its attainment: the fixed margin uses fewer GPU-seconds
+    // but misses more at SLO factor 5 and over cold starts (docs/evaluation.md); an open choice.
     double safety_margin = 0.40;
     bool adapt_margin = true;
     double target_attainment = 0.99;
