@@ -212,11 +212,12 @@ void GSharePolicy::Bind(FunctionId function) {
   const Request& tail = requests_.Get(fs.pending.back());
   const auto max_batch = static_cast<std::size_t>((*context_.functions)[function].max_batch);
   const Duration exec = PredictExec(function, std::min(fs.pending.size(), max_batch));
+  const TimePoint head_key = KeyOf(head);  // once per decision, not per slice
   TimePoint best_existing = TimePoint::max();
   for (std::size_t slot : fs.slots) {
     const GpuState& gpu = gpus_[slot];
     best_existing = std::min(best_existing, PredictFinishOnSlice(gpu, gpu.slices.at(function),
-                                                                 function, KeyOf(head), exec));
+                                                                 function, head_key, exec));
   }
   // The newest request waits behind the function's whole backlog, shared by its slices.
   TimePoint tail_existing = TimePoint::max();
@@ -311,6 +312,7 @@ GSharePolicy::Placement GSharePolicy::FindNewSlice(FunctionId function, const Re
                                                    Duration exec) {
   const std::uint64_t bytes = SliceBytes(function);
   const Duration restore = PredictRestore(function);  // the same on every candidate
+  const TimePoint key = KeyOf(head);                  // likewise
   Placement best;
   // Best fit: the alive GPU with the least free memory that holds the slice and meets the
   // deadline; failing that, the earliest finish among those examined.
@@ -321,7 +323,7 @@ GSharePolicy::Placement GSharePolicy::FindNewSlice(FunctionId function, const Re
     const GpuState& gpu = gpus_[slot];
     if (gpu.slices.contains(function)) continue;
     ++examined;
-    const TimePoint finish = PredictFinishNewSlice(gpu, function, restore, KeyOf(head), exec);
+    const TimePoint finish = PredictFinishNewSlice(gpu, function, restore, key, exec);
     if (finish <= head.deadline) return Placement{true, slot, false, finish};
     if (finish < best.finish) best = Placement{true, slot, false, finish};
   }
@@ -331,7 +333,7 @@ GSharePolicy::Placement GSharePolicy::FindNewSlice(FunctionId function, const Re
     const std::size_t slot = by_free_.lower_bound({by_free_.rbegin()->first, 0})->second;
     const GpuState& gpu = gpus_[slot];
     if (!gpu.slices.contains(function)) {
-      const TimePoint finish = PredictFinishNewSlice(gpu, function, restore, KeyOf(head), exec);
+      const TimePoint finish = PredictFinishNewSlice(gpu, function, restore, key, exec);
       if (finish < best.finish) best = Placement{true, slot, false, finish};
     }
   }
@@ -349,7 +351,7 @@ GSharePolicy::Placement GSharePolicy::FindNewSlice(FunctionId function, const Re
       if (Evictable(gpu, f, slice)) available += slice.bytes;
     }
     if (available < bytes) continue;
-    const TimePoint finish = PredictFinishNewSlice(gpu, function, restore, KeyOf(head), exec);
+    const TimePoint finish = PredictFinishNewSlice(gpu, function, restore, key, exec);
     if (finish < best.finish) best = Placement{true, slot, true, finish};
     if (finish <= head.deadline) break;
   }
