@@ -8,6 +8,7 @@ packages=(
   libfmt-dev libspdlog-dev libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libsqlite3-dev
   coinor-libcbc-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  libboost-dev libopenblas-dev
   gnuplot-nox python3
   clang libclang-rt-14-dev
 )
