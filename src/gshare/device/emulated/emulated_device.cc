@@ -2,6 +2,7 @@
 
 #include "gshare/device/emulated/copy_engine.h"
 
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -256,7 +257,7 @@ Result<std::unique_ptr<DeviceBuffer>> EmulatedDevice::Allocate(std::uint64_t siz
     allocated_bytes_ += size_bytes;
   }
   const std::string segment_name = fmt::format("gshare-{}", info_.name);
-  const int fd = ::memfd_create(segment_name.c_str(), MFD_CLOEXEC);
+  const int fd = ::memfd_create(segment_name.c_str(), MFD_CLOEXEC | MFD_ALLOW_SEALING);
   if (fd < 0) {
     const int error = errno;
     ReleaseCapacity(size_bytes);
@@ -268,6 +269,14 @@ Result<std::unique_ptr<DeviceBuffer>> EmulatedDevice::Allocate(std::uint64_t siz
     ReleaseCapacity(size_bytes);
     return ResourceExhausted(fmt::format("{}: cannot size a {} segment: {}", info_.name,
                                          FormatBytes(size_bytes), ErrnoMessage(error)));
+  }
+  // The segment's size is fixed: a function process handed it cannot shrink it under the node's
+  // own mapping (which would fault the node's copies) nor grow it past its capacity.
+  if (::fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+    const int error = errno;
+    ::close(fd);
+    ReleaseCapacity(size_bytes);
+    return IoError(fmt::format("{}: sealing a segment: {}", info_.name, ErrnoMessage(error)));
   }
   void* address = ::mmap(nullptr, size_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (address == MAP_FAILED) {

@@ -1,7 +1,10 @@
 #include "gshare/device/emulated/emulated_device.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
+
 #include <sys/mman.h>
+#include <cerrno>
 
 #include <algorithm>
 #include <cstring>
@@ -163,6 +166,23 @@ TEST(EmulatedHostMemoryTest, AllocatesWritableMemory) {
   std::memset((*buffer)->bytes().data(), 0xab, kMiB);
   EXPECT_EQ((*buffer)->bytes()[kMiB - 1], std::byte{0xab});
   EXPECT_EQ(host.Allocate(0).status().code(), StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace gshare
+
+namespace gshare {
+namespace {
+
+TEST(EmulatedDeviceTest, ASegmentHandedToAFunctionCannotBeResized) {
+  auto device = EmulatedDevice::Create(0, {});
+  ASSERT_TRUE(device.ok());
+  auto buffer = (*device)->Allocate(1 << 20);
+  ASSERT_TRUE(buffer.ok());
+  const int fd = dynamic_cast<EmulatedBuffer&>(**buffer).fd();
+  EXPECT_NE(::ftruncate(fd, 4096), 0);     // shrinking would fault the node's own mapping
+  EXPECT_NE(::ftruncate(fd, 2 << 20), 0);  // growing would pass the GPU's capacity
+  EXPECT_EQ(errno, EPERM);
 }
 
 }  // namespace

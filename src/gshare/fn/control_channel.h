@@ -1,0 +1,100 @@
+// The control channel between the node and one function instance: the switching protocol.
+//
+// A Unix SOCK_SEQPACKET socket pair, one end inherited by the function process (its number in
+// GSHARE_CONTROL_FD), the other kept by the node. Each datagram is one fixed-size
+// ControlMessage; a kMap message carries the memfd of the instance's device memory as
+// SCM_RIGHTS. Everything else is data only, and a datagram of any other size, of an unknown type,
+// or with a file descriptor where none belongs is rejected (the descriptor closed).
+//
+// The conversation (docs/node.md, "Switching"):
+//   function -> node  kHello            a = pid, b = device base address, c = reserved bytes
+//   node -> function  kMap + memfd      a = mapped bytes, b = quota bytes, c = generation
+//   function -> node  kMapped           c = generation
+//   node -> function  kLock             quiesce: finish the kernel in flight, start no other
+//   function -> node  kLocked           a = bytes in use (the image to keep), b = 1 if written
+//   node -> function  kUnmap            drop the mapping; the address range stays reserved
+//   function -> node  kUnmapped
+//   node -> function  kUnlock           device work may go on (after a kMap)
+//   function -> node  kComputeAcquire   wants the GPU's compute engine for a quantum
+//   node -> function  kComputeGrant     a = quantum in nanoseconds
+//   function -> node  kComputeRelease   a = nanoseconds of compute used
+//   function -> node  kQuotaExceeded    a = bytes asked, b = quota, c = bytes in use
+//   node -> function  kSetQuota         a = new quota bytes (<= mapped bytes)
+//
+// Thread safety: Send may be called from several threads (each datagram is atomic); Receive from
+// one thread at a time.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+#include "gshare/common/status.h"
+#include "gshare/common/unique_fd.h"
+
+namespace gshare::fn {
+
+enum class ControlType : std::uint32_t {
+  kHello = 1,
+  kMapped = 2,
+  kLocked = 3,
+  kUnmapped = 4,
+  kComputeAcquire = 5,
+  kComputeRelease = 6,
+  kQuotaExceeded = 7,
+  kMap = 101,
+  kLock = 102,
+  kUnmap = 103,
+  kUnlock = 104,
+  kComputeGrant = 105,
+  kSetQuota = 106,
+};
+std::string_view ControlTypeName(ControlType type);
+
+struct ControlMessage {
+  ControlType type = ControlType::kHello;
+  std::uint32_t reserved = 0;
+  std::uint64_t a = 0;
+  std::uint64_t b = 0;
+  std::uint64_t c = 0;
+};
+
+struct ReceivedMessage {
+  ControlMessage message;
+  UniqueFd fd;  // valid only for kMap
+};
+
+// The environment variables through which the node hands a function process its channel and
+// its device address range.
+inline constexpr const char* kControlFdEnv = "GSHARE_CONTROL_FD";
+inline constexpr const char* kDeviceBaseEnv = "GSHARE_DEVICE_BASE";
+inline constexpr const char* kDeviceReserveEnv = "GSHARE_DEVICE_RESERVE";
+
+class ControlChannel {
+ public:
+  ControlChannel() = default;
+  explicit ControlChannel(UniqueFd socket) : socket_(std::move(socket)) {}
+
+  // A connected pair: first for the node, second for the function (not close-on-exec, so that a
+  // child inherits it).
+  static Result<std::pair<ControlChannel, UniqueFd>> CreatePair();
+
+  int fd() const { return socket_.get(); }
+  bool valid() const { return socket_.valid(); }
+
+  // Sends one message, with `fd` attached when it is >= 0 (duplicated by the kernel; the caller
+  // keeps its own). Unavailable when the peer is gone.
+  Status Send(const ControlMessage& message, int fd = -1) const;
+  // Blocks for the next message. Unavailable when the peer closed the channel; InvalidArgument
+  // for a malformed datagram (the channel stays usable).
+  Result<ReceivedMessage> Receive() const;
+  // As Receive, without blocking: NotFound-free variant; returns Unavailable("would block") with
+  // `would_block` set when there is nothing to read.
+  Result<ReceivedMessage> TryReceive(bool& would_block) const;
+
+ private:
+  Result<ReceivedMessage> ReceiveWithFlags(int flags, bool* would_block) const;
+
+  UniqueFd socket_;
+};
+
+}  // namespace gshare::fn

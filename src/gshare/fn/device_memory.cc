@@ -1,0 +1,246 @@
+#include "gshare/fn/device_memory.h"
+
+#include <fmt/format.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
+#include "gshare/common/units.h"
+
+namespace gshare::fn {
+namespace {
+
+std::uint64_t PageBytes() { return static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE)); }
+
+std::uint64_t RoundUp(std::uint64_t value, std::uint64_t to) { return (value + to - 1) / to * to; }
+
+// Replaces [address, address + bytes) with an inaccessible reservation.
+bool ReserveRange(void* address, std::uint64_t bytes, bool fixed) {
+  const int flags =
+      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | (fixed ? MAP_FIXED : MAP_FIXED_NOREPLACE);
+  void* got = ::mmap(address, bytes, PROT_NONE, flags, -1, 0);
+  if (got == MAP_FAILED) return false;
+  if (got != address) {  // an old kernel that ignores MAP_FIXED_NOREPLACE
+    ::munmap(got, bytes);
+    errno = EEXIST;
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+DeviceAllocation::~DeviceAllocation() { Reset(); }
+
+DeviceAllocation::DeviceAllocation(DeviceAllocation&& other) noexcept
+    : owner_(std::exchange(other.owner_, nullptr)),
+      offset_bytes_(other.offset_bytes_),
+      size_bytes_(other.size_bytes_),
+      data_(std::exchange(other.data_, nullptr)) {}
+
+DeviceAllocation& DeviceAllocation::operator=(DeviceAllocation&& other) noexcept {
+  if (this != &other) {
+    Reset();
+    owner_ = std::exchange(other.owner_, nullptr);
+    offset_bytes_ = other.offset_bytes_;
+    size_bytes_ = other.size_bytes_;
+    data_ = std::exchange(other.data_, nullptr);
+  }
+  return *this;
+}
+
+void DeviceAllocation::Reset() {
+  if (owner_ != nullptr) owner_->Free(offset_bytes_, size_bytes_);
+  owner_ = nullptr;
+  data_ = nullptr;
+}
+
+Result<std::unique_ptr<DeviceMemory>> DeviceMemory::Reserve(std::uintptr_t base,
+                                                            std::uint64_t reserve_bytes) {
+  const std::uint64_t page = PageBytes();
+  if (base == 0 || base % page != 0) {
+    return InvalidArgument(fmt::format("device memory: base {:#x} is not page-aligned", base));
+  }
+  if (reserve_bytes == 0 || reserve_bytes % page != 0 || reserve_bytes > (1ULL << 46)) {
+    return InvalidArgument(
+        fmt::format("device memory: cannot reserve {} bytes (a multiple of {} up to 64 TiB)",
+                    reserve_bytes, page));
+  }
+  void* address = reinterpret_cast<void*>(base);
+  if (!ReserveRange(address, reserve_bytes, /*fixed=*/false)) {
+    return FailedPrecondition(fmt::format("device memory: cannot reserve {} at {:#x}: {}",
+                                          FormatBytes(reserve_bytes), base, std::strerror(errno)));
+  }
+  return std::unique_ptr<DeviceMemory>(
+      new DeviceMemory(static_cast<std::byte*>(address), reserve_bytes));
+}
+
+DeviceMemory::DeviceMemory(std::byte* base, std::uint64_t reserve_bytes)
+    : base_(base), reserve_bytes_(reserve_bytes) {
+  MutexLock lock(mutex_);
+  free_[0] = reserve_bytes;
+}
+
+DeviceMemory::~DeviceMemory() { ::munmap(base_, reserve_bytes_); }
+
+Result<DeviceAllocation> DeviceMemory::Allocate(std::uint64_t bytes, std::string_view what) {
+  if (bytes == 0 || bytes > reserve_bytes_) {
+    return InvalidArgument(
+        fmt::format("device memory: cannot allocate {} bytes for {}", bytes, what));
+  }
+  const std::uint64_t size = RoundUp(bytes, kAlignment);
+  MutexLock lock(mutex_);
+  for (auto it = free_.begin(); it != free_.end(); ++it) {
+    const std::uint64_t start = it->first;
+    const std::uint64_t end = start + it->second;
+    if (start + size > quota_bytes_) break;  // ranges are in address order
+    if (start + size > end) continue;
+    free_.erase(it);
+    if (start + size < end) free_[start + size] = end - start - size;
+    live_[start] = size;
+    in_use_bytes_ += size;
+    return DeviceAllocation(this, start, size, base_ + start);
+  }
+  return ResourceExhausted(fmt::format(
+      "device memory: allocating {} for {} would exceed the slice's quota of {} ({} in use)",
+      FormatBytes(bytes), what, FormatBytes(quota_bytes_), FormatBytes(in_use_bytes_)));
+}
+
+void DeviceMemory::Free(std::uint64_t offset_bytes, std::uint64_t size_bytes) {
+  MutexLock lock(mutex_);
+  live_.erase(offset_bytes);
+  in_use_bytes_ -= size_bytes;
+  if (frozen_ && offset_bytes < frozen_end_) return;  // frozen memory is not reused
+  auto next = free_.lower_bound(offset_bytes);
+  std::uint64_t start = offset_bytes;
+  std::uint64_t size = size_bytes;
+  if (next != free_.end() && start + size == next->first) {
+    size += next->second;
+    next = free_.erase(next);
+  }
+  if (next != free_.begin()) {
+    auto previous = std::prev(next);
+    if (previous->first + previous->second == start) {
+      start = previous->first;
+      size += previous->second;
+      free_.erase(previous);
+    }
+  }
+  free_[start] = size;
+}
+
+std::uint64_t DeviceMemory::HighWaterLocked() const {
+  const std::uint64_t live_end = live_.empty() ? 0 : live_.rbegin()->first + live_.rbegin()->second;
+  return std::max(live_end, frozen_end_);
+}
+
+Status DeviceMemory::ProtectFrozenLocked() {
+  if (frozen_end_ == 0 || mapped_bytes_ == 0) return Status::Ok();
+  if (::mprotect(base_, std::min(frozen_end_, mapped_bytes_), PROT_READ) != 0) {
+    return IoError(fmt::format("device memory: mprotect: {}", std::strerror(errno)));
+  }
+  return Status::Ok();
+}
+
+Status DeviceMemory::Freeze() {
+  MutexLock lock(mutex_);
+  const std::uint64_t end = RoundUp(HighWaterLocked(), PageBytes());
+  frozen_ = true;
+  frozen_end_ = end;
+  // Nothing below the mark is handed out again.
+  for (auto it = free_.begin(); it != free_.end() && it->first < end;) {
+    const std::uint64_t range_end = it->first + it->second;
+    it = free_.erase(it);
+    if (range_end > end) {
+      free_[end] = range_end - end;
+      break;
+    }
+  }
+  return ProtectFrozenLocked();
+}
+
+bool DeviceMemory::mapped() const {
+  MutexLock lock(mutex_);
+  return mapped_bytes_ != 0;
+}
+
+std::uint64_t DeviceMemory::quota_bytes() const {
+  MutexLock lock(mutex_);
+  return quota_bytes_;
+}
+
+std::uint64_t DeviceMemory::in_use_bytes() const {
+  MutexLock lock(mutex_);
+  return in_use_bytes_;
+}
+
+MemoryImage DeviceMemory::Image() const {
+  MutexLock lock(mutex_);
+  MemoryImage image;
+  image.used_bytes = HighWaterLocked();
+  // Clean only when frozen and nothing lives above the mark: the image is the frozen memory.
+  image.written = !frozen_ || image.used_bytes > frozen_end_;
+  return image;
+}
+
+Status DeviceMemory::Map(UniqueFd segment, std::uint64_t mapped_bytes, std::uint64_t quota_bytes) {
+  if (!segment.valid()) return InvalidArgument("device memory: map without a segment");
+  const std::uint64_t page = PageBytes();
+  if (mapped_bytes == 0 || mapped_bytes % page != 0 || mapped_bytes > reserve_bytes_ ||
+      quota_bytes > mapped_bytes) {
+    return InvalidArgument(fmt::format(
+        "device memory: cannot map {} bytes with a quota of {} into a reservation of {}",
+        mapped_bytes, quota_bytes, reserve_bytes_));
+  }
+  struct stat info {};
+  if (::fstat(segment.get(), &info) != 0 || info.st_size < 0 ||
+      static_cast<std::uint64_t>(info.st_size) < mapped_bytes) {
+    return InvalidArgument(fmt::format(
+        "device memory: the segment is smaller than the {} bytes to map", mapped_bytes));
+  }
+  MutexLock lock(mutex_);
+  if (mapped_bytes_ != 0) return FailedPrecondition("device memory: already mapped");
+  if (HighWaterLocked() > quota_bytes) {
+    return FailedPrecondition(
+        fmt::format("device memory: allocations up to {} do not fit a quota of {}",
+                    HighWaterLocked(), quota_bytes));
+  }
+  void* got =
+      ::mmap(base_, mapped_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, segment.get(), 0);
+  if (got == MAP_FAILED) {
+    const int error = errno;
+    ReserveRange(base_, mapped_bytes, /*fixed=*/true);
+    return IoError(fmt::format("device memory: mmap: {}", std::strerror(error)));
+  }
+  mapped_bytes_ = mapped_bytes;
+  quota_bytes_ = quota_bytes;
+  return ProtectFrozenLocked();
+}
+
+Status DeviceMemory::Unmap() {
+  MutexLock lock(mutex_);
+  if (mapped_bytes_ == 0) return Status::Ok();
+  if (!ReserveRange(base_, mapped_bytes_, /*fixed=*/true)) {
+    return IoError(fmt::format("device memory: unmap: {}", std::strerror(errno)));
+  }
+  mapped_bytes_ = 0;
+  return Status::Ok();
+}
+
+Status DeviceMemory::SetQuota(std::uint64_t quota_bytes) {
+  MutexLock lock(mutex_);
+  const std::uint64_t limit = mapped_bytes_ != 0 ? mapped_bytes_ : reserve_bytes_;
+  if (quota_bytes > limit || quota_bytes < HighWaterLocked()) {
+    return InvalidArgument(
+        fmt::format("device memory: a quota of {} must lie between the allocations' end {} and {}",
+                    quota_bytes, HighWaterLocked(), limit));
+  }
+  quota_bytes_ = quota_bytes;
+  return Status::Ok();
+}
+
+}  // namespace gshare::fn

@@ -1,0 +1,361 @@
+#include "gshare/node/switch/emulated_switch.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <boost/asio/post.hpp>
+#include <utility>
+
+#include "gshare/common/units.h"
+#include "gshare/device/emulated/emulated_device.h"
+
+namespace gshare {
+namespace {
+
+using fn::ControlMessage;
+using fn::ControlType;
+
+// std::function needs copyable callables; a buffer travels in a shared holder.
+using BufferHolder = std::shared_ptr<std::unique_ptr<DeviceBuffer>>;
+
+const EmulatedBuffer* AsEmulated(const DeviceBuffer& buffer) {
+  return dynamic_cast<const EmulatedBuffer*>(&buffer);
+}
+
+}  // namespace
+
+std::string_view SwitchStateName(SwitchState state) {
+  switch (state) {
+    case SwitchState::kStarting:
+      return "starting";
+    case SwitchState::kMapping:
+      return "mapping";
+    case SwitchState::kResident:
+      return "resident";
+    case SwitchState::kLocking:
+      return "locking";
+    case SwitchState::kCheckpointing:
+      return "checkpointing";
+    case SwitchState::kUnmapping:
+      return "unmapping";
+    case SwitchState::kCheckpointed:
+      return "checkpointed";
+    case SwitchState::kRestoring:
+      return "restoring";
+    case SwitchState::kFailed:
+      return "failed";
+  }
+  return "unknown";
+}
+
+std::shared_ptr<EmulatedSwitch> EmulatedSwitch::Create(SwitchContext context,
+                                                       std::string snapshot_id,
+                                                       fn::ControlChannel channel,
+                                                       std::function<void(Status)> on_failure) {
+  std::shared_ptr<EmulatedSwitch> created(new EmulatedSwitch(
+      context, std::move(snapshot_id), std::move(channel), std::move(on_failure)));
+  created->Listen();
+  return created;
+}
+
+EmulatedSwitch::EmulatedSwitch(SwitchContext context, std::string snapshot_id,
+                               fn::ControlChannel channel, std::function<void(Status)> on_failure)
+    : context_(context),
+      snapshot_id_(std::move(snapshot_id)),
+      channel_(std::move(channel)),
+      reader_(context.loop, ::dup(channel_.fd())),
+      on_failure_(std::move(on_failure)) {}
+
+EmulatedSwitch::~EmulatedSwitch() {
+  if (gpu_ != nullptr) gpu_->Withdraw(this);
+}
+
+Status EmulatedSwitch::Send(const ControlMessage& message, int fd) {
+  return channel_.Send(message, fd);
+}
+
+void EmulatedSwitch::Listen() {
+  if (closed_ || state_ == SwitchState::kFailed) return;
+  reader_.async_wait(boost::asio::posix::stream_descriptor::wait_read,
+                     [weak = weak_from_this()](const boost::system::error_code& error) {
+                       auto self = weak.lock();
+                       if (!self || error) return;
+                       self->OnReadable();
+                     });
+}
+
+void EmulatedSwitch::OnReadable() {
+  for (;;) {
+    if (closed_ || state_ == SwitchState::kFailed) return;
+    bool would_block = false;
+    auto received = channel_.TryReceive(would_block);
+    if (would_block) break;
+    if (!received.ok()) {
+      Fail(received.status());
+      return;
+    }
+    OnMessage(std::move(received).value());
+  }
+  Listen();
+}
+
+void EmulatedSwitch::OnMessage(fn::ReceivedMessage received) {
+  const ControlMessage& message = received.message;
+  switch (message.type) {
+    case ControlType::kHello:
+      if (hello_) return Fail(InvalidArgument("a second hello"));
+      hello_ = true;
+      pid_ = static_cast<std::int64_t>(message.a);
+      if (state_ == SwitchState::kStarting && buffer_ != nullptr) SendMap();
+      return;
+    case ControlType::kMapped:
+      if (state_ != SwitchState::kMapping || message.c != generation_) {
+        return Fail(InvalidArgument("an unexpected mapped"));
+      }
+      if (message.a != 0) return Fail(Internal("the instance could not map its device memory"));
+      if (const Status unlocked = Send({.type = ControlType::kUnlock}); !unlocked.ok()) {
+        return Fail(unlocked);
+      }
+      state_ = SwitchState::kResident;
+      return Complete(Status::Ok(), nullptr);
+    case ControlType::kLocked:
+      if (state_ != SwitchState::kLocking) return Fail(InvalidArgument("an unexpected locked"));
+      if (gpu_ != nullptr) gpu_->Withdraw(this);
+      return StartCheckpointCopy(message.a, message.b != 0);
+    case ControlType::kUnmapped:
+      if (state_ != SwitchState::kUnmapping) return Fail(InvalidArgument("an unexpected unmapped"));
+      state_ = SwitchState::kCheckpointed;
+      gpu_ = nullptr;
+      return Complete(Status::Ok(), std::move(buffer_));
+    case ControlType::kComputeAcquire:
+      // Outside residency the instance is locked or unmapped, and its request is void.
+      if (state_ == SwitchState::kResident && gpu_ != nullptr) gpu_->Acquire(this);
+      return;
+    case ControlType::kComputeRelease:
+      if (gpu_ != nullptr) gpu_->Release(this);
+      return;
+    case ControlType::kQuotaExceeded:
+      ++quota_exceeded_;
+      spdlog::warn(
+          "instance {} (pid {}): an allocation of {} exceeded its slice's quota of {} "
+          "({} in use); that request fails",
+          snapshot_id_, pid_, FormatBytes(message.a), FormatBytes(message.b),
+          FormatBytes(message.c));
+      return;
+    default:
+      return Fail(
+          InvalidArgument(fmt::format("the instance sent {}", fn::ControlTypeName(message.type))));
+  }
+}
+
+void EmulatedSwitch::SendMap() {
+  const EmulatedBuffer* segment = AsEmulated(*buffer_);
+  ++generation_;
+  state_ = SwitchState::kMapping;
+  const Status sent = Send(
+      {.type = ControlType::kMap, .a = buffer_->size_bytes(), .b = quota_bytes_, .c = generation_},
+      segment->fd());
+  if (!sent.ok()) Fail(sent);
+}
+
+void EmulatedSwitch::Attach(std::unique_ptr<DeviceBuffer> buffer, std::uint64_t quota_bytes,
+                            ComputeArbiter* gpu, BufferDone done) {
+  Status refused;
+  if (state_ != SwitchState::kStarting || buffer_ != nullptr || pending_) {
+    refused = FailedPrecondition(
+        fmt::format("instance {}: attach while {}", snapshot_id_, SwitchStateName(state_)));
+  } else if (AsEmulated(*buffer) == nullptr) {
+    refused = InvalidArgument("an emulated switch needs an emulated GPU's memory");
+  } else if (quota_bytes > buffer->size_bytes()) {
+    refused = InvalidArgument("a quota larger than the slice's memory");
+  }
+  if (!refused.ok()) {
+    auto holder = std::make_shared<std::unique_ptr<DeviceBuffer>>(std::move(buffer));
+    boost::asio::post(context_.loop, [done = std::move(done), refused, holder] {
+      done(refused, std::move(*holder));
+    });
+    return;
+  }
+  buffer_ = std::move(buffer);
+  quota_bytes_ = quota_bytes;
+  gpu_ = gpu;
+  pending_ = std::move(done);
+  if (hello_) SendMap();
+}
+
+void EmulatedSwitch::Checkpoint(BufferDone done) {
+  if (state_ != SwitchState::kResident || pending_) {
+    const Status refused =
+        state_ == SwitchState::kFailed
+            ? Unavailable(fmt::format("instance {} failed: {}", snapshot_id_, failure_.ToString()))
+            : FailedPrecondition(fmt::format("instance {}: checkpoint while {}", snapshot_id_,
+                                             SwitchStateName(state_)));
+    boost::asio::post(context_.loop, [done = std::move(done), refused] { done(refused, nullptr); });
+    return;
+  }
+  pending_ = std::move(done);
+  state_ = SwitchState::kLocking;
+  if (const Status sent = Send({.type = ControlType::kLock}); !sent.ok()) Fail(sent);
+}
+
+void EmulatedSwitch::StartCheckpointCopy(std::uint64_t used_bytes, bool written) {
+  if (used_bytes > buffer_->size_bytes()) {
+    return Fail(
+        InvalidArgument(fmt::format("the instance reports {} bytes in use in a {}-byte slice",
+                                    used_bytes, buffer_->size_bytes())));
+  }
+  if (snapshot_ && (used_bytes == 0 || snapshot_->size_bytes() != used_bytes)) {
+    snapshot_ = SnapshotRef();
+    (void)context_.snapshots.Remove(snapshot_id_);
+  }
+  if (used_bytes == 0) {  // nothing to keep
+    last_checkpoint_ = TransferReport{.skipped = true};
+    state_ = SwitchState::kUnmapping;
+    if (const Status sent = Send({.type = ControlType::kUnmap}); !sent.ok()) Fail(sent);
+    return;
+  }
+  if (!snapshot_) {
+    auto created = context_.snapshots.Create(snapshot_id_, used_bytes);
+    if (!created.ok()) {
+      // No room in host memory: the instance stays where it is.
+      state_ = SwitchState::kResident;
+      (void)Send({.type = ControlType::kUnlock});
+      return Complete(created.status().WithContext("checkpoint of " + snapshot_id_), nullptr);
+    }
+    snapshot_ = std::move(created).value();
+  }
+  if (written) snapshot_->set_valid(false);
+  state_ = SwitchState::kCheckpointing;
+  copy_in_flight_ = true;
+  // The copy holds its own handle on the snapshot: Close may drop the switch's meanwhile.
+  boost::asio::post(
+      context_.copies, [self = shared_from_this(), snapshot = snapshot_, buffer = buffer_.get()] {
+        auto report = self->context_.engine.Checkpoint(*buffer, *snapshot);
+        boost::asio::post(self->context_.loop, [self, report = std::move(report)]() mutable {
+          self->copy_in_flight_ = false;
+          if (self->state_ == SwitchState::kFailed) {
+            return self->Complete(self->failure_, std::move(self->buffer_));
+          }
+          if (!report.ok()) {
+            self->state_ = SwitchState::kResident;
+            (void)self->Send({.type = ControlType::kUnlock});
+            return self->Complete(report.status(), nullptr);
+          }
+          self->last_checkpoint_ = *report;
+          self->state_ = SwitchState::kUnmapping;
+          if (const Status sent = self->Send({.type = ControlType::kUnmap}); !sent.ok()) {
+            self->Fail(sent);
+          }
+        });
+      });
+}
+
+void EmulatedSwitch::Restore(std::unique_ptr<DeviceBuffer> buffer, std::uint64_t quota_bytes,
+                             ComputeArbiter* gpu, BufferDone done) {
+  Status refused;
+  if (state_ != SwitchState::kCheckpointed || pending_) {
+    refused =
+        state_ == SwitchState::kFailed
+            ? Unavailable(fmt::format("instance {} failed: {}", snapshot_id_, failure_.ToString()))
+            : FailedPrecondition(fmt::format("instance {}: restore while {}", snapshot_id_,
+                                             SwitchStateName(state_)));
+  } else if (AsEmulated(*buffer) == nullptr) {
+    refused = InvalidArgument("an emulated switch needs an emulated GPU's memory");
+  } else if (quota_bytes > buffer->size_bytes() ||
+             (snapshot_ && snapshot_->size_bytes() > quota_bytes)) {
+    refused = InvalidArgument(fmt::format(
+        "instance {}: a quota of {} does not hold its image of {} in a slice of {}", snapshot_id_,
+        quota_bytes, snapshot_ ? snapshot_->size_bytes() : 0, buffer->size_bytes()));
+  }
+  if (!refused.ok()) {
+    auto holder = std::make_shared<std::unique_ptr<DeviceBuffer>>(std::move(buffer));
+    boost::asio::post(context_.loop, [done = std::move(done), refused, holder] {
+      done(refused, std::move(*holder));
+    });
+    return;
+  }
+  buffer_ = std::move(buffer);
+  quota_bytes_ = quota_bytes;
+  gpu_ = gpu;
+  pending_ = std::move(done);
+  state_ = SwitchState::kRestoring;
+  if (!snapshot_) {  // an empty image: nothing to copy
+    last_restore_ = TransferReport{.skipped = true};
+    SendMap();
+    return;
+  }
+  copy_in_flight_ = true;
+  boost::asio::post(
+      context_.copies, [self = shared_from_this(), snapshot = snapshot_, buffer = buffer_.get()] {
+        auto report = self->context_.engine.Restore(*snapshot, *buffer);
+        boost::asio::post(self->context_.loop, [self, report = std::move(report)]() mutable {
+          self->copy_in_flight_ = false;
+          if (self->state_ == SwitchState::kFailed) {
+            return self->Complete(self->failure_, std::move(self->buffer_));
+          }
+          if (!report.ok()) {
+            self->state_ = SwitchState::kCheckpointed;
+            self->gpu_ = nullptr;
+            return self->Complete(report.status(), std::move(self->buffer_));
+          }
+          self->last_restore_ = *report;
+          self->SendMap();
+        });
+      });
+}
+
+void EmulatedSwitch::Complete(Status status, std::unique_ptr<DeviceBuffer> buffer) {
+  BufferDone done = std::move(pending_);
+  pending_ = nullptr;
+  if (done) done(std::move(status), std::move(buffer));
+}
+
+void EmulatedSwitch::Fail(Status why) {
+  if (state_ == SwitchState::kFailed) return;
+  state_ = SwitchState::kFailed;
+  failure_ =
+      Unavailable(fmt::format("instance {} (pid {}): {}", snapshot_id_, pid_, why.message()));
+  if (!closed_) spdlog::warn("{}", failure_.message());
+  if (gpu_ != nullptr) gpu_->Withdraw(this);
+  gpu_ = nullptr;
+  boost::system::error_code ignored;
+  reader_.close(ignored);
+  if (pending_) {
+    // A copy in flight still touches the buffer: its completion hands it back.
+    if (!copy_in_flight_) Complete(failure_, std::move(buffer_));
+    return;
+  }
+  if (on_failure_) on_failure_(failure_);
+}
+
+void EmulatedSwitch::Close() {
+  if (closed_) return;
+  closed_ = true;
+  if (snapshot_) {
+    snapshot_ = SnapshotRef();
+    (void)context_.snapshots.Remove(snapshot_id_);
+  }
+  on_failure_ = nullptr;  // the caller asked for it
+  Fail(Cancelled("closed"));
+}
+
+std::unique_ptr<DeviceBuffer> EmulatedSwitch::TakeBuffer() {
+  if (state_ != SwitchState::kFailed || copy_in_flight_ || pending_) return nullptr;
+  return std::move(buffer_);
+}
+
+void EmulatedSwitch::GrantCompute(Duration quantum) {
+  const Status sent =
+      Send({.type = ControlType::kComputeGrant,
+            .a = static_cast<std::uint64_t>(
+                std::chrono::duration_cast<std::chrono::nanoseconds>(quantum).count())});
+  if (!sent.ok()) {
+    // Not from inside the arbiter's call: fail on the loop.
+    boost::asio::post(context_.loop, [weak = weak_from_this(), sent] {
+      if (auto self = weak.lock()) self->Fail(sent);
+    });
+  }
+}
+
+}  // namespace gshare

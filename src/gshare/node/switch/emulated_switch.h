@@ -1,0 +1,136 @@
+// EmulatedSwitch: moves one function instance between host memory and emulated GPUs.
+//
+// The node side of the switching protocol (fn/control_channel.h) for one instance whose device
+// memory is a segment of an emulated GPU (device/emulated). The instance's code never knows:
+//  - Attach maps the instance's first slice (it initializes its model there);
+//  - Checkpoint locks the instance (its kernel in flight finishes, no other starts), copies the
+//    image it reports through the restore engine into its host snapshot (nothing is copied when
+//    the snapshot already holds it: fast swap), unmaps the segment in the instance, and hands the
+//    slice's buffer back to the caller, who frees it;
+//  - Restore copies the snapshot into a buffer on any emulated GPU, maps it at the same
+//    addresses, and unlocks the instance.
+// While resident, the instance's compute requests go to the arbiter of its GPU.
+//
+// Every operation completes by calling its callback on the event loop, never from inside the
+// call. A buffer handed in always comes back: with the failure of an operation, or from the
+// Checkpoint that ends its residency; the caller owns its accounting. When the instance dies or
+// breaks the protocol, the switch fails: a pending operation completes with Unavailable once no
+// copy touches its buffer any more, and every later call fails at once.
+//
+// Threading: every method on the event loop (`context.loop`); copies run on `context.copies`.
+// Created through Create as a shared_ptr: callbacks in flight keep it alive.
+#pragma once
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/thread_pool.hpp>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "gshare/common/status.h"
+#include "gshare/device/device.h"
+#include "gshare/fn/control_channel.h"
+#include "gshare/node/restore_engine.h"
+#include "gshare/node/snapshot_store.h"
+#include "gshare/node/switch/compute_arbiter.h"
+
+namespace gshare {
+
+enum class SwitchState {
+  kStarting,       // waiting for the instance's hello
+  kMapping,        // a segment sent, waiting for the instance to map it
+  kResident,       // mapped and unlocked: it may run
+  kLocking,        // waiting for the instance to quiesce
+  kCheckpointing,  // copying its image into the snapshot
+  kUnmapping,      // waiting for the instance to unmap
+  kCheckpointed,   // in host memory only
+  kRestoring,      // copying the snapshot onto a GPU
+  kFailed,         // the instance died or broke the protocol
+};
+std::string_view SwitchStateName(SwitchState state);
+
+struct SwitchContext {
+  boost::asio::io_context& loop;
+  boost::asio::thread_pool& copies;
+  RestoreEngine& engine;
+  SnapshotStore& snapshots;
+};
+
+class EmulatedSwitch final : public std::enable_shared_from_this<EmulatedSwitch>,
+                             private ComputeArbiter::Client {
+ public:
+  using Done = std::function<void(Status)>;
+  // The buffer comes back on failure (and from Checkpoint); null otherwise.
+  using BufferDone = std::function<void(Status, std::unique_ptr<DeviceBuffer>)>;
+
+  // `snapshot_id` names the instance's snapshot in the store (unique per instance).
+  // `on_failure` is called once when the switch fails outside an operation (may be empty).
+  static std::shared_ptr<EmulatedSwitch> Create(SwitchContext context, std::string snapshot_id,
+                                                fn::ControlChannel channel,
+                                                std::function<void(Status)> on_failure = {});
+  ~EmulatedSwitch();
+
+  // Maps `buffer` (an emulated GPU's) as the instance's first device memory, with `quota_bytes`
+  // as its allocation bound, once it has said hello. Precondition: kStarting.
+  void Attach(std::unique_ptr<DeviceBuffer> buffer, std::uint64_t quota_bytes, ComputeArbiter* gpu,
+              BufferDone done);
+  // Precondition: kResident. On success the buffer comes back; on a failure that leaves the
+  // instance alive (no room in the snapshot store, a copy error) it stays resident and unlocked,
+  // and the buffer stays attached.
+  void Checkpoint(BufferDone done);
+  // Precondition: kCheckpointed.
+  void Restore(std::unique_ptr<DeviceBuffer> buffer, std::uint64_t quota_bytes, ComputeArbiter* gpu,
+               BufferDone done);
+  // Stops listening to the instance and withdraws it from its GPU's compute engine. The
+  // snapshot is removed from the store. A pending operation fails.
+  void Close();
+  // After a failure outside an operation (the instance died while resident): the slice's buffer,
+  // for the caller to free. Null when there is none.
+  std::unique_ptr<DeviceBuffer> TakeBuffer();
+
+  SwitchState state() const { return state_; }
+  std::int64_t pid() const { return pid_; }
+  // The last checkpoint's and restore's transfers (skipped: a fast swap).
+  const TransferReport& last_checkpoint() const { return last_checkpoint_; }
+  const TransferReport& last_restore() const { return last_restore_; }
+  std::uint64_t quota_exceeded_count() const { return quota_exceeded_; }
+
+ private:
+  EmulatedSwitch(SwitchContext context, std::string snapshot_id, fn::ControlChannel channel,
+                 std::function<void(Status)> on_failure);
+  void Listen();
+  void OnReadable();
+  void OnMessage(fn::ReceivedMessage received);
+  void SendMap();
+  void Fail(Status why);
+  void Complete(Status status, std::unique_ptr<DeviceBuffer> buffer);
+  void StartCheckpointCopy(std::uint64_t used_bytes, bool written);
+  void GrantCompute(Duration quantum) override;
+  Status Send(const fn::ControlMessage& message, int fd = -1);
+
+  SwitchContext context_;
+  const std::string snapshot_id_;
+  fn::ControlChannel channel_;
+  boost::asio::posix::stream_descriptor reader_;
+  std::function<void(Status)> on_failure_;
+
+  SwitchState state_ = SwitchState::kStarting;
+  bool hello_ = false;
+  bool closed_ = false;
+  bool copy_in_flight_ = false;
+  std::int64_t pid_ = 0;
+  std::unique_ptr<DeviceBuffer> buffer_;  // the slice's memory while attached or restoring
+  std::uint64_t quota_bytes_ = 0;
+  std::uint64_t generation_ = 0;
+  ComputeArbiter* gpu_ = nullptr;
+  SnapshotRef snapshot_;  // empty until the first checkpoint, and while the image is empty
+  BufferDone pending_;
+  Status failure_;
+  TransferReport last_checkpoint_;
+  TransferReport last_restore_;
+  std::uint64_t quota_exceeded_ = 0;
+};
+
+}  // namespace gshare

@@ -1,0 +1,395 @@
+// Switching real function processes (switch_test_function) between host memory and two emulated
+// GPUs. The test owns the node side: an event loop thread, a copy pool, the restore engine and
+// the snapshot store; it starts each function process itself and ends it by its pid.
+#include "gshare/node/switch/emulated_switch.h"
+
+#include <fcntl.h>
+#include <grp.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/post.hpp>
+#include <cstdio>
+#include <future>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gshare/common/clock.h"
+#include "gshare/device/emulated/emulated_device.h"
+#include "gshare/device/emulated/emulated_host_memory.h"
+
+namespace gshare {
+namespace {
+
+constexpr std::uint64_t kDeviceBase = 0x600000000000ULL;
+constexpr std::uint64_t kReserve = 1ULL << 30;
+constexpr std::uint64_t kSlice = 16ULL << 20;
+constexpr int kChildControlFd = 3;
+constexpr uid_t kNobody = 65534;
+
+// A function process with a pipe to its standard input and one from its standard output.
+class FunctionChild {
+ public:
+  // Starts switch_test_function with `control` as its fd 3; as `uid` when it is not -1.
+  static std::unique_ptr<FunctionChild> Start(UniqueFd control, int uid,
+                                              std::vector<std::string> args = {}) {
+    int to_child[2], from_child[2];
+    if (::pipe2(to_child, O_CLOEXEC) != 0 || ::pipe2(from_child, O_CLOEXEC) != 0) return nullptr;
+    std::vector<std::string> argv_text = {SWITCH_TEST_FUNCTION};
+    argv_text.insert(argv_text.end(), args.begin(), args.end());
+    std::vector<char*> argv;
+    for (auto& arg : argv_text) argv.push_back(arg.data());
+    argv.push_back(nullptr);
+    std::vector<std::string> env_text = {
+        std::string(fn::kControlFdEnv) + "=" + std::to_string(kChildControlFd),
+        std::string(fn::kDeviceBaseEnv) + "=0x600000000000",
+        std::string(fn::kDeviceReserveEnv) + "=" + std::to_string(kReserve)};
+    std::vector<char*> envp;
+    for (auto& entry : env_text) envp.push_back(entry.data());
+    envp.push_back(nullptr);
+
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      ::dup2(to_child[0], 0);
+      ::dup2(from_child[1], 1);
+      ::dup2(control.get(), kChildControlFd);  // dup2 clears close-on-exec
+      if (uid >= 0) {
+        if (::setgroups(0, nullptr) != 0 || ::setgid(static_cast<gid_t>(uid)) != 0 ||
+            ::setuid(static_cast<uid_t>(uid)) != 0) {
+          ::_exit(121);
+        }
+      }
+      ::execve(argv[0], argv.data(), envp.data());
+      ::_exit(127);
+    }
+    ::close(to_child[0]);
+    ::close(from_child[1]);
+    auto child = std::unique_ptr<FunctionChild>(new FunctionChild);
+    child->pid_ = pid;
+    child->in_ = ::fdopen(to_child[1], "w");
+    child->out_ = ::fdopen(from_child[0], "r");
+    return child;
+  }
+
+  ~FunctionChild() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+    if (in_ != nullptr) std::fclose(in_);
+    if (out_ != nullptr) std::fclose(out_);
+  }
+
+  void Send(const std::string& line) {
+    std::fprintf(in_, "%s\n", line.c_str());
+    std::fflush(in_);
+  }
+  std::string ReadLine() {
+    std::string line;
+    for (int c; (c = std::fgetc(out_)) != EOF && c != '\n';) line.push_back(static_cast<char>(c));
+    return line;
+  }
+  std::string Ask(const std::string& line) {
+    Send(line);
+    return ReadLine();
+  }
+  void Kill() {
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+  }
+  pid_t pid() const { return pid_; }
+
+ private:
+  FunctionChild() = default;
+  pid_t pid_ = -1;
+  std::FILE* in_ = nullptr;
+  std::FILE* out_ = nullptr;
+};
+
+struct OpResult {
+  Status status;
+  std::unique_ptr<DeviceBuffer> buffer;
+};
+
+class EmulatedSwitchTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    for (int i = 0; i < 2; ++i) {
+      auto device = EmulatedDevice::Create(
+          i, {.name = "", .memory_bytes = 256ULL << 20, .link_bytes_per_second = 0});
+      ASSERT_TRUE(device.ok());
+      devices_.push_back(std::move(device).value());
+      device_pointers_.push_back(devices_.back().get());
+    }
+    auto store =
+        SnapshotStore::Create(host_memory_, {.pool_bytes = 64ULL << 20, .chunk_bytes = 1ULL << 20});
+    ASSERT_TRUE(store.ok());
+    store_ = std::move(store).value();
+    auto engine = RestoreEngine::Create(device_pointers_, {.streams_per_device = 2}, clock_);
+    ASSERT_TRUE(engine.ok());
+    engine_ = std::move(engine).value();
+    loop_thread_ = std::thread([this] { loop_.run(); });
+  }
+
+  void TearDown() override {
+    std::promise<void> closed;
+    boost::asio::post(loop_, [&] {
+      for (auto& s : switches_) s->Close();
+      switches_.clear();
+      closed.set_value();
+    });
+    closed.get_future().get();
+    work_.reset();
+    loop_thread_.join();
+    copies_.join();
+  }
+
+  // Runs `f` on the event loop and returns its result.
+  template <typename F>
+  auto OnLoop(F f) {
+    std::promise<decltype(f())> promise;
+    boost::asio::post(loop_, [&] { promise.set_value(f()); });
+    return promise.get_future().get();
+  }
+
+  // Runs an operation that completes through a BufferDone callback, and waits for it.
+  template <typename Start>
+  OpResult Operate(Start start) {
+    std::promise<OpResult> promise;
+    boost::asio::post(loop_, [&] {
+      start([&](Status status, std::unique_ptr<DeviceBuffer> buffer) {
+        promise.set_value({std::move(status), std::move(buffer)});
+      });
+    });
+    return promise.get_future().get();
+  }
+
+  std::unique_ptr<DeviceBuffer> Slice(int gpu) {
+    auto buffer = devices_[gpu]->Allocate(kSlice);
+    EXPECT_TRUE(buffer.ok());
+    return std::move(buffer).value();
+  }
+
+  // Starts a function process and attaches its first slice on `gpu`; returns it once ready.
+  std::pair<std::shared_ptr<EmulatedSwitch>, std::unique_ptr<FunctionChild>> Launch(
+      int gpu, int uid = -1, std::string* ready = nullptr) {
+    auto pair = fn::ControlChannel::CreatePair();
+    EXPECT_TRUE(pair.ok());
+    auto child = FunctionChild::Start(std::move(pair->second), uid);
+    const std::string id = "instance-" + std::to_string(next_id_++);
+    auto created = OnLoop([&] {
+      auto s = EmulatedSwitch::Create(context(), id, std::move(pair->first));
+      switches_.push_back(s);
+      return s;
+    });
+    auto attached = Operate([&](EmulatedSwitch::BufferDone done) {
+      created->Attach(Slice(gpu), kSlice, &arbiters_[gpu], std::move(done));
+    });
+    EXPECT_TRUE(attached.status.ok()) << attached.status.ToString();
+    const std::string line = child->ReadLine();
+    EXPECT_EQ(line.rfind("ready ", 0), 0u) << line;
+    if (ready != nullptr) *ready = line;
+    return {created, std::move(child)};
+  }
+
+  std::uint64_t Allocated(int gpu) const { return devices_[gpu]->allocated_bytes(); }
+
+  SteadyClock clock_;
+  EmulatedHostMemory host_memory_;
+  std::vector<std::unique_ptr<EmulatedDevice>> devices_;
+  std::vector<Device*> device_pointers_;
+  std::unique_ptr<SnapshotStore> store_;
+  std::unique_ptr<RestoreEngine> engine_;
+  boost::asio::io_context loop_;
+  std::optional<boost::asio::executor_work_guard<boost::asio::io_context::executor_type>> work_{
+      loop_.get_executor()};
+  boost::asio::thread_pool copies_{1};
+  ComputeArbiter arbiters_[2];
+  std::vector<std::shared_ptr<EmulatedSwitch>> switches_;
+  std::thread loop_thread_;
+  int next_id_ = 0;
+
+  SwitchContext context() { return {loop_, copies_, *engine_, *store_}; }
+};
+
+std::vector<std::string> Words(const std::string& line) {
+  std::istringstream in(line);
+  std::vector<std::string> words;
+  for (std::string word; in >> word;) words.push_back(word);
+  return words;
+}
+
+TEST_F(EmulatedSwitchTest, RoundTripsOntoAnotherGpuKeepAddressesAndOutputs) {
+  auto [instance, child] = Launch(0);
+  const std::vector<std::string> before = Words(child->Ask("sum"));
+  ASSERT_EQ(before.size(), 3u);
+  ASSERT_EQ(before[0], "sum");
+
+  OpResult out = Operate([&](auto done) { instance->Checkpoint(std::move(done)); });
+  ASSERT_TRUE(out.status.ok()) << out.status.ToString();
+  ASSERT_NE(out.buffer, nullptr);
+  EXPECT_EQ(instance->state(), SwitchState::kCheckpointed);
+  EXPECT_FALSE(instance->last_checkpoint().skipped);
+  EXPECT_EQ(instance->last_checkpoint().bytes, 4u << 20);  // the weights, page-rounded
+  out.buffer.reset();
+  EXPECT_EQ(Allocated(0), 0u);  // pages released
+
+  OpResult in = Operate(
+      [&](auto done) { instance->Restore(Slice(1), kSlice, &arbiters_[1], std::move(done)); });
+  ASSERT_TRUE(in.status.ok()) << in.status.ToString();
+  EXPECT_EQ(in.buffer, nullptr);
+  EXPECT_EQ(instance->last_restore().bytes, 4u << 20);
+  EXPECT_EQ(Allocated(1), kSlice);
+  EXPECT_EQ(Words(child->Ask("sum")), before);  // same bytes, same address, on GPU 1
+
+  // Nothing was written since the restore: the second checkpoint copies nothing (fast swap).
+  out = Operate([&](auto done) { instance->Checkpoint(std::move(done)); });
+  ASSERT_TRUE(out.status.ok()) << out.status.ToString();
+  EXPECT_TRUE(instance->last_checkpoint().skipped);
+  EXPECT_EQ(instance->last_checkpoint().bytes, 0u);
+  out.buffer.reset();
+  EXPECT_EQ(Allocated(1), 0u);
+
+  in = Operate(
+      [&](auto done) { instance->Restore(Slice(0), kSlice, &arbiters_[0], std::move(done)); });
+  ASSERT_TRUE(in.status.ok()) << in.status.ToString();
+  EXPECT_EQ(Words(child->Ask("sum")), before);
+}
+
+TEST_F(EmulatedSwitchTest, RoundTripsUnderConcurrentRequests) {
+  auto [instance, child] = Launch(0);
+  const std::string expected = child->Ask("sum");
+  // Requests keep coming while the node switches the instance back and forth: every answer is
+  // the same, whichever GPU served it, and a switch waits for the kernel in flight.
+  for (int round = 0; round < 6; ++round) {
+    child->Send("sum");
+    OpResult out = Operate([&](auto done) { instance->Checkpoint(std::move(done)); });
+    ASSERT_TRUE(out.status.ok()) << out.status.ToString();
+    out.buffer.reset();
+    child->Send("sum");  // waits, unmapped, until the restore below
+    OpResult in = Operate([&](auto done) {
+      instance->Restore(Slice(round % 2), kSlice, &arbiters_[round % 2], std::move(done));
+    });
+    ASSERT_TRUE(in.status.ok()) << in.status.ToString();
+    EXPECT_EQ(child->ReadLine(), expected);
+    EXPECT_EQ(child->ReadLine(), expected);
+  }
+}
+
+TEST_F(EmulatedSwitchTest, AQuotaOverrunFailsOnlyThatRequest) {
+  auto [instance, child] = Launch(0);
+  auto [other, other_child] = Launch(0);
+  const std::string before = child->Ask("sum");
+  const std::string reply = child->Ask("alloc " + std::to_string(64ULL << 20));
+  EXPECT_EQ(reply.rfind("alloc error ResourceExhausted", 0), 0u) << reply;
+  EXPECT_NE(reply.find("would exceed the slice's quota of 16.0 MiB"), std::string::npos) << reply;
+  // The same instance goes on serving, and so does its neighbour on the GPU.
+  EXPECT_EQ(child->Ask("sum"), before);
+  EXPECT_EQ(Words(other_child->Ask("sum")).size(), 3u);
+  EXPECT_EQ(child->Ask("alloc 4096"), "alloc ok");
+  // The node heard of the overrun before it granted the next kernel (one ordered channel).
+  EXPECT_EQ(OnLoop([&] { return instance->quota_exceeded_count(); }), 1u);
+}
+
+TEST_F(EmulatedSwitchTest, InstancesOnOneGpuTakeTurnsAndNeverComputeAtOnce) {
+  auto [a, a_child] = Launch(0);
+  auto [b, b_child] = Launch(0);
+  a_child->Send("spin 200 1000");
+  b_child->Send("spin 200 1000");
+  const std::vector<std::string> a_words = Words(a_child->ReadLine());
+  const std::vector<std::string> b_words = Words(b_child->ReadLine());
+  ASSERT_GE(a_words.size(), 4u);
+  ASSERT_GE(b_words.size(), 4u);
+  // 200 ms of kernels in 20 ms quanta: at least 200 / (20 + 1) grants each.
+  EXPECT_GE(std::stoull(a_words[1]), 9u);
+  EXPECT_GE(std::stoull(b_words[1]), 9u);
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> kernels;
+  for (const auto* words : {&a_words, &b_words}) {
+    for (std::size_t i = 2; i + 1 < words->size(); i += 2) {
+      kernels.emplace_back(std::stoull((*words)[i]), std::stoull((*words)[i + 1]));
+    }
+  }
+  std::sort(kernels.begin(), kernels.end());
+  for (std::size_t i = 1; i < kernels.size(); ++i) {
+    ASSERT_LE(kernels[i - 1].second, kernels[i].first) << "two kernels ran at once on one GPU";
+  }
+  // On separate GPUs they would overlap; here they alternated.
+  EXPECT_EQ(arbiters_[0].holder(), nullptr);
+}
+
+TEST_F(EmulatedSwitchTest, AFunctionCannotReachAnothersSegments) {
+  // Distinct uids where the test runs as root; otherwise both run as the test's own uid, the
+  // same-uid fallback, where only non-dumpability protects them.
+  const bool root = ::geteuid() == 0;
+  ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);                // the node is not dumpable either
+  std::vector<std::pair<int, int>> uids = {{-1, -1}};  // not root: the test's own uid for both
+  if (root) uids = {{kNobody, kNobody}, {kNobody, kNobody - 1}};  // same uid, then distinct
+  // A segment the node holds (as it holds every slice's memfd).
+  auto probe = Slice(0);
+  const int segment_fd = dynamic_cast<EmulatedBuffer&>(*probe).fd();
+  for (const auto& [uid_a, uid_b] : uids) {
+    SCOPED_TRACE(testing::Message() << "uids " << uid_a << " and " << uid_b);
+    auto [a, a_child] = Launch(0, uid_a);
+    auto [b, b_child] = Launch(1, uid_b);
+    // b's control channel is its fd 3, and b maps its own segment: neither is reachable.
+    EXPECT_EQ(a_child->Ask("peek " + std::to_string(b_child->pid()) + " 3"), "peek EACCES EACCES");
+    EXPECT_EQ(a_child->Ask("peek " + std::to_string(::getpid()) + " " + std::to_string(segment_fd)),
+              "peek EACCES EACCES");
+    // Each still works.
+    EXPECT_EQ(Words(a_child->Ask("sum")).size(), 3u);
+    EXPECT_EQ(Words(b_child->Ask("sum")).size(), 3u);
+  }
+}
+
+TEST_F(EmulatedSwitchTest, AFunctionKilledDuringACheckpointHandsItsMemoryBack) {
+  auto [instance, child] = Launch(0);
+  child->Send("hang");
+  ASSERT_EQ(child->ReadLine(), "hanging");  // a kernel that never ends holds the GPU
+  std::promise<OpResult> promise;
+  boost::asio::post(loop_, [&] {
+    instance->Checkpoint([&](Status status, std::unique_ptr<DeviceBuffer> buffer) {
+      promise.set_value({std::move(status), std::move(buffer)});
+    });
+  });
+  // The lock waits for the kernel; the process dies instead.
+  EXPECT_EQ(OnLoop([&] { return instance->state(); }), SwitchState::kLocking);
+  child->Kill();
+  OpResult out = promise.get_future().get();
+  EXPECT_EQ(out.status.code(), StatusCode::kUnavailable);
+  ASSERT_NE(out.buffer, nullptr);
+  out.buffer.reset();
+  EXPECT_EQ(Allocated(0), 0u);
+  EXPECT_EQ(OnLoop([&] { return instance->state(); }), SwitchState::kFailed);
+  // Later calls fail at once, handing their buffer back.
+  OpResult again = Operate(
+      [&](auto done) { instance->Restore(Slice(1), kSlice, &arbiters_[1], std::move(done)); });
+  EXPECT_EQ(again.status.code(), StatusCode::kUnavailable);
+  EXPECT_NE(again.buffer, nullptr);
+}
+
+TEST_F(EmulatedSwitchTest, AFunctionKilledWhileCheckpointedFailsItsRestoreWithItsMemoryBack) {
+  auto [instance, child] = Launch(0);
+  OpResult out = Operate([&](auto done) { instance->Checkpoint(std::move(done)); });
+  ASSERT_TRUE(out.status.ok());
+  out.buffer.reset();
+  child->Kill();
+  OpResult in = Operate(
+      [&](auto done) { instance->Restore(Slice(1), kSlice, &arbiters_[1], std::move(done)); });
+  EXPECT_FALSE(in.status.ok());
+  ASSERT_NE(in.buffer, nullptr);
+  in.buffer.reset();
+  EXPECT_EQ(Allocated(1), 0u);
+  EXPECT_EQ(OnLoop([&] { return instance->state(); }), SwitchState::kFailed);
+}
+
+}  // namespace
+}  // namespace gshare
