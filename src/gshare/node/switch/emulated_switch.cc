@@ -16,9 +16,6 @@ namespace {
 using fn::ControlMessage;
 using fn::ControlType;
 
-// std::function needs copyable callables; a buffer travels in a shared holder.
-using BufferHolder = std::shared_ptr<std::unique_ptr<DeviceBuffer>>;
-
 const EmulatedBuffer* AsEmulated(const DeviceBuffer& buffer) {
   return dynamic_cast<const EmulatedBuffer*>(&buffer);
 }
@@ -118,7 +115,7 @@ void EmulatedSwitch::OnMessage(fn::ReceivedMessage received) {
         return Fail(unlocked);
       }
       state_ = SwitchState::kResident;
-      return Complete(Status::Ok(), nullptr);
+      return Complete(Status::Ok());
     case ControlType::kLocked:
       if (state_ != SwitchState::kLocking) return Fail(InvalidArgument("an unexpected locked"));
       if (gpu_ != nullptr) gpu_->Withdraw(this);
@@ -127,7 +124,8 @@ void EmulatedSwitch::OnMessage(fn::ReceivedMessage received) {
       if (state_ != SwitchState::kUnmapping) return Fail(InvalidArgument("an unexpected unmapped"));
       state_ = SwitchState::kCheckpointed;
       gpu_ = nullptr;
-      return Complete(Status::Ok(), std::move(buffer_));
+      buffer_ = nullptr;
+      return Complete(Status::Ok());
     case ControlType::kComputeAcquire:
       // Outside residency the instance is locked or unmapped, and its request is void.
       if (state_ == SwitchState::kResident && gpu_ != nullptr) gpu_->Acquire(this);
@@ -159,42 +157,40 @@ void EmulatedSwitch::SendMap() {
   if (!sent.ok()) Fail(sent);
 }
 
-void EmulatedSwitch::Attach(std::unique_ptr<DeviceBuffer> buffer, std::uint64_t quota_bytes,
-                            ComputeArbiter* gpu, BufferDone done) {
+void EmulatedSwitch::Attach(DeviceBuffer& buffer, std::uint64_t quota_bytes, ComputeArbiter* gpu,
+                            Done done) {
   Status refused;
   if (state_ != SwitchState::kStarting || buffer_ != nullptr || pending_) {
     refused = FailedPrecondition(
         fmt::format("instance {}: attach while {}", snapshot_id_, SwitchStateName(state_)));
-  } else if (AsEmulated(*buffer) == nullptr) {
+  } else if (AsEmulated(buffer) == nullptr) {
     refused = InvalidArgument("an emulated switch needs an emulated GPU's memory");
-  } else if (quota_bytes > buffer->size_bytes()) {
+  } else if (quota_bytes > buffer.size_bytes()) {
     refused = InvalidArgument("a quota larger than the slice's memory");
   }
   if (!refused.ok()) {
-    auto holder = std::make_shared<std::unique_ptr<DeviceBuffer>>(std::move(buffer));
-    boost::asio::post(context_.loop, [done = std::move(done), refused, holder] {
-      done(refused, std::move(*holder));
-    });
+    boost::asio::post(context_.loop, [done = std::move(done), refused] { done(refused); });
     return;
   }
-  buffer_ = std::move(buffer);
+  buffer_ = &buffer;
   quota_bytes_ = quota_bytes;
   gpu_ = gpu;
   pending_ = std::move(done);
   if (hello_) SendMap();
 }
 
-void EmulatedSwitch::Checkpoint(BufferDone done) {
+void EmulatedSwitch::Checkpoint(bool force_copy, Done done) {
   if (state_ != SwitchState::kResident || pending_) {
     const Status refused =
         state_ == SwitchState::kFailed
             ? Unavailable(fmt::format("instance {} failed: {}", snapshot_id_, failure_.ToString()))
             : FailedPrecondition(fmt::format("instance {}: checkpoint while {}", snapshot_id_,
                                              SwitchStateName(state_)));
-    boost::asio::post(context_.loop, [done = std::move(done), refused] { done(refused, nullptr); });
+    boost::asio::post(context_.loop, [done = std::move(done), refused] { done(refused); });
     return;
   }
   pending_ = std::move(done);
+  force_copy_ = force_copy;
   state_ = SwitchState::kLocking;
   if (const Status sent = Send({.type = ControlType::kLock}); !sent.ok()) Fail(sent);
 }
@@ -221,26 +217,27 @@ void EmulatedSwitch::StartCheckpointCopy(std::uint64_t used_bytes, bool written)
       // No room in host memory: the instance stays where it is.
       state_ = SwitchState::kResident;
       (void)Send({.type = ControlType::kUnlock});
-      return Complete(created.status().WithContext("checkpoint of " + snapshot_id_), nullptr);
+      return Complete(created.status().WithContext("checkpoint of " + snapshot_id_));
     }
     snapshot_ = std::move(created).value();
   }
-  if (written) snapshot_->set_valid(false);
+  if (written || force_copy_) snapshot_->set_valid(false);
   state_ = SwitchState::kCheckpointing;
   copy_in_flight_ = true;
   // The copy holds its own handle on the snapshot: Close may drop the switch's meanwhile.
   boost::asio::post(
-      context_.copies, [self = shared_from_this(), snapshot = snapshot_, buffer = buffer_.get()] {
+      context_.copies, [self = shared_from_this(), snapshot = snapshot_, buffer = buffer_] {
         auto report = self->context_.engine.Checkpoint(*buffer, *snapshot);
         boost::asio::post(self->context_.loop, [self, report = std::move(report)]() mutable {
           self->copy_in_flight_ = false;
           if (self->state_ == SwitchState::kFailed) {
-            return self->Complete(self->failure_, std::move(self->buffer_));
+            self->buffer_ = nullptr;
+            return self->Complete(self->failure_);
           }
           if (!report.ok()) {
             self->state_ = SwitchState::kResident;
             (void)self->Send({.type = ControlType::kUnlock});
-            return self->Complete(report.status(), nullptr);
+            return self->Complete(report.status());
           }
           self->last_checkpoint_ = *report;
           self->state_ = SwitchState::kUnmapping;
@@ -251,8 +248,8 @@ void EmulatedSwitch::StartCheckpointCopy(std::uint64_t used_bytes, bool written)
       });
 }
 
-void EmulatedSwitch::Restore(std::unique_ptr<DeviceBuffer> buffer, std::uint64_t quota_bytes,
-                             ComputeArbiter* gpu, BufferDone done) {
+void EmulatedSwitch::Restore(DeviceBuffer& buffer, std::uint64_t quota_bytes, ComputeArbiter* gpu,
+                             Done done) {
   Status refused;
   if (state_ != SwitchState::kCheckpointed || pending_) {
     refused =
@@ -260,22 +257,19 @@ void EmulatedSwitch::Restore(std::unique_ptr<DeviceBuffer> buffer, std::uint64_t
             ? Unavailable(fmt::format("instance {} failed: {}", snapshot_id_, failure_.ToString()))
             : FailedPrecondition(fmt::format("instance {}: restore while {}", snapshot_id_,
                                              SwitchStateName(state_)));
-  } else if (AsEmulated(*buffer) == nullptr) {
+  } else if (AsEmulated(buffer) == nullptr) {
     refused = InvalidArgument("an emulated switch needs an emulated GPU's memory");
-  } else if (quota_bytes > buffer->size_bytes() ||
+  } else if (quota_bytes > buffer.size_bytes() ||
              (snapshot_ && snapshot_->size_bytes() > quota_bytes)) {
     refused = InvalidArgument(fmt::format(
         "instance {}: a quota of {} does not hold its image of {} in a slice of {}", snapshot_id_,
-        quota_bytes, snapshot_ ? snapshot_->size_bytes() : 0, buffer->size_bytes()));
+        quota_bytes, snapshot_ ? snapshot_->size_bytes() : 0, buffer.size_bytes()));
   }
   if (!refused.ok()) {
-    auto holder = std::make_shared<std::unique_ptr<DeviceBuffer>>(std::move(buffer));
-    boost::asio::post(context_.loop, [done = std::move(done), refused, holder] {
-      done(refused, std::move(*holder));
-    });
+    boost::asio::post(context_.loop, [done = std::move(done), refused] { done(refused); });
     return;
   }
-  buffer_ = std::move(buffer);
+  buffer_ = &buffer;
   quota_bytes_ = quota_bytes;
   gpu_ = gpu;
   pending_ = std::move(done);
@@ -287,17 +281,19 @@ void EmulatedSwitch::Restore(std::unique_ptr<DeviceBuffer> buffer, std::uint64_t
   }
   copy_in_flight_ = true;
   boost::asio::post(
-      context_.copies, [self = shared_from_this(), snapshot = snapshot_, buffer = buffer_.get()] {
+      context_.copies, [self = shared_from_this(), snapshot = snapshot_, buffer = buffer_] {
         auto report = self->context_.engine.Restore(*snapshot, *buffer);
         boost::asio::post(self->context_.loop, [self, report = std::move(report)]() mutable {
           self->copy_in_flight_ = false;
           if (self->state_ == SwitchState::kFailed) {
-            return self->Complete(self->failure_, std::move(self->buffer_));
+            self->buffer_ = nullptr;
+            return self->Complete(self->failure_);
           }
           if (!report.ok()) {
             self->state_ = SwitchState::kCheckpointed;
             self->gpu_ = nullptr;
-            return self->Complete(report.status(), std::move(self->buffer_));
+            self->buffer_ = nullptr;
+            return self->Complete(report.status());
           }
           self->last_restore_ = *report;
           self->SendMap();
@@ -305,10 +301,10 @@ void EmulatedSwitch::Restore(std::unique_ptr<DeviceBuffer> buffer, std::uint64_t
       });
 }
 
-void EmulatedSwitch::Complete(Status status, std::unique_ptr<DeviceBuffer> buffer) {
-  BufferDone done = std::move(pending_);
+void EmulatedSwitch::Complete(Status status) {
+  Done done = std::move(pending_);
   pending_ = nullptr;
-  if (done) done(std::move(status), std::move(buffer));
+  if (done) done(std::move(status));
 }
 
 void EmulatedSwitch::Fail(Status why) {
@@ -322,10 +318,14 @@ void EmulatedSwitch::Fail(Status why) {
   boost::system::error_code ignored;
   reader_.close(ignored);
   if (pending_) {
-    // A copy in flight still touches the buffer: its completion hands it back.
-    if (!copy_in_flight_) Complete(failure_, std::move(buffer_));
+    // A copy in flight still touches the buffer: its completion lets it go.
+    if (!copy_in_flight_) {
+      buffer_ = nullptr;
+      Complete(failure_);
+    }
     return;
   }
+  if (!copy_in_flight_) buffer_ = nullptr;
   if (on_failure_) on_failure_(failure_);
 }
 
@@ -338,11 +338,6 @@ void EmulatedSwitch::Close() {
   }
   on_failure_ = nullptr;  // the caller asked for it
   Fail(Cancelled("closed"));
-}
-
-std::unique_ptr<DeviceBuffer> EmulatedSwitch::TakeBuffer() {
-  if (state_ != SwitchState::kFailed || copy_in_flight_ || pending_) return nullptr;
-  return std::move(buffer_);
 }
 
 void EmulatedSwitch::GrantCompute(Duration quantum) {

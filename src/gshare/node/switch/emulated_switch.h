@@ -5,17 +5,18 @@
 //  - Attach maps the instance's first slice (it initializes its model there);
 //  - Checkpoint locks the instance (its kernel in flight finishes, no other starts), copies the
 //    image it reports through the restore engine into its host snapshot (nothing is copied when
-//    the snapshot already holds it: fast swap), unmaps the segment in the instance, and hands the
-//    slice's buffer back to the caller, who frees it;
+//    the snapshot already holds it: fast swap), and unmaps the segment in the instance, after
+//    which the caller may free the slice's buffer;
 //  - Restore copies the snapshot into a buffer on any emulated GPU, maps it at the same
 //    addresses, and unlocks the instance.
 // While resident, the instance's compute requests go to the arbiter of its GPU.
 //
 // Every operation completes by calling its callback on the event loop, never from inside the
-// call. A buffer handed in always comes back: with the failure of an operation, or from the
-// Checkpoint that ends its residency; the caller owns its accounting. When the instance dies or
-// breaks the protocol, the switch fails: a pending operation completes with Unavailable once no
-// copy touches its buffer any more, and every later call fails at once.
+// call. Buffers are the caller's (with their accounting) and are borrowed: one passed to Attach or
+// Restore must stay alive until a Checkpoint ends the residency, or until the operation fails, or
+// until the switch fails (on_failure, or the failed operation's callback). When the instance dies
+// or breaks the protocol, the switch fails: a pending operation completes with Unavailable once
+// no copy touches its buffer any more, and every later call fails at once.
 //
 // Threading: every method on the event loop (`context.loop`); copies run on `context.copies`.
 // Created through Create as a shared_ptr: callbacks in flight keep it alive.
@@ -62,8 +63,6 @@ class EmulatedSwitch final : public std::enable_shared_from_this<EmulatedSwitch>
                              private ComputeArbiter::Client {
  public:
   using Done = std::function<void(Status)>;
-  // The buffer comes back on failure (and from Checkpoint); null otherwise.
-  using BufferDone = std::function<void(Status, std::unique_ptr<DeviceBuffer>)>;
 
   // `snapshot_id` names the instance's snapshot in the store (unique per instance).
   // `on_failure` is called once when the switch fails outside an operation (may be empty).
@@ -74,21 +73,18 @@ class EmulatedSwitch final : public std::enable_shared_from_this<EmulatedSwitch>
 
   // Maps `buffer` (an emulated GPU's) as the instance's first device memory, with `quota_bytes`
   // as its allocation bound, once it has said hello. Precondition: kStarting.
-  void Attach(std::unique_ptr<DeviceBuffer> buffer, std::uint64_t quota_bytes, ComputeArbiter* gpu,
-              BufferDone done);
-  // Precondition: kResident. On success the buffer comes back; on a failure that leaves the
-  // instance alive (no room in the snapshot store, a copy error) it stays resident and unlocked,
-  // and the buffer stays attached.
-  void Checkpoint(BufferDone done);
+  void Attach(DeviceBuffer& buffer, std::uint64_t quota_bytes, ComputeArbiter* gpu, Done done);
+  // Precondition: kResident. `force_copy`: copy even when the snapshot holds the image already
+  // (no fast swap). On a failure that leaves the instance alive (no room in the snapshot store, a
+  // copy error) it stays resident and unlocked, on its buffer.
+  void Checkpoint(bool force_copy, Done done);
   // Precondition: kCheckpointed.
-  void Restore(std::unique_ptr<DeviceBuffer> buffer, std::uint64_t quota_bytes, ComputeArbiter* gpu,
-               BufferDone done);
+  void Restore(DeviceBuffer& buffer, std::uint64_t quota_bytes, ComputeArbiter* gpu, Done done);
   // Stops listening to the instance and withdraws it from its GPU's compute engine. The
   // snapshot is removed from the store. A pending operation fails.
   void Close();
-  // After a failure outside an operation (the instance died while resident): the slice's buffer,
-  // for the caller to free. Null when there is none.
-  std::unique_ptr<DeviceBuffer> TakeBuffer();
+  // Whether the switch may still touch the buffer last passed to Attach or Restore.
+  bool uses_buffer() const { return buffer_ != nullptr; }
 
   SwitchState state() const { return state_; }
   std::int64_t pid() const { return pid_; }
@@ -105,7 +101,7 @@ class EmulatedSwitch final : public std::enable_shared_from_this<EmulatedSwitch>
   void OnMessage(fn::ReceivedMessage received);
   void SendMap();
   void Fail(Status why);
-  void Complete(Status status, std::unique_ptr<DeviceBuffer> buffer);
+  void Complete(Status status);
   void StartCheckpointCopy(std::uint64_t used_bytes, bool written);
   void GrantCompute(Duration quantum) override;
   Status Send(const fn::ControlMessage& message, int fd = -1);
@@ -121,12 +117,13 @@ class EmulatedSwitch final : public std::enable_shared_from_this<EmulatedSwitch>
   bool closed_ = false;
   bool copy_in_flight_ = false;
   std::int64_t pid_ = 0;
-  std::unique_ptr<DeviceBuffer> buffer_;  // the slice's memory while attached or restoring
+  DeviceBuffer* buffer_ = nullptr;  // the slice's memory (borrowed) while the switch may use it
+  bool force_copy_ = false;
   std::uint64_t quota_bytes_ = 0;
   std::uint64_t generation_ = 0;
   ComputeArbiter* gpu_ = nullptr;
   SnapshotRef snapshot_;  // empty until the first checkpoint, and while the image is empty
-  BufferDone pending_;
+  Done pending_;
   Status failure_;
   TransferReport last_checkpoint_;
   TransferReport last_restore_;

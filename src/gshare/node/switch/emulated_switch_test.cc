@@ -115,11 +115,6 @@ class FunctionChild {
   std::FILE* out_ = nullptr;
 };
 
-struct OpResult {
-  Status status;
-  std::unique_ptr<DeviceBuffer> buffer;
-};
-
 class EmulatedSwitchTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -148,6 +143,7 @@ class EmulatedSwitchTest : public ::testing::Test {
       closed.set_value();
     });
     closed.get_future().get();
+    first_slices_.clear();
     work_.reset();
     loop_thread_.join();
     copies_.join();
@@ -161,15 +157,11 @@ class EmulatedSwitchTest : public ::testing::Test {
     return promise.get_future().get();
   }
 
-  // Runs an operation that completes through a BufferDone callback, and waits for it.
+  // Runs an operation that completes through a Done callback, and waits for it.
   template <typename Start>
-  OpResult Operate(Start start) {
-    std::promise<OpResult> promise;
-    boost::asio::post(loop_, [&] {
-      start([&](Status status, std::unique_ptr<DeviceBuffer> buffer) {
-        promise.set_value({std::move(status), std::move(buffer)});
-      });
-    });
+  Status Operate(Start start) {
+    std::promise<Status> promise;
+    boost::asio::post(loop_, [&] { start([&](Status status) { promise.set_value(status); }); });
     return promise.get_future().get();
   }
 
@@ -191,10 +183,12 @@ class EmulatedSwitchTest : public ::testing::Test {
       switches_.push_back(s);
       return s;
     });
-    auto attached = Operate([&](EmulatedSwitch::BufferDone done) {
-      created->Attach(Slice(gpu), kSlice, &arbiters_[gpu], std::move(done));
+    first_slices_.push_back(Slice(gpu));  // freed after the switches are closed
+    DeviceBuffer& slice = *first_slices_.back();
+    const Status attached = Operate([&](EmulatedSwitch::Done done) {
+      created->Attach(slice, kSlice, &arbiters_[gpu], std::move(done));
     });
-    EXPECT_TRUE(attached.status.ok()) << attached.status.ToString();
+    EXPECT_TRUE(attached.ok()) << attached.ToString();
     const std::string line = child->ReadLine();
     EXPECT_EQ(line.rfind("ready ", 0), 0u) << line;
     if (ready != nullptr) *ready = line;
@@ -214,6 +208,7 @@ class EmulatedSwitchTest : public ::testing::Test {
       loop_.get_executor()};
   boost::asio::thread_pool copies_{1};
   ComputeArbiter arbiters_[2];
+  std::vector<std::unique_ptr<DeviceBuffer>> first_slices_;
   std::vector<std::shared_ptr<EmulatedSwitch>> switches_;
   std::thread loop_thread_;
   int next_id_ = 0;
@@ -234,35 +229,42 @@ TEST_F(EmulatedSwitchTest, RoundTripsOntoAnotherGpuKeepAddressesAndOutputs) {
   ASSERT_EQ(before.size(), 3u);
   ASSERT_EQ(before[0], "sum");
 
-  OpResult out = Operate([&](auto done) { instance->Checkpoint(std::move(done)); });
-  ASSERT_TRUE(out.status.ok()) << out.status.ToString();
-  ASSERT_NE(out.buffer, nullptr);
+  Status out = Operate([&](auto done) { instance->Checkpoint(false, std::move(done)); });
+  ASSERT_TRUE(out.ok()) << out.ToString();
+  EXPECT_FALSE(instance->uses_buffer());
   EXPECT_EQ(instance->state(), SwitchState::kCheckpointed);
   EXPECT_FALSE(instance->last_checkpoint().skipped);
   EXPECT_EQ(instance->last_checkpoint().bytes, 4u << 20);  // the weights, page-rounded
-  out.buffer.reset();
+  first_slices_.clear();
   EXPECT_EQ(Allocated(0), 0u);  // pages released
 
-  OpResult in = Operate(
-      [&](auto done) { instance->Restore(Slice(1), kSlice, &arbiters_[1], std::move(done)); });
-  ASSERT_TRUE(in.status.ok()) << in.status.ToString();
-  EXPECT_EQ(in.buffer, nullptr);
+  auto on_gpu1 = Slice(1);
+  Status in = Operate(
+      [&](auto done) { instance->Restore(*on_gpu1, kSlice, &arbiters_[1], std::move(done)); });
+  ASSERT_TRUE(in.ok()) << in.ToString();
   EXPECT_EQ(instance->last_restore().bytes, 4u << 20);
   EXPECT_EQ(Allocated(1), kSlice);
   EXPECT_EQ(Words(child->Ask("sum")), before);  // same bytes, same address, on GPU 1
 
   // Nothing was written since the restore: the second checkpoint copies nothing (fast swap).
-  out = Operate([&](auto done) { instance->Checkpoint(std::move(done)); });
-  ASSERT_TRUE(out.status.ok()) << out.status.ToString();
+  out = Operate([&](auto done) { instance->Checkpoint(false, std::move(done)); });
+  ASSERT_TRUE(out.ok()) << out.ToString();
   EXPECT_TRUE(instance->last_checkpoint().skipped);
   EXPECT_EQ(instance->last_checkpoint().bytes, 0u);
-  out.buffer.reset();
+  on_gpu1.reset();
   EXPECT_EQ(Allocated(1), 0u);
 
+  auto on_gpu0 = Slice(0);
   in = Operate(
-      [&](auto done) { instance->Restore(Slice(0), kSlice, &arbiters_[0], std::move(done)); });
-  ASSERT_TRUE(in.status.ok()) << in.status.ToString();
+      [&](auto done) { instance->Restore(*on_gpu0, kSlice, &arbiters_[0], std::move(done)); });
+  ASSERT_TRUE(in.ok()) << in.ToString();
   EXPECT_EQ(Words(child->Ask("sum")), before);
+
+  // Asked to, a checkpoint copies although the snapshot holds the image.
+  out = Operate([&](auto done) { instance->Checkpoint(true, std::move(done)); });
+  ASSERT_TRUE(out.ok()) << out.ToString();
+  EXPECT_FALSE(instance->last_checkpoint().skipped);
+  EXPECT_EQ(instance->last_checkpoint().bytes, 4u << 20);
 }
 
 TEST_F(EmulatedSwitchTest, RoundTripsUnderConcurrentRequests) {
@@ -270,19 +272,23 @@ TEST_F(EmulatedSwitchTest, RoundTripsUnderConcurrentRequests) {
   const std::string expected = child->Ask("sum");
   // Requests keep coming while the node switches the instance back and forth: every answer is
   // the same, whichever GPU served it, and a switch waits for the kernel in flight.
+  std::unique_ptr<DeviceBuffer> slice;
   for (int round = 0; round < 6; ++round) {
     child->Send("sum");
-    OpResult out = Operate([&](auto done) { instance->Checkpoint(std::move(done)); });
-    ASSERT_TRUE(out.status.ok()) << out.status.ToString();
-    out.buffer.reset();
+    const Status out = Operate([&](auto done) { instance->Checkpoint(false, std::move(done)); });
+    ASSERT_TRUE(out.ok()) << out.ToString();
+    slice.reset();
     child->Send("sum");  // waits, unmapped, until the restore below
-    OpResult in = Operate([&](auto done) {
-      instance->Restore(Slice(round % 2), kSlice, &arbiters_[round % 2], std::move(done));
+    slice = Slice(round % 2);
+    const Status in = Operate([&](auto done) {
+      instance->Restore(*slice, kSlice, &arbiters_[round % 2], std::move(done));
     });
-    ASSERT_TRUE(in.status.ok()) << in.status.ToString();
+    ASSERT_TRUE(in.ok()) << in.ToString();
     EXPECT_EQ(child->ReadLine(), expected);
     EXPECT_EQ(child->ReadLine(), expected);
   }
+  const Status out = Operate([&](auto done) { instance->Checkpoint(false, std::move(done)); });
+  ASSERT_TRUE(out.ok()) << out.ToString();
 }
 
 TEST_F(EmulatedSwitchTest, AQuotaOverrunFailsOnlyThatRequest) {
@@ -350,43 +356,42 @@ TEST_F(EmulatedSwitchTest, AFunctionCannotReachAnothersSegments) {
   }
 }
 
-TEST_F(EmulatedSwitchTest, AFunctionKilledDuringACheckpointHandsItsMemoryBack) {
+TEST_F(EmulatedSwitchTest, AFunctionKilledDuringACheckpointLetsItsMemoryGo) {
   auto [instance, child] = Launch(0);
   child->Send("hang");
   ASSERT_EQ(child->ReadLine(), "hanging");  // a kernel that never ends holds the GPU
-  std::promise<OpResult> promise;
+  std::promise<Status> promise;
   boost::asio::post(loop_, [&] {
-    instance->Checkpoint([&](Status status, std::unique_ptr<DeviceBuffer> buffer) {
-      promise.set_value({std::move(status), std::move(buffer)});
-    });
+    instance->Checkpoint(false, [&](Status status) { promise.set_value(status); });
   });
   // The lock waits for the kernel; the process dies instead.
   EXPECT_EQ(OnLoop([&] { return instance->state(); }), SwitchState::kLocking);
   child->Kill();
-  OpResult out = promise.get_future().get();
-  EXPECT_EQ(out.status.code(), StatusCode::kUnavailable);
-  ASSERT_NE(out.buffer, nullptr);
-  out.buffer.reset();
+  const Status out = promise.get_future().get();
+  EXPECT_EQ(out.code(), StatusCode::kUnavailable);
+  EXPECT_FALSE(OnLoop([&] { return instance->uses_buffer(); }));
+  first_slices_.clear();
   EXPECT_EQ(Allocated(0), 0u);
   EXPECT_EQ(OnLoop([&] { return instance->state(); }), SwitchState::kFailed);
-  // Later calls fail at once, handing their buffer back.
-  OpResult again = Operate(
-      [&](auto done) { instance->Restore(Slice(1), kSlice, &arbiters_[1], std::move(done)); });
-  EXPECT_EQ(again.status.code(), StatusCode::kUnavailable);
-  EXPECT_NE(again.buffer, nullptr);
+  // Later calls fail at once.
+  auto slice = Slice(1);
+  const Status again = Operate(
+      [&](auto done) { instance->Restore(*slice, kSlice, &arbiters_[1], std::move(done)); });
+  EXPECT_EQ(again.code(), StatusCode::kUnavailable);
 }
 
-TEST_F(EmulatedSwitchTest, AFunctionKilledWhileCheckpointedFailsItsRestoreWithItsMemoryBack) {
+TEST_F(EmulatedSwitchTest, AFunctionKilledWhileCheckpointedFailsItsRestore) {
   auto [instance, child] = Launch(0);
-  OpResult out = Operate([&](auto done) { instance->Checkpoint(std::move(done)); });
-  ASSERT_TRUE(out.status.ok());
-  out.buffer.reset();
+  const Status out = Operate([&](auto done) { instance->Checkpoint(false, std::move(done)); });
+  ASSERT_TRUE(out.ok());
+  first_slices_.clear();
   child->Kill();
-  OpResult in = Operate(
-      [&](auto done) { instance->Restore(Slice(1), kSlice, &arbiters_[1], std::move(done)); });
-  EXPECT_FALSE(in.status.ok());
-  ASSERT_NE(in.buffer, nullptr);
-  in.buffer.reset();
+  auto slice = Slice(1);
+  const Status in = Operate(
+      [&](auto done) { instance->Restore(*slice, kSlice, &arbiters_[1], std::move(done)); });
+  EXPECT_FALSE(in.ok());
+  EXPECT_FALSE(OnLoop([&] { return instance->uses_buffer(); }));
+  slice.reset();
   EXPECT_EQ(Allocated(1), 0u);
   EXPECT_EQ(OnLoop([&] { return instance->state(); }), SwitchState::kFailed);
 }
