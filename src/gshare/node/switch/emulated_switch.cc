@@ -329,6 +329,14 @@ void EmulatedSwitch::Fail(Status why) {
   if (on_failure_) on_failure_(failure_);
 }
 
+void EmulatedSwitch::SetQuota(std::uint64_t quota_bytes) {
+  if (state_ != SwitchState::kResident || buffer_ == nullptr) return;
+  quota_bytes_ = std::min(quota_bytes, buffer_->size_bytes());
+  if (const Status sent = Send({.type = ControlType::kSetQuota, .a = quota_bytes_}); !sent.ok()) {
+    Fail(sent);
+  }
+}
+
 void EmulatedSwitch::Close() {
   if (closed_) return;
   closed_ = true;

@@ -80,6 +80,8 @@ class EmulatedSwitch final : public std::enable_shared_from_this<EmulatedSwitch>
   void Checkpoint(bool force_copy, Done done);
   // Precondition: kCheckpointed.
   void Restore(DeviceBuffer& buffer, std::uint64_t quota_bytes, ComputeArbiter* gpu, Done done);
+  // Changes the allocation bound of a resident instance (<= its slice's memory).
+  void SetQuota(std::uint64_t quota_bytes);
   // Stops listening to the instance and withdraws it from its GPU's compute engine. The
   // snapshot is removed from the store. A pending operation fails.
   void Close();

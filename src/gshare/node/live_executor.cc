@@ -1,0 +1,625 @@
+#include "gshare/node/live_executor.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <boost/asio/post.hpp>
+#include <utility>
+
+#include "gshare/common/units.h"
+#include "gshare/fn/control_channel.h"
+
+namespace gshare {
+namespace {
+
+std::uint64_t PageBytes() { return static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE)); }
+
+std::uint64_t RoundUp(std::uint64_t value, std::uint64_t to) { return (value + to - 1) / to * to; }
+
+}  // namespace
+
+LiveExecutor::LiveExecutor(NodeResources resources, const FunctionRegistry& functions,
+                           InstanceHost& host, LiveExecutorOptions options)
+    : resources_(resources),
+      functions_(functions),
+      host_(host),
+      options_(std::move(options)),
+      meter_(std::span<const GpuType>(&options_.gpu_type, 1), options_.accounting_start),
+      device_held_(resources.devices.size(), false) {
+  std::uint64_t largest = 0;
+  for (const Device* device : resources_.devices) {
+    largest = std::max(largest, device->info().memory_bytes);
+  }
+  device_reserve_bytes_ = RoundUp(std::max<std::uint64_t>(largest, 1), PageBytes());
+}
+
+LiveExecutor::~LiveExecutor() { Shutdown(); }
+
+void LiveExecutor::Shutdown() {
+  if (shut_down_) return;
+  shut_down_ = true;
+  for (auto& [id, timer] : timers_) timer->cancel();
+  timers_.clear();
+  for (auto& [id, instance] : instances_) {
+    if (instance.switcher) instance.switcher->Close();
+    host_.Stop(id);
+  }
+  instances_.clear();
+  for (Gpu& gpu : gpus_) gpu.slices.clear();  // buffers in copies stay alive with the copies
+}
+
+bool LiveExecutor::Busy() const {
+  if (scheduler_timers_ > 0) return true;
+  for (const Gpu& gpu : gpus_) {
+    if (gpu.detaching_bytes > 0) return true;
+    for (const auto& [function, slice] : gpu.slices) {
+      if (slice.state != SliceState::kResident || !slice.runs.empty()) return true;
+    }
+  }
+  for (const auto& [id, instance] : instances_) {
+    if (instance.state == InstanceState::kDetaching || instance.state == InstanceState::kStarting ||
+        instance.state == InstanceState::kReserved) {
+      return true;
+    }
+  }
+  return false;
+}
+
+void LiveExecutor::Violation(Status status) {
+  spdlog::error("scheduler contract violation: {}", status.ToString());
+  if (violation_.ok()) violation_ = std::move(status);
+}
+
+LiveExecutor::Gpu* LiveExecutor::CheckGpu(GpuId gpu, const char* call) {
+  if (gpu >= gpus_.size() || !gpus_[gpu].held) {
+    Violation(Internal(fmt::format("{}: GPU {} is not held", call, gpu)));
+    return nullptr;
+  }
+  if (!gpus_[gpu].ready) {
+    Violation(Internal(fmt::format("{}: GPU {} is not ready", call, gpu)));
+    return nullptr;
+  }
+  return &gpus_[gpu];
+}
+
+LiveExecutor::Slice* LiveExecutor::CheckSlice(Gpu& gpu, GpuId id, FunctionId function,
+                                              const char* call) {
+  auto it = gpu.slices.find(function);
+  if (it == gpu.slices.end() || it->second.state != SliceState::kResident) {
+    Violation(
+        Internal(fmt::format("{}: function {} is not resident on GPU {}", call, function, id)));
+    return nullptr;
+  }
+  return &it->second;
+}
+
+void LiveExecutor::Submit(const Request& request) {
+  if (shut_down_) return;
+  requests_[request.id] = request;
+  if (scheduler_ != nullptr) scheduler_->OnRequest(request);
+}
+
+Result<GpuId> LiveExecutor::AcquireGpu(GpuTypeId type, Duration startup) {
+  if (type != 0) return InvalidArgument(fmt::format("the node has no GPU type {}", type));
+  std::size_t device = 0;
+  while (device < device_held_.size() && device_held_[device]) ++device;
+  if (device == device_held_.size()) {
+    return ResourceExhausted(
+        fmt::format("all {} GPUs of the node are held", resources_.devices.size()));
+  }
+  device_held_[device] = true;
+  const auto id = static_cast<GpuId>(gpus_.size());
+  Gpu& gpu = gpus_.emplace_back();
+  gpu.device = device;
+  gpu.held = true;
+  gpu.ready = startup <= Duration::zero();
+  gpu.arbiter = std::make_unique<ComputeArbiter>(options_.quantum);
+  meter_.GpuAcquired(Now(), 0);
+  if (!gpu.ready) {
+    auto timer = std::make_unique<boost::asio::steady_timer>(resources_.loop, startup);
+    const std::uint64_t key = next_timer_++;
+    ++scheduler_timers_;
+    timer->async_wait([this, id, key](const boost::system::error_code& error) {
+      timers_.erase(key);
+      --scheduler_timers_;
+      if (error || shut_down_ || !gpus_[id].held) return;
+      gpus_[id].ready = true;
+      if (scheduler_ != nullptr) scheduler_->OnGpuReady(id);
+    });
+    timers_[key] = std::move(timer);
+  }
+  return id;
+}
+
+void LiveExecutor::ReleaseGpu(GpuId id) {
+  if (id >= gpus_.size() || !gpus_[id].held) {
+    return Violation(Internal(fmt::format("ReleaseGpu: GPU {} is not held", id)));
+  }
+  Gpu& gpu = gpus_[id];
+  if (!gpu.slices.empty()) {
+    return Violation(Internal(fmt::format("ReleaseGpu: GPU {} still has slices", id)));
+  }
+  gpu.held = false;
+  meter_.GpuReleased(Now(), 0);
+  // The device is free once the instances leaving it have unmapped.
+  if (gpu.detaching_bytes == 0) device_held_[gpu.device] = false;
+}
+
+std::uint64_t LiveExecutor::SliceBytes(std::uint64_t reserve_bytes) const {
+  return RoundUp(reserve_bytes, PageBytes());
+}
+
+std::uintptr_t LiveExecutor::DeviceBase(InstanceId id) const {
+  if (!options_.distinct_device_ranges) return options_.device_base;
+  return options_.device_base + static_cast<std::uintptr_t>(id * device_reserve_bytes_);
+}
+
+void LiveExecutor::Restore(GpuId id, FunctionId function, std::uint64_t reserve_bytes) {
+  Gpu* gpu = CheckGpu(id, "Restore");
+  if (gpu == nullptr) return;
+  if (function >= functions_.size() || !functions_.active(function)) {
+    return Violation(Internal(fmt::format("Restore: function {} is not served", function)));
+  }
+  const ResolvedFunction& spec = functions_[function];
+  if (gpu->slices.contains(function)) {
+    return Violation(
+        Internal(fmt::format("Restore: '{}' already has a slice on GPU {}", spec.name, id)));
+  }
+  if (reserve_bytes < spec.gpu_memory_bytes ||
+      gpu->reserved_bytes + reserve_bytes > options_.gpu_type.memory_bytes) {
+    return Violation(Internal(fmt::format(
+        "Restore: {} for '{}' on GPU {} ({} reserved of {})", FormatBytes(reserve_bytes), spec.name,
+        id, FormatBytes(gpu->reserved_bytes), FormatBytes(options_.gpu_type.memory_bytes))));
+  }
+  if (!Instances(function).CanBind()) {
+    return Violation(Internal(fmt::format("Restore: '{}' has no instance to bind", spec.name)));
+  }
+  // Bind an instance now, so that Instances() tells the truth from this call on.
+  Instance* bound = nullptr;
+  for (auto& [instance_id, instance] : instances_) {
+    if (instance.function != function) continue;
+    const bool idle = instance.state == InstanceState::kIdle ||
+                      (instance.state == InstanceState::kDetaching && !instance.rebind);
+    if (idle && (bound == nullptr || bound->state != InstanceState::kIdle)) bound = &instance;
+  }
+  if (bound == nullptr) {
+    const InstanceId instance_id = next_instance_++;
+    bound = &instances_[instance_id];
+    bound->id = instance_id;
+    bound->function = function;
+    bound->state = InstanceState::kStarting;
+    bound->started = Now();
+  } else if (bound->state == InstanceState::kIdle) {
+    bound->state = InstanceState::kReserved;
+    ++bound->keep_generation;  // its keep timer is void
+  } else {
+    bound->rebind = true;  // detaching: bound now, restored once its detach ends
+  }
+  bound->gpu = id;
+  gpu->reserved_bytes += reserve_bytes;
+  Slice& slice = gpu->slices[function];
+  slice.instance = bound->id;
+  slice.reserve_bytes = reserve_bytes;
+  slice.state = SliceState::kWaitingMemory;
+  meter_.Reserved(Now(), function, static_cast<double>(reserve_bytes));
+  meter_.Restored(Now(), function, spec.model_bytes);
+  boost::asio::post(resources_.loop, [this, id, function] {
+    if (!shut_down_) StartSliceMemory(id, function);
+  });
+}
+
+void LiveExecutor::StartSliceMemory(GpuId id, FunctionId function) {
+  Gpu& gpu = gpus_[id];
+  auto it = gpu.slices.find(function);
+  if (it == gpu.slices.end() || it->second.state != SliceState::kWaitingMemory) return;
+  Slice& slice = it->second;
+  auto buffer = resources_.devices[gpu.device]->Allocate(SliceBytes(slice.reserve_bytes));
+  if (!buffer.ok()) {
+    if (buffer.status().code() == StatusCode::kResourceExhausted && gpu.detaching_bytes > 0) {
+      gpu.waiting_memory.push_back(function);  // memory still being given back
+      return;
+    }
+    return RestoreFinished(id, function, buffer.status());
+  }
+  slice.buffer = std::move(buffer).value();
+  slice.state = SliceState::kRestoring;
+  BindInstance(id, function);
+}
+
+void LiveExecutor::BindInstance(GpuId id, FunctionId function) {
+  Slice& slice = gpus_[id].slices.at(function);
+  Instance& instance = instances_.at(slice.instance);
+  if (instance.state == InstanceState::kStarting) return StartInstance(id, function);
+  if (instance.state == InstanceState::kDetaching) {
+    instance.after_detach = [this, id, function] { BindInstance(id, function); };
+    return;
+  }
+  instance.state = InstanceState::kBound;
+  const InstanceId instance_id = instance.id;
+  const std::shared_ptr<DeviceBuffer> keep_alive = slice.buffer;
+  instance.switcher->Restore(
+      *slice.buffer, slice.reserve_bytes, gpus_[id].arbiter.get(),
+      [this, id, function, instance_id, keep_alive](Status status) {
+        if (shut_down_) return;
+        auto it = gpus_[id].slices.find(function);
+        if (it == gpus_[id].slices.end() || it->second.instance != instance_id) return;
+        if (!status.ok() && status.code() == StatusCode::kUnavailable) {
+          return InstanceLost(instance_id, status);
+        }
+        RestoreFinished(id, function, status);
+      });
+}
+
+void LiveExecutor::StartInstance(GpuId id, FunctionId function) {
+  Slice& slice = gpus_[id].slices.at(function);
+  Instance& instance = instances_.at(slice.instance);
+  const InstanceId instance_id = instance.id;
+  auto pair = fn::ControlChannel::CreatePair();
+  if (!pair.ok()) return RestoreFinished(id, function, pair.status());
+  instance.switcher = EmulatedSwitch::Create(
+      {resources_.loop, resources_.copies, resources_.engine, resources_.snapshots},
+      fmt::format("instance-{}", instance_id), std::move(pair->first),
+      [this, instance_id](Status status) { InstanceLost(instance_id, status); });
+  InstanceLaunch launch;
+  launch.instance = instance_id;
+  launch.function = function;
+  launch.control = std::move(pair->second);
+  launch.device_base = DeviceBase(instance_id);
+  launch.device_reserve_bytes = device_reserve_bytes_;
+  launch.on_ready = [this, instance_id] {
+    auto it = instances_.find(instance_id);
+    if (it == instances_.end()) return;
+    it->second.ready = true;
+    MaybeRestoreDone(it->second);
+  };
+  launch.on_exit = [this, instance_id](Status status) {
+    if (status.ok()) status = Unavailable("the process ended");
+    InstanceLost(instance_id, status);
+  };
+  if (const Status started = host_.Start(std::move(launch)); !started.ok()) {
+    instance.switcher->Close();
+    instances_.erase(instance_id);
+    return RestoreFinished(id, function, started);  // the slice is gone and its memory free
+  }
+  auto staging = resources_.staging.Allocate(SliceBytes(slice.reserve_bytes));
+  if (!staging.ok()) {
+    StopInstance(instance);
+    return RestoreFinished(id, function, staging.status());
+  }
+  instance.staging = std::move(staging).value();
+  const std::shared_ptr<DeviceBuffer> keep_alive = instance.staging;
+  instance.switcher->Attach(*instance.staging, slice.reserve_bytes, &staging_compute_,
+                            [this, instance_id, keep_alive](Status status) {
+                              if (shut_down_) return;
+                              auto it = instances_.find(instance_id);
+                              if (it == instances_.end()) return;
+                              if (!status.ok()) return InstanceLost(instance_id, status);
+                              it->second.attached = true;
+                              MaybeRestoreDone(it->second);
+                            });
+}
+
+void LiveExecutor::MaybeRestoreDone(Instance& instance) {
+  if (instance.state != InstanceState::kStarting || !instance.ready || !instance.attached) return;
+  // Loaded in host memory: into its snapshot, then onto the GPU like any restore.
+  const InstanceId instance_id = instance.id;
+  const std::shared_ptr<DeviceBuffer> keep_alive = instance.staging;
+  instance.switcher->Checkpoint(true, [this, instance_id, keep_alive](Status status) {
+    if (shut_down_) return;
+    auto it = instances_.find(instance_id);
+    if (it == instances_.end()) return;
+    if (!status.ok()) return InstanceLost(instance_id, status);
+    it->second.staging.reset();
+    RestoreFromStaging(instance_id);
+  });
+}
+
+void LiveExecutor::RestoreFromStaging(InstanceId instance_id) {
+  Instance& instance = instances_.at(instance_id);
+  const GpuId id = instance.gpu;
+  const FunctionId function = instance.function;
+  auto it = gpus_[id].slices.find(function);
+  if (it == gpus_[id].slices.end() || it->second.instance != instance_id) return;
+  Slice& slice = it->second;
+  const std::shared_ptr<DeviceBuffer> keep_alive = slice.buffer;
+  instance.switcher->Restore(*slice.buffer, slice.reserve_bytes, gpus_[id].arbiter.get(),
+                             [this, id, function, instance_id, keep_alive](Status status) {
+                               if (shut_down_) return;
+                               auto instance_it = instances_.find(instance_id);
+                               if (instance_it == instances_.end()) return;
+                               if (!status.ok()) return InstanceLost(instance_id, status);
+                               instance_it->second.state = InstanceState::kBound;
+                               observed_cold_start_total_ += Now() - instance_it->second.started;
+                               ++observed_cold_starts_;
+                               RestoreFinished(id, function, Status::Ok());
+                             });
+}
+
+void LiveExecutor::RestoreFinished(GpuId id, FunctionId function, const Status& status) {
+  Gpu& gpu = gpus_[id];
+  auto it = gpu.slices.find(function);
+  if (it == gpu.slices.end()) return;
+  if (status.ok()) {
+    it->second.state = SliceState::kResident;
+    if (scheduler_ != nullptr) scheduler_->OnRestoreDone(id, function, status);
+    return;
+  }
+  // The slice is gone and its memory free; its instance, if it lives, is idle again.
+  const InstanceId instance_id = it->second.instance;
+  gpu.reserved_bytes -= it->second.reserve_bytes;
+  meter_.Reserved(Now(), function, -static_cast<double>(it->second.reserve_bytes));
+  gpu.slices.erase(it);
+  if (auto instance = instances_.find(instance_id); instance != instances_.end()) {
+    if (instance->second.state == InstanceState::kStarting) {
+      StopInstance(instance->second);
+    } else {
+      BecomeIdle(instance->second);
+    }
+  }
+  RetryWaitingMemory(id);
+  if (scheduler_ != nullptr) scheduler_->OnRestoreDone(id, function, status);
+}
+
+EvictOutcome LiveExecutor::Evict(GpuId id, FunctionId function, EvictHint hint) {
+  Gpu* gpu = CheckGpu(id, "Evict");
+  if (gpu == nullptr) return EvictOutcome::kDiscarded;
+  Slice* slice = CheckSlice(*gpu, id, function, "Evict");
+  if (slice == nullptr) return EvictOutcome::kDiscarded;
+  if (!slice->runs.empty()) {
+    Violation(Internal(fmt::format("Evict: function {} is running on GPU {}", function, id)));
+    return EvictOutcome::kDiscarded;
+  }
+  const bool report = hint == EvictHint::kCheckpoint;
+  Instance& instance = instances_.at(slice->instance);
+  const InstanceId instance_id = instance.id;
+  std::shared_ptr<DeviceBuffer> buffer = std::move(slice->buffer);
+  gpu->reserved_bytes -= slice->reserve_bytes;
+  gpu->detaching_bytes += buffer->size_bytes();
+  meter_.Reserved(Now(), function, -static_cast<double>(slice->reserve_bytes));
+  gpu->slices.erase(function);
+  instance.state = InstanceState::kDetaching;
+  instance.switcher->Checkpoint(report, [this, instance_id, id, function, buffer,
+                                         report](Status status) mutable {
+    if (shut_down_) return;
+    auto it = instances_.find(instance_id);
+    const std::uint64_t copied =
+        it != instances_.end() && status.ok() ? it->second.switcher->last_checkpoint().bytes : 0;
+    Detached(instance_id, id, function, std::move(buffer), report, status, copied);
+  });
+  return report ? EvictOutcome::kCopying : EvictOutcome::kDiscarded;
+}
+
+void LiveExecutor::Detached(InstanceId instance_id, GpuId id, FunctionId function,
+                            std::shared_ptr<DeviceBuffer> buffer, bool report, const Status& status,
+                            std::uint64_t copied_bytes) {
+  Gpu& gpu = gpus_[id];
+  auto it = instances_.find(instance_id);
+  if (copied_bytes > 0) meter_.Checkpointed(Now(), function, copied_bytes);
+  if (status.ok() || it == instances_.end() || !it->second.switcher->uses_buffer()) {
+    gpu.detaching_bytes -= buffer->size_bytes();
+    buffer.reset();
+  } else {
+    // The checkpoint failed but the instance holds on to its memory: it is stopped, and its
+    // memory goes with it.
+    it->second.orphan = std::move(buffer);
+  }
+  if (it != instances_.end()) {
+    Instance& instance = it->second;
+    if (!status.ok()) {
+      spdlog::warn("instance {} could not leave GPU {}: {}", instance_id, id, status.ToString());
+      if (instance.switcher->state() != SwitchState::kFailed) StopInstance(instance);
+    } else if (instance.rebind) {
+      instance.rebind = false;
+      instance.state = InstanceState::kReserved;
+      if (instance.after_detach) {
+        auto next = std::move(instance.after_detach);
+        instance.after_detach = nullptr;
+        next();
+      }
+    } else {
+      BecomeIdle(instance);
+    }
+  }
+  if (!gpu.held && gpu.detaching_bytes == 0) device_held_[gpu.device] = false;
+  RetryWaitingMemory(id);
+  if (report && scheduler_ != nullptr) scheduler_->OnEvictDone(id, function, status);
+}
+
+void LiveExecutor::RetryWaitingMemory(GpuId id) {
+  Gpu& gpu = gpus_[id];
+  std::deque<FunctionId> waiting;
+  waiting.swap(gpu.waiting_memory);
+  for (const FunctionId function : waiting) StartSliceMemory(id, function);
+}
+
+void LiveExecutor::Resize(GpuId id, FunctionId function, std::uint64_t new_bytes) {
+  Gpu* gpu = CheckGpu(id, "Resize");
+  if (gpu == nullptr) return;
+  Slice* slice = CheckSlice(*gpu, id, function, "Resize");
+  if (slice == nullptr) return;
+  const ResolvedFunction& spec = functions_[function];
+  if (new_bytes < spec.gpu_memory_bytes ||
+      gpu->reserved_bytes - slice->reserve_bytes + new_bytes > options_.gpu_type.memory_bytes) {
+    return Violation(Internal(
+        fmt::format("Resize: '{}' to {} on GPU {}", spec.name, FormatBytes(new_bytes), id)));
+  }
+  const double delta = static_cast<double>(new_bytes) - static_cast<double>(slice->reserve_bytes);
+  gpu->reserved_bytes = gpu->reserved_bytes - slice->reserve_bytes + new_bytes;
+  slice->reserve_bytes = new_bytes;
+  meter_.Reserved(Now(), function, delta);
+  if (!slice->runs.empty()) meter_.Active(Now(), function, delta);
+  // The function's allocations follow the new quota, within the slice's segment.
+  instances_.at(slice->instance)
+      .switcher->SetQuota(std::min<std::uint64_t>(new_bytes, slice->buffer->size_bytes()));
+}
+
+void LiveExecutor::Run(GpuId id, FunctionId function, std::span<const RequestId> batch) {
+  Gpu* gpu = CheckGpu(id, "Run");
+  if (gpu == nullptr) return;
+  Slice* slice = CheckSlice(*gpu, id, function, "Run");
+  if (slice == nullptr) return;
+  if (batch.empty()) return Violation(Internal("Run: an empty batch"));
+  for (const RequestId request : batch) {
+    auto it = requests_.find(request);
+    if (it == requests_.end() || it->second.function != function) {
+      return Violation(
+          Internal(fmt::format("Run: request {} is not an unanswered request of "
+                               "function {}",
+                               request, function)));
+    }
+  }
+  const std::uint64_t run_id = next_run_++;
+  if (slice->runs.empty()) {
+    meter_.Active(Now(), function, static_cast<double>(slice->reserve_bytes));
+  }
+  RunInFlight& run = slice->runs[run_id];
+  run.batch.assign(batch.begin(), batch.end());
+  run.started = Now();
+  const InstanceId instance_id = slice->instance;
+  host_.Infer(instance_id, batch, [this, id, function, instance_id, run_id](Status status) {
+    if (shut_down_) return;
+    auto it = gpus_[id].slices.find(function);
+    if (it == gpus_[id].slices.end() || it->second.instance != instance_id) return;
+    Slice& owner = it->second;
+    auto run_it = owner.runs.find(run_id);
+    if (run_it == owner.runs.end()) return;  // cancelled: the instance died
+    std::vector<RequestId> done_batch = std::move(run_it->second.batch);
+    const Duration elapsed = Now() - run_it->second.started;
+    owner.runs.erase(run_it);
+    if (owner.runs.empty()) {
+      meter_.Active(Now(), function, -static_cast<double>(owner.reserve_bytes));
+    }
+    if (status.ok()) {
+      for (const RequestId request : done_batch) {
+        auto request_it = requests_.find(request);
+        if (request_it == requests_.end()) continue;
+        meter_.Answered(Now(), request_it->second, true);
+        requests_.erase(request_it);
+      }
+    }
+    if (scheduler_ != nullptr) {
+      scheduler_->OnRunDone(id, function, done_batch, RunResult{status, elapsed});
+    }
+  });
+}
+
+void LiveExecutor::FailRequest(RequestId request, const Status& status) {
+  auto it = requests_.find(request);
+  if (it == requests_.end()) {
+    return Violation(Internal(fmt::format("FailRequest: request {} is not unanswered", request)));
+  }
+  meter_.Answered(Now(), it->second, false);
+  requests_.erase(it);
+  host_.Fail(request, status);
+}
+
+InstanceView LiveExecutor::Instances(FunctionId function) const {
+  InstanceView view;
+  for (const auto& [id, instance] : instances_) {
+    if (instance.function != function) continue;
+    switch (instance.state) {
+      case InstanceState::kStarting:
+      case InstanceState::kReserved:
+      case InstanceState::kBound:
+        ++view.bound;
+        break;
+      case InstanceState::kDetaching:
+        ++(instance.rebind ? view.bound : view.idle);
+        break;
+      case InstanceState::kIdle:
+        ++view.idle;
+        break;
+      case InstanceState::kStopping:
+        break;
+    }
+  }
+  if (function < functions_.size()) view.max_instances = functions_[function].max_instances;
+  view.cold_start =
+      observed_cold_starts_ == 0
+          ? options_.cold_start_estimate
+          : observed_cold_start_total_ / static_cast<std::int64_t>(observed_cold_starts_);
+  return view;
+}
+
+void LiveExecutor::SetTimer(TimePoint at, std::uint64_t token) {
+  const Duration wait = std::max(Duration::zero(), at - Now());
+  auto timer = std::make_unique<boost::asio::steady_timer>(resources_.loop, wait);
+  const std::uint64_t key = next_timer_++;
+  ++scheduler_timers_;
+  timer->async_wait([this, key, token](const boost::system::error_code& error) {
+    timers_.erase(key);
+    --scheduler_timers_;
+    if (error || shut_down_ || scheduler_ == nullptr) return;
+    scheduler_->OnTimer(token);
+  });
+  timers_[key] = std::move(timer);
+}
+
+void LiveExecutor::BecomeIdle(Instance& instance) {
+  instance.state = InstanceState::kIdle;
+  const std::uint64_t generation = ++instance.keep_generation;
+  const InstanceId instance_id = instance.id;
+  auto timer = std::make_unique<boost::asio::steady_timer>(resources_.loop, options_.instance_keep);
+  const std::uint64_t key = next_timer_++;
+  timer->async_wait([this, key, instance_id, generation](const boost::system::error_code& error) {
+    timers_.erase(key);
+    if (error || shut_down_) return;
+    auto it = instances_.find(instance_id);
+    if (it == instances_.end() || it->second.state != InstanceState::kIdle ||
+        it->second.keep_generation != generation) {
+      return;
+    }
+    int alive = 0;
+    for (const auto& [id, other] : instances_) {
+      if (other.function == it->second.function && other.state != InstanceState::kStopping) {
+        ++alive;
+      }
+    }
+    if (alive > functions_[it->second.function].min_instances) StopInstance(it->second);
+  });
+  timers_[key] = std::move(timer);
+}
+
+void LiveExecutor::StopInstance(Instance& instance) {
+  instance.state = InstanceState::kStopping;
+  host_.Stop(instance.id);
+}
+
+void LiveExecutor::InstanceLost(InstanceId instance_id, const Status& status) {
+  if (shut_down_) return;
+  auto it = instances_.find(instance_id);
+  if (it == instances_.end()) return;
+  Instance instance = std::move(it->second);
+  instances_.erase(it);
+  if (instance.switcher) instance.switcher->Close();
+  host_.Stop(instance_id);  // when the switch failed first, the process may still run
+  if (instance.state == InstanceState::kStopping || instance.state == InstanceState::kIdle) return;
+  if (instance.state == InstanceState::kDetaching && !instance.rebind) return;  // Detached reports
+  // Bound to a slice (starting, reserved, restored, or rebinding): the slice is gone.
+  Gpu& gpu = gpus_[instance.gpu];
+  for (auto slice_it = gpu.slices.begin(); slice_it != gpu.slices.end(); ++slice_it) {
+    if (slice_it->second.instance != instance_id) continue;
+    const FunctionId function = slice_it->first;
+    Slice& slice = slice_it->second;
+    std::vector<RequestId> lost;
+    for (auto& [run_id, run] : slice.runs)
+      lost.insert(lost.end(), run.batch.begin(), run.batch.end());
+    if (!slice.runs.empty())
+      meter_.Active(Now(), function, -static_cast<double>(slice.reserve_bytes));
+    gpu.reserved_bytes -= slice.reserve_bytes;
+    meter_.Reserved(Now(), function, -static_cast<double>(slice.reserve_bytes));
+    const bool waiting = slice.state == SliceState::kWaitingMemory;
+    gpu.slices.erase(slice_it);
+    if (waiting) {
+      std::erase(gpu.waiting_memory, function);
+    }
+    RetryWaitingMemory(instance.gpu);
+    spdlog::warn("instance {} of '{}' on GPU {} died: {}", instance_id, functions_[function].name,
+                 instance.gpu, status.ToString());
+    if (scheduler_ != nullptr) scheduler_->OnInstanceDied(instance.gpu, function, lost, status);
+    return;
+  }
+}
+
+}  // namespace gshare

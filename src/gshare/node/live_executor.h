@@ -1,0 +1,203 @@
+// LiveExecutor: the Executor of the live node, over emulated GPUs and real function processes.
+//
+// The scheduler's actions become work on the node (docs/node.md, "The live executor"):
+//  - a GPU is one of the node's devices, held while acquired (GPU ids are never reused);
+//  - Restore reserves the slice's memory at once, allocates it on the device, and binds an
+//    instance: an idle one is restored through its switch (its snapshot copied onto the GPU by the
+//    restore engine and mapped at the instance's addresses); otherwise a new process starts (its
+//    cold start) on a staging segment in host memory, loads its model there, answers its
+//    readiness check, is checkpointed into its snapshot and restored onto the slice like any
+//    other: a model reaches a GPU only over the GPU's link;
+//  - Evict checkpoints the instance away through its switch. A kDiscardIfClean eviction frees
+//    the reservation at once and returns kDiscarded (the instance counts as idle at once); the
+//    switch then locks and unmaps the instance, copying only if the function wrote its image, and
+//    a restore that needs the device memory or the instance meanwhile waits for it, as a copy
+//    engine queues copies. kCheckpoint always copies and reports OnEvictDone;
+//  - Run sends the batch to the instance over the function protocol (InstanceHost); its kernels
+//    share the GPU's compute engine with the other resident instances (ComputeArbiter);
+//  - an idle instance stops after `instance_keep`, down to the function's min_instances;
+//  - a process that dies is OnInstanceDied, with the requests of its runs in flight.
+// Time is the steady clock; timers are the loop's. It feeds the Meter as the simulator does.
+//
+// Resize changes the reservation and the function's quota at once; on an emulated GPU the
+// slice's segment keeps the size of its first reservation, so a quota beyond it is capped there
+// (an allocation past it fails in that request).
+//
+// Threading: everything runs on `resources.loop`; copies run on `resources.copies`. The
+// resources, registry and host must outlive the executor; Shutdown before destroying it.
+#pragma once
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/thread_pool.hpp>
+#include <chrono>
+#include <deque>
+#include <map>
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+#include "gshare/common/clock.h"
+#include "gshare/device/device.h"
+#include "gshare/model/gpu_type.h"
+#include "gshare/node/instance_host.h"
+#include "gshare/node/restore_engine.h"
+#include "gshare/node/snapshot_store.h"
+#include "gshare/node/switch/compute_arbiter.h"
+#include "gshare/node/switch/emulated_switch.h"
+#include "gshare/sched/executor.h"
+#include "gshare/sched/function_registry.h"
+#include "gshare/sched/meter.h"
+#include "gshare/sched/scheduler.h"
+
+namespace gshare {
+
+// What the live executor drives; owned by the node.
+struct NodeResources {
+  boost::asio::io_context& loop;
+  boost::asio::thread_pool& copies;
+  std::span<Device* const> devices;  // emulated GPUs, all of `gpu_type`
+  Device& staging;                   // host memory where new instances load their models
+  RestoreEngine& engine;             // over `devices` and `staging`
+  SnapshotStore& snapshots;
+};
+
+struct LiveExecutorOptions {
+  GpuType gpu_type;  // describes the node's GPUs (memory, link, price) to policies and the meter
+  Duration quantum = ComputeArbiter::kDefaultQuantum;
+  Duration instance_keep = std::chrono::minutes(10);
+  // What Instances() reports as a cold start until one was observed; then the mean observed.
+  Duration cold_start_estimate = std::chrono::seconds(1);
+  std::uintptr_t device_base = 0x600000000000ULL;  // every instance's device memory address
+  // Give each instance its own range (base + id x reserve): for instances hosted in one process.
+  bool distinct_device_ranges = false;
+  TimePoint accounting_start{};
+};
+
+class LiveExecutor final : public Executor {
+ public:
+  LiveExecutor(NodeResources resources, const FunctionRegistry& functions, InstanceHost& host,
+               LiveExecutorOptions options);
+  ~LiveExecutor() override;
+
+  void set_scheduler(Scheduler* scheduler) { scheduler_ = scheduler; }
+
+  // A request arrives now (its arrival and deadline are set by the caller from Now()).
+  void Submit(const Request& request);
+  // Requests submitted and not yet answered.
+  std::size_t unanswered() const { return requests_.size(); }
+  // Whether anything is in flight that will reach the scheduler: a restore, an eviction's copy,
+  // a run, a timer it set, a GPU starting. A replay ends when requests are all in and this is
+  // false.
+  bool Busy() const;
+  // The first contract violation by the scheduler (a call that broke a precondition), or OK.
+  const Status& violation() const { return violation_; }
+  const Meter& meter() const { return meter_; }
+  Meter& meter() { return meter_; }
+  // Stops every instance and closes every switch; no scheduler callback fires after it.
+  void Shutdown();
+
+  // Executor interface.
+  TimePoint Now() const override { return clock_.Now(); }
+  std::span<const GpuType> gpu_types() const override { return {&options_.gpu_type, 1}; }
+  const GpuType& TypeOf(GpuId) const override { return options_.gpu_type; }
+  Result<GpuId> AcquireGpu(GpuTypeId type, Duration startup) override;
+  void ReleaseGpu(GpuId gpu) override;
+  void Restore(GpuId gpu, FunctionId function, std::uint64_t reserve_bytes) override;
+  EvictOutcome Evict(GpuId gpu, FunctionId function, EvictHint hint) override;
+  void Resize(GpuId gpu, FunctionId function, std::uint64_t new_bytes) override;
+  void Run(GpuId gpu, FunctionId function, std::span<const RequestId> batch) override;
+  void FailRequest(RequestId request, const Status& status) override;
+  InstanceView Instances(FunctionId function) const override;
+  void SetTimer(TimePoint at, std::uint64_t token) override;
+
+ private:
+  // kStarting: its process starts on its first slice. kReserved: bound to a slice whose memory or
+  // restore has not begun. kBound: restored (or restoring) on its slice. kDetaching: leaving a
+  // slice (counted idle unless `rebind`). kIdle: in host memory only. kStopping: going away.
+  enum class InstanceState { kStarting, kReserved, kBound, kDetaching, kIdle, kStopping };
+  struct Instance {
+    InstanceId id = 0;
+    FunctionId function = 0;
+    InstanceState state = InstanceState::kStarting;
+    std::shared_ptr<EmulatedSwitch> switcher;
+    bool ready = false;     // answered its readiness check
+    bool attached = false;  // its first slice is mapped
+    GpuId gpu = 0;          // while bound
+    TimePoint started{};
+    std::uint64_t keep_generation = 0;
+    bool rebind = false;  // detaching, and already bound to a new slice
+    // Work waiting for a detach to end: the restore onto the new slice.
+    std::function<void()> after_detach;
+    std::shared_ptr<DeviceBuffer> orphan;   // memory it held when a checkpoint failed
+    std::shared_ptr<DeviceBuffer> staging;  // where it loads its model when it starts
+  };
+  enum class SliceState { kWaitingMemory, kRestoring, kResident };
+  struct RunInFlight {
+    std::vector<RequestId> batch;
+    TimePoint started{};
+    std::uint64_t active_bytes = 0;
+  };
+  struct Slice {
+    InstanceId instance = 0;
+    std::uint64_t reserve_bytes = 0;
+    SliceState state = SliceState::kWaitingMemory;
+    std::shared_ptr<DeviceBuffer> buffer;       // shared with the switch operations in flight
+    std::map<std::uint64_t, RunInFlight> runs;  // in flight, by run id
+  };
+  struct Gpu {
+    std::size_t device = 0;
+    bool held = false;
+    bool ready = false;
+    std::uint64_t reserved_bytes = 0;
+    std::unordered_map<FunctionId, Slice> slices;
+    std::unique_ptr<ComputeArbiter> arbiter;
+    // Buffers of detaching instances, freed when their checkpoint ends.
+    std::uint64_t detaching_bytes = 0;
+    std::deque<FunctionId> waiting_memory;  // restores waiting for detaches to free memory
+  };
+
+  Gpu* CheckGpu(GpuId gpu, const char* call);
+  Slice* CheckSlice(Gpu& gpu, GpuId id, FunctionId function, const char* call);
+  void Violation(Status status);
+  void StartSliceMemory(GpuId gpu, FunctionId function);
+  void BindInstance(GpuId gpu, FunctionId function);
+  void StartInstance(GpuId gpu, FunctionId function);
+  void MaybeRestoreDone(Instance& instance);
+  void RestoreFromStaging(InstanceId id);
+  void RestoreFinished(GpuId gpu, FunctionId function, const Status& status);
+  void Detached(InstanceId id, GpuId gpu, FunctionId function, std::shared_ptr<DeviceBuffer> buffer,
+                bool report, const Status& status, std::uint64_t copied_bytes);
+  void InstanceLost(InstanceId id, const Status& status);
+  void BecomeIdle(Instance& instance);
+  void StopInstance(Instance& instance);
+  void RetryWaitingMemory(GpuId gpu);
+  std::uint64_t SliceBytes(std::uint64_t reserve_bytes) const;
+  std::uintptr_t DeviceBase(InstanceId id) const;
+
+  NodeResources resources_;
+  const FunctionRegistry& functions_;
+  InstanceHost& host_;
+  const LiveExecutorOptions options_;
+  SteadyClock clock_;
+  Meter meter_;
+  Scheduler* scheduler_ = nullptr;
+  Status violation_;
+  bool shut_down_ = false;
+
+  ComputeArbiter staging_compute_;  // the host's compute, for models loading into staging
+  std::vector<bool> device_held_;
+  std::vector<Gpu> gpus_;  // by GpuId
+  std::map<InstanceId, Instance> instances_;
+  InstanceId next_instance_ = 1;
+  std::uint64_t next_run_ = 1;
+  std::unordered_map<RequestId, Request> requests_;
+  std::map<std::uint64_t, std::unique_ptr<boost::asio::steady_timer>> timers_;
+  std::uint64_t next_timer_ = 0;
+  int scheduler_timers_ = 0;  // timers set by SetTimer or GPU startups, not yet fired
+  std::uint64_t device_reserve_bytes_ = 0;
+  Duration observed_cold_start_total_{};
+  std::uint64_t observed_cold_starts_ = 0;
+};
+
+}  // namespace gshare

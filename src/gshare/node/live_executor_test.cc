@@ -1,0 +1,250 @@
+// The live executor passes the executor contract (sched/testing/executor_contract.h) on emulated
+// GPUs, with its instances hosted in this process: each instance is a thread that links the
+// function library exactly as a function process does, and runs its kernels for the profile's
+// execution time.
+#include "gshare/node/live_executor.h"
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <boost/asio/post.hpp>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <thread>
+
+#include "gshare/device/emulated/emulated_device.h"
+#include "gshare/device/emulated/emulated_host_memory.h"
+#include "gshare/fn/runtime.h"
+#include "gshare/sched/testing/executor_contract.h"
+
+namespace gshare {
+namespace {
+
+// Instances as threads of this process, speaking the control channel like a function process.
+class InProcessHost final : public InstanceHost {
+ public:
+  InProcessHost(boost::asio::io_context& loop, const FunctionRegistry& functions)
+      : loop_(loop), functions_(functions) {}
+  ~InProcessHost() override {
+    for (auto& [id, hosted] : hosted_) Halt(*hosted);
+    for (auto& [id, hosted] : hosted_) hosted->thread.join();
+  }
+
+  Status Start(InstanceLaunch launch) override {
+    auto hosted = std::make_unique<Hosted>();
+    Hosted& h = *hosted;
+    h.spec = &functions_[launch.function];
+    h.thread = std::thread([this, &h, launch = std::move(launch)]() mutable { Serve(h, launch); });
+    hosted_[launch.instance] = std::move(hosted);
+    return Status::Ok();
+  }
+  void Infer(InstanceId instance, std::span<const RequestId> batch,
+             std::function<void(Status)> done) override {
+    Hosted& h = *hosted_.at(instance);
+    std::lock_guard lock(h.mutex);
+    h.jobs.push_back({static_cast<int>(batch.size()), std::move(done)});
+    h.changed.notify_all();
+  }
+  void Fail(RequestId request, const Status& status) override { failed[request] = status; }
+  void Stop(InstanceId instance) override {
+    auto it = hosted_.find(instance);
+    if (it != hosted_.end()) Halt(*it->second);
+  }
+
+  std::map<RequestId, Status> failed;
+
+ private:
+  struct Job {
+    int batch = 0;
+    std::function<void(Status)> done;
+  };
+  struct Hosted {
+    const ResolvedFunction* spec = nullptr;
+    std::mutex mutex;
+    std::condition_variable changed;
+    std::deque<Job> jobs;
+    bool stop = false;
+    std::thread thread;
+  };
+
+  static void Halt(Hosted& h) {
+    std::lock_guard lock(h.mutex);
+    h.stop = true;
+    h.changed.notify_all();
+  }
+
+  void Post(std::function<void()> f) { boost::asio::post(loop_, std::move(f)); }
+
+  void Serve(Hosted& h, InstanceLaunch& launch) {
+    auto runtime =
+        fn::FunctionRuntime::Connect(std::move(launch.control), launch.device_base,
+                                     launch.device_reserve_bytes, {.exit_when_node_gone = false});
+    if (!runtime.ok()) {
+      Post([exit = launch.on_exit, status = runtime.status()] { exit(status); });
+      return;
+    }
+    auto weights = (*runtime)->Allocate(h.spec->model_bytes, "weights");
+    if (weights.ok()) {
+      (void)(*runtime)->Launch([&] { std::memset(weights->data(), 0x5a, weights->size_bytes()); });
+      (*runtime)->EndWork();
+      (void)(*runtime)->memory().Freeze();
+      Post(launch.on_ready);
+    }
+    for (;;) {
+      Job job;
+      {
+        std::unique_lock lock(h.mutex);
+        h.changed.wait(lock, [&] { return h.stop || !h.jobs.empty(); });
+        if (h.stop) break;
+        job = std::move(h.jobs.front());
+        h.jobs.pop_front();
+      }
+      // A kernel as long as the profile says; the GPU's compute engine is taken in turns.
+      const Duration exec = h.spec->ExecLatency(job.batch);
+      const auto start = std::chrono::steady_clock::now();
+      Status ran = Status::Ok();
+      while (ran.ok() && std::chrono::steady_clock::now() - start < exec) {
+        ran = (*runtime)->Launch([] {
+          const auto kernel = std::chrono::steady_clock::now();
+          while (std::chrono::steady_clock::now() - kernel < std::chrono::milliseconds(1)) {
+          }
+        });
+      }
+      (*runtime)->EndWork();
+      Post([done = std::move(job.done), ran] { done(ran); });
+    }
+    weights = Status(Cancelled("stopping"));
+    runtime = Status(Cancelled("stopping"));  // closes the channel
+    Post([exit = launch.on_exit] { exit(Status::Ok()); });
+  }
+
+  boost::asio::io_context& loop_;
+  const FunctionRegistry& functions_;
+  std::map<InstanceId, std::unique_ptr<Hosted>> hosted_;
+};
+
+class LiveHarness final : public testing::ExecutorHarness {
+ public:
+  ~LiveHarness() override { Teardown(); }
+
+  void Build(const GpuType& gpu, std::vector<ResolvedFunction> functions,
+             std::vector<Request> requests) override {
+    Teardown();
+    world_ = std::make_unique<World>();
+    World& w = *world_;
+    for (int i = 0; i < 2; ++i) {
+      w.devices.push_back(
+          std::move(EmulatedDevice::Create(i, {.name = "",
+                                               .memory_bytes = gpu.memory_bytes,
+                                               .link_bytes_per_second = gpu.h2d_bytes_per_second})
+                        .value()));
+      w.device_pointers.push_back(w.devices.back().get());
+    }
+    w.staging =
+        std::move(EmulatedDevice::Create(
+                      2, {.name = "staging", .memory_bytes = 16 * kGiB, .link_bytes_per_second = 0})
+                      .value());
+    std::vector<Device*> all = w.device_pointers;
+    all.push_back(w.staging.get());
+    w.store = std::move(
+        SnapshotStore::Create(w.host_memory, {.pool_bytes = kGiB, .chunk_bytes = 8 * kMiB})
+            .value());
+    w.engine = std::move(RestoreEngine::Create(all, {}, w.clock).value());
+    w.functions = FunctionRegistry(std::move(functions));
+    w.requests = std::move(requests);
+    w.host = std::make_unique<InProcessHost>(w.loop, w.functions);
+    LiveExecutorOptions options;
+    options.gpu_type = gpu;
+    options.distinct_device_ranges = true;
+    w.executor = std::make_unique<LiveExecutor>(
+        NodeResources{w.loop, w.copies, w.device_pointers, *w.staging, *w.engine, *w.store},
+        w.functions, *w.host, options);
+  }
+
+  Executor& executor() override { return *world_->executor; }
+
+  Status Run(Scheduler& scheduler) override {
+    World& w = *world_;
+    w.executor->set_scheduler(&scheduler);
+    std::size_t submitted = 0;
+    std::vector<std::unique_ptr<boost::asio::steady_timer>> arrivals;
+    for (const Request& request : w.requests) {
+      const Duration wait = std::max(Duration::zero(), request.arrival - w.executor->Now());
+      arrivals.push_back(std::make_unique<boost::asio::steady_timer>(w.loop, wait));
+      arrivals.back()->async_wait([&w, &submitted, request](const boost::system::error_code&) {
+        Request live = request;
+        live.arrival = w.executor->Now();
+        live.deadline = live.arrival + (request.deadline - request.arrival);
+        ++submitted;
+        w.executor->Submit(live);
+      });
+    }
+    // Runs the loop until every request is in and nothing is in flight; the bound only keeps a
+    // broken executor from hanging the test.
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+    while (submitted < w.requests.size() || w.executor->Busy()) {
+      w.loop.run_one_for(std::chrono::milliseconds(100));
+      if (std::chrono::steady_clock::now() > give_up) {
+        return DeadlineExceeded("the live executor did not settle in 120 s");
+      }
+    }
+    if (!w.executor->violation().ok()) return w.executor->violation();
+    if (w.executor->unanswered() > 0) {
+      return Internal(fmt::format("{} requests unanswered", w.executor->unanswered()));
+    }
+    return Status::Ok();
+  }
+
+ private:
+  struct World {
+    boost::asio::io_context loop;
+    boost::asio::thread_pool copies{1};
+    SteadyClock clock;
+    EmulatedHostMemory host_memory;
+    std::vector<std::unique_ptr<EmulatedDevice>> devices;
+    std::vector<Device*> device_pointers;
+    std::unique_ptr<EmulatedDevice> staging;
+    std::unique_ptr<SnapshotStore> store;
+    std::unique_ptr<RestoreEngine> engine;
+    FunctionRegistry functions;
+    std::vector<Request> requests;
+    std::unique_ptr<InProcessHost> host;
+    std::unique_ptr<LiveExecutor> executor;
+  };
+
+  void Teardown() {
+    if (!world_) return;
+    World& w = *world_;
+    w.executor->Shutdown();
+    w.loop.run_for(std::chrono::milliseconds(10));
+    w.host.reset();  // joins the instance threads
+    w.copies.join();
+    w.loop.restart();
+    w.loop.poll();
+    w.executor.reset();
+    world_.reset();
+  }
+
+  std::unique_ptr<World> world_;
+};
+
+TEST(LiveExecutorContract, GpuStartup) {
+  LiveHarness h;
+  testing::CheckGpuStartup(h);
+}
+TEST(LiveExecutorContract, RestoreThenRun) {
+  LiveHarness h;
+  testing::CheckRestoreThenRun(h);
+}
+TEST(LiveExecutorContract, Evictions) {
+  LiveHarness h;
+  testing::CheckEvictions(h);
+}
+TEST(LiveExecutorContract, FailRequestAndViolations) {
+  LiveHarness h;
+  testing::CheckFailRequestAndViolations(h);
+}
+
+}  // namespace
+}  // namespace gshare
