@@ -16,7 +16,9 @@
 #include "gshare/device/emulated/emulated_device.h"
 #include "gshare/device/emulated/emulated_host_memory.h"
 #include "gshare/fn/runtime.h"
+#include "gshare/sched/policy_registry.h"
 #include "gshare/sched/testing/executor_contract.h"
+#include "gshare/sched/testing/policy_param_name.h"
 
 namespace gshare {
 namespace {
@@ -163,6 +165,9 @@ class LiveHarness final : public testing::ExecutorHarness {
   }
 
   Executor& executor() override { return *world_->executor; }
+  LiveExecutor& live() { return *world_->executor; }
+  const FunctionRegistry& functions() const { return world_->functions; }
+  const InProcessHost& host() const { return *world_->host; }
 
   Status Run(Scheduler& scheduler) override {
     World& w = *world_;
@@ -245,6 +250,46 @@ TEST(LiveExecutorContract, FailRequestAndViolations) {
   LiveHarness h;
   testing::CheckFailRequestAndViolations(h);
 }
+
+// Every policy, unchanged, schedules real (in-process) instances on the live executor: three
+// functions in bursts every 100 ms for two seconds on a two-GPU node; every request is answered
+// by a run, and no call breaks the contract.
+class LivePolicyTest : public ::testing::TestWithParam<std::string_view> {};
+
+TEST_P(LivePolicyTest, AnswersEveryRequestOnTheLiveNode) {
+  GpuType gpu = testing::ContractGpu();
+  gpu.h2d_bytes_per_second = 4e9;
+  std::vector<ResolvedFunction> functions = testing::ContractFunctions();
+  functions[0].model_bytes = 20'000'000;
+  functions[1].model_bytes = 40'000'000;
+  std::vector<Request> requests;
+  for (int burst = 0; burst < 20; ++burst) {
+    for (int k = 0; k < 1 + burst % 3; ++k) {
+      requests.push_back(testing::ContractRequest(
+          requests.size(), static_cast<FunctionId>((burst + k) % 2), 0.1 * burst));
+    }
+  }
+  LiveHarness h;
+  h.Build(gpu, functions, requests);
+  PolicyOptions options;
+  options.keep_alive = std::chrono::milliseconds(500);
+  options.pool_idle = std::chrono::milliseconds(500);
+  options.instance_start = Duration::zero();  // the node's GPUs are there
+  auto policy = MakePolicy(GetParam(), {&h.functions(), &h.executor()}, options);
+  ASSERT_TRUE(policy.ok()) << policy.status().ToString();
+  const Status ran = h.Run(**policy);
+  ASSERT_TRUE(ran.ok()) << ran.ToString();
+  EXPECT_TRUE(h.host().failed.empty());
+  const MeterTotals totals = h.live().meter().Totals(h.live().Now());
+  EXPECT_EQ(totals.requests, requests.size());
+  EXPECT_EQ(totals.failed, 0u);
+  EXPECT_GT(totals.gpu_seconds, 0);
+  EXPECT_GE(totals.restores, 2u);
+  EXPECT_EQ((*policy)->RequestsHeld(), 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryPolicy, LivePolicyTest, ::testing::ValuesIn(PolicyNames()),
+                         testing::PolicyParamName);
 
 }  // namespace
 }  // namespace gshare
