@@ -347,9 +347,10 @@ TEST_F(EmulatedSwitchTest, AFunctionCannotReachAnothersSegments) {
     auto [a, a_child] = Launch(0, uid_a);
     auto [b, b_child] = Launch(1, uid_b);
     // b's control channel is its fd 3, and b maps its own segment: neither is reachable.
-    EXPECT_EQ(a_child->Ask("peek " + std::to_string(b_child->pid()) + " 3"), "peek EACCES EACCES");
+    EXPECT_EQ(a_child->Ask("peek " + std::to_string(b_child->pid()) + " 3"),
+              "peek EACCES EACCES EACCES");
     EXPECT_EQ(a_child->Ask("peek " + std::to_string(::getpid()) + " " + std::to_string(segment_fd)),
-              "peek EACCES EACCES");
+              "peek EACCES EACCES EACCES");
     // Each still works.
     EXPECT_EQ(Words(a_child->Ask("sum")).size(), 3u);
     EXPECT_EQ(Words(b_child->Ask("sum")).size(), 3u);

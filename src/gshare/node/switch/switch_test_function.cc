@@ -5,7 +5,8 @@
 //   spin MS KERNEL_US  runs kernels of KERNEL_US each until MS of kernel time: prints the grants
 //                    received and every kernel's [start, end] on the system's monotonic clock
 //   hang             starts a kernel that never ends
-//   peek PID FD      tries to open /proc/PID/fd/FD and /proc/PID/mem: prints the two errno names
+//   peek PID FD      tries to open /proc/PID/fd/FD, /proc/PID/mem and /proc/PID/map_files: prints
+//                    the three errno names
 //   quit
 // Started with --weights BYTES (default 4 MiB). Prints "ready <address>" once initialized.
 #include <fcntl.h>
@@ -119,7 +120,8 @@ int main(int argc, char** argv) {
       std::string pid, fd;
       command >> pid >> fd;
       std::cout << "peek " << OpenErrno("/proc/" + pid + "/fd/" + fd) << " "
-                << OpenErrno("/proc/" + pid + "/mem") << std::endl;
+                << OpenErrno("/proc/" + pid + "/mem") << " "
+                << OpenErrno("/proc/" + pid + "/map_files") << std::endl;
     } else if (verb == "quit") {
       return 0;
     } else {
