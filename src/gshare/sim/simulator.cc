@@ -41,6 +41,62 @@ double Percentile(const std::vector<float>& sorted, double p) {
   return sorted[index];
 }
 
+PolicyReport MakePolicyReport(std::string policy, const Meter& meter, MeterTotals totals,
+                              std::span<const ResolvedFunction> functions, const GpuType& gpu,
+                              TimePoint start, std::uint64_t events) {
+  PolicyReport report;
+  report.policy = std::move(policy);
+  report.events = events;
+  report.accounting_start_seconds = SinceEpochSeconds(start);
+  report.horizon_seconds = SinceEpochSeconds(totals.horizon) - report.accounting_start_seconds;
+
+  const std::size_t num_functions = functions.size();
+  totals.functions.resize(num_functions);
+  report.requests = totals.requests;
+  report.failed_requests = totals.failed;
+  report.slo_attainment = totals.slo_attainment();
+  report.sorted_latency_ms.reserve(totals.requests);
+  for (const FunctionMeterTotals& f : totals.functions) {
+    report.sorted_latency_ms.insert(report.sorted_latency_ms.end(), f.latency_ms.begin(),
+                                    f.latency_ms.end());
+  }
+  std::sort(report.sorted_latency_ms.begin(), report.sorted_latency_ms.end());
+  report.latency = Summarize(report.sorted_latency_ms);
+
+  report.gpu_seconds = totals.gpu_seconds;
+  report.avg_gpus = report.horizon_seconds > 0 ? totals.gpu_seconds / report.horizon_seconds : 0;
+  report.peak_gpus = totals.peak_gpus;
+  report.vgpu_gib_seconds = totals.reserved_byte_seconds / static_cast<double>(kGiB);
+  report.swaps = totals.restores;
+  report.swap_bytes = totals.restore_bytes;
+  report.cost_usd = totals.cost_usd;
+
+  report.functions.resize(num_functions);
+  for (std::size_t f = 0; f < num_functions; ++f) {
+    FunctionReport& fr = report.functions[f];
+    FunctionMeterTotals& ft = totals.functions[f];
+    const ResolvedFunction& spec = functions[f];
+    fr.name = spec.name;
+    fr.tenant = spec.tenant;
+    fr.slo_ms = ToMilliseconds(spec.slo);
+    fr.requests = ft.requests;
+    fr.slo_attainment =
+        fr.requests == 0 ? 1.0 : static_cast<double>(ft.met) / static_cast<double>(fr.requests);
+    std::sort(ft.latency_ms.begin(), ft.latency_ms.end());
+    fr.latency = Summarize(ft.latency_ms);
+    fr.swaps = ft.restores;
+    fr.swap_bytes = ft.restore_bytes;
+    fr.vgpu_gib_seconds = ft.reserved_byte_seconds / static_cast<double>(kGiB);
+    fr.active_gib_seconds = ft.active_byte_seconds / static_cast<double>(kGiB);
+    fr.serverless_usd = Bill(gpu, ft.reserved_byte_seconds, ft.active_byte_seconds);
+    report.serverless_usd += fr.serverless_usd;
+  }
+  const auto& timeline = meter.gpu_timeline();
+  report.gpu_timeline.reserve(timeline.size());
+  for (const auto& [t, n] : timeline) report.gpu_timeline.emplace_back(SinceEpochSeconds(t), n);
+  return report;
+}
+
 Result<PolicyReport> Simulate(const Workload& workload, std::string_view policy,
                               const SimulationOptions& options) {
   SimulatedExecutor executor(workload, options.executor);
@@ -67,57 +123,9 @@ Result<PolicyReport> Simulate(const Workload& workload, std::string_view policy,
                                 scheduler->RequestsHeld()));
   }
 
-  MeterTotals totals = executor.totals();
-  PolicyReport report;
-  report.policy = std::string(scheduler->name());
-  report.events = executor.events_processed();
-  report.accounting_start_seconds = SinceEpochSeconds(start);
-  report.horizon_seconds = SinceEpochSeconds(totals.horizon) - report.accounting_start_seconds;
-
-  const std::size_t num_functions = workload.functions.size();
-  totals.functions.resize(num_functions);
-  report.requests = totals.requests;
-  report.failed_requests = totals.failed;
-  report.slo_attainment = totals.slo_attainment();
-  report.sorted_latency_ms.reserve(totals.requests);
-  for (const FunctionMeterTotals& f : totals.functions) {
-    report.sorted_latency_ms.insert(report.sorted_latency_ms.end(), f.latency_ms.begin(),
-                                    f.latency_ms.end());
-  }
-  std::sort(report.sorted_latency_ms.begin(), report.sorted_latency_ms.end());
-  report.latency = Summarize(report.sorted_latency_ms);
-
-  report.gpu_seconds = totals.gpu_seconds;
-  report.avg_gpus = report.horizon_seconds > 0 ? totals.gpu_seconds / report.horizon_seconds : 0;
-  report.peak_gpus = totals.peak_gpus;
-  report.vgpu_gib_seconds = totals.reserved_byte_seconds / static_cast<double>(kGiB);
-  report.swaps = totals.restores;
-  report.swap_bytes = totals.restore_bytes;
-  report.cost_usd = totals.cost_usd;
-
-  report.functions.resize(num_functions);
-  for (std::size_t f = 0; f < num_functions; ++f) {
-    FunctionReport& fr = report.functions[f];
-    FunctionMeterTotals& ft = totals.functions[f];
-    const ResolvedFunction& spec = workload.functions[f];
-    fr.name = spec.name;
-    fr.tenant = spec.tenant;
-    fr.slo_ms = ToMilliseconds(spec.slo);
-    fr.requests = ft.requests;
-    fr.slo_attainment =
-        fr.requests == 0 ? 1.0 : static_cast<double>(ft.met) / static_cast<double>(fr.requests);
-    std::sort(ft.latency_ms.begin(), ft.latency_ms.end());
-    fr.latency = Summarize(ft.latency_ms);
-    fr.swaps = ft.restores;
-    fr.swap_bytes = ft.restore_bytes;
-    fr.vgpu_gib_seconds = ft.reserved_byte_seconds / static_cast<double>(kGiB);
-    fr.active_gib_seconds = ft.active_byte_seconds / static_cast<double>(kGiB);
-    fr.serverless_usd = Bill(workload.gpu, ft.reserved_byte_seconds, ft.active_byte_seconds);
-    report.serverless_usd += fr.serverless_usd;
-  }
-  const auto& timeline = executor.meter().gpu_timeline();
-  report.gpu_timeline.reserve(timeline.size());
-  for (const auto& [t, n] : timeline) report.gpu_timeline.emplace_back(SinceEpochSeconds(t), n);
+  PolicyReport report =
+      MakePolicyReport(std::string(scheduler->name()), executor.meter(), executor.totals(),
+                       workload.functions, workload.gpu, start, executor.events_processed());
   report.schedule = executor.schedule_log();
   report.decision_ns = executor.decision_ns();
   return report;

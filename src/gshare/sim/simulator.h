@@ -27,6 +27,12 @@ struct SimulationOptions {
 Result<PolicyReport> Simulate(const Workload& workload, std::string_view policy,
                               const SimulationOptions& options);
 
+// A policy's report from the Meter of its run: the one accounting of simulated and live runs.
+// `totals` is meter.Totals(the horizon); the window starts at `start`; `functions` by id.
+PolicyReport MakePolicyReport(std::string policy, const Meter& meter, MeterTotals totals,
+                              std::span<const ResolvedFunction> functions, const GpuType& gpu,
+                              TimePoint start, std::uint64_t events);
+
 // Nearest-rank percentile (0 < p <= 100) of sorted values; 0 when empty.
 double Percentile(const std::vector<float>& sorted, double p);
 
