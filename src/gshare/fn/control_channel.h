@@ -68,6 +68,9 @@ struct ReceivedMessage {
 inline constexpr const char* kControlFdEnv = "GSHARE_CONTROL_FD";
 inline constexpr const char* kDeviceBaseEnv = "GSHARE_DEVICE_BASE";
 inline constexpr const char* kDeviceReserveEnv = "GSHARE_DEVICE_RESERVE";
+// Where the node maps instances' device memory unless told otherwise: high in the address space,
+// above where the kernel places heaps, and outside the ranges AddressSanitizer reserves.
+inline constexpr std::uintptr_t kDefaultDeviceBase = 0x7e0000000000ULL;
 
 class ControlChannel {
  public:

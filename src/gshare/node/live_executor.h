@@ -68,7 +68,7 @@ struct LiveExecutorOptions {
   Duration instance_keep = std::chrono::minutes(10);
   // What Instances() reports as a cold start until one was observed; then the mean observed.
   Duration cold_start_estimate = std::chrono::seconds(1);
-  std::uintptr_t device_base = 0x600000000000ULL;  // every instance's device memory address
+  std::uintptr_t device_base = fn::kDefaultDeviceBase;  // every instance's device memory
   // Give each instance its own range (base + id x reserve): for instances hosted in one process.
   bool distinct_device_ranges = false;
   TimePoint accounting_start{};

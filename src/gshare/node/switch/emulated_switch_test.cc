@@ -4,6 +4,7 @@
 #include "gshare/node/switch/emulated_switch.h"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <grp.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -29,7 +30,6 @@
 namespace gshare {
 namespace {
 
-constexpr std::uint64_t kDeviceBase = 0x600000000000ULL;
 constexpr std::uint64_t kReserve = 1ULL << 30;
 constexpr std::uint64_t kSlice = 16ULL << 20;
 constexpr int kChildControlFd = 3;
@@ -50,7 +50,7 @@ class FunctionChild {
     argv.push_back(nullptr);
     std::vector<std::string> env_text = {
         std::string(fn::kControlFdEnv) + "=" + std::to_string(kChildControlFd),
-        std::string(fn::kDeviceBaseEnv) + "=0x600000000000",
+        std::string(fn::kDeviceBaseEnv) + "=" + fmt::format("{:#x}", fn::kDefaultDeviceBase),
         std::string(fn::kDeviceReserveEnv) + "=" + std::to_string(kReserve)};
     std::vector<char*> envp;
     for (auto& entry : env_text) envp.push_back(entry.data());
