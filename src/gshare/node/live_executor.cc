@@ -27,6 +27,10 @@ LiveExecutor::LiveExecutor(NodeResources resources, const FunctionRegistry& func
       options_(std::move(options)),
       meter_(std::span<const GpuType>(&options_.gpu_type, 1), options_.accounting_start),
       device_held_(resources.devices.size(), false) {
+  if (options_.window_start) {
+    window_meter_ = std::make_unique<Meter>(std::span<const GpuType>(&options_.gpu_type, 1),
+                                            *options_.window_start);
+  }
   std::uint64_t largest = 0;
   for (const Device* device : resources_.devices) {
     largest = std::max(largest, device->info().memory_bytes);
@@ -115,7 +119,7 @@ Result<GpuId> LiveExecutor::AcquireGpu(GpuTypeId type, Duration startup) {
   gpu.held = true;
   gpu.ready = startup <= Duration::zero();
   gpu.arbiter = std::make_unique<ComputeArbiter>(options_.quantum);
-  meter_.GpuAcquired(Now(), 0);
+  Account([&](Meter& m) { m.GpuAcquired(Now(), 0); });
   if (!gpu.ready) {
     auto timer = std::make_unique<boost::asio::steady_timer>(resources_.loop, startup);
     const std::uint64_t key = next_timer_++;
@@ -141,7 +145,7 @@ void LiveExecutor::ReleaseGpu(GpuId id) {
     return Violation(Internal(fmt::format("ReleaseGpu: GPU {} still has slices", id)));
   }
   gpu.held = false;
-  meter_.GpuReleased(Now(), 0);
+  Account([&](Meter& m) { m.GpuReleased(Now(), 0); });
   // The device is free once the instances leaving it have unmapped.
   if (gpu.detaching_bytes == 0) device_held_[gpu.device] = false;
 }
@@ -202,8 +206,8 @@ void LiveExecutor::Restore(GpuId id, FunctionId function, std::uint64_t reserve_
   slice.instance = bound->id;
   slice.reserve_bytes = reserve_bytes;
   slice.state = SliceState::kWaitingMemory;
-  meter_.Reserved(Now(), function, static_cast<double>(reserve_bytes));
-  meter_.Restored(Now(), function, spec.model_bytes);
+  Account([&](Meter& m) { m.Reserved(Now(), function, static_cast<double>(reserve_bytes)); });
+  Account([&](Meter& m) { m.Restored(Now(), function, spec.model_bytes); });
   boost::asio::post(resources_.loop, [this, id, function] {
     if (!shut_down_) StartSliceMemory(id, function);
   });
@@ -348,7 +352,9 @@ void LiveExecutor::RestoreFinished(GpuId id, FunctionId function, const Status& 
   // The slice is gone and its memory free; its instance, if it lives, is idle again.
   const InstanceId instance_id = it->second.instance;
   gpu.reserved_bytes -= it->second.reserve_bytes;
-  meter_.Reserved(Now(), function, -static_cast<double>(it->second.reserve_bytes));
+  Account([&](Meter& m) {
+    m.Reserved(Now(), function, -static_cast<double>(it->second.reserve_bytes));
+  });
   gpu.slices.erase(it);
   if (auto instance = instances_.find(instance_id); instance != instances_.end()) {
     if (instance->second.state == InstanceState::kStarting) {
@@ -376,7 +382,8 @@ EvictOutcome LiveExecutor::Evict(GpuId id, FunctionId function, EvictHint hint) 
   std::shared_ptr<DeviceBuffer> buffer = std::move(slice->buffer);
   gpu->reserved_bytes -= slice->reserve_bytes;
   gpu->detaching_bytes += buffer->size_bytes();
-  meter_.Reserved(Now(), function, -static_cast<double>(slice->reserve_bytes));
+  Account(
+      [&](Meter& m) { m.Reserved(Now(), function, -static_cast<double>(slice->reserve_bytes)); });
   gpu->slices.erase(function);
   instance.state = InstanceState::kDetaching;
   instance.switcher->Checkpoint(report, [this, instance_id, id, function, buffer,
@@ -395,7 +402,7 @@ void LiveExecutor::Detached(InstanceId instance_id, GpuId id, FunctionId functio
                             std::uint64_t copied_bytes) {
   Gpu& gpu = gpus_[id];
   auto it = instances_.find(instance_id);
-  if (copied_bytes > 0) meter_.Checkpointed(Now(), function, copied_bytes);
+  if (copied_bytes > 0) Account([&](Meter& m) { m.Checkpointed(Now(), function, copied_bytes); });
   if (status.ok() || it == instances_.end() || !it->second.switcher->uses_buffer()) {
     gpu.detaching_bytes -= buffer->size_bytes();
     buffer.reset();
@@ -447,8 +454,8 @@ void LiveExecutor::Resize(GpuId id, FunctionId function, std::uint64_t new_bytes
   const double delta = static_cast<double>(new_bytes) - static_cast<double>(slice->reserve_bytes);
   gpu->reserved_bytes = gpu->reserved_bytes - slice->reserve_bytes + new_bytes;
   slice->reserve_bytes = new_bytes;
-  meter_.Reserved(Now(), function, delta);
-  if (!slice->runs.empty()) meter_.Active(Now(), function, delta);
+  Account([&](Meter& m) { m.Reserved(Now(), function, delta); });
+  if (!slice->runs.empty()) Account([&](Meter& m) { m.Active(Now(), function, delta); });
   // The function's allocations follow the new quota, within the slice's segment.
   instances_.at(slice->instance)
       .switcher->SetQuota(std::min<std::uint64_t>(new_bytes, slice->buffer->size_bytes()));
@@ -471,11 +478,21 @@ void LiveExecutor::Run(GpuId id, FunctionId function, std::span<const RequestId>
   }
   const std::uint64_t run_id = next_run_++;
   if (slice->runs.empty()) {
-    meter_.Active(Now(), function, static_cast<double>(slice->reserve_bytes));
+    Account(
+        [&](Meter& m) { m.Active(Now(), function, static_cast<double>(slice->reserve_bytes)); });
   }
+  // A run that overlaps another on its GPU shares the compute: both say so to the profile learner.
+  const bool shared = gpu->runs_in_flight > 0;
+  if (shared) {
+    for (auto& [other_function, other] : gpu->slices) {
+      for (auto& [other_id, other_run] : other.runs) other_run.shared = true;
+    }
+  }
+  ++gpu->runs_in_flight;
   RunInFlight& run = slice->runs[run_id];
   run.batch.assign(batch.begin(), batch.end());
   run.started = Now();
+  run.shared = shared;
   const InstanceId instance_id = slice->instance;
   host_.Infer(instance_id, batch, [this, id, function, instance_id, run_id](Status status) {
     if (shut_down_) return;
@@ -486,15 +503,21 @@ void LiveExecutor::Run(GpuId id, FunctionId function, std::span<const RequestId>
     if (run_it == owner.runs.end()) return;  // cancelled: the instance died
     std::vector<RequestId> done_batch = std::move(run_it->second.batch);
     const Duration elapsed = Now() - run_it->second.started;
+    const bool alone = !run_it->second.shared;
     owner.runs.erase(run_it);
+    --gpus_[id].runs_in_flight;
+    if (status.ok() && options_.on_run_observed) {
+      options_.on_run_observed(function, static_cast<int>(done_batch.size()), elapsed, alone);
+    }
     if (owner.runs.empty()) {
-      meter_.Active(Now(), function, -static_cast<double>(owner.reserve_bytes));
+      Account(
+          [&](Meter& m) { m.Active(Now(), function, -static_cast<double>(owner.reserve_bytes)); });
     }
     if (status.ok()) {
       for (const RequestId request : done_batch) {
         auto request_it = requests_.find(request);
         if (request_it == requests_.end()) continue;
-        meter_.Answered(Now(), request_it->second, true);
+        Account([&](Meter& m) { m.Answered(Now(), request_it->second, true); });
         requests_.erase(request_it);
       }
     }
@@ -509,7 +532,7 @@ void LiveExecutor::FailRequest(RequestId request, const Status& status) {
   if (it == requests_.end()) {
     return Violation(Internal(fmt::format("FailRequest: request {} is not unanswered", request)));
   }
-  meter_.Answered(Now(), it->second, false);
+  Account([&](Meter& m) { m.Answered(Now(), it->second, false); });
   requests_.erase(it);
   host_.Fail(request, status);
 }
@@ -606,9 +629,11 @@ void LiveExecutor::InstanceLost(InstanceId instance_id, const Status& status) {
     for (auto& [run_id, run] : slice.runs)
       lost.insert(lost.end(), run.batch.begin(), run.batch.end());
     if (!slice.runs.empty())
-      meter_.Active(Now(), function, -static_cast<double>(slice.reserve_bytes));
+      Account(
+          [&](Meter& m) { m.Active(Now(), function, -static_cast<double>(slice.reserve_bytes)); });
     gpu.reserved_bytes -= slice.reserve_bytes;
-    meter_.Reserved(Now(), function, -static_cast<double>(slice.reserve_bytes));
+    Account(
+        [&](Meter& m) { m.Reserved(Now(), function, -static_cast<double>(slice.reserve_bytes)); });
     const bool waiting = slice.state == SliceState::kWaitingMemory;
     gpu.slices.erase(slice_it);
     if (waiting) {

@@ -32,8 +32,10 @@
 #include <boost/asio/thread_pool.hpp>
 #include <chrono>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <unordered_map>
 #include <vector>
 
@@ -72,6 +74,12 @@ struct LiveExecutorOptions {
   // Give each instance its own range (base + id x reserve): for instances hosted in one process.
   bool distinct_device_ranges = false;
   TimePoint accounting_start{};
+  // A second accounting window from this time on (fidelity: the last two thirds of a replay);
+  // none when unset.
+  std::optional<TimePoint> window_start;
+  // Called when a run ends OK: its function, batch size, elapsed time, and whether it had its GPU's
+  // compute to itself the whole time (the profile learner uses those).
+  std::function<void(FunctionId, int, Duration, bool)> on_run_observed;
 };
 
 class LiveExecutor final : public Executor {
@@ -94,6 +102,8 @@ class LiveExecutor final : public Executor {
   const Status& violation() const { return violation_; }
   const Meter& meter() const { return meter_; }
   Meter& meter() { return meter_; }
+  // The second window's meter; null without LiveExecutorOptions::window_start.
+  Meter* window_meter() { return window_meter_.get(); }
   // Stops every instance and closes every switch; no scheduler callback fires after it.
   void Shutdown();
 
@@ -136,6 +146,7 @@ class LiveExecutor final : public Executor {
   struct RunInFlight {
     std::vector<RequestId> batch;
     TimePoint started{};
+    bool shared = false;  // another run was in flight on its GPU at some moment
     std::uint64_t active_bytes = 0;
   };
   struct Slice {
@@ -150,6 +161,7 @@ class LiveExecutor final : public Executor {
     bool held = false;
     bool ready = false;
     std::uint64_t reserved_bytes = 0;
+    int runs_in_flight = 0;
     std::unordered_map<FunctionId, Slice> slices;
     std::unique_ptr<ComputeArbiter> arbiter;
     // Buffers of detaching instances, freed when their checkpoint ends.
@@ -181,6 +193,13 @@ class LiveExecutor final : public Executor {
   const LiveExecutorOptions options_;
   SteadyClock clock_;
   Meter meter_;
+  std::unique_ptr<Meter> window_meter_;
+  // Feeds every meter.
+  template <typename F>
+  void Account(F&& f) {
+    f(meter_);
+    if (window_meter_) f(*window_meter_);
+  }
   Scheduler* scheduler_ = nullptr;
   Status violation_;
   bool shut_down_ = false;

@@ -159,6 +159,7 @@ class LiveHarness final : public testing::ExecutorHarness {
     LiveExecutorOptions options;
     options.gpu_type = gpu;
     options.distinct_device_ranges = true;
+    if (configure) configure(options);
     w.executor = std::make_unique<LiveExecutor>(
         NodeResources{w.loop, w.copies, w.device_pointers, *w.staging, *w.engine, *w.store},
         w.functions, *w.host, options);
@@ -166,6 +167,7 @@ class LiveHarness final : public testing::ExecutorHarness {
 
   Executor& executor() override { return *world_->executor; }
   LiveExecutor& live() { return *world_->executor; }
+  std::function<void(LiveExecutorOptions&)> configure;  // applied by the next Build
   const FunctionRegistry& functions() const { return world_->functions; }
   const InProcessHost& host() const { return *world_->host; }
 
@@ -270,6 +272,17 @@ TEST_P(LivePolicyTest, AnswersEveryRequestOnTheLiveNode) {
     }
   }
   LiveHarness h;
+  int observed = 0;
+  h.configure = [&](LiveExecutorOptions& options) {
+    options.window_start = AtSeconds(1.0);
+    options.on_run_observed = [&](FunctionId function, int batch, Duration elapsed, bool) {
+      EXPECT_LT(function, 2u);
+      EXPECT_GE(batch, 1);
+      // Never shorter than the kernels the instance ran for it.
+      EXPECT_GE(elapsed, testing::ContractFunctions()[function].ExecLatency(batch));
+      ++observed;
+    };
+  };
   h.Build(gpu, functions, requests);
   PolicyOptions options;
   options.keep_alive = std::chrono::milliseconds(500);
@@ -286,6 +299,11 @@ TEST_P(LivePolicyTest, AnswersEveryRequestOnTheLiveNode) {
   EXPECT_GT(totals.gpu_seconds, 0);
   EXPECT_GE(totals.restores, 2u);
   EXPECT_EQ((*policy)->RequestsHeld(), 0u);
+  EXPECT_GT(observed, 0);
+  // The second window counts the requests that arrived from 1 s on.
+  const MeterTotals window = h.live().window_meter()->Totals(h.live().Now());
+  EXPECT_GT(window.requests, 0u);
+  EXPECT_LT(window.requests, totals.requests);
 }
 
 INSTANTIATE_TEST_SUITE_P(EveryPolicy, LivePolicyTest, ::testing::ValuesIn(PolicyNames()),
