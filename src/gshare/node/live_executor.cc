@@ -494,6 +494,19 @@ void LiveExecutor::Run(GpuId id, FunctionId function, std::span<const RequestId>
   run.started = Now();
   run.shared = shared;
   const InstanceId instance_id = slice->instance;
+  if (function < options_.run_timeouts.size() &&
+      options_.run_timeouts[function] > Duration::zero()) {
+    run.timeout = std::make_unique<boost::asio::steady_timer>(resources_.loop,
+                                                              options_.run_timeouts[function]);
+    run.timeout->async_wait([this, instance_id](const boost::system::error_code& error) {
+      if (error || shut_down_) return;
+      auto it = instances_.find(instance_id);
+      if (it == instances_.end() || it->second.state == InstanceState::kStopping) return;
+      spdlog::warn("instance {} of '{}' exceeded its run timeout: stopping it", instance_id,
+                   functions_[it->second.function].name);
+      host_.Stop(instance_id);  // its exit returns the requests of its runs to the policy
+    });
+  }
   host_.Infer(instance_id, batch, [this, id, function, instance_id, run_id](Status status) {
     if (shut_down_) return;
     auto it = gpus_[id].slices.find(function);

@@ -80,6 +80,9 @@ struct LiveExecutorOptions {
   // Called when a run ends OK: its function, batch size, elapsed time, and whether it had its GPU's
   // compute to itself the whole time (the profile learner uses those).
   std::function<void(FunctionId, int, Duration, bool)> on_run_observed;
+  // A run that has not ended after this long (by FunctionId; missing or zero: no limit) stops its
+  // instance: the instance dies, and its requests go back to the policy (OnInstanceDied).
+  std::vector<Duration> run_timeouts;
 };
 
 class LiveExecutor final : public Executor {
@@ -147,7 +150,7 @@ class LiveExecutor final : public Executor {
     std::vector<RequestId> batch;
     TimePoint started{};
     bool shared = false;  // another run was in flight on its GPU at some moment
-    std::uint64_t active_bytes = 0;
+    std::unique_ptr<boost::asio::steady_timer> timeout;
   };
   struct Slice {
     InstanceId instance = 0;

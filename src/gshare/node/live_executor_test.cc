@@ -44,8 +44,18 @@ class InProcessHost final : public InstanceHost {
   void Infer(InstanceId instance, std::span<const RequestId> batch,
              std::function<void(Status)> done) override {
     Hosted& h = *hosted_.at(instance);
+    std::vector<RequestId> requests(batch.begin(), batch.end());
+    const bool hang = hang_runs > 0;
+    if (hang) --hang_runs;
+    // Answers are delivered when the run ends OK; each request must be answered once.
+    auto deliver = [this, requests, done = std::move(done)](Status status) {
+      if (status.ok()) {
+        for (const RequestId request : requests) ++answered[request];
+      }
+      done(status);
+    };
     std::lock_guard lock(h.mutex);
-    h.jobs.push_back({static_cast<int>(batch.size()), std::move(done)});
+    h.jobs.push_back({static_cast<int>(batch.size()), hang, std::move(deliver)});
     h.changed.notify_all();
   }
   void Fail(RequestId request, const Status& status) override { failed[request] = status; }
@@ -55,10 +65,13 @@ class InProcessHost final : public InstanceHost {
   }
 
   std::map<RequestId, Status> failed;
+  std::map<RequestId, int> answered;
+  int hang_runs = 0;  // the next runs that never end on their own (the instance must be stopped)
 
  private:
   struct Job {
     int batch = 0;
+    bool hang = false;
     std::function<void(Status)> done;
   };
   struct Hosted {
@@ -101,6 +114,11 @@ class InProcessHost final : public InstanceHost {
         if (h.stop) break;
         job = std::move(h.jobs.front());
         h.jobs.pop_front();
+      }
+      if (job.hang) {  // stuck until the node stops the instance: no answer
+        std::unique_lock lock(h.mutex);
+        h.changed.wait(lock, [&] { return h.stop; });
+        break;
       }
       // A kernel as long as the profile says; the GPU's compute engine is taken in turns.
       const Duration exec = h.spec->ExecLatency(job.batch);
@@ -169,7 +187,7 @@ class LiveHarness final : public testing::ExecutorHarness {
   LiveExecutor& live() { return *world_->executor; }
   std::function<void(LiveExecutorOptions&)> configure;  // applied by the next Build
   const FunctionRegistry& functions() const { return world_->functions; }
-  const InProcessHost& host() const { return *world_->host; }
+  InProcessHost& host() { return *world_->host; }
 
   Status Run(Scheduler& scheduler) override {
     World& w = *world_;
@@ -293,6 +311,8 @@ TEST_P(LivePolicyTest, AnswersEveryRequestOnTheLiveNode) {
   const Status ran = h.Run(**policy);
   ASSERT_TRUE(ran.ok()) << ran.ToString();
   EXPECT_TRUE(h.host().failed.empty());
+  for (const auto& [request, count] : h.host().answered) EXPECT_EQ(count, 1) << request;
+  EXPECT_EQ(h.host().answered.size(), requests.size());
   const MeterTotals totals = h.live().meter().Totals(h.live().Now());
   EXPECT_EQ(totals.requests, requests.size());
   EXPECT_EQ(totals.failed, 0u);
@@ -304,6 +324,38 @@ TEST_P(LivePolicyTest, AnswersEveryRequestOnTheLiveNode) {
   const MeterTotals window = h.live().window_meter()->Totals(h.live().Now());
   EXPECT_GT(window.requests, 0u);
   EXPECT_LT(window.requests, totals.requests);
+}
+
+// A run that hangs is stopped at its function's run timeout: its instance dies, the policy gets
+// the request back and runs it again on a new instance; it is answered once.
+TEST_P(LivePolicyTest, AHungRunIsStoppedAndItsRequestRetriedNeverLostNorAnsweredTwice) {
+  GpuType gpu = testing::ContractGpu();
+  gpu.h2d_bytes_per_second = 4e9;
+  std::vector<ResolvedFunction> functions = testing::ContractFunctions();
+  functions[0].model_bytes = 20'000'000;
+  functions[0].slo = std::chrono::seconds(5);
+  std::vector<Request> requests = {testing::ContractRequest(0, 0, 0.0)};
+  requests[0].deadline = requests[0].arrival + std::chrono::seconds(5);
+  LiveHarness h;
+  h.configure = [](LiveExecutorOptions& options) {
+    options.run_timeouts = {std::chrono::milliseconds(300)};
+  };
+  h.Build(gpu, functions, requests);
+  h.host().hang_runs = 1;
+  PolicyOptions options;
+  options.keep_alive = std::chrono::milliseconds(500);
+  options.pool_idle = std::chrono::milliseconds(500);
+  options.instance_start = Duration::zero();
+  auto policy = MakePolicy(GetParam(), {&h.functions(), &h.executor()}, options);
+  ASSERT_TRUE(policy.ok()) << policy.status().ToString();
+  const Status ran = h.Run(**policy);
+  ASSERT_TRUE(ran.ok()) << ran.ToString();
+  // Answered exactly once: by the retried run, or with an error if the policy gave up.
+  const int answered = h.host().answered.contains(0) ? h.host().answered.at(0) : 0;
+  EXPECT_EQ(answered + static_cast<int>(h.host().failed.size()), 1);
+  EXPECT_LE(answered, 1);
+  EXPECT_EQ(h.live().unanswered(), 0u);
+  EXPECT_EQ((*policy)->RequestsHeld(), 0u);
 }
 
 INSTANTIATE_TEST_SUITE_P(EveryPolicy, LivePolicyTest, ::testing::ValuesIn(PolicyNames()),
