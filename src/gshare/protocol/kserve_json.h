@@ -1,0 +1,47 @@
+// The KServe v2 (Open Inference Protocol) JSON codec for inference requests and responses.
+//
+// Parsing takes text from anyone (a client, a function process) and either returns a message
+// whose every tensor satisfies the Tensor invariants, or InvalidArgument with a message fit to
+// return to a client as {"error": "..."}. It checks: required fields and their JSON types;
+// tensor names non-empty and unique; datatype names; shape dimensions non-negative integers;
+// data given flat (row-major) or nested exactly as the shape; each element valid for its
+// datatype (BOOL: true/false; integer types: an integer within the type's range; FP16, FP32,
+// FP64: a number within the type's finite range, FP16 rounded to nearest even; BYTES: a string).
+// The ParseLimits bound the text, the nesting, the number of tensors, and the total elements and
+// data bytes before anything of that size is allocated, so no input can exhaust memory or the
+// stack. Tensor "parameters" are accepted and dropped, except "binary_data_size" (the binary
+// data extension), which is refused by name. Unknown fields are ignored.
+//
+// Serializing writes data flat. It fails (InvalidArgument) only for what JSON cannot carry: a
+// non-finite floating-point element, or a string that is not valid UTF-8. For every datatype,
+// Parse(Serialize(m)) == m. Free functions without shared state: safe from any thread.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "gshare/common/status.h"
+#include "gshare/protocol/infer.h"
+
+namespace gshare {
+
+struct ParseLimits {
+  std::size_t max_text_bytes = 64 * 1024 * 1024;      // the JSON text itself
+  std::uint64_t max_tensor_bytes = 64 * 1024 * 1024;  // data of all tensors (BYTES: string bytes)
+  std::uint64_t max_elements = 16 * 1024 * 1024;      // elements of all tensors
+  std::size_t max_tensors = 256;                      // inputs (or outputs) and requested outputs
+  std::size_t max_depth = 32;                         // nesting of arrays and objects
+};
+
+Result<InferRequest> ParseInferRequest(std::string_view json, const ParseLimits& limits = {});
+Result<InferResponse> ParseInferResponse(std::string_view json, const ParseLimits& limits = {});
+
+Result<std::string> SerializeInferRequest(const InferRequest& request);
+Result<std::string> SerializeInferResponse(const InferResponse& response);
+
+// {"error": message}: the protocol's error body. Bytes that are not valid UTF-8 are replaced.
+std::string ErrorJson(std::string_view message);
+
+}  // namespace gshare
