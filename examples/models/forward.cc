@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cassert>
 
 #include <fmt/format.h>
 
@@ -17,6 +18,7 @@ using Index = std::int64_t;
 // The weight block cut into its parameter arrays, in layout order. No allocation.
 template <std::size_t N>
 std::array<const float*, N> SplitWeights(const ModelLayout& layout, std::span<const float> block) {
+  assert(layout.parameters.size() == N && "the forward pass and the layout disagree");
   std::array<const float*, N> parts{};
   std::size_t offset = 0;
   for (std::size_t i = 0; i < N && i < layout.parameters.size(); ++i) {
@@ -191,5 +193,7 @@ Status Forward(ModelKind kind, std::span<const float> weights, std::span<const f
 void UseSingleBlasThread() { openblas_set_num_threads(1); }
 
 int BlasThreads() { return openblas_get_num_threads(); }
+
+const char* BlasConfig() { return openblas_get_config(); }
 
 }  // namespace gshare::examples

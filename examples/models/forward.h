@@ -50,5 +50,8 @@ Status Forward(ModelKind kind, std::span<const float> weights, std::span<const f
 void UseSingleBlasThread();
 // The number of threads OpenBLAS uses in this process.
 int BlasThreads();
+// OpenBLAS's build description ("OpenBLAS 0.3.21 DYNAMIC_ARCH ... SkylakeX MAX_THREADS=64"): the
+// kernel it picked for this CPU, worth logging beside timings. Static storage; do not free.
+const char* BlasConfig();
 
 }  // namespace gshare::examples

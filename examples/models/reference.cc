@@ -1,6 +1,7 @@
 #include "examples/models/reference.h"
 
 #include <algorithm>
+#include <cassert>
 
 #include <fmt/format.h>
 
@@ -17,6 +18,7 @@ using Activations = std::vector<double>;
 const float* Parameter(const ModelLayout& layout, std::span<const float> weights,
                        std::string_view name) {
   const auto index = layout.IndexOf(name);
+  assert(index.ok() && "the reference names a parameter its layout lacks");
   return weights.data() + layout.OffsetOf(index.ok() ? *index : 0);
 }
 
