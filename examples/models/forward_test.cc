@@ -1,5 +1,6 @@
 #include "examples/models/forward.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -140,6 +141,35 @@ TEST_P(ForwardTest, BatchIsSplitConsistent) {
   }
   std::printf("[ %s: batch of 8 vs one by one bit-identical: %s ]\n", layout().name.c_str(),
               bit_identical ? "yes" : "no");
+}
+
+// A restored function may find its buffers at other addresses: the logits must not depend on
+// where the weights, inputs, workspace and logits lie (BLAS packs its operands).
+TEST_P(ForwardTest, ResultsDoNotDependOnBufferAddresses) {
+  for (std::int64_t batch : {1, 5}) {
+    const std::vector<float> inputs = GenerateInputs(layout(), batch, 31);
+    const std::vector<float> expected = GuardedForward(kind(), inputs, batch);
+    const std::vector<float>& weights = WeightsOf(kind());
+    auto floats = WorkspaceFloats(kind(), batch);
+    ASSERT_TRUE(floats.ok());
+    const auto logit_count = static_cast<std::size_t>(batch * layout().classes);
+    for (std::size_t shift : {1U, 3U, 16U}) {
+      // Copies at an offset of `shift` floats into larger buffers.
+      std::vector<float> moved_weights(weights.size() + shift);
+      std::copy(weights.begin(), weights.end(), moved_weights.begin() + static_cast<long>(shift));
+      std::vector<float> moved_inputs(inputs.size() + shift);
+      std::copy(inputs.begin(), inputs.end(), moved_inputs.begin() + static_cast<long>(shift));
+      std::vector<float> workspace(*floats + shift);
+      std::vector<float> logits(logit_count + shift);
+      const Status status = Forward(
+          kind(), std::span(moved_weights).subspan(shift), std::span(moved_inputs).subspan(shift),
+          batch, std::span(workspace).subspan(shift), std::span(logits).subspan(shift));
+      ASSERT_TRUE(status.ok()) << status.ToString();
+      EXPECT_TRUE(
+          std::equal(expected.begin(), expected.end(), logits.begin() + static_cast<long>(shift)))
+          << "batch " << batch << ", buffers shifted by " << shift << " floats";
+    }
+  }
 }
 
 TEST_P(ForwardTest, WorkspaceGrowsLinearlyWithTheBatch) {
