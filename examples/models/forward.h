@@ -34,9 +34,6 @@
 
 namespace gshare::examples {
 
-// The largest batch Forward and the reference accept (keeps every size far from overflow).
-inline constexpr std::int64_t kMaxBatch = 4096;
-
 // Floats of workspace Forward needs for `batch` examples: fixed + batch * per_example (see
 // forward.cc for the parts). InvalidArgument for a batch outside [1, kMaxBatch].
 Result<std::size_t> WorkspaceFloats(ModelKind kind, std::int64_t batch);

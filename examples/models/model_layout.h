@@ -32,6 +32,10 @@ namespace gshare::examples {
 
 enum class ModelKind { kMlp, kCnn };
 
+// The largest batch that the forward pass, the reference and ValidateInputs accept (keeps every
+// size far from overflow).
+inline constexpr std::int64_t kMaxBatch = 4096;
+
 // The dimensions of the architectures above, named once.
 struct MlpDims {
   static constexpr std::int64_t kInput = 28 * 28;

@@ -5,7 +5,6 @@
 
 #include <fmt/format.h>
 
-#include "examples/models/forward.h"
 #include "examples/models/weights.h"
 
 namespace gshare::examples {

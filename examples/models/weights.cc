@@ -120,8 +120,9 @@ Status ValidateWeights(const ModelLayout& layout, std::span<const float> block) 
 
 Status ValidateInputs(const ModelLayout& layout, std::span<const float> inputs,
                       std::int64_t batch) {
-  if (batch <= 0) {
-    return InvalidArgument(fmt::format("model '{}': batch {} is not positive", layout.name, batch));
+  if (batch < 1 || batch > kMaxBatch) {
+    return InvalidArgument(
+        fmt::format("model '{}': batch {} is outside [1, {}]", layout.name, batch, kMaxBatch));
   }
   const auto per_example = static_cast<std::size_t>(layout.input_elements());
   if (inputs.size() / per_example != static_cast<std::size_t>(batch) ||

@@ -57,7 +57,7 @@ Status PackWeightsInto(const ModelLayout& layout, std::span<const NamedArray> ar
 Status ValidateWeights(const ModelLayout& layout, std::span<const float> block);
 
 // Checks a batch of inputs: `inputs.size()` is batch * input_elements, every value finite and
-// within kMaxInputMagnitude. Precondition-free: batch <= 0 is InvalidArgument.
+// within kMaxInputMagnitude. A batch outside [1, kMaxBatch] is InvalidArgument.
 Status ValidateInputs(const ModelLayout& layout, std::span<const float> inputs, std::int64_t batch);
 
 // `batch` examples for `layout`, uniform in [0, 1), from `seed`. Precondition: batch >= 0.
