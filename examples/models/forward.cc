@@ -33,8 +33,14 @@ int Int(Index value) { return static_cast<int>(value); }  // all dims are far be
 // out[batch, n] = relu?(in[batch, k] * weight[n, k]^T + bias[n]).
 void Linear(const float* in, Index batch, Index k, const float* weight, const float* bias, Index n,
             bool relu, float* out) {
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, Int(batch), Int(n), Int(k), 1.0F, in, Int(k),
-              weight, Int(k), 0.0F, out, Int(n));
+  if (batch == 1) {
+    // A matrix-vector product reads the weights once; sgemm would first pack all of them.
+    cblas_sgemv(CblasRowMajor, CblasNoTrans, Int(n), Int(k), 1.0F, weight, Int(k), in, 1, 0.0F, out,
+                1);
+  } else {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, Int(batch), Int(n), Int(k), 1.0F, in,
+                Int(k), weight, Int(k), 0.0F, out, Int(n));
+  }
   for (Index row = 0; row < batch; ++row) {
     float* y = out + row * n;
     for (Index j = 0; j < n; ++j) {

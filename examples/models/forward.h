@@ -8,12 +8,14 @@
 // Forward allocates nothing on the heap itself, so a function can carve every buffer out of its GPU
 // slice. (OpenBLAS packs operands in its own buffer pool, set up on first use.)
 //
-// Linear layers are one cblas_sgemm over the batch; each convolution is im2col into the
-// workspace and one cblas_sgemm per example. Rounding therefore differs from the double
-// reference (reference.h) by far less than the comparison's tolerance (compare.h). The results
-// for a given batch are deterministic run to run with one BLAS thread; an example's logits
-// computed in a batch of 8 are not guaranteed bit-identical to the same example alone (BLAS may
-// block a matrix product differently for a different row count), only equal within tolerance.
+// Linear layers are one cblas_sgemm over the batch (cblas_sgemv for a batch of one, which reads
+// the weights once instead of packing them: 4 times faster for the MLP); each convolution is
+// im2col into the workspace and one cblas_sgemm per example. Rounding differs from the double
+// reference (reference.h) by far less than the comparison's tolerance (compare.h). With one BLAS
+// thread the logits of a given batch are deterministic, call after call and wherever the buffers
+// lie; an example's logits computed in a batch are not bit-identical to the same example alone
+// (another routine, or another blocking of the product, sums in another order), only equal within
+// tolerance.
 //
 // Threads: function processes run with OPENBLAS_NUM_THREADS=1 (one thread per function, as the
 // node shares the CPU among functions and time-slices the GPU itself); UseSingleBlasThread sets
