@@ -15,6 +15,7 @@ void AddCompareCommand(CLI::App& app, CommandContext& context);   // gshare comp
 void AddWorkloadCommand(CLI::App& app, CommandContext& context);  // gshare workload
 void AddCatalogCommand(CLI::App& app, CommandContext& context);   // gshare catalog
 void AddNodeCommands(CLI::App& app, CommandContext& context);     // gshare node ...
+void AddExamplesCommand(CLI::App& app, CommandContext& context);  // gshare examples ...
 // Only in builds with the exact solver (GSHARE_BUILD_EXACT); main adds it on GSHARE_HAVE_EXACT.
 void AddOptGapCommand(CLI::App& app, CommandContext& context);  // gshare optgap
 // `bench` is the group created by main; each adds its benchmark under it.
