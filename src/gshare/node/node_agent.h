@@ -1,0 +1,66 @@
+// NodeAgent: one machine's node, composed: its GPUs, the host snapshot store, the restore
+// engine, a staging area where new instances load their models, the copy threads, and the one
+// serial event loop on which the scheduler and the live executor run.
+//
+// The live node drives emulated GPUs (device/emulated): a CUDA node needs the CUDA switch driver,
+// so Create refuses one with FailedPrecondition and says so, rather than silently emulating.
+//
+// Ownership: the agent owns everything above; objects made from it (executors, switches) must be
+// destroyed before it. Threading: loop() is run by one thread, the caller's; everything made
+// from resources() lives on it.
+#pragma once
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/thread_pool.hpp>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gshare/common/clock.h"
+#include "gshare/device/emulated/emulated_device.h"
+#include "gshare/model/gpu_type.h"
+#include "gshare/node/gpu_inventory.h"
+#include "gshare/node/live_executor.h"
+#include "gshare/node/restore_engine.h"
+#include "gshare/node/snapshot_store.h"
+
+namespace gshare {
+
+struct NodeAgentOptions {
+  DeviceOptions devices;  // the GPUs (emulated ones on this node; see above)
+  std::uint64_t snapshot_pool_bytes = 4 * kGiB;
+  std::uint64_t snapshot_chunk_bytes = 8 * kMiB;
+  // Address space for instances loading their models (pages are used only while they load).
+  std::uint64_t staging_bytes = 64 * kGiB;
+  RestoreEngineOptions engine;
+  int copy_threads = 2;
+};
+
+class NodeAgent {
+ public:
+  static Result<std::unique_ptr<NodeAgent>> Create(NodeAgentOptions options);
+  ~NodeAgent();
+
+  boost::asio::io_context& loop() { return loop_; }
+  NodeResources resources();
+  const GpuInventory& inventory() const { return *inventory_; }
+  SnapshotStore& snapshots() { return *snapshots_; }
+
+  // A GPU type that describes the node's GPUs to policies, the meter and the simulator: the
+  // smallest GPU's memory, the link's configured bandwidth (measured when unpaced), the given
+  // fixed restore cost and price.
+  Result<GpuType> DescribeGpus(Duration restore_overhead, double price_per_hour_usd) const;
+
+ private:
+  NodeAgent() = default;
+
+  boost::asio::io_context loop_;
+  std::unique_ptr<boost::asio::thread_pool> copies_;
+  SteadyClock clock_;
+  std::unique_ptr<GpuInventory> inventory_;
+  std::unique_ptr<EmulatedDevice> staging_;
+  std::unique_ptr<SnapshotStore> snapshots_;
+  std::unique_ptr<RestoreEngine> engine_;
+};
+
+}  // namespace gshare
