@@ -630,33 +630,31 @@ void LiveExecutor::InstanceLost(InstanceId instance_id, const Status& status) {
   instances_.erase(it);
   if (instance.switcher) instance.switcher->Close();
   host_.Stop(instance_id);  // when the switch failed first, the process may still run
-  if (instance.state == InstanceState::kStopping || instance.state == InstanceState::kIdle) return;
-  if (instance.state == InstanceState::kDetaching && !instance.rebind) return;  // Detached reports
-  // Bound to a slice (starting, reserved, restored, or rebinding): the slice is gone.
-  Gpu& gpu = gpus_[instance.gpu];
-  for (auto slice_it = gpu.slices.begin(); slice_it != gpu.slices.end(); ++slice_it) {
-    if (slice_it->second.instance != instance_id) continue;
-    const FunctionId function = slice_it->first;
-    Slice& slice = slice_it->second;
-    std::vector<RequestId> lost;
-    for (auto& [run_id, run] : slice.runs)
-      lost.insert(lost.end(), run.batch.begin(), run.batch.end());
-    if (!slice.runs.empty())
-      Account(
-          [&](Meter& m) { m.Active(Now(), function, -static_cast<double>(slice.reserve_bytes)); });
-    gpu.reserved_bytes -= slice.reserve_bytes;
-    Account(
-        [&](Meter& m) { m.Reserved(Now(), function, -static_cast<double>(slice.reserve_bytes)); });
-    const bool waiting = slice.state == SliceState::kWaitingMemory;
-    gpu.slices.erase(slice_it);
-    if (waiting) {
-      std::erase(gpu.waiting_memory, function);
+  // A detach in flight reports through Detached. A slice bound to the instance (starting,
+  // reserved, restored, or waiting for the instance's detach), whatever its state now, is gone.
+  for (GpuId id = 0; id < gpus_.size(); ++id) {
+    Gpu& gpu = gpus_[id];
+    for (auto slice_it = gpu.slices.begin(); slice_it != gpu.slices.end(); ++slice_it) {
+      if (slice_it->second.instance != instance_id) continue;
+      const FunctionId function = slice_it->first;
+      Slice& slice = slice_it->second;
+      std::vector<RequestId> lost;
+      for (auto& [run_id, run] : slice.runs) {
+        lost.insert(lost.end(), run.batch.begin(), run.batch.end());
+        --gpu.runs_in_flight;
+      }
+      const double reserved = static_cast<double>(slice.reserve_bytes);
+      if (!slice.runs.empty()) Account([&](Meter& m) { m.Active(Now(), function, -reserved); });
+      Account([&](Meter& m) { m.Reserved(Now(), function, -reserved); });
+      gpu.reserved_bytes -= slice.reserve_bytes;
+      if (slice.state == SliceState::kWaitingMemory) std::erase(gpu.waiting_memory, function);
+      gpu.slices.erase(slice_it);
+      RetryWaitingMemory(id);
+      spdlog::warn("instance {} of '{}' on GPU {} died: {}", instance_id, functions_[function].name,
+                   id, status.ToString());
+      if (scheduler_ != nullptr) scheduler_->OnInstanceDied(id, function, lost, status);
+      return;
     }
-    RetryWaitingMemory(instance.gpu);
-    spdlog::warn("instance {} of '{}' on GPU {} died: {}", instance_id, functions_[function].name,
-                 instance.gpu, status.ToString());
-    if (scheduler_ != nullptr) scheduler_->OnInstanceDied(instance.gpu, function, lost, status);
-    return;
   }
 }
 
