@@ -24,7 +24,14 @@ Result<std::int64_t> BatchSize(const InferRequest& request, std::size_t index) {
     return InvalidArgument(fmt::format("request {} has no inputs to batch", index));
   }
   std::int64_t size = -1;
-  for (const Tensor& input : request.inputs) {
+  for (std::size_t i = 0; i < request.inputs.size(); ++i) {
+    const Tensor& input = request.inputs[i];
+    for (std::size_t j = 0; j < i; ++j) {
+      if (request.inputs[j].name() == input.name()) {
+        return InvalidArgument(
+            fmt::format("request {} has two inputs named '{}'", index, input.name()));
+      }
+    }
     if (input.shape().empty()) {
       return InvalidArgument(fmt::format(
           "request {}: input '{}' is a scalar and has no batch dimension", index, input.name()));

@@ -92,6 +92,10 @@ TEST(BatchingTest, StackMismatches) {
   ragged.inputs[1] = *Tensor::FromStrings("s", {2}, {"a", "b"});
   EXPECT_EQ(StackError({ragged}), "request 0: input 's' has batch size 2 but another input has 1");
 
+  auto twice = Request(1, 0);
+  twice.inputs[1] = twice.inputs[0];
+  EXPECT_EQ(StackError({Request(1, 0), twice}), "request 1 has two inputs named 'x'");
+
   auto scalar = Request(1, 0);
   scalar.inputs[1] = *Tensor::FromStrings("s", {}, {"a"});
   EXPECT_EQ(StackError({scalar}), "request 0: input 's' is a scalar and has no batch dimension");

@@ -9,8 +9,10 @@
 // FP64: a number within the type's finite range, FP16 rounded to nearest even; BYTES: a string).
 // The ParseLimits bound the text, the nesting, the number of tensors, and the total elements and
 // data bytes before anything of that size is allocated, so no input can exhaust memory or the
-// stack. Tensor "parameters" are accepted and dropped, except "binary_data_size" (the binary
-// data extension), which is refused by name. Unknown fields are ignored.
+// stack. (The text is parsed into a JSON tree first, which takes 16 to 32 bytes per JSON
+// value: max_text_bytes bounds it.) Tensor "parameters" are accepted and dropped, except
+// "binary_data_size" (the binary data extension), which is refused by name. Unknown fields are
+// ignored.
 //
 // Serializing writes data flat. It fails (InvalidArgument) only for what JSON cannot carry: a
 // non-finite floating-point element, or a string that is not valid UTF-8. For every datatype,
