@@ -20,5 +20,6 @@ void AddExamplesCommand(CLI::App& app, CommandContext& context);  // gshare exam
 void AddOptGapCommand(CLI::App& app, CommandContext& context);  // gshare optgap
 // `bench` is the group created by main; each adds its benchmark under it.
 void AddBenchRestoreCommand(CLI::App& bench, CommandContext& context);  // gshare bench restore
+void AddBenchSwitchCommand(CLI::App& bench, CommandContext& context);   // gshare bench switch
 
 }  // namespace gshare::cli

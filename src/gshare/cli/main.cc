@@ -31,6 +31,7 @@ int main(int argc, char** argv) {
       app.add_subcommand("bench", "Micro-benchmarks that print ratios measured in one run");
   bench->require_subcommand(1);
   gshare::cli::AddBenchRestoreCommand(*bench, context);
+  gshare::cli::AddBenchSwitchCommand(*bench, context);
   // The top level takes no positionals, so a word that names no subcommand is an error at once,
   // before --help is looked at: `gshare optgap --help` fails where optgap is not built. Only the
   // top level is set; each subcommand parses its own arguments as before.

@@ -1,0 +1,303 @@
+// gshare bench switch: switching each example function between host memory and emulated GPUs,
+// against the raw copy limit measured in the same run.
+//
+//   gshare bench switch [--json] [--repetitions 11] [--link-bandwidth 0] [--weights DIR]
+//
+// For each example function (mlp, cnn, echo), on a node of two emulated GPUs: the function runs
+// in this process on the function library, exactly as a function process does (its device memory
+// at a fixed address, its kernels under the node's compute grants); the node side is the
+// EmulatedSwitch and the restore engine.
+//   checkpoint  lock, copy the function's image into its host snapshot (a copy is forced: no fast
+//               swap), unmap: from the call to its completion on the node's event loop;
+//   restore     copy the snapshot onto the other GPU, map it back at the same addresses, unlock;
+//   raw         the image's bytes copied by the best raw method of this machine, timed the same
+//               way (docs/node.md, "bench restore"): what a restore cannot beat;
+//   outputs_identical  whether an inference after the last restore (onto another GPU than the
+//               first) answers exactly the bytes it answered before the first checkpoint.
+// Figures are medians over --repetitions rounds, after one untimed round.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/post.hpp>
+#include <cstdio>
+#include <cstring>
+#include <cstdlib>
+#include <filesystem>
+#include <future>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "examples/runtime/example_weights.h"
+#include "examples/runtime/model_function.h"
+#include "examples/runtime/output_checker.h"
+#include "gshare/cli/commands.h"
+#include "gshare/cli/flag_checks.h"
+#include "gshare/device/device_registry.h"
+#include "gshare/node/node_agent.h"
+#include "gshare/node/switch/emulated_switch.h"
+
+namespace gshare::cli {
+namespace {
+
+struct BenchSwitchFlags {
+  std::string link_bandwidth = "0";
+  std::string weights_dir;
+  int repetitions = 11;
+  bool json = false;
+};
+
+struct SwitchResult {
+  std::string function;
+  std::uint64_t model_bytes = 0;
+  double checkpoint_ms = 0;
+  double restore_ms = 0;
+  double raw_ms = 0;
+  bool outputs_identical = false;
+};
+
+double Median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const std::size_t n = values.size();
+  return n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
+}
+
+double Milliseconds(std::chrono::steady_clock::duration d) {
+  return std::chrono::duration<double, std::milli>(d).count();
+}
+
+class Bench {
+ public:
+  explicit Bench(NodeAgent& node) : node_(node), work_(node.loop().get_executor()) {
+    loop_thread_ = std::thread([this] { node_.loop().run(); });
+  }
+  ~Bench() {
+    work_.reset();
+    node_.loop().stop();
+    loop_thread_.join();
+  }
+
+  // Runs `start` on the loop with a Done callback and returns its status and wall time.
+  template <typename Start>
+  std::pair<Status, double> Timed(Start start) {
+    std::promise<Status> done;
+    const auto begin = std::chrono::steady_clock::now();
+    boost::asio::post(node_.loop(), [&] { start([&](Status s) { done.set_value(s); }); });
+    Status status = done.get_future().get();
+    return {status, Milliseconds(std::chrono::steady_clock::now() - begin)};
+  }
+
+  Result<SwitchResult> Measure(const std::string& model, const std::string& weights_dir,
+                               examples::OutputChecker& checker, int repetitions) {
+    SwitchResult result;
+    result.function = model;
+    auto pair = fn::ControlChannel::CreatePair();
+    if (!pair.ok()) return pair.status();
+    std::shared_ptr<EmulatedSwitch> instance;
+    std::promise<void> created;
+    boost::asio::post(node_.loop(), [&] {
+      NodeResources r = node_.resources();
+      instance = EmulatedSwitch::Create({r.loop, r.copies, r.engine, r.snapshots}, "bench-" + model,
+                                        std::move(pair->first));
+      created.set_value();
+    });
+    created.get_future().get();
+
+    // The function, on a thread of its own while it connects (Connect waits for the first map).
+    const std::uintptr_t base = fn::kDefaultDeviceBase + next_range_++ * kReserve;
+    std::promise<Result<std::unique_ptr<fn::FunctionRuntime>>> connected;
+    std::thread connecting([&, control = std::move(pair->second)]() mutable {
+      connected.set_value(fn::FunctionRuntime::Connect(std::move(control), base, kReserve,
+                                                       {.exit_when_node_gone = false}));
+    });
+    std::vector<Device*> gpus(node_.resources().devices.begin(), node_.resources().devices.end());
+    auto first = gpus[0]->Allocate(kSliceBytes);
+    if (!first.ok()) {
+      connecting.join();
+      return first.status();
+    }
+    std::unique_ptr<DeviceBuffer> slice = std::move(first).value();
+    NodeResources r = node_.resources();
+    ComputeArbiter arbiters[2];
+    auto attached = Timed([&](EmulatedSwitch::Done done) {
+      instance->Attach(*slice, kSliceBytes, &arbiters[0], std::move(done));
+    });
+    connecting.join();
+    auto runtime = connected.get_future().get();
+    if (!attached.first.ok()) return attached.first;
+    if (!runtime.ok()) return runtime.status();
+    const std::string weights = model == "echo" ? "" : weights_dir + "/" + model + ".safetensors";
+    auto function = examples::ModelFunction::Create(**runtime, model, weights);
+    if (!function.ok()) return function.status();
+    auto input = checker.InputFor(model, 0);
+    if (!input.ok()) return input.status();
+    auto before = (*function)->Infer(*input);
+    if (!before.ok()) return before.status();
+
+    std::vector<double> checkpoints, restores;
+    int gpu = 0;
+    for (int round = 0; round <= repetitions; ++round) {
+      auto [out, checkpoint_ms] = Timed([&](EmulatedSwitch::Done done) {
+        instance->Checkpoint(/*force_copy=*/true, std::move(done));
+      });
+      if (!out.ok()) return out;
+      slice.reset();
+      gpu = 1 - gpu;
+      auto next = gpus[static_cast<std::size_t>(gpu)]->Allocate(kSliceBytes);
+      if (!next.ok()) return next.status();
+      slice = std::move(next).value();
+      if (std::getenv("PRETOUCH")) { auto* e = dynamic_cast<EmulatedBuffer*>(slice.get()); std::memset(e->bytes().data(), 0, e->bytes().size()); }
+      auto [in, restore_ms] = Timed([&](EmulatedSwitch::Done done) {
+        instance->Restore(*slice, kSliceBytes, &arbiters[gpu], std::move(done));
+      });
+      if (!in.ok()) return in;
+      if (round == 0) continue;  // untimed: first touches
+      checkpoints.push_back(checkpoint_ms);
+      restores.push_back(restore_ms);
+    }
+    result.model_bytes = instance->last_restore().bytes;
+    result.checkpoint_ms = Median(checkpoints);
+    result.restore_ms = Median(restores);
+    auto after = (*function)->Infer(*input);
+    if (!after.ok()) return after.status();
+    result.outputs_identical = *after == *before;
+
+    // The raw limit, in the same run: the image's bytes, host to the GPU it is on now.
+    auto raw =
+        RawMilliseconds(*gpus[static_cast<std::size_t>(gpu)], result.model_bytes, repetitions);
+    if (!raw.ok()) return raw.status();
+    result.raw_ms = *raw;
+
+    function->reset();
+    runtime->reset();
+    std::promise<void> closed;
+    boost::asio::post(node_.loop(), [&] {
+      instance->Close();
+      instance.reset();
+      closed.set_value();
+    });
+    closed.get_future().get();
+    return result;
+  }
+
+ private:
+  static constexpr std::uint64_t kReserve = 1ULL << 30;
+  static constexpr std::uint64_t kSliceBytes = 64ULL << 20;
+
+  Result<double> RawMilliseconds(Device& gpu, std::uint64_t bytes, int repetitions) {
+    if (bytes == 0) return 0.0;
+    auto host = node_.inventory().host_memory().Allocate(bytes);
+    if (!host.ok()) return host.status();
+    std::fill((*host)->bytes().begin(), (*host)->bytes().end(), std::byte{0x5a});
+    auto buffer = gpu.Allocate(bytes);
+    if (!buffer.ok()) return buffer.status();
+    std::vector<double> times;
+    for (int round = 0; round <= repetitions; ++round) {
+      auto took = gpu.TimedRawCopyToDevice(**buffer, (*host)->bytes());
+      if (!took.ok()) return took.status();
+      if (round > 0) times.push_back(ToSeconds(*took) * 1e3);
+    }
+    return Median(times);
+  }
+
+  NodeAgent& node_;
+  std::optional<boost::asio::executor_work_guard<boost::asio::io_context::executor_type>> work_;
+  std::thread loop_thread_;
+  std::uint64_t next_range_ = 0;
+};
+
+int RunBenchSwitch(const BenchSwitchFlags& flags) {
+  auto devices = MakeDeviceOptions("emulated", "2x16Gi", flags.link_bandwidth);
+  if (!devices.ok()) {
+    std::fprintf(stderr, "gshare bench switch: %s\n", devices.status().ToString().c_str());
+    return 2;
+  }
+  NodeAgentOptions options;
+  options.devices = std::move(devices).value();
+  options.snapshot_pool_bytes = 256 * kMiB;
+  auto node = NodeAgent::Create(std::move(options));
+  if (!node.ok()) {
+    std::fprintf(stderr, "gshare bench switch: %s\n", node.status().ToString().c_str());
+    return 1;
+  }
+  std::string weights_dir = flags.weights_dir;
+  std::filesystem::path scratch;
+  if (weights_dir.empty()) {  // the bundled seed's weights, in a scratch folder
+    scratch = std::filesystem::temp_directory_path() / fmt::format("gshare-bench-{}", ::getpid());
+    std::filesystem::create_directories(scratch);
+    weights_dir = scratch.string();
+    for (const auto kind : {examples::ModelKind::kMlp, examples::ModelKind::kCnn}) {
+      const Status written = examples::WriteExampleWeights(
+          kind, examples::kDefaultWeightSeed,
+          fmt::format("{}/{}.safetensors", weights_dir, examples::ModelKindName(kind)));
+      if (!written.ok()) {
+        std::fprintf(stderr, "gshare bench switch: %s\n", written.ToString().c_str());
+        return 1;
+      }
+    }
+  }
+  auto checker = examples::OutputChecker::Create(weights_dir);
+  if (!checker.ok()) {
+    std::fprintf(stderr, "gshare bench switch: %s\n", checker.status().ToString().c_str());
+    return 1;
+  }
+  std::vector<SwitchResult> results;
+  {
+    Bench bench(**node);
+    for (const std::string model : {"mlp", "cnn", "echo"}) {
+      auto result = bench.Measure(model, weights_dir, **checker, flags.repetitions);
+      if (!result.ok()) {
+        std::fprintf(stderr, "gshare bench switch: %s: %s\n", model.c_str(),
+                     result.status().ToString().c_str());
+        return 1;
+      }
+      results.push_back(*result);
+    }
+  }
+  if (!scratch.empty()) std::filesystem::remove_all(scratch);
+
+  if (flags.json) {
+    nlohmann::json out = {{"results", nlohmann::json::array()}};
+    for (const SwitchResult& r : results) {
+      out["results"].push_back({{"function", r.function},
+                                {"model_bytes", r.model_bytes},
+                                {"checkpoint_ms", r.checkpoint_ms},
+                                {"restore_ms", r.restore_ms},
+                                {"raw_ms", r.raw_ms},
+                                {"outputs_identical", r.outputs_identical}});
+    }
+    std::printf("%s\n", out.dump(2).c_str());
+    return 0;
+  }
+  std::printf("%-6s %12s %14s %12s %10s %16s %10s\n", "func", "image", "checkpoint ms",
+              "restore ms", "raw ms", "restore / raw", "identical");
+  for (const SwitchResult& r : results) {
+    std::printf("%-6s %12s %14.3f %12.3f %10.3f %16.2f %10s\n", r.function.c_str(),
+                FormatBytes(r.model_bytes).c_str(), r.checkpoint_ms, r.restore_ms, r.raw_ms,
+                r.raw_ms > 0 ? r.restore_ms / r.raw_ms : 0.0, r.outputs_identical ? "yes" : "NO");
+  }
+  return 0;
+}
+
+}  // namespace
+
+void AddBenchSwitchCommand(CLI::App& bench, CommandContext& context) {
+  auto flags = std::make_shared<BenchSwitchFlags>();
+  CLI::App* cmd = bench.add_subcommand(
+      "switch", "Checkpoint and restore of each example function against the raw copy limit");
+  cmd->add_option("--repetitions", flags->repetitions, "Timed rounds (after one untimed)")
+      ->check(WholeIn(1, 1000))
+      ->capture_default_str();
+  cmd->add_option("--link-bandwidth", flags->link_bandwidth,
+                  "Pace the emulated links (\"12GB/s\"); 0: unpaced")
+      ->capture_default_str();
+  cmd->add_option("--weights", flags->weights_dir,
+                  "Folder of mlp.safetensors and cnn.safetensors (default: written from seed 1)");
+  cmd->add_flag("--json", flags->json, "Print JSON");
+  cmd->callback([flags, &context] { context.exit_code = RunBenchSwitch(*flags); });
+}
+
+}  // namespace gshare::cli
