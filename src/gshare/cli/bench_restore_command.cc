@@ -10,7 +10,9 @@
 //                 memcpy             Device::TimedRawCopyToDevice: one plain memcpy on an emulated
 //                                    GPU (paced when the link is), a pinned cudaMemcpy on CUDA;
 //                 memcpy_xS          (unpaced emulated GPUs) memcpy on S threads, S = the engine's
-//                                    streams, each copying one contiguous S-th of the bytes;
+//                                    streams, each copying one contiguous S-th of the bytes; the
+//                                    threads are started once per size and kept, as the engine
+//                                    keeps its stream threads;
 //                 copy_engine_xS     (unpaced emulated GPUs) the same with the emulated copy
 //                                    engine's own routine (CopyEngineCopy, non-temporal stores).
 //   restore     the restore engine copying a snapshot of the same size into the same buffer;
@@ -31,7 +33,6 @@
 #include <cstring>
 #include <exception>
 #include <functional>
-#include <latch>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -41,6 +42,7 @@
 #include "gshare/cli/commands.h"
 #include "gshare/cli/flag_checks.h"
 #include "gshare/common/clock.h"
+#include "gshare/common/mutex.h"
 #include "gshare/common/random.h"
 #include "gshare/device/emulated/copy_engine.h"
 #include "gshare/device/emulated/emulated_device.h"
@@ -99,40 +101,92 @@ struct Path {
   std::vector<double> gbps;
 };
 
-// Copies `bytes` from `source` to `destination` with `copy` on `threads` threads, each one
-// contiguous part (page-aligned cuts), timed from the moment every thread is ready to the last
-// one's end.
-Result<Duration> TimedParallelCopy(std::byte* destination, const std::byte* source,
-                                   std::uint64_t bytes, int threads,
-                                   void (*copy)(void*, const void*, std::size_t)) {
-  const auto count = static_cast<std::uint64_t>(threads);
-  const std::uint64_t part = (bytes / count + 4095) / 4096 * 4096;
-  std::latch ready(threads + 1);
-  std::latch start(1);
-  std::vector<std::thread> workers;
-  try {
-    for (std::uint64_t i = 0; i < count; ++i) {
-      const std::uint64_t begin = std::min(bytes, i * part);
-      const std::uint64_t end = std::min(bytes, begin + part);
-      workers.emplace_back([=, &ready, &start] {
-        ready.count_down();
-        start.wait();
-        copy(destination + begin, source + begin, static_cast<std::size_t>(end - begin));
-      });
+// S copy threads started once per size and kept, as the engine keeps its stream threads: each
+// round wakes them, each copies one contiguous part (page-aligned cuts), and the round is timed
+// from the wake-up to the last part's end. Thread creation is never timed.
+class CopyCrew {
+ public:
+  using CopyFunction = void (*)(void*, const void*, std::size_t);
+
+  static Result<std::unique_ptr<CopyCrew>> Start(int threads) {
+    auto crew = std::unique_ptr<CopyCrew>(new CopyCrew());
+    try {
+      for (int i = 0; i < threads; ++i) {
+        crew->workers_.emplace_back([raw = crew.get(), i, threads] { raw->Work(i, threads); });
+      }
+    } catch (const std::exception& e) {
+      return Internal(fmt::format("cannot start copy threads: {}", e.what()));
     }
-  } catch (const std::exception& e) {
-    // Let the threads already started finish, then report.
-    for (std::size_t i = workers.size(); i < count; ++i) ready.count_down();
-    start.count_down();
-    for (auto& worker : workers) worker.join();
-    return Internal(fmt::format("cannot start copy threads: {}", e.what()));
+    return crew;
   }
-  ready.arrive_and_wait();
-  const auto begin = std::chrono::steady_clock::now();
-  start.count_down();
-  for (auto& worker : workers) worker.join();
-  return std::chrono::duration_cast<Duration>(std::chrono::steady_clock::now() - begin);
-}
+
+  ~CopyCrew() {
+    {
+      MutexLock lock(mutex_);
+      stopping_ = true;
+    }
+    changed_.NotifyAll();
+    for (auto& worker : workers_) worker.join();
+  }
+
+  Duration Copy(std::byte* destination, const std::byte* source, std::uint64_t bytes,
+                CopyFunction copy) EXCLUDES(mutex_) {
+    const auto begin = std::chrono::steady_clock::now();
+    {
+      MutexLock lock(mutex_);
+      job_ = Job{destination, source, bytes, copy};
+      remaining_ = static_cast<int>(workers_.size());
+      ++round_;
+    }
+    changed_.NotifyAll();
+    MutexLock lock(mutex_);
+    changed_.Wait(mutex_, [this]() REQUIRES(mutex_) { return remaining_ == 0; });
+    return std::chrono::duration_cast<Duration>(std::chrono::steady_clock::now() - begin);
+  }
+
+ private:
+  struct Job {
+    std::byte* destination = nullptr;
+    const std::byte* source = nullptr;
+    std::uint64_t bytes = 0;
+    CopyFunction copy = nullptr;
+  };
+
+  CopyCrew() = default;
+
+  void Work(int index, int threads) EXCLUDES(mutex_) {
+    std::uint64_t seen = 0;
+    for (;;) {
+      Job job;
+      {
+        MutexLock lock(mutex_);
+        changed_.Wait(mutex_, [&]() REQUIRES(mutex_) { return stopping_ || round_ != seen; });
+        if (stopping_) return;
+        seen = round_;
+        job = job_;
+      }
+      const auto count = static_cast<std::uint64_t>(threads);
+      const std::uint64_t part = (job.bytes / count + 4095) / 4096 * 4096;
+      const std::uint64_t begin = std::min(job.bytes, static_cast<std::uint64_t>(index) * part);
+      const std::uint64_t end = std::min(job.bytes, begin + part);
+      job.copy(job.destination + begin, job.source + begin, static_cast<std::size_t>(end - begin));
+      bool last = false;
+      {
+        MutexLock lock(mutex_);
+        last = --remaining_ == 0;
+      }
+      if (last) changed_.NotifyAll();
+    }
+  }
+
+  Mutex mutex_;
+  CondVar changed_;
+  Job job_ GUARDED_BY(mutex_);
+  int remaining_ GUARDED_BY(mutex_) = 0;
+  std::uint64_t round_ GUARDED_BY(mutex_) = 0;
+  bool stopping_ GUARDED_BY(mutex_) = false;
+  std::vector<std::thread> workers_;
+};
 
 void PlainMemcpy(void* to, const void* from, std::size_t n) { std::memcpy(to, from, n); }
 
@@ -197,7 +251,9 @@ Result<SizeResult> MeasureSize(GpuInventory& node, RestoreEngine& engine, std::u
   std::vector<Path> d2h_raw;
   h2d_raw.push_back(
       {"memcpy", [&] { return device.TimedRawCopyToDevice(*buffer, host->bytes()); }, {}});
+  std::unique_ptr<CopyCrew> crew;
   if (emulated != nullptr) {
+    GSHARE_ASSIGN_OR_RETURN(crew, CopyCrew::Start(threads));
     std::byte* device_bytes = emulated->bytes().data();
     d2h_raw.push_back({"memcpy",
                        [&, device_bytes] {
@@ -210,28 +266,28 @@ Result<SizeResult> MeasureSize(GpuInventory& node, RestoreEngine& engine, std::u
     const std::string suffix = fmt::format("_x{}", threads);
     if (threads > 1) {
       h2d_raw.push_back({"memcpy" + suffix,
-                         [=] {
-                           return TimedParallelCopy(device_bytes, host_bytes, size_bytes, threads,
-                                                    PlainMemcpy);
+                         [&, device_bytes] {
+                           return Result<Duration>(
+                               crew->Copy(device_bytes, host_bytes, size_bytes, PlainMemcpy));
                          },
                          {}});
       d2h_raw.push_back({"memcpy" + suffix,
-                         [=] {
-                           return TimedParallelCopy(host_bytes, device_bytes, size_bytes, threads,
-                                                    PlainMemcpy);
+                         [&, device_bytes] {
+                           return Result<Duration>(
+                               crew->Copy(host_bytes, device_bytes, size_bytes, PlainMemcpy));
                          },
                          {}});
     }
     h2d_raw.push_back({"copy_engine" + suffix,
-                       [=] {
-                         return TimedParallelCopy(device_bytes, host_bytes, size_bytes, threads,
-                                                  CopyEngineCopy);
+                       [&, device_bytes] {
+                         return Result<Duration>(
+                             crew->Copy(device_bytes, host_bytes, size_bytes, CopyEngineCopy));
                        },
                        {}});
     d2h_raw.push_back({"copy_engine" + suffix,
-                       [=] {
-                         return TimedParallelCopy(host_bytes, device_bytes, size_bytes, threads,
-                                                  CopyEngineCopy);
+                       [&, device_bytes] {
+                         return Result<Duration>(
+                             crew->Copy(host_bytes, device_bytes, size_bytes, CopyEngineCopy));
                        },
                        {}});
   } else {
