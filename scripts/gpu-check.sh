@@ -33,7 +33,7 @@ cmake --build "${build}" -j "${jobs}" --target gshare gshare_device_test gshare_
 echo "== tests (device and node, GPU label included)"
 tests_failed=0
 # ctest names tests Suite.Case: these are the suites of src/gshare/device and src/gshare/node.
-suites='^(CopyEngine|EmulatedDevice|EmulatedHostMemory|DeviceRegistry|CudaDevice|GpuInventory|SnapshotStore|SnapshotStoreCreate|RestoreEngine|RestoreEngineGpu|VGpuManager)Test[.]'
+suites='^(CopyEngine|EmulatedDevice|EmulatedHostMemory|DeviceRegistry|CudaDevice|GpuInventory|SnapshotStore|SnapshotStoreCreate|RestoreEngine|RestoreEngineFault|RestoreEngineGpu|VGpuManager)Test[.]'
 ctest --test-dir "${build}" -R "${suites}" --output-on-failure \
   -j "${jobs}" 2>&1 | tee "${out}/ctest-all.log" || tests_failed=1
 ctest --test-dir "${build}" -L gpu --output-on-failure -V 2>&1 | tee "${out}/ctest-gpu.log" ||
