@@ -33,7 +33,7 @@ cmake --build "${build}" -j "${jobs}" --target gshare gshare_device_test gshare_
 echo "== tests (device and node, GPU label included)"
 tests_failed=0
 # ctest names tests Suite.Case: these are the suites of src/gshare/device and src/gshare/node.
-suites='^(CopyEngine|EmulatedDevice|EmulatedHostMemory|DeviceRegistry|CudaDevice|GpuInventory|SnapshotStore|SnapshotStoreCreate|RestoreEngine|RestoreEngineGpu|VGpuManager)Test[.]'
+suites='^(CopyEngine|EmulatedDevice|EmulatedHostMemory|DeviceRegistry|CudaDevice|GpuInventory|SnapshotStore|SnapshotStoreCreate|RestoreEngine|RestoreEngineFault|RestoreEngineGpu|VGpuManager)Test[.]'
 ctest --test-dir "${build}" -R "${suites}" --output-on-failure \
   -j "${jobs}" 2>&1 | tee "${out}/ctest-all.log" || tests_failed=1
 ctest --test-dir "${build}" -L gpu --output-on-failure -V 2>&1 | tee "${out}/ctest-gpu.log" ||
@@ -68,7 +68,8 @@ for g in info["gpus"]:
 print()
 rows = json.load(open(f"{out}/bench-restore.json"))["results"]
 rows += json.load(open(f"{out}/bench-restore-100M.json"))["results"]
-print(f"{'SIZE':>12}  {'RAW GB/s':>9}  {'RESTORE GB/s':>12}  {'RATIO':>6}  {'TIME/RAW':>8}  TARGET")
+print(f"{'SIZE':>12}  {'RAW GB/s':>9}  {'RESTORE GB/s':>12}  {'RATIO':>6}  {'TIME/RAW':>8}  "
+      f"{'D2H RAW':>8}  {'CKPT GB/s':>9}  {'D2H RATIO':>9}  TARGET")
 for r in rows:
     time_over_raw = 1 / r["ratio"]
     if r["size_bytes"] == 100_000_000:
@@ -77,8 +78,10 @@ for r in rows:
         target, ok = "ratio >= 0.85", r["ratio"] >= 0.85
     else:
         target, ok = "-", True
+    d = r["d2h"]
     print(f"{r['size_bytes']:>12}  {r['raw_gbps']:>9.2f}  {r['restore_gbps']:>12.2f}  "
-          f"{r['ratio']:>6.3f}  {time_over_raw:>8.3f}  {target} {'ok' if ok else 'MISSED'}")
+          f"{r['ratio']:>6.3f}  {time_over_raw:>8.3f}  {d['raw_gbps']:>8.2f}  "
+          f"{d['checkpoint_gbps']:>9.2f}  {d['ratio']:>9.3f}  {target} {'ok' if ok else 'MISSED'}")
 PY
 
 if [[ "${tests_failed}" -ne 0 ]]; then

@@ -90,6 +90,40 @@ else
   failed=$((failed + 1))
 fi
 
+# gshare bench restore: fewer than 11 rounds are refused; the --json layout carries both
+# directions, the raw method chosen and the spreads (docs/node.md).
+"$gshare" bench restore --device emulated --size 4Mi --repetitions 5 >/dev/null 2>"$work/bench_reps.stderr"
+if [ $? -ne 0 ] && grep -q -- "--repetitions" "$work/bench_reps.stderr"; then
+  passed=$((passed + 1))
+else
+  echo "FAIL bench_repetitions: $(cat "$work/bench_reps.stderr")"
+  failed=$((failed + 1))
+fi
+if "$gshare" bench restore --device emulated --size 4Mi --streams 2 --json >"$work/bench.json" 2>/dev/null &&
+   python3 - "$work/bench.json" <<'PY'
+import json, sys
+out = json.load(open(sys.argv[1]))
+assert out["streams"] == 2 and out["repetitions"] == 11 and out["chunk_bytes"] == 8 * 2**20
+(r,) = out["results"]
+assert r["size_bytes"] == 4 * 2**20
+assert set(r["raw_methods"]) == {"memcpy", "memcpy_x2", "copy_engine_x2"}
+assert r["raw_method"] in r["raw_methods"] and r["raw_gbps"] == max(r["raw_methods"].values())
+assert abs(r["ratio"] - r["restore_gbps"] / r["raw_gbps"]) < 1e-9
+for spread, median in ((r["raw_spread"], r["raw_gbps"]), (r["restore_spread"], r["restore_gbps"])):
+    assert spread["min"] <= spread["q1"] <= median <= spread["q3"] <= spread["max"]
+d = r["d2h"]
+assert set(d["raw_methods"]) == {"memcpy", "memcpy_x2", "copy_engine_x2"}
+assert d["raw_gbps"] == max(d["raw_methods"].values()) and d["checkpoint_gbps"] > 0
+assert d["checkpoint_spread"]["min"] <= d["checkpoint_gbps"] <= d["checkpoint_spread"]["max"]
+assert abs(d["ratio"] - d["checkpoint_gbps"] / d["raw_gbps"]) < 1e-9
+PY
+then
+  passed=$((passed + 1))
+else
+  echo "FAIL bench_restore_json: $(head -c 2000 "$work/bench.json")"
+  failed=$((failed + 1))
+fi
+
 # gshare optgap, where it is built (GSHARE_BUILD_EXACT): a bad --sizes list is refused before
 # anything is solved.
 if "$gshare" optgap --help >/dev/null 2>&1; then

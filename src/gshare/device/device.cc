@@ -2,6 +2,12 @@
 
 namespace gshare {
 
+std::uint64_t DeviceBuffer::NextId() {
+  // Starts at 1, so that 0 never names a buffer.
+  static std::atomic<std::uint64_t> next{1};
+  return next.fetch_add(1, std::memory_order_relaxed);
+}
+
 std::string_view DeviceKindName(DeviceKind kind) {
   switch (kind) {
     case DeviceKind::kEmulated:

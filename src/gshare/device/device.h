@@ -16,6 +16,7 @@
 // driver error is Internal or Unavailable, with the driver's message.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -47,6 +48,15 @@ struct DeviceInfo {
 };
 
 // Device memory. Move-only through std::unique_ptr; frees its memory when destroyed.
+//
+// Identity and write generation: every buffer has a process-wide unique id, never reused (a
+// buffer freed and another allocated at the same address get different ids), and a write
+// generation, a counter that changes whenever its contents may have changed. Whoever lets
+// anything write the buffer (a function unlocked to run on it, a restore into it) calls
+// MarkWritten() before the writes may start. A host copy that was taken while the generation was
+// g (a snapshot) still equals the buffer exactly while id and generation are unchanged; this is
+// what lets the restore engine skip a checkpoint (the "fast swap"). Both may be read and
+// MarkWritten called from any thread.
 class DeviceBuffer {
  public:
   virtual ~DeviceBuffer() = default;
@@ -57,13 +67,26 @@ class DeviceBuffer {
   // The device that owns this memory.
   const Device& device() const { return device_; }
 
+  std::uint64_t id() const { return id_; }
+  std::uint64_t write_generation() const {
+    return write_generation_.load(std::memory_order_acquire);
+  }
+  // Declares that the contents may change from now on; returns the new generation.
+  std::uint64_t MarkWritten() {
+    return write_generation_.fetch_add(1, std::memory_order_acq_rel) + 1;
+  }
+
  protected:
   DeviceBuffer(const Device& device, std::uint64_t size_bytes)
-      : device_(device), size_bytes_(size_bytes) {}
+      : device_(device), size_bytes_(size_bytes), id_(NextId()) {}
 
  private:
+  static std::uint64_t NextId();
+
   const Device& device_;
   std::uint64_t size_bytes_;
+  const std::uint64_t id_;
+  std::atomic<std::uint64_t> write_generation_{0};
 };
 
 // A point in a stream's order: done when every copy enqueued on that stream before it was
@@ -106,6 +129,7 @@ class CopyStream {
   // Records a completion after every copy enqueued so far.
   virtual Result<CopyCompletion> Record() = 0;
   // Waits until every copy enqueued so far has finished; returns the first copy error, if any.
+  // It waits even when it reports an error, so a caller may rely on it after Record failed.
   virtual Status Synchronize() = 0;
 };
 

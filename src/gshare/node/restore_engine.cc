@@ -50,29 +50,51 @@ Result<std::vector<std::unique_ptr<CopyStream>>*> RestoreEngine::StreamsFor(
 
 Result<TransferReport> RestoreEngine::Restore(Snapshot& snapshot, DeviceBuffer& destination,
                                               const CancellationFlag* cancel) {
+  GSHARE_RETURN_IF_ERROR(StreamsFor(destination).status());
+  if (destination.size_bytes() < snapshot.size_bytes()) {
+    return OutOfRange(fmt::format("restore of '{}' on {}: buffer of {} bytes, snapshot of {}",
+                                  snapshot.function_id(), destination.device().info().name,
+                                  destination.size_bytes(), snapshot.size_bytes()));
+  }
+  Snapshot::TransferLock transfer(snapshot);
+  // From here on the buffer's contents change: no snapshot holds it any more, this one included,
+  // until the copy has succeeded.
+  const std::uint64_t generation = destination.MarkWritten();
   GSHARE_ASSIGN_OR_RETURN(TransferReport report,
                           Transfer(Direction::kToDevice, snapshot, destination, cancel));
-  snapshot.set_valid(true);
+  transfer.Bind(destination, generation);
   return report;
 }
 
 Result<TransferReport> RestoreEngine::Checkpoint(const DeviceBuffer& source, Snapshot& snapshot,
                                                  const CancellationFlag* cancel) {
-  if (snapshot.valid()) {
-    // Validate the request as a copy would, so that a skip never hides a caller's mistake.
-    GSHARE_RETURN_IF_ERROR(StreamsFor(source).status());
-    if (source.size_bytes() < snapshot.size_bytes()) {
-      return OutOfRange(fmt::format("checkpoint of '{}': buffer of {} bytes, snapshot of {}",
-                                    snapshot.function_id(), source.size_bytes(),
-                                    snapshot.size_bytes()));
-    }
+  // Validated before any skip, so that a skip never hides a caller's mistake.
+  GSHARE_RETURN_IF_ERROR(StreamsFor(source).status());
+  if (source.size_bytes() > snapshot.size_bytes()) {
+    return FailedPrecondition(fmt::format(
+        "checkpoint of '{}' on {}: device buffer of {} bytes is larger than its snapshot of {} "
+        "(the slice grew): make a snapshot of the new size",
+        snapshot.function_id(), source.device().info().name, source.size_bytes(),
+        snapshot.size_bytes()));
+  }
+  if (source.size_bytes() < snapshot.size_bytes()) {
+    return OutOfRange(fmt::format(
+        "checkpoint of '{}' on {}: device buffer of {} bytes is smaller than its snapshot of {}",
+        snapshot.function_id(), source.device().info().name, source.size_bytes(),
+        snapshot.size_bytes()));
+  }
+  Snapshot::TransferLock transfer(snapshot);
+  if (snapshot.Holds(source)) {
     TransferReport report;
     report.skipped = true;
     return report;
   }
+  // Read before copying: a write that starts during the copy makes the binding stale.
+  const std::uint64_t generation = source.write_generation();
+  transfer.Unbind();
   GSHARE_ASSIGN_OR_RETURN(TransferReport report,
                           Transfer(Direction::kToHost, snapshot, source, cancel));
-  snapshot.set_valid(true);
+  transfer.Bind(source, generation);
   return report;
 }
 
@@ -81,17 +103,14 @@ Result<TransferReport> RestoreEngine::Transfer(Direction direction, Snapshot& sn
                                                const CancellationFlag* cancel) {
   const char* verb = direction == Direction::kToDevice ? "restore" : "checkpoint";
   GSHARE_ASSIGN_OR_RETURN(auto* streams, StreamsFor(buffer));
-  if (buffer.size_bytes() < snapshot.size_bytes()) {
-    return OutOfRange(fmt::format("{} of '{}' on {}: buffer of {} bytes, snapshot of {}", verb,
-                                  snapshot.function_id(), buffer.device().info().name,
-                                  buffer.size_bytes(), snapshot.size_bytes()));
-  }
-  if (direction == Direction::kToHost) snapshot.set_valid(false);
 
   const TimePoint start = clock_.Now();
   const std::size_t stream_count = streams->size();
   const std::size_t depth = static_cast<std::size_t>(options_.in_flight_per_stream);
   std::vector<std::deque<CopyCompletion>> pending(stream_count);
+  // Streams with a copy enqueued after their last recorded completion: only Synchronize can wait
+  // for it.
+  std::vector<bool> uncovered(stream_count, false);
   Status status;
   std::uint64_t bytes_enqueued = 0;
   std::size_t chunks = 0;
@@ -117,20 +136,28 @@ Result<TransferReport> RestoreEngine::Transfer(Direction direction, Snapshot& sn
     status = direction == Direction::kToDevice ? stream.CopyToDevice(mutable_buffer, offset, chunk)
                                                : stream.CopyToHost(chunk, buffer, offset);
     if (!status.ok()) break;
-    auto completion = stream.Record();
-    if (!completion.ok()) {
-      status = completion.status();
-      break;
-    }
-    pending[s].push_back(std::move(completion).value());
+    uncovered[s] = true;
     bytes_enqueued += chunk.size();
     ++chunks;
+    auto completion = stream.Record();
+    if (!completion.ok()) {
+      status =
+          completion.status().WithContext(fmt::format("{} of '{}'", verb, snapshot.function_id()));
+      break;
+    }
+    uncovered[s] = false;
+    pending[s].push_back(std::move(completion).value());
   }
-  // Wait for every chunk in flight, even after an error: the caller may free the buffers.
-  for (auto& queue : pending) {
-    for (const CopyCompletion& completion : queue) {
+  // Wait for every copy in flight, even after an error: the caller may free the buffers.
+  for (std::size_t s = 0; s < stream_count; ++s) {
+    for (const CopyCompletion& completion : pending[s]) {
       Status waited = completion.Wait();
       if (status.ok() && !waited.ok()) status = waited;
+    }
+    if (uncovered[s]) {
+      // Synchronize waits for the stream's copies even when it reports an error.
+      Status synchronized = (*streams)[s]->Synchronize();
+      if (status.ok() && !synchronized.ok()) status = synchronized;
     }
   }
   if (!status.ok()) return status;

@@ -2,23 +2,38 @@
 //
 // Restore copies a snapshot (snapshot_store.h) into a device buffer on any GPU of the node, the
 // one it was checkpointed from or another. Checkpoint copies a device buffer back into a
-// snapshot, and skips the copy when the snapshot is still valid (the GPU copy was not written
-// since it was restored or checkpointed): the "fast swap".
+// snapshot, and skips the copy when the snapshot already holds exactly what that buffer holds:
+// bound to the same buffer (by id) and the buffer's write generation unchanged since the snapshot
+// was restored into it or checkpointed from it (device.h). This is the "fast swap": a function
+// unlocked to run is preceded by DeviceBuffer::MarkWritten, so only a slice that nothing wrote
+// since its restore is discarded without a copy.
 //
 // Both are chunked and pipelined: chunk i goes to copy stream i mod S of the target GPU, and each
 // stream holds at most `in_flight_per_stream` chunks queued, so that copies overlap their
 // launches and completions, and a cancellation is seen within a few chunks. On a GPU the streams
-// share the PCIe link; on an emulated GPU each stream is a thread running memcpy.
+// share the PCIe link; on an emulated GPU each stream is a thread running the copy engine
+// (device/emulated/copy_engine.h).
 //
-// Cancellation: a CancellationFlag passed in is checked before every chunk. A cancelled transfer
-// waits for its chunks already in flight, then returns Cancelled; the destination then holds a
-// partial copy (a cancelled restore leaves the snapshot's validity as it was; a cancelled
-// checkpoint marks it invalid).
+// Sizes: a restore needs a buffer at least as large as the snapshot (it fills its start). A
+// checkpoint needs a buffer of exactly the snapshot's size: a larger one (a slice that grew) is
+// FailedPrecondition and a smaller one OutOfRange, and neither copies anything nor changes the
+// snapshot; the caller makes a snapshot of the new size (SnapshotStore::Remove, then Create).
+//
+// Validity across failures: a restore marks the buffer written before its first copy, so a
+// restore that fails or is cancelled leaves that buffer held by no snapshot, and binds the
+// snapshot to it only on success. A checkpoint unbinds the snapshot before its first copy and
+// binds it (at the generation read before copying) only on success.
+//
+// Cancellation and errors: a CancellationFlag passed in is checked before every chunk. A
+// transfer that is cancelled, or whose copy or Record fails, waits for every copy it enqueued
+// (through their completions, and CopyStream::Synchronize for copies that no completion covers)
+// before it returns, so that when a call returns none of its copies touches the buffers.
 //
 // Thread safety: Restore and Checkpoint may be called concurrently from several threads;
-// transfers to the same GPU share its streams, as they share its link. The engine must be
-// destroyed before the devices it was created for; when a call returns, none of its copies is in
-// flight. A snapshot must not be written while a transfer uses it.
+// transfers to the same GPU share its streams, as they share its link. Transfers of one snapshot
+// are serialized by its transfer lock (Snapshot::TransferLock): a restore and a checkpoint of
+// one snapshot never overlap, the second starts when the first ended and sees its binding. The
+// engine must be destroyed before the devices it was created for.
 #pragma once
 
 #include <atomic>
@@ -54,7 +69,7 @@ struct TransferReport {
   std::uint64_t bytes = 0;  // bytes copied (0 when skipped)
   Duration elapsed{};       // from the call to the last chunk's completion
   std::size_t chunks = 0;   // chunks copied
-  bool skipped = false;     // a checkpoint of a still-valid snapshot: nothing to copy
+  bool skipped = false;     // a checkpoint of a snapshot that held the buffer: nothing copied
 
   double bytes_per_second() const;
 };
@@ -69,14 +84,16 @@ class RestoreEngine {
                                                        const Clock& clock);
   ~RestoreEngine();
 
-  // Copies `snapshot` into the start of `destination`, on the GPU that owns `destination`, and
-  // marks the snapshot valid. InvalidArgument when the buffer's GPU is not one of the engine's;
+  // Marks `destination` written, copies `snapshot` into its start, on the GPU that owns it, and
+  // binds the snapshot to it. InvalidArgument when the buffer's GPU is not one of the engine's;
   // OutOfRange when the buffer is smaller than the snapshot; Cancelled; a device error.
   Result<TransferReport> Restore(Snapshot& snapshot, DeviceBuffer& destination,
                                  const CancellationFlag* cancel = nullptr);
 
-  // Copies the start of `source` into `snapshot` and marks it valid; skips the copy when the
-  // snapshot is already valid. Errors as Restore.
+  // Copies `source` into `snapshot` and binds the snapshot to it; skips the copy (skipped = true)
+  // when the snapshot holds `source` already. InvalidArgument for a foreign GPU;
+  // FailedPrecondition when `source` is larger than the snapshot, OutOfRange when smaller (checked
+  // before any skip); Cancelled; a device error.
   Result<TransferReport> Checkpoint(const DeviceBuffer& source, Snapshot& snapshot,
                                     const CancellationFlag* cancel = nullptr);
 

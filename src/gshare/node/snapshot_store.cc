@@ -21,12 +21,42 @@ std::uint64_t Snapshot::chunk_offset_bytes(std::size_t index) const {
   return static_cast<std::uint64_t>(index) * chunk_bytes_;
 }
 
+bool Snapshot::Holds(const DeviceBuffer& buffer) const {
+  MutexLock lock(binding_mutex_);
+  return binding_.has_value() && binding_->buffer_id == buffer.id() &&
+         binding_->write_generation == buffer.write_generation();
+}
+
+std::optional<Snapshot::Binding> Snapshot::binding() const {
+  MutexLock lock(binding_mutex_);
+  return binding_;
+}
+
+Snapshot::TransferLock::TransferLock(Snapshot& snapshot) : snapshot_(snapshot) {
+  snapshot_.transfers_waiting_.fetch_add(1, std::memory_order_acq_rel);
+  snapshot_.transfer_mutex_.Lock();
+  snapshot_.transfers_waiting_.fetch_sub(1, std::memory_order_acq_rel);
+}
+
+Snapshot::TransferLock::~TransferLock() { snapshot_.transfer_mutex_.Unlock(); }
+
+void Snapshot::TransferLock::Bind(const DeviceBuffer& buffer, std::uint64_t write_generation) {
+  MutexLock lock(snapshot_.binding_mutex_);
+  snapshot_.binding_ = Binding{buffer.id(), write_generation};
+}
+
+void Snapshot::TransferLock::Unbind() {
+  MutexLock lock(snapshot_.binding_mutex_);
+  snapshot_.binding_.reset();
+}
+
 Status Snapshot::Write(std::uint64_t offset_bytes, std::span<const std::byte> source) {
   if (offset_bytes > size_bytes_ || source.size() > size_bytes_ - offset_bytes) {
     return OutOfRange(fmt::format("snapshot of '{}': write of {} bytes at {} past its {} bytes",
                                   function_id_, source.size(), offset_bytes, size_bytes_));
   }
-  set_valid(false);
+  TransferLock transfer(*this);
+  transfer.Unbind();
   while (!source.empty()) {
     const std::size_t index = offset_bytes / chunk_bytes_;
     const std::uint64_t within = offset_bytes % chunk_bytes_;
@@ -43,6 +73,8 @@ Status Snapshot::Read(std::uint64_t offset_bytes, std::span<std::byte> destinati
     return OutOfRange(fmt::format("snapshot of '{}': read of {} bytes at {} past its {} bytes",
                                   function_id_, destination.size(), offset_bytes, size_bytes_));
   }
+  // Reading changes nothing, but must not overlap a checkpoint writing the bytes.
+  MutexLock transfer(transfer_mutex_);
   while (!destination.empty()) {
     const std::size_t index = offset_bytes / chunk_bytes_;
     const std::uint64_t within = offset_bytes % chunk_bytes_;

@@ -5,24 +5,31 @@
 // chunks, the last one possibly partly used. Chunks need not be adjacent in the pool; the restore
 // engine copies them chunk by chunk, so fragmentation costs nothing.
 //
-// A snapshot is valid while the copy on the GPU is known to equal it (just restored, or just
-// checkpointed, and not written since). Checkpointing a valid snapshot needs no copy: this is
-// what makes a "fast swap" fast. Whoever lets a function write its device memory marks the
-// snapshot invalid first.
+// Validity: a snapshot is bound to at most one device buffer, as (buffer id, write generation)
+// (see DeviceBuffer in device/device.h): it holds exactly what that buffer holds while the
+// buffer's id and write generation are the ones recorded. The restore engine binds it after a
+// restore into a buffer or a checkpoint from it, and unbinds it when a checkpoint into it starts;
+// Write unbinds it. Checkpointing a buffer the snapshot holds needs no copy: this is what makes
+// a "fast swap" fast. Whoever lets a function write its device memory calls
+// DeviceBuffer::MarkWritten first, which makes every snapshot bound to that buffer stale.
+//
+// Transfers: a snapshot has a transfer lock (Snapshot::TransferLock). The restore engine holds it
+// for a whole restore or checkpoint, and Read and Write take it, so that transfers of one
+// snapshot (and reads and writes of its bytes) never overlap: they run one after the other.
 //
 // Lifetime: SnapshotRef is a counted handle. Remove() takes a snapshot out of the index at once;
 // its chunks return to the pool when the last handle is dropped, so a restore in progress never
 // sees its bytes reused. Every handle must be dropped before the store is destroyed.
 //
-// Thread safety: all SnapshotStore methods and SnapshotRef copies may be used from any thread.
-// The bytes of a snapshot are not synchronized: writing a snapshot while it is being restored,
-// checkpointed or read is the caller's bug.
+// Thread safety: all SnapshotStore and Snapshot methods and SnapshotRef copies may be used from
+// any thread. Holds() and binding() never wait for a transfer.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -30,6 +37,7 @@
 #include "gshare/common/mutex.h"
 #include "gshare/common/status.h"
 #include "gshare/common/units.h"
+#include "gshare/device/device.h"
 #include "gshare/device/host_memory.h"
 
 namespace gshare {
@@ -49,13 +57,43 @@ class Snapshot {
   // Offset of chunk `index` in the function's device memory image.
   std::uint64_t chunk_offset_bytes(std::size_t index) const;
 
-  bool valid() const { return valid_.load(std::memory_order_acquire); }
-  void set_valid(bool valid) { valid_.store(valid, std::memory_order_release); }
+  // The device buffer whose contents the snapshot held when it was last bound.
+  struct Binding {
+    std::uint64_t buffer_id = 0;
+    std::uint64_t write_generation = 0;
+  };
+  // Whether the snapshot holds exactly what `buffer` holds now: bound to it, and the buffer not
+  // marked written since.
+  bool Holds(const DeviceBuffer& buffer) const EXCLUDES(binding_mutex_);
+  // The current binding; nullopt when the snapshot equals no device buffer that it knows of.
+  std::optional<Binding> binding() const EXCLUDES(binding_mutex_);
+  // Transfers now blocked on this snapshot's transfer lock, waiting for another one to end
+  // (a measure of contention).
+  int transfers_waiting() const { return transfers_waiting_.load(std::memory_order_acquire); }
 
-  // Copies `source` into the image at `offset_bytes`, and marks the snapshot invalid (the GPU copy
-  // no longer equals it). OutOfRange when it does not fit.
+  // Holds the snapshot's transfer lock for its scope (blocking while another transfer, Read or
+  // Write of the snapshot holds it), and lets its holder change the binding.
+  class SCOPED_CAPABILITY TransferLock {
+   public:
+    explicit TransferLock(Snapshot& snapshot) ACQUIRE(snapshot.transfer_mutex_);
+    ~TransferLock() RELEASE();
+    TransferLock(const TransferLock&) = delete;
+    TransferLock& operator=(const TransferLock&) = delete;
+
+    // Records that the snapshot now holds what `buffer` held at `write_generation`.
+    void Bind(const DeviceBuffer& buffer, std::uint64_t write_generation);
+    // Records that the snapshot equals no device buffer (its bytes are about to change).
+    void Unbind();
+
+   private:
+    Snapshot& snapshot_;
+  };
+
+  // Copies `source` into the image at `offset_bytes`, and unbinds the snapshot. OutOfRange when
+  // it does not fit. Waits for a transfer of the snapshot in progress.
   Status Write(std::uint64_t offset_bytes, std::span<const std::byte> source);
   // Copies `destination.size()` bytes of the image from `offset_bytes`. OutOfRange when past end.
+  // Waits for a transfer of the snapshot in progress.
   Status Read(std::uint64_t offset_bytes, std::span<std::byte> destination) const;
 
  private:
@@ -68,7 +106,11 @@ class Snapshot {
   const std::uint64_t chunk_bytes_;
   const std::vector<std::span<std::byte>> chunks_;
   const std::vector<std::uint32_t> chunk_ids_;  // positions in the pool, returned when freed
-  std::atomic<bool> valid_{false};
+  // Held for whole transfers; guards nothing but their order (the chunks' bytes).
+  mutable Mutex transfer_mutex_;
+  std::atomic<int> transfers_waiting_{0};
+  mutable Mutex binding_mutex_;
+  std::optional<Binding> binding_ GUARDED_BY(binding_mutex_);
   // Bookkeeping of the store, guarded by the store's mutex.
   int handles_ = 0;
   bool indexed_ = true;

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "gshare/common/random.h"
+#include "gshare/device/emulated/emulated_device.h"
 #include "gshare/device/emulated/emulated_host_memory.h"
 
 namespace gshare {
@@ -39,7 +40,7 @@ TEST_F(SnapshotStoreTest, CutsSnapshotsIntoChunks) {
   EXPECT_EQ((*snapshot)->chunk(3).size(), 8 * kKiB);
   EXPECT_EQ((*snapshot)->chunk_offset_bytes(3), 192 * kKiB);
   EXPECT_EQ((*snapshot)->size_bytes(), 200 * kKiB);
-  EXPECT_FALSE((*snapshot)->valid());
+  EXPECT_FALSE((*snapshot)->binding().has_value()) << "a new snapshot equals no device buffer";
   EXPECT_EQ(store_->used_bytes(), 256 * kKiB);
   EXPECT_EQ(store_->free_bytes(), 768 * kKiB);
   EXPECT_EQ(store_->snapshot_count(), 1u);
@@ -49,9 +50,18 @@ TEST_F(SnapshotStoreTest, WritesAndReadsAcrossChunks) {
   auto snapshot = store_->Create("bert", 300 * kKiB + 5);
   ASSERT_TRUE(snapshot.ok());
   const auto bytes = RandomBytes(300 * kKiB + 5, 1);
-  (*snapshot)->set_valid(true);
+  auto device = EmulatedDevice::Create(0, EmulatedGpuConfig{});
+  ASSERT_TRUE(device.ok());
+  auto buffer = (*device)->Allocate(bytes.size());
+  ASSERT_TRUE(buffer.ok());
+  {
+    Snapshot::TransferLock transfer(**snapshot);
+    transfer.Bind(**buffer, (*buffer)->write_generation());
+  }
+  EXPECT_TRUE((*snapshot)->Holds(**buffer));
   ASSERT_TRUE((*snapshot)->Write(0, bytes).ok());
-  EXPECT_FALSE((*snapshot)->valid()) << "a write makes the GPU copy stale";
+  EXPECT_FALSE((*snapshot)->Holds(**buffer)) << "a write makes the snapshot differ from the GPU";
+  EXPECT_FALSE((*snapshot)->binding().has_value());
   std::vector<std::byte> back(bytes.size());
   ASSERT_TRUE((*snapshot)->Read(0, back).ok());
   EXPECT_EQ(back, bytes);
@@ -63,6 +73,28 @@ TEST_F(SnapshotStoreTest, WritesAndReadsAcrossChunks) {
             StatusCode::kOutOfRange);
   EXPECT_EQ((*snapshot)->Read(300 * kKiB + 6, std::span<std::byte>()).code(),
             StatusCode::kOutOfRange);
+}
+
+TEST_F(SnapshotStoreTest, HoldsABufferOnlyUntilItIsMarkedWritten) {
+  auto device = EmulatedDevice::Create(0, EmulatedGpuConfig{});
+  ASSERT_TRUE(device.ok());
+  auto first = (*device)->Allocate(kMiB);
+  auto second = (*device)->Allocate(kMiB);
+  ASSERT_TRUE(first.ok() && second.ok());
+  EXPECT_NE((*first)->id(), (*second)->id());
+  auto snapshot = store_->Create("f", kMiB);
+  ASSERT_TRUE(snapshot.ok());
+  {
+    Snapshot::TransferLock transfer(**snapshot);
+    transfer.Bind(**first, (*first)->write_generation());
+  }
+  EXPECT_TRUE((*snapshot)->Holds(**first));
+  EXPECT_FALSE((*snapshot)->Holds(**second)) << "another buffer of the same size";
+  const std::uint64_t generation = (*first)->MarkWritten();
+  EXPECT_EQ((*first)->write_generation(), generation);
+  EXPECT_FALSE((*snapshot)->Holds(**first)) << "marked written: the snapshot is stale";
+  ASSERT_TRUE((*snapshot)->binding().has_value());
+  EXPECT_EQ((*snapshot)->binding()->buffer_id, (*first)->id());
 }
 
 TEST_F(SnapshotStoreTest, CountsHandlesAndFreesOnTheLastOne) {
