@@ -21,8 +21,6 @@
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/post.hpp>
 #include <cstdio>
-#include <cstring>
-#include <cstdlib>
 #include <filesystem>
 #include <future>
 #include <memory>
@@ -120,7 +118,6 @@ class Bench {
       return first.status();
     }
     std::unique_ptr<DeviceBuffer> slice = std::move(first).value();
-    NodeResources r = node_.resources();
     ComputeArbiter arbiters[2];
     auto attached = Timed([&](EmulatedSwitch::Done done) {
       instance->Attach(*slice, kSliceBytes, &arbiters[0], std::move(done));
@@ -149,7 +146,6 @@ class Bench {
       auto next = gpus[static_cast<std::size_t>(gpu)]->Allocate(kSliceBytes);
       if (!next.ok()) return next.status();
       slice = std::move(next).value();
-      if (std::getenv("PRETOUCH")) { auto* e = dynamic_cast<EmulatedBuffer*>(slice.get()); std::memset(e->bytes().data(), 0, e->bytes().size()); }
       auto [in, restore_ms] = Timed([&](EmulatedSwitch::Done done) {
         instance->Restore(*slice, kSliceBytes, &arbiters[gpu], std::move(done));
       });

@@ -77,10 +77,17 @@ Result<TransferReport> RestoreEngine::Checkpoint(const DeviceBuffer& source, Sna
         snapshot.function_id(), source.device().info().name, source.size_bytes(),
         snapshot.size_bytes()));
   }
-  if (source.size_bytes() < snapshot.size_bytes()) {
+  return CheckpointImage(source, source.size_bytes(), snapshot, cancel);
+}
+
+Result<TransferReport> RestoreEngine::CheckpointImage(const DeviceBuffer& source,
+                                                      std::uint64_t image_bytes, Snapshot& snapshot,
+                                                      const CancellationFlag* cancel) {
+  GSHARE_RETURN_IF_ERROR(StreamsFor(source).status());
+  if (image_bytes > source.size_bytes() || image_bytes != snapshot.size_bytes()) {
     return OutOfRange(fmt::format(
-        "checkpoint of '{}' on {}: device buffer of {} bytes is smaller than its snapshot of {}",
-        snapshot.function_id(), source.device().info().name, source.size_bytes(),
+        "checkpoint of '{}' on {}: an image of {} bytes of a {}-byte buffer into a snapshot of {}",
+        snapshot.function_id(), source.device().info().name, image_bytes, source.size_bytes(),
         snapshot.size_bytes()));
   }
   Snapshot::TransferLock transfer(snapshot);

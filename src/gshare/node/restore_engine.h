@@ -96,6 +96,12 @@ class RestoreEngine {
   // before any skip); Cancelled; a device error.
   Result<TransferReport> Checkpoint(const DeviceBuffer& source, Snapshot& snapshot,
                                     const CancellationFlag* cancel = nullptr);
+  // As Checkpoint, for an image that is the first `image_bytes` of `source`: a function's memory
+  // in use at the start of a larger slice. The snapshot holds those bytes, and its size must be
+  // `image_bytes`; OutOfRange otherwise, or when the image is larger than the buffer.
+  Result<TransferReport> CheckpointImage(const DeviceBuffer& source, std::uint64_t image_bytes,
+                                         Snapshot& snapshot,
+                                         const CancellationFlag* cancel = nullptr);
 
   const RestoreEngineOptions& options() const { return options_; }
 

@@ -191,6 +191,32 @@ TEST_F(RestoreEngineTest, CheckpointRejectsABufferThatGrewOrShrank) {
   EXPECT_EQ(engine_->Checkpoint(*shrunk, *snapshot).status().code(), StatusCode::kOutOfRange);
 }
 
+TEST_F(RestoreEngineTest, CheckpointImageCopiesTheImageAtTheStartOfALargerSlice) {
+  const auto bytes = RandomBytes(kMiB, 17);
+  SnapshotRef snapshot = MakeSnapshot("f", bytes);
+  auto slice = Allocate(0, 4 * kMiB);
+  ASSERT_TRUE(engine_->Restore(*snapshot, *slice).ok());
+  // Not written since: the image is held, nothing to copy (fast swap).
+  auto skipped = engine_->CheckpointImage(*slice, kMiB, *snapshot);
+  ASSERT_TRUE(skipped.ok()) << skipped.status().ToString();
+  EXPECT_TRUE(skipped->skipped);
+  // Written: the image's bytes, and only those, are copied.
+  slice->MarkWritten();
+  std::fill(DeviceBytes(*slice).begin(), DeviceBytes(*slice).end(), std::byte{0x33});
+  auto copied = engine_->CheckpointImage(*slice, kMiB, *snapshot);
+  ASSERT_TRUE(copied.ok()) << copied.status().ToString();
+  EXPECT_EQ(copied->bytes, kMiB);
+  std::vector<std::byte> back(kMiB);
+  ASSERT_TRUE(snapshot->Read(0, back).ok());
+  EXPECT_EQ(back, std::vector<std::byte>(kMiB, std::byte{0x33}));
+  // An image of another size than the snapshot's, or past the buffer, is refused.
+  EXPECT_EQ(engine_->CheckpointImage(*slice, 2 * kMiB, *snapshot).status().code(),
+            StatusCode::kOutOfRange);
+  auto small = Allocate(1, kMiB / 2);
+  EXPECT_EQ(engine_->CheckpointImage(*small, kMiB, *snapshot).status().code(),
+            StatusCode::kOutOfRange);
+}
+
 TEST_F(RestoreEngineTest, RejectsSmallBuffersAndForeignDevices) {
   SnapshotRef snapshot = MakeSnapshot("f", RandomBytes(kMiB, 5));
   auto small = Allocate(0, kMiB - 1);

@@ -221,31 +221,34 @@ void EmulatedSwitch::StartCheckpointCopy(std::uint64_t used_bytes, bool written)
     }
     snapshot_ = std::move(created).value();
   }
-  if (written || force_copy_) snapshot_->set_valid(false);
+  // The function says whether it wrote its image since it was mapped (a frozen image is clean):
+  // marking the buffer written makes the restore engine copy it; otherwise a snapshot that holds
+  // this buffer is skipped (fast swap).
+  if (written || force_copy_) buffer_->MarkWritten();
   state_ = SwitchState::kCheckpointing;
   copy_in_flight_ = true;
   // The copy holds its own handle on the snapshot: Close may drop the switch's meanwhile.
-  boost::asio::post(
-      context_.copies, [self = shared_from_this(), snapshot = snapshot_, buffer = buffer_] {
-        auto report = self->context_.engine.Checkpoint(*buffer, *snapshot);
-        boost::asio::post(self->context_.loop, [self, report = std::move(report)]() mutable {
-          self->copy_in_flight_ = false;
-          if (self->state_ == SwitchState::kFailed) {
-            self->buffer_ = nullptr;
-            return self->Complete(self->failure_);
-          }
-          if (!report.ok()) {
-            self->state_ = SwitchState::kResident;
-            (void)self->Send({.type = ControlType::kUnlock});
-            return self->Complete(report.status());
-          }
-          self->last_checkpoint_ = *report;
-          self->state_ = SwitchState::kUnmapping;
-          if (const Status sent = self->Send({.type = ControlType::kUnmap}); !sent.ok()) {
-            self->Fail(sent);
-          }
-        });
-      });
+  boost::asio::post(context_.copies, [self = shared_from_this(), snapshot = snapshot_,
+                                      buffer = buffer_] {
+    auto report = self->context_.engine.CheckpointImage(*buffer, snapshot->size_bytes(), *snapshot);
+    boost::asio::post(self->context_.loop, [self, report = std::move(report)]() mutable {
+      self->copy_in_flight_ = false;
+      if (self->state_ == SwitchState::kFailed) {
+        self->buffer_ = nullptr;
+        return self->Complete(self->failure_);
+      }
+      if (!report.ok()) {
+        self->state_ = SwitchState::kResident;
+        (void)self->Send({.type = ControlType::kUnlock});
+        return self->Complete(report.status());
+      }
+      self->last_checkpoint_ = *report;
+      self->state_ = SwitchState::kUnmapping;
+      if (const Status sent = self->Send({.type = ControlType::kUnmap}); !sent.ok()) {
+        self->Fail(sent);
+      }
+    });
+  });
 }
 
 void EmulatedSwitch::Restore(DeviceBuffer& buffer, std::uint64_t quota_bytes, ComputeArbiter* gpu,
