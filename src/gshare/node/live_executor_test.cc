@@ -157,14 +157,16 @@ class LiveHarness final : public testing::ExecutorHarness {
       w.devices.push_back(
           std::move(EmulatedDevice::Create(i, {.name = "",
                                                .memory_bytes = gpu.memory_bytes,
-                                               .link_bytes_per_second = gpu.h2d_bytes_per_second})
+                                               .link_bytes_per_second = gpu.h2d_bytes_per_second,
+                                               .prepared_bytes = 256 * kMiB})
                         .value()));
       w.device_pointers.push_back(w.devices.back().get());
     }
-    w.staging =
-        std::move(EmulatedDevice::Create(
-                      2, {.name = "staging", .memory_bytes = 16 * kGiB, .link_bytes_per_second = 0})
-                      .value());
+    w.staging = std::move(EmulatedDevice::Create(2, {.name = "staging",
+                                                     .memory_bytes = 16 * kGiB,
+                                                     .link_bytes_per_second = 0,
+                                                     .prepared_bytes = 0})
+                              .value());
     std::vector<Device*> all = w.device_pointers;
     all.push_back(w.staging.get());
     w.store = std::move(

@@ -15,6 +15,9 @@ Result<std::unique_ptr<NodeAgent>> NodeAgent::Create(NodeAgentOptions options) {
   std::unique_ptr<NodeAgent> agent(new NodeAgent());
   GpuInventoryOptions inventory_options;
   inventory_options.devices = options.devices;
+  for (EmulatedGpuConfig& gpu : inventory_options.devices.emulated) {
+    gpu.prepared_bytes = options.prepared_bytes_per_gpu;
+  }
   inventory_options.measure_links = false;
   auto inventory = GpuInventory::Open(inventory_options);
   if (!inventory.ok()) return inventory.status();
@@ -24,9 +27,11 @@ Result<std::unique_ptr<NodeAgent>> NodeAgent::Create(NodeAgentOptions options) {
         "the live node switches functions on emulated GPUs only: CUDA functions need the CUDA "
         "switch driver, which this build does not have yet (use --device emulated)");
   }
-  auto staging = EmulatedDevice::Create(
-      static_cast<int>(agent->inventory_->devices().size()),
-      {.name = "host-staging", .memory_bytes = options.staging_bytes, .link_bytes_per_second = 0});
+  auto staging = EmulatedDevice::Create(static_cast<int>(agent->inventory_->devices().size()),
+                                        {.name = "host-staging",
+                                         .memory_bytes = options.staging_bytes,
+                                         .link_bytes_per_second = 0,
+                                         .prepared_bytes = 0});
   if (!staging.ok()) return staging.status();
   agent->staging_ = std::move(staging).value();
   auto snapshots = SnapshotStore::Create(

@@ -34,6 +34,8 @@ struct NodeAgentOptions {
   std::uint64_t staging_bytes = 64 * kGiB;
   RestoreEngineOptions engine;
   int copy_threads = 2;
+  // Device memory made ready ahead of allocations, per GPU (device/emulated/segment_pool.h).
+  std::uint64_t prepared_bytes_per_gpu = 512 * kMiB;
 };
 
 class NodeAgent {

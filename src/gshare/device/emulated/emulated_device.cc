@@ -189,8 +189,6 @@ class EmulatedStream final : public CopyStream {
   std::thread worker_;
 };
 
-std::string ErrnoMessage(int error) { return std::strerror(error); }
-
 }  // namespace
 
 EmulatedBuffer::EmulatedBuffer(EmulatedDevice& owner, std::uint64_t size_bytes, int fd,
@@ -198,8 +196,7 @@ EmulatedBuffer::EmulatedBuffer(EmulatedDevice& owner, std::uint64_t size_bytes, 
     : DeviceBuffer(owner, size_bytes), owner_(owner), fd_(fd), bytes_(bytes) {}
 
 EmulatedBuffer::~EmulatedBuffer() {
-  ::munmap(bytes_.data(), bytes_.size());
-  ::close(fd_);
+  FreeSegment({fd_, bytes_});  // never recycled: a function may still map it
   owner_.ReleaseCapacity(size_bytes());
 }
 
@@ -219,13 +216,16 @@ Result<std::unique_ptr<EmulatedDevice>> EmulatedDevice::Create(int index,
   info.uuid = fmt::format("EMU-{:08x}-0000-0000-0000-000000000000", index);
   info.memory_bytes = config.memory_bytes;
   info.link_bytes_per_second = config.link_bytes_per_second;
-  return std::unique_ptr<EmulatedDevice>(new EmulatedDevice(std::move(info)));
+  return std::unique_ptr<EmulatedDevice>(
+      new EmulatedDevice(std::move(info), config.prepared_bytes));
 }
 
-EmulatedDevice::EmulatedDevice(DeviceInfo info)
+EmulatedDevice::EmulatedDevice(DeviceInfo info, std::uint64_t prepared_bytes)
     : info_(std::move(info)),
       host_to_device_(std::make_unique<LinkPacer>(info_.link_bytes_per_second)),
-      device_to_host_(std::make_unique<LinkPacer>(info_.link_bytes_per_second)) {}
+      device_to_host_(std::make_unique<LinkPacer>(info_.link_bytes_per_second)),
+      preparer_(std::make_unique<SegmentPreparer>(fmt::format("gshare-{}", info_.name),
+                                                  prepared_bytes)) {}
 
 EmulatedDevice::~EmulatedDevice() = default;
 
@@ -256,38 +256,17 @@ Result<std::unique_ptr<DeviceBuffer>> EmulatedDevice::Allocate(std::uint64_t siz
     }
     allocated_bytes_ += size_bytes;
   }
-  const std::string segment_name = fmt::format("gshare-{}", info_.name);
-  const int fd = ::memfd_create(segment_name.c_str(), MFD_CLOEXEC | MFD_ALLOW_SEALING);
-  if (fd < 0) {
-    const int error = errno;
-    ReleaseCapacity(size_bytes);
-    return IoError(fmt::format("{}: memfd_create: {}", info_.name, ErrnoMessage(error)));
+  std::optional<Segment> segment = preparer_->Take(size_bytes);
+  if (!segment) {
+    auto made = MakeSegment(fmt::format("gshare-{}", info_.name), size_bytes, /*populate=*/false);
+    if (!made.ok()) {
+      ReleaseCapacity(size_bytes);
+      return made.status();
+    }
+    segment = *made;
   }
-  if (::ftruncate(fd, static_cast<off_t>(size_bytes)) != 0) {
-    const int error = errno;
-    ::close(fd);
-    ReleaseCapacity(size_bytes);
-    return ResourceExhausted(fmt::format("{}: cannot size a {} segment: {}", info_.name,
-                                         FormatBytes(size_bytes), ErrnoMessage(error)));
-  }
-  // The segment's size is fixed: a function process handed it cannot shrink it under the node's
-  // own mapping (which would fault the node's copies) nor grow it past its capacity.
-  if (::fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
-    const int error = errno;
-    ::close(fd);
-    ReleaseCapacity(size_bytes);
-    return IoError(fmt::format("{}: sealing a segment: {}", info_.name, ErrnoMessage(error)));
-  }
-  void* address = ::mmap(nullptr, size_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  if (address == MAP_FAILED) {
-    const int error = errno;
-    ::close(fd);
-    ReleaseCapacity(size_bytes);
-    return ResourceExhausted(fmt::format("{}: cannot map a {} segment: {}", info_.name,
-                                         FormatBytes(size_bytes), ErrnoMessage(error)));
-  }
-  std::span<std::byte> bytes(static_cast<std::byte*>(address), size_bytes);
-  return std::unique_ptr<DeviceBuffer>(new EmulatedBuffer(*this, size_bytes, fd, bytes));
+  return std::unique_ptr<DeviceBuffer>(
+      new EmulatedBuffer(*this, size_bytes, segment->fd, segment->bytes));
 }
 
 Result<EmulatedBuffer*> EmulatedDevice::Own(const DeviceBuffer& buffer) const {

@@ -17,6 +17,8 @@
 // Thread safety: as Device (device.h).
 #pragma once
 
+#include "gshare/device/emulated/segment_pool.h"
+
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -31,6 +33,9 @@ struct EmulatedGpuConfig {
   std::string name;  // empty: "emulated-gpu-<index>"
   std::uint64_t memory_bytes = 16 * kGiB;
   double link_bytes_per_second = 0;  // 0: unpaced
+  // Fresh segments made and faulted in ahead of need, within this many bytes (segment_pool.h):
+  // device memory that is there when allocated, as a GPU's is. 0: none.
+  std::uint64_t prepared_bytes = 0;
 };
 
 class EmulatedDevice;
@@ -81,12 +86,13 @@ class EmulatedDevice final : public Device {
 
  private:
   friend class EmulatedBuffer;
-  explicit EmulatedDevice(DeviceInfo info);
+  EmulatedDevice(DeviceInfo info, std::uint64_t prepared_bytes);
   void ReleaseCapacity(std::uint64_t size_bytes) EXCLUDES(mutex_);
 
   const DeviceInfo info_;
   const std::unique_ptr<LinkPacer> host_to_device_;
   const std::unique_ptr<LinkPacer> device_to_host_;
+  const std::unique_ptr<SegmentPreparer> preparer_;
   mutable Mutex mutex_;
   std::uint64_t allocated_bytes_ GUARDED_BY(mutex_) = 0;
 };

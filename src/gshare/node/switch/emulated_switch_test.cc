@@ -119,8 +119,10 @@ class EmulatedSwitchTest : public ::testing::Test {
  protected:
   void SetUp() override {
     for (int i = 0; i < 2; ++i) {
-      auto device = EmulatedDevice::Create(
-          i, {.name = "", .memory_bytes = 256ULL << 20, .link_bytes_per_second = 0});
+      auto device = EmulatedDevice::Create(i, {.name = "",
+                                               .memory_bytes = 256ULL << 20,
+                                               .link_bytes_per_second = 0,
+                                               .prepared_bytes = 0});
       ASSERT_TRUE(device.ok());
       devices_.push_back(std::move(device).value());
       device_pointers_.push_back(devices_.back().get());

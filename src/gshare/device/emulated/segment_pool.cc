@@ -1,0 +1,133 @@
+#include "gshare/device/emulated/segment_pool.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+
+#include "gshare/common/units.h"
+
+namespace gshare {
+
+Result<Segment> MakeSegment(const std::string& name, std::uint64_t size_bytes, bool populate) {
+  const int fd = ::memfd_create(name.c_str(), MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  if (fd < 0) return IoError(fmt::format("{}: memfd_create: {}", name, std::strerror(errno)));
+  if (::ftruncate(fd, static_cast<off_t>(size_bytes)) != 0) {
+    const int error = errno;
+    ::close(fd);
+    return ResourceExhausted(fmt::format("{}: cannot size a {} segment: {}", name,
+                                         FormatBytes(size_bytes), std::strerror(error)));
+  }
+  if (::fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+    const int error = errno;
+    ::close(fd);
+    return IoError(fmt::format("{}: sealing a segment: {}", name, std::strerror(error)));
+  }
+  void* address = ::mmap(nullptr, size_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (address == MAP_FAILED) {
+    const int error = errno;
+    ::close(fd);
+    return ResourceExhausted(fmt::format("{}: cannot map a {} segment: {}", name,
+                                         FormatBytes(size_bytes), std::strerror(error)));
+  }
+  Segment segment{fd, std::span<std::byte>(static_cast<std::byte*>(address), size_bytes)};
+  if (populate) {
+    // In steps, so that the process's address-space lock is held only briefly at a time
+    // (MAP_POPULATE would hold it for the whole segment, stalling every mmap of the node).
+    constexpr std::uint64_t kStep = 2 * kMiB;
+    const long page = ::sysconf(_SC_PAGESIZE);
+    for (std::uint64_t offset = 0; offset < size_bytes; offset += kStep) {
+      const std::uint64_t length = std::min(kStep, size_bytes - offset);
+      if (::madvise(segment.bytes.data() + offset, length, MADV_POPULATE_WRITE) != 0) {
+        for (std::uint64_t at = offset; at < offset + length;
+             at += static_cast<std::uint64_t>(page)) {
+          segment.bytes[at] = std::byte{0};  // an older kernel: touch each page
+        }
+      }
+    }
+  }
+  return segment;
+}
+
+void FreeSegment(const Segment& segment) {
+  ::munmap(segment.bytes.data(), segment.bytes.size());
+  ::close(segment.fd);
+}
+
+SegmentPreparer::SegmentPreparer(std::string name, std::uint64_t budget_bytes)
+    : name_(std::move(name)), budget_bytes_(budget_bytes) {
+  if (budget_bytes_ > 0) thread_ = std::thread([this] { Prepare(); });
+}
+
+SegmentPreparer::~SegmentPreparer() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  changed_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  for (const auto& [size, segment] : ready_) FreeSegment(segment);
+}
+
+std::optional<Segment> SegmentPreparer::Take(std::uint64_t size_bytes) {
+  if (budget_bytes_ == 0) return std::nullopt;
+  std::optional<Segment> taken;
+  {
+    std::lock_guard lock(mutex_);
+    std::erase(wanted_, size_bytes);
+    wanted_.push_front(size_bytes);
+    if (wanted_.size() > kSizesTracked) wanted_.pop_back();
+    auto it = ready_.find(size_bytes);
+    if (it != ready_.end()) {
+      taken = it->second;
+      ready_bytes_ -= size_bytes;
+      ready_.erase(it);
+    }
+  }
+  changed_.notify_all();
+  return taken;
+}
+
+std::uint64_t SegmentPreparer::ready_bytes() const {
+  std::lock_guard lock(mutex_);
+  return ready_bytes_;
+}
+
+std::optional<std::uint64_t> SegmentPreparer::NextSizeLocked() const {
+  for (const std::uint64_t size : wanted_) {
+    if (static_cast<int>(ready_.count(size)) < kSparesPerSize &&
+        ready_bytes_ + size <= budget_bytes_) {
+      return size;
+    }
+  }
+  return std::nullopt;
+}
+
+void SegmentPreparer::Prepare() {
+  std::unique_lock lock(mutex_);
+  for (;;) {
+    changed_.wait(lock, [&] { return stopping_ || NextSizeLocked().has_value(); });
+    if (stopping_) return;
+    const std::uint64_t size = *NextSizeLocked();
+    ready_bytes_ += size;  // counted while it is made, so that the budget holds
+    lock.unlock();
+    auto segment = MakeSegment(name_, size, /*populate=*/true);
+    lock.lock();
+    if (!segment.ok()) {
+      ready_bytes_ -= size;
+      std::erase(wanted_, size);  // the host is short: stop asking for it
+      continue;
+    }
+    ready_.emplace(size, *segment);
+  }
+}
+
+}  // namespace gshare
