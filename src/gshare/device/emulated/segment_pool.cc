@@ -101,6 +101,11 @@ std::uint64_t SegmentPreparer::ready_bytes() const {
   return ready_bytes_;
 }
 
+bool SegmentPreparer::WaitReady(std::uint64_t size_bytes, std::chrono::milliseconds limit) {
+  std::unique_lock lock(mutex_);
+  return changed_.wait_for(lock, limit, [&] { return ready_.count(size_bytes) > 0; });
+}
+
 std::optional<std::uint64_t> SegmentPreparer::NextSizeLocked() const {
   for (const std::uint64_t size : wanted_) {
     if (static_cast<int>(ready_.count(size)) < kSparesPerSize &&
@@ -127,6 +132,7 @@ void SegmentPreparer::Prepare() {
       continue;
     }
     ready_.emplace(size, *segment);
+    changed_.notify_all();
   }
 }
 

@@ -14,6 +14,7 @@
 // Thread safety: SegmentPreparer methods may be called from any thread.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -55,6 +56,8 @@ class SegmentPreparer {
   // A ready segment of exactly `size_bytes`, if there is one; notes the size as wanted either way.
   std::optional<Segment> Take(std::uint64_t size_bytes);
   std::uint64_t ready_bytes() const;
+  // Waits until a segment of `size_bytes` is ready, or `limit` passed; whether one is.
+  bool WaitReady(std::uint64_t size_bytes, std::chrono::milliseconds limit);
 
  private:
   void Prepare();
