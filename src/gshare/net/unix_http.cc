@@ -77,6 +77,9 @@ struct UnixHttpServer::Impl {
           response = Plain(500, e.what());
         }
       }
+      // One request per connection: the node opens a connection per request, and a connection
+      // left open (by a peer that stopped sending) must not keep the next one waiting.
+      keep_alive = false;
       http::response<http::string_body> out{static_cast<http::status>(response.status), 11};
       out.set(http::field::content_type, response.content_type);
       out.keep_alive(keep_alive);

@@ -3,10 +3,11 @@
 //
 // UnixHttpServer is the function's side: it accepts on a socket path (created mode 0600), reads
 // requests with bounded header and body sizes (431 and 413 past them, 400 for a malformed one),
-// answers each with the handler's response, keeps connections alive, and serves one connection
-// at a time on its own thread (a node sends one batch at a time to an instance).
+// answers each with the handler's response and closes the connection (one request per
+// connection), one connection at a time on its own thread (a node sends one batch at a time to an
+// instance).
 //
-// UnixHttpRequest is the node's side: one request on a fresh connection, asynchronous on the
+// SendUnixHttpRequest is the node's side: one request on a fresh connection, asynchronous on the
 // node's event loop, with a deadline and a bounded response body; its callback runs on the loop.
 //
 // Errors: Status values, never exceptions (Beast's are caught at this edge).

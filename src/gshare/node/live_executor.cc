@@ -53,6 +53,33 @@ void LiveExecutor::Shutdown() {
   for (Gpu& gpu : gpus_) gpu.slices.clear();  // buffers in copies stay alive with the copies
 }
 
+std::string LiveExecutor::DebugState() const {
+  std::string out;
+  for (GpuId id = 0; id < gpus_.size(); ++id) {
+    const Gpu& gpu = gpus_[id];
+    if (!gpu.held && gpu.detaching_bytes == 0) continue;
+    out += fmt::format("GPU {} (device {}): reserved {}, detaching {}, runs {}, waiting memory {}, "
+                       "compute holder {}, waiting {}\n",
+                       id, gpu.device, gpu.reserved_bytes, gpu.detaching_bytes,
+                       gpu.runs_in_flight, gpu.waiting_memory.size(),
+                       gpu.arbiter->holder() != nullptr, gpu.arbiter->waiting());
+    for (const auto& [function, slice] : gpu.slices) {
+      out += fmt::format("  slice of {}: instance {}, state {}, runs {}\n",
+                         functions_[function].name, slice.instance,
+                         static_cast<int>(slice.state), slice.runs.size());
+    }
+  }
+  for (const auto& [id, instance] : instances_) {
+    out += fmt::format("instance {} of {}: state {}, switch {}, ready {}, attached {}, rebind {}\n",
+                       id, functions_[instance.function].name, static_cast<int>(instance.state),
+                       instance.switcher ? SwitchStateName(instance.switcher->state()) : "-",
+                       instance.ready, instance.attached, instance.rebind);
+  }
+  out += fmt::format("requests unanswered {}, scheduler timers {}\n", requests_.size(),
+                     scheduler_timers_);
+  return out;
+}
+
 bool LiveExecutor::Busy() const {
   if (scheduler_timers_ > 0) return true;
   for (const Gpu& gpu : gpus_) {

@@ -101,6 +101,8 @@ class LiveExecutor final : public Executor {
   // a run, a timer it set, a GPU starting. A replay ends when requests are all in and this is
   // false.
   bool Busy() const;
+  // What is in flight, for a stalled replay's diagnosis: GPUs, slices, runs, instances.
+  std::string DebugState() const;
   // The first contract violation by the scheduler (a call that broke a precondition), or OK.
   const Status& violation() const { return violation_; }
   const Meter& meter() const { return meter_; }

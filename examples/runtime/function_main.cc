@@ -1,0 +1,109 @@
+// gshare-function: the bundled example functions' program (runtimes "mlp", "cnn" and "echo").
+//
+//   gshare-function --model mlp|cnn|echo [--weights FILE]
+//
+// Started by a gshare node, which sets GSHARE_CONTROL_FD, GSHARE_DEVICE_BASE and
+// GSHARE_DEVICE_RESERVE (the function library, fn/runtime.h) and GSHARE_SOCKET (the Unix socket
+// to serve on). It loads its model into its device memory, then serves the function protocol:
+//   GET  /v2/health/live             200 while it runs
+//   GET  /v2/health/ready            200 once the model is loaded
+//   POST /v2/models/{name}/infer     KServe v2 JSON; one input, stacked along its first dimension
+// Errors are {"error": "..."}: 400 for a bad request, 404 for another path, 507 when a batch does
+// not fit the slice's quota (that batch fails; the function goes on), 500 otherwise.
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <string_view>
+
+#include "examples/models/forward.h"
+#include "examples/runtime/model_function.h"
+#include "gshare/fn/runtime.h"
+#include "gshare/net/unix_http.h"
+#include "gshare/protocol/kserve_json.h"
+
+namespace {
+
+using gshare::Status;
+using gshare::StatusCode;
+using gshare::net::HttpRequest;
+using gshare::net::HttpResponse;
+
+HttpResponse Error(int status, std::string_view message) {
+  return {status, gshare::ErrorJson(message), "application/json"};
+}
+
+int HttpStatusOf(const Status& status) {
+  switch (status.code()) {
+    case StatusCode::kInvalidArgument:
+      return 400;
+    case StatusCode::kResourceExhausted:
+      return 507;
+    default:
+      return 500;
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string model;
+  std::string weights;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string_view flag = argv[i];
+    if (flag == "--model") model = argv[i + 1];
+    if (flag == "--weights") weights = argv[i + 1];
+  }
+  const char* socket_path = std::getenv("GSHARE_SOCKET");
+  if (model.empty() || socket_path == nullptr) {
+    std::fprintf(stderr,
+                 "usage: gshare-function --model mlp|cnn|echo [--weights FILE], started by a "
+                 "gshare node (GSHARE_SOCKET unset)\n");
+    return 2;
+  }
+  gshare::examples::UseSingleBlasThread();
+  auto runtime = gshare::fn::FunctionRuntime::ConnectFromEnvironment();
+  if (!runtime.ok()) {
+    std::fprintf(stderr, "gshare-function: %s\n", runtime.status().ToString().c_str());
+    return 2;
+  }
+  auto function = gshare::examples::ModelFunction::Create(**runtime, model, weights);
+  if (!function.ok()) {
+    std::fprintf(stderr, "gshare-function: %s\n", function.status().ToString().c_str());
+    return 2;
+  }
+  const std::string infer_target = "/v2/models/" + model + "/infer";
+  auto handler = [&](const HttpRequest& request) -> HttpResponse {
+    if (request.method == "GET" &&
+        (request.target == "/v2/health/ready" || request.target == "/v2/health/live")) {
+      return {200, "{}", "application/json"};
+    }
+    if (request.method != "POST" || request.target != infer_target) {
+      return Error(404, "no such endpoint: " + request.method + " " + request.target);
+    }
+    auto parsed = gshare::ParseInferRequest(request.body);
+    if (!parsed.ok()) return Error(400, parsed.status().message());
+    if (parsed->inputs.size() != 1) return Error(400, "the model takes exactly one input");
+    auto output = (*function)->Infer(parsed->inputs.front());
+    if (!output.ok()) {
+      std::fprintf(stderr, "gshare-function: %s\n", output.status().ToString().c_str());
+      return Error(HttpStatusOf(output.status()), output.status().message());
+    }
+    gshare::InferResponse response;
+    response.model_name = model;
+    response.model_version = "1";
+    response.id = parsed->id;
+    response.outputs.push_back(std::move(output).value());
+    auto body = gshare::SerializeInferResponse(response);
+    if (!body.ok()) return Error(500, body.status().message());
+    return {200, std::move(body).value(), "application/json"};
+  };
+  auto server = gshare::net::UnixHttpServer::Start(socket_path, handler);
+  if (!server.ok()) {
+    std::fprintf(stderr, "gshare-function: %s\n", server.status().ToString().c_str());
+    return 2;
+  }
+  // Serves until the node ends this process (the runtime exits when the node is gone).
+  for (;;) ::pause();
+}

@@ -1,0 +1,190 @@
+// Real function processes (the example functions' program) serving real inference on emulated
+// GPUs under a real policy: every answer is checked against the reference implementation.
+#include "gshare/node/process/process_host.h"
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <boost/asio/steady_timer.hpp>
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include "examples/runtime/example_weights.h"
+#include "examples/runtime/output_checker.h"
+#include "gshare/device/device_registry.h"
+#include "gshare/node/live_executor.h"
+#include "gshare/node/node_agent.h"
+#include "gshare/sched/policy_registry.h"
+
+namespace gshare {
+namespace {
+
+using std::chrono::milliseconds;
+
+class CheckedRequests final : public RequestSource {
+ public:
+  CheckedRequests(examples::OutputChecker& checker, std::vector<std::string> models)
+      : checker_(checker), models_(std::move(models)) {}
+  void Add(RequestId id, FunctionId function) {
+    const std::string& model = models_[function];
+    auto input = checker_.InputFor(model, id);
+    ASSERT_TRUE(input.ok());
+    InferRequest request;
+    request.inputs.push_back(std::move(input).value());
+    inputs_[id] = {function, std::move(request)};
+  }
+  const InferRequest* Input(RequestId id) override {
+    auto it = inputs_.find(id);
+    return it == inputs_.end() ? nullptr : &it->second.second;
+  }
+  void Answer(RequestId id, InferResponse response) override {
+    ++answers[id];
+    const std::string& model = models_[inputs_.at(id).first];
+    if (response.outputs.size() != 1 || !checker_.Check(model, id, response.outputs.front()).ok()) {
+      ++wrong;
+    }
+  }
+  void Fail(RequestId id, const Status& status) override {
+    ++answers[id];
+    failures.push_back(status.ToString());
+  }
+
+  std::map<RequestId, int> answers;
+  int wrong = 0;
+  std::vector<std::string> failures;
+
+ private:
+  examples::OutputChecker& checker_;
+  std::vector<std::string> models_;
+  std::map<RequestId, std::pair<FunctionId, InferRequest>> inputs_;
+};
+
+class ProcessHostTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() / fmt::format("process-host-{}", ::getpid());
+    std::filesystem::create_directories(dir_ / "run");
+    ::chmod(dir_.c_str(), 0755);
+    for (const auto kind : {examples::ModelKind::kMlp, examples::ModelKind::kCnn}) {
+      const std::string path =
+          (dir_ / fmt::format("{}.safetensors", examples::ModelKindName(kind))).string();
+      ASSERT_TRUE(examples::WriteExampleWeights(kind, 1, path).ok());
+      ::chmod(path.c_str(), 0644);
+    }
+    auto checker = examples::OutputChecker::Create(dir_.string());
+    ASSERT_TRUE(checker.ok());
+    checker_ = std::move(checker).value();
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  std::filesystem::path dir_;
+  std::unique_ptr<examples::OutputChecker> checker_;
+};
+
+TEST_F(ProcessHostTest, ExampleFunctionsServeCheckedInferenceUnderAPolicy) {
+  const std::vector<std::string> models = {"mlp", "cnn", "echo"};
+  NodeAgentOptions node_options;
+  node_options.devices = *MakeDeviceOptions("emulated", "2x1Gi", "12GB/s");
+  node_options.snapshot_pool_bytes = 256 * kMiB;
+  node_options.prepared_bytes_per_gpu = 256 * kMiB;
+  auto node = NodeAgent::Create(node_options);
+  ASSERT_TRUE(node.ok()) << node.status().ToString();
+
+  std::vector<ResolvedFunction> functions;
+  std::vector<InstanceCommand> commands;
+  const std::uint64_t memory[] = {64 * kMiB, 32 * kMiB, 8 * kMiB};
+  for (std::size_t f = 0; f < models.size(); ++f) {
+    ResolvedFunction spec;
+    spec.name = models[f];
+    spec.tenant = f == 2 ? "other" : "t";
+    spec.model_bytes = memory[f] / 2;
+    spec.gpu_memory_bytes = memory[f];
+    spec.exec_by_batch = {milliseconds(5), milliseconds(8), milliseconds(11), milliseconds(14)};
+    spec.max_batch = 4;
+    spec.slo = std::chrono::seconds(3);
+    functions.push_back(spec);
+    InstanceCommand command;
+    command.argv = {GSHARE_FUNCTION_BINARY, "--model", models[f]};
+    if (models[f] != "echo") {
+      command.argv.push_back("--weights");
+      command.argv.push_back((dir_ / (models[f] + ".safetensors")).string());
+    }
+    command.model = models[f];
+    command.tenant = spec.tenant;
+    commands.push_back(command);
+  }
+  FunctionRegistry registry(functions);
+  CheckedRequests requests(*checker_, models);
+  ProcessHost host((*node)->loop(), commands, requests, {.run_dir = (dir_ / "run").string()});
+  auto gpu = (*node)->DescribeGpus(milliseconds(1), 1.0);
+  ASSERT_TRUE(gpu.ok());
+  LiveExecutorOptions options;
+  options.gpu_type = *gpu;
+  LiveExecutor executor((*node)->resources(), registry, host, options);
+  PolicyOptions policy_options;
+  policy_options.instance_start = Duration::zero();
+  policy_options.pool_idle = milliseconds(500);
+  policy_options.keep_alive = milliseconds(500);
+  const char* policy_name = std::getenv("TEST_POLICY");
+  auto policy = MakePolicy(policy_name ? policy_name : "gshare", {&registry, &executor}, policy_options);
+  ASSERT_TRUE(policy.ok());
+  executor.set_scheduler(policy->get());
+
+  // 30 requests over 1.5 s, the three functions in turn.
+  const int kRequests = 30;
+  std::vector<std::unique_ptr<boost::asio::steady_timer>> arrivals;
+  int submitted = 0;
+  std::set<uid_t> uids;
+  for (int i = 0; i < kRequests; ++i) {
+    const auto function = static_cast<FunctionId>(i % 3);
+    requests.Add(static_cast<RequestId>(i), function);
+    arrivals.push_back(
+        std::make_unique<boost::asio::steady_timer>((*node)->loop(), milliseconds(50 * i)));
+    arrivals.back()->async_wait([&, i, function](const boost::system::error_code&) {
+      Request request;
+      request.id = static_cast<RequestId>(i);
+      request.function = function;
+      request.arrival = executor.Now();
+      request.deadline = request.arrival + functions[function].slo;
+      ++submitted;
+      executor.Submit(request);
+      for (const pid_t pid : host.pids()) {  // the uid each instance runs as
+        struct stat info {};
+        if (::stat(fmt::format("/proc/{}", pid).c_str(), &info) == 0) uids.insert(info.st_uid);
+      }
+    });
+  }
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (submitted < kRequests || executor.Busy() ||
+         static_cast<int>(requests.answers.size()) < kRequests) {
+    (*node)->loop().run_one_for(milliseconds(100));
+    if (std::chrono::steady_clock::now() > give_up) {
+      std::string logs;
+      for (const auto& entry : std::filesystem::directory_iterator(dir_ / "run" / "logs")) {
+        std::ifstream in(entry.path());
+        logs += entry.path().filename().string() + ":\n" +
+                std::string(std::istreambuf_iterator<char>(in), {}) + "\n";
+      }
+      FAIL() << "the replay did not settle: " << requests.answers.size() << " answered, "
+             << submitted << " submitted, " << host.running() << " processes, busy "
+             << executor.Busy() << "\n" << executor.DebugState() << logs;
+    }
+  }
+  EXPECT_TRUE(executor.violation().ok()) << executor.violation().ToString();
+  EXPECT_EQ(requests.wrong, 0);
+  EXPECT_TRUE(requests.failures.empty()) << requests.failures.front();
+  for (const auto& [id, count] : requests.answers) EXPECT_EQ(count, 1) << id;
+  EXPECT_EQ(executor.unanswered(), 0u);
+  if (::geteuid() == 0) {  // each tenant's instances under a uid of its own
+    EXPECT_TRUE(uids.contains(host.UidOf("t")));
+    EXPECT_NE(host.UidOf("t"), host.UidOf("other"));
+    EXPECT_FALSE(uids.contains(0));
+  }
+  executor.Shutdown();
+}
+
+}  // namespace
+}  // namespace gshare
