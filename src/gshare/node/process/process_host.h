@@ -78,11 +78,13 @@ class ProcessHost final : public InstanceHost {
 
   // The uid instances of `tenant` run as (the node's own when not root or not distinct).
   uid_t UidOf(const std::string& tenant);
-  // Processes running now, and their pids.
+  // Processes running now, and the pids of those ready.
   std::size_t running() const { return processes_.size(); }
-  std::vector<pid_t> pids() const {
+  std::vector<pid_t> ready_pids() const {
     std::vector<pid_t> out;
-    for (const auto& [id, process] : processes_) out.push_back(process->pid);
+    for (const auto& [id, process] : processes_) {
+      if (process->ready) out.push_back(process->pid);
+    }
     return out;
   }
 

@@ -151,7 +151,7 @@ TEST_F(ProcessHostTest, ExampleFunctionsServeCheckedInferenceUnderAPolicy) {
       request.deadline = request.arrival + functions[function].slo;
       ++submitted;
       executor.Submit(request);
-      for (const pid_t pid : host.pids()) {  // the uid each instance runs as
+      for (const pid_t pid : host.ready_pids()) {  // the uid each instance runs as
         struct stat info {};
         if (::stat(fmt::format("/proc/{}", pid).c_str(), &info) == 0) uids.insert(info.st_uid);
       }
