@@ -49,7 +49,8 @@ struct FunctionSpec {
   // How a live node starts an instance. Exactly one of `command` and `runtime` for a live
   // function; neither for a simulation-only one, which then has none of the fields below either.
   // The loader stores paths absolute and lexically normal (relative ones are resolved against
-  // the catalog file's folder); it does not check that they exist.
+  // the catalog file's folder); it does not check that they exist. A program without '/' is
+  // looked up as execvp does, a relative one from working_dir; no shell is involved.
   std::vector<std::string> command;        // argv: the program, then its arguments; no shell
   std::string runtime;                     // a bundled example runtime (kBundledRuntimes)
   std::map<std::string, std::string> env;  // added to the instance's environment
