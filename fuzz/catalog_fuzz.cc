@@ -7,7 +7,8 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);
-  auto catalog = gshare::ParseCatalog(text, "fuzz.yaml");
+  // A folder, so relative working_dir and model_files are resolved too.
+  auto catalog = gshare::ParseCatalog(text, "fuzz.yaml", "/srv/fuzz");
   if (catalog.ok()) {
     // What parses must print (the functions; GPU types of the text are not printed back).
     (void)gshare::CatalogToYaml(*catalog);

@@ -1,7 +1,9 @@
 // gshare catalog: check a catalog, list GPU types, and derive the shipped model catalog.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 
@@ -39,14 +41,44 @@ int RunDerive(const DeriveFlags& flags) {
   return 0;
 }
 
+// How a live node would start `f`, on one line: the runtime or the command, then the rest.
+std::string ProcessLine(const FunctionSpec& f) {
+  std::string line = f.runtime.empty() ? fmt::format("command [{}]", fmt::join(f.command, ", "))
+                                       : fmt::format("runtime {}", f.runtime);
+  if (!f.working_dir.empty()) line += fmt::format("; working_dir {}", f.working_dir);
+  if (!f.env.empty()) line += fmt::format("; {} env", f.env.size());
+  if (!f.model_files.empty()) line += fmt::format("; {} model files", f.model_files.size());
+  line += fmt::format("; timeout {}", FormatDuration(f.RequestTimeout()));
+  return line;
+}
+
 int RunCheck(const std::string& path) {
   auto catalog = LoadCatalog(path);
   if (!catalog.ok()) return Fail(catalog.status());
-  std::printf("%s: %zu functions, %zu GPU types\n", path.c_str(), catalog->functions.size(),
+  const auto live = std::count_if(catalog->functions.begin(), catalog->functions.end(),
+                                  [](const FunctionSpec& f) { return f.IsLive(); });
+  std::printf("%s: %zu functions (%td live, %td simulation-only), %zu GPU types\n", path.c_str(),
+              catalog->functions.size(), live,
+              static_cast<std::ptrdiff_t>(catalog->functions.size()) - live,
               catalog->gpu_types.size());
   for (const auto& f : catalog->functions) {
     std::printf("  %-40s %-12s model %10s  gpu_memory %10s\n", f.name.c_str(), f.tenant.c_str(),
                 FormatBytes(f.model_bytes).c_str(), FormatBytes(f.gpu_memory_bytes).c_str());
+    if (!f.IsLive()) continue;
+    std::printf("    %s\n", ProcessLine(f).c_str());
+    // Files are checked where the catalog is read, which need not be where it runs: a missing
+    // file is a warning here, not an error.
+    std::error_code error;
+    for (const auto& file : f.model_files) {
+      if (!std::filesystem::is_regular_file(file, error)) {
+        std::fprintf(stderr, "gshare catalog: warning: %s: model file %s is not a file here\n",
+                     f.name.c_str(), file.c_str());
+      }
+    }
+    if (!f.working_dir.empty() && !std::filesystem::is_directory(f.working_dir, error)) {
+      std::fprintf(stderr, "gshare catalog: warning: %s: working_dir %s is not a folder here\n",
+                   f.name.c_str(), f.working_dir.c_str());
+    }
   }
   return 0;
 }

@@ -57,6 +57,31 @@ expect_error huge_batch "max_batch: must be between 1 and 4096" sim --quiet --ca
 mkdir -p "$work/dir.yaml"
 expect_error catalog_directory "dir.yaml: is a directory" sim --quiet --catalog "$work/dir.yaml" --trace "$trace" --trace-format azure-llm
 
+# gshare workload --catalog: a trace over a given catalog's functions.
+printf 'functions:\n  - name: alpha\n    model_size: 1Mi\n    exec_latency: 2ms\n    runtime: echo\n  - name: beta\n    model_size: 1Mi\n    exec_latency: 1ms\n' >"$work/two.yaml"
+expect_error workload_catalog_and_functions "excludes" workload --catalog "$work/two.yaml" --functions 3 --duration 1m
+expect_error workload_catalog_and_profiles "excludes" workload --catalog "$work/two.yaml" --profiles "$catalog" --duration 1m
+expect_error workload_rps_zero "rps: '0' is outside" workload --catalog "$work/two.yaml" --duration 1m --rps 0
+expect_error workload_rps_nan "rps: 'nan' is not a finite number" workload --catalog "$work/two.yaml" --duration 1m --rps nan
+expect_error workload_rps_huge "rps: '1e9' is outside" workload --catalog "$work/two.yaml" --duration 1m --rps 1e9
+expect_error workload_rps_alone "rps requires --catalog" workload --duration 1m --rps 3
+expect_error workload_missing_catalog "cannot open the catalog file" workload --catalog "$work/none.yaml" --duration 1m
+printf 'functions:\n  - name: f\n    model_size: 1Mi\n    exec_latency: 1ms\n    runtime: mlp\n    env: {GSHARE_SOCKET: x}\n' >"$work/reserved.yaml"
+expect_error workload_bad_catalog "env.GSHARE_SOCKET: names starting with GSHARE_ are set by the node" workload --catalog "$work/reserved.yaml" --duration 1m
+expect_error workload_too_many "invocations; at most" workload --catalog "$work/two.yaml" --duration 1h --rps 1e6
+# Rows name only the catalog's functions, both of them, and one seed gives the same bytes.
+if "$gshare" workload --catalog "$work/two.yaml" --duration 5m --seed 4 --rps 10 --out "$work/wa" >/dev/null &&
+   "$gshare" workload --catalog "$work/two.yaml" --duration 5m --seed 4 --rps 10 --out "$work/wb" >/dev/null &&
+   cmp -s "$work/wa/invocations.csv" "$work/wb/invocations.csv" &&
+   [ "$(head -1 "$work/wa/invocations.csv")" = "function,timestamp" ] &&
+   [ "$(tail -n +2 "$work/wa/invocations.csv" | cut -d, -f1 | sort -u | tr '\n' ' ')" = "alpha beta " ] &&
+   [ ! -e "$work/wa/catalog.yaml" ]; then
+  passed=$((passed + 1))
+else
+  echo "FAIL workload_catalog_rows"
+  failed=$((failed + 1))
+fi
+
 # The same seed gives byte-identical summaries.
 if "$gshare" "${sim[@]}" --seed 7 --out "$work/a" >/dev/null &&
    "$gshare" "${sim[@]}" --seed 7 --out "$work/b" >/dev/null &&

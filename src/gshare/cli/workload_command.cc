@@ -1,4 +1,5 @@
-// gshare workload: generate a multi-tenant catalog and an invocation trace (docs/workloads.md).
+// gshare workload: generate a multi-tenant catalog and an invocation trace, or a trace over a
+// given catalog's functions (--catalog) (docs/workloads.md).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -7,6 +8,7 @@
 
 #include "gshare/cli/commands.h"
 #include "gshare/cli/flag_checks.h"
+#include "gshare/model/catalog.h"
 #include "gshare/sim/workload/generator.h"
 
 namespace gshare::cli {
@@ -25,6 +27,8 @@ struct WorkloadFlags {
   std::uint64_t target_invocations = 0;
   double slo_factor = 0;
   bool quiet = false;
+  std::string catalog;  // a trace over this catalog's functions instead of generated ones
+  double rps = 0;       // with --catalog: the mean total request rate; 0: the default
 };
 
 int Fail(const Status& status) {
@@ -38,18 +42,44 @@ double FractionAtMost(const std::vector<double>& values, double limit) {
   return values.empty() ? 0 : static_cast<double>(n) / static_cast<double>(values.size());
 }
 
+// --catalog: invocations.csv for the catalog's functions, and a summary per function.
+int RunCatalogWorkload(const WorkloadFlags& flags, GeneratorOptions options) {
+  auto catalog = LoadCatalog(flags.catalog);
+  if (!catalog.ok()) return Fail(catalog.status());
+  options.rate_per_second = flags.rps;
+  auto workload = GenerateCatalogWorkload(*catalog, options);
+  if (!workload.ok()) return Fail(workload.status());
+  const std::string out = flags.out.empty() ? "." : flags.out;
+  if (Status s = WriteInvocations(*workload, out); !s.ok()) return Fail(s);
+  const auto& functions = workload->catalog.functions;
+  std::vector<int> counts(functions.size(), 0);
+  for (const auto& invocation : workload->trace.invocations) ++counts[invocation.function];
+  double total = 0;
+  for (const double rate : workload->rate_per_second) total += rate;
+  std::printf("wrote %s/invocations.csv (%zu invocations over %zu functions; mean rate %.4g/s%s)\n",
+              out.c_str(), workload->trace.invocations.size(), functions.size(), total,
+              flags.rps > 0 ? "" : ", the default");
+  for (std::size_t f = 0; f < functions.size(); ++f) {
+    std::printf("  %-40s %10d invocations  mean %.4g/s\n", functions[f].name.c_str(), counts[f],
+                workload->rate_per_second[f]);
+  }
+  return 0;
+}
+
 int RunWorkload(const WorkloadFlags& flags) {
   GeneratorOptions options;
   auto duration = ParseDuration(flags.duration);
   if (!duration.ok()) return Fail(duration.status().WithContext("--duration"));
   options.duration = *duration;
-  options.functions = flags.functions;
   options.seed = flags.seed;
-  options.profile_catalog_path = flags.profiles;
-  options.tenants = flags.tenants;
   options.burst_cv = flags.burst_cv;
   options.diurnal_amplitude = flags.diurnal_amplitude;
   options.start_hour = flags.start_hour;
+  if (!flags.catalog.empty()) return RunCatalogWorkload(flags, std::move(options));
+  if (flags.out.empty()) return Fail(InvalidArgument("--out is required"));
+  options.functions = flags.functions;
+  options.profile_catalog_path = flags.profiles;
+  options.tenants = flags.tenants;
   options.target_invocations = flags.target_invocations;
   options.slo_factor = flags.slo_factor;
   if (!flags.quiet) {
@@ -95,22 +125,26 @@ void AddWorkloadCommand(CLI::App& app, CommandContext& context) {
   CLI::App* cmd = app.add_subcommand(
       "workload",
       "Generate a multi-tenant catalog and an invocation trace calibrated to published "
-      "statistics (Azure Functions 2019 rates, model sizes of popular models)");
-  cmd->add_option("--functions", flags->functions, "Number of functions")
-      ->check(WholeIn(1, 1'000'000))
-      ->capture_default_str();
+      "statistics (Azure Functions 2019 rates, model sizes of popular models), or with --catalog "
+      "a trace over a given catalog's functions");
+  CLI::Option* functions = cmd->add_option("--functions", flags->functions, "Number of functions")
+                               ->check(WholeIn(1, 1'000'000))
+                               ->capture_default_str();
   cmd->add_option("--duration", flags->duration, "Trace length (\"1h\", \"15m\")")
       ->capture_default_str();
   cmd->add_option("--seed", flags->seed, "Seed: the same seed gives byte-identical files")
       ->check(WholeIn(0, kMaxSeed))
       ->capture_default_str();
-  cmd->add_option("--out", flags->out, "Output folder for catalog.yaml and invocations.csv")
-      ->required();
-  cmd->add_option("--profiles", flags->profiles,
-                  "Catalog the function profiles are drawn from (default: the shipped "
-                  "data/models.yaml, built in)");
-  cmd->add_option("--tenants", flags->tenants, "Number of tenants (default: functions / 10)")
-      ->check(WholeIn(1, 1'000'000));
+  cmd->add_option("--out", flags->out,
+                  "Output folder for catalog.yaml and invocations.csv (with --catalog: "
+                  "invocations.csv only; default the current folder)");
+  CLI::Option* profiles =
+      cmd->add_option("--profiles", flags->profiles,
+                      "Catalog the function profiles are drawn from (default: the shipped "
+                      "data/models.yaml, built in)");
+  CLI::Option* tenants =
+      cmd->add_option("--tenants", flags->tenants, "Number of tenants (default: functions / 10)")
+          ->check(WholeIn(1, 1'000'000));
   cmd->add_option("--burst-cv", flags->burst_cv,
                   "Coefficient of variation of inter-arrival times (>= 1; 1 is Poisson)")
       ->check(FiniteIn(1, 100))
@@ -123,15 +157,31 @@ void AddWorkloadCommand(CLI::App& app, CommandContext& context) {
                   "Hour of the day at which the trace starts (the rate peaks at 12)")
       ->check(FiniteIn(0, 24))
       ->capture_default_str();
-  cmd->add_option("--target-invocations", flags->target_invocations,
-                  "Scale all rates so that about this many invocations are expected (0: off; at "
-                  "most 1e9)")
-      ->check(WholeIn(0, 1'000'000'000))
-      ->capture_default_str();
-  cmd->add_option("--slo-factor", flags->slo_factor,
-                  "Every function's SLO as this x its p90 execution latency, in [1, 100] "
-                  "(default: the catalog's 1.5)")
-      ->check(FiniteIn(1, 100));
+  CLI::Option* target =
+      cmd->add_option(
+             "--target-invocations", flags->target_invocations,
+             "Scale all rates so that about this many invocations are expected (0: off; at "
+             "most 1e9)")
+          ->check(WholeIn(0, 1'000'000'000))
+          ->capture_default_str();
+  CLI::Option* slo_factor =
+      cmd->add_option("--slo-factor", flags->slo_factor,
+                      "Every function's SLO as this x its p90 execution latency, in [1, 100] "
+                      "(default: the catalog's 1.5)")
+          ->check(FiniteIn(1, 100));
+  CLI::Option* catalog =
+      cmd->add_option("--catalog", flags->catalog,
+                      "Write invocations.csv for this catalog's functions instead of generated "
+                      "ones (the generator's popularity skew and burstiness)");
+  cmd->add_option(
+         "--rps", flags->rps,
+         "With --catalog: mean total requests per second, in [1e-6, 1e6] (default: the rate "
+         "that keeps one GPU half busy at the functions' batch-1 latencies)")
+      ->check(FiniteIn(1e-6, kMaxCatalogRatePerSecond))
+      ->needs(catalog);
+  for (CLI::Option* option : {functions, profiles, tenants, target, slo_factor}) {
+    catalog->excludes(option);
+  }
   cmd->add_flag("--quiet", flags->quiet, "No progress on stderr");
   cmd->callback([flags, &context] { context.exit_code = RunWorkload(*flags); });
 }

@@ -34,9 +34,24 @@ Status FieldError(const Where& where, std::string_view field, const YAML::Node& 
       fmt::format("{}: {}: {}: {}{}", where.source, where.entry, field, message, LineSuffix(node)));
 }
 
-Result<std::string> ScalarText(const Where& where, std::string_view field, const YAML::Node& node) {
+// Every text in a catalog: a single value, without NUL bytes, of at most `max_bytes`.
+Result<std::string> ScalarText(const Where& where, std::string_view field, const YAML::Node& node,
+                               std::size_t max_bytes = kMaxEnvValueBytes) {
   if (!node.IsScalar()) return FieldError(where, field, node, "expected a single value");
-  return node.Scalar();
+  const std::string& text = node.Scalar();
+  if (text.find('\0') != std::string::npos) {
+    return FieldError(where, field, node, "must not contain a NUL byte");
+  }
+  if (text.size() > max_bytes) {
+    return FieldError(where, field, node,
+                      fmt::format("is {} bytes long; at most {}", text.size(), max_bytes));
+  }
+  return text;
+}
+
+// A name-like text: name, tenant, model, a GPU type, a runtime.
+Result<std::string> NameText(const Where& where, std::string_view field, const YAML::Node& node) {
+  return ScalarText(where, field, node, kMaxNameBytes);
 }
 
 Result<std::uint64_t> BytesField(const Where& where, std::string_view field,
@@ -101,7 +116,7 @@ Result<GpuType> ParseGpuType(const Where& where, const YAML::Node& item) {
   GpuType type;
   const YAML::Node name = item["name"];
   if (!name) return FieldError(where, "name", item, "missing");
-  GSHARE_ASSIGN_OR_RETURN(type.name, ScalarText(where, "name", name));
+  GSHARE_ASSIGN_OR_RETURN(type.name, NameText(where, "name", name));
   if (type.name.empty()) return FieldError(where, "name", name, "must not be empty");
   if (const YAML::Node n = item["description"]) {
     GSHARE_ASSIGN_OR_RETURN(type.description, ScalarText(where, "description", n));
@@ -189,22 +204,153 @@ Result<BatchLatency> ParseBatchLatency(const Where& where, const std::string& fi
   return table;
 }
 
+// A POSIX environment name: a letter or '_', then letters, digits and '_' (so no '=' or NUL).
+bool IsEnvName(std::string_view name) {
+  if (name.empty() || std::isdigit(static_cast<unsigned char>(name.front()))) return false;
+  return std::all_of(name.begin(), name.end(), [](char c) {
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
+  });
+}
+
+// A path field: absolute, or relative to `base_dir` (the catalog file's folder), made absolute
+// and lexically normal.
+Result<std::string> PathField(const Where& where, std::string_view field, const YAML::Node& node,
+                              const std::filesystem::path& base_dir) {
+  GSHARE_ASSIGN_OR_RETURN(const std::string text, ScalarText(where, field, node, kMaxPathBytes));
+  if (text.empty()) return FieldError(where, field, node, "must not be empty");
+  std::filesystem::path path(text);
+  if (path.is_relative()) {
+    if (base_dir.empty()) {
+      return FieldError(where, field, node,
+                        fmt::format("'{}' is relative, and this catalog was not read from a file "
+                                    "whose folder it could be relative to",
+                                    text));
+    }
+    path = base_dir / path;
+  }
+  std::string resolved = path.lexically_normal().string();
+  if (resolved.size() > kMaxPathBytes) {
+    return FieldError(
+        where, field, node,
+        fmt::format("resolves to a path of {} bytes; at most {}", resolved.size(), kMaxPathBytes));
+  }
+  return resolved;
+}
+
+// The fields that say how a live node starts the function (see FunctionSpec).
+Status ParseProcessFields(const Where& where, const YAML::Node& item,
+                          const std::filesystem::path& base_dir, FunctionSpec& spec) {
+  const YAML::Node command = item["command"];
+  if (command) {
+    if (!command.IsSequence()) {
+      return FieldError(where, "command", command,
+                        "expected a list: the program, then its arguments");
+    }
+    if (command.size() == 0) return FieldError(where, "command", command, "must name a program");
+    if (command.size() > kMaxCommandArguments) {
+      return FieldError(
+          where, "command", command,
+          fmt::format("has {} items; at most {}", command.size(), kMaxCommandArguments));
+    }
+    for (std::size_t i = 0; i < command.size(); ++i) {
+      const std::string field = fmt::format("command[{}]", i);
+      GSHARE_ASSIGN_OR_RETURN(std::string argument,
+                              ScalarText(where, field, command[i], kMaxArgumentBytes));
+      if (i == 0 && argument.empty()) {
+        return FieldError(where, field, command[i], "the program must not be empty");
+      }
+      spec.command.push_back(std::move(argument));
+    }
+  }
+  const YAML::Node runtime = item["runtime"];
+  if (runtime) {
+    if (command) return FieldError(where, "runtime", runtime, "give command or runtime, not both");
+    GSHARE_ASSIGN_OR_RETURN(spec.runtime, NameText(where, "runtime", runtime));
+    if (std::find(kBundledRuntimes.begin(), kBundledRuntimes.end(), spec.runtime) ==
+        kBundledRuntimes.end()) {
+      return FieldError(where, "runtime", runtime,
+                        fmt::format("unknown runtime '{}' (bundled: {})", spec.runtime,
+                                    fmt::join(kBundledRuntimes, ", ")));
+    }
+  }
+  // The other process fields mean nothing without a process to start.
+  for (const char* field : {"env", "working_dir", "model_files", "timeout"}) {
+    if (const YAML::Node n = item[field]; n && !spec.IsLive()) {
+      return FieldError(where, field, n,
+                        "needs a command or a runtime (a function without either is "
+                        "simulation-only)");
+    }
+  }
+  if (const YAML::Node env = item["env"]) {
+    if (!env.IsMap()) return FieldError(where, "env", env, "expected a map of name: value");
+    if (env.size() > kMaxEnvEntries) {
+      return FieldError(where, "env", env,
+                        fmt::format("has {} entries; at most {}", env.size(), kMaxEnvEntries));
+    }
+    for (const auto& entry : env) {
+      GSHARE_ASSIGN_OR_RETURN(std::string name,
+                              ScalarText(where, "env name", entry.first, kMaxEnvNameBytes));
+      const std::string field = fmt::format("env.{}", name);
+      if (!IsEnvName(name)) {
+        return FieldError(where, field, entry.first,
+                          fmt::format("'{}' is not an environment name (a letter or '_', then "
+                                      "letters, digits and '_')",
+                                      name));
+      }
+      if (name.starts_with(kReservedEnvPrefix)) {
+        return FieldError(
+            where, field, entry.first,
+            fmt::format("names starting with {} are set by the node", kReservedEnvPrefix));
+      }
+      GSHARE_ASSIGN_OR_RETURN(std::string value, ScalarText(where, field, entry.second));
+      if (!spec.env.emplace(std::move(name), std::move(value)).second) {
+        return FieldError(where, field, entry.first, "appears twice");
+      }
+    }
+  }
+  if (const YAML::Node n = item["working_dir"]) {
+    GSHARE_ASSIGN_OR_RETURN(spec.working_dir, PathField(where, "working_dir", n, base_dir));
+  }
+  if (const YAML::Node files = item["model_files"]) {
+    if (!files.IsSequence()) return FieldError(where, "model_files", files, "expected a list");
+    if (files.size() > kMaxModelFiles) {
+      return FieldError(where, "model_files", files,
+                        fmt::format("has {} items; at most {}", files.size(), kMaxModelFiles));
+    }
+    for (std::size_t i = 0; i < files.size(); ++i) {
+      GSHARE_ASSIGN_OR_RETURN(std::string path, PathField(where, fmt::format("model_files[{}]", i),
+                                                          files[i], base_dir));
+      spec.model_files.push_back(std::move(path));
+    }
+  }
+  if (const YAML::Node n = item["timeout"]) {
+    GSHARE_ASSIGN_OR_RETURN(const Duration timeout, PositiveDurationField(where, "timeout", n));
+    if (timeout > kMaxRequestTimeout) {
+      return FieldError(where, "timeout", n,
+                        fmt::format("must be at most {}", FormatDuration(kMaxRequestTimeout)));
+    }
+    spec.timeout = timeout;
+  }
+  return Status::Ok();
+}
+
 Result<FunctionSpec> ParseFunction(const Where& where, const YAML::Node& item,
-                                   const std::vector<GpuType>& types) {
+                                   const std::vector<GpuType>& types,
+                                   const std::filesystem::path& base_dir) {
   if (!item.IsMap()) return FieldError(where, "entry", item, "expected a map of fields");
   FunctionSpec spec;
   const YAML::Node name = item["name"];
   if (!name) return FieldError(where, "name", item, "missing");
-  GSHARE_ASSIGN_OR_RETURN(spec.name, ScalarText(where, "name", name));
+  GSHARE_ASSIGN_OR_RETURN(spec.name, NameText(where, "name", name));
   if (spec.name.empty()) return FieldError(where, "name", name, "must not be empty");
   spec.tenant = "default";
   if (const YAML::Node n = item["tenant"]) {
-    GSHARE_ASSIGN_OR_RETURN(spec.tenant, ScalarText(where, "tenant", n));
+    GSHARE_ASSIGN_OR_RETURN(spec.tenant, NameText(where, "tenant", n));
     if (spec.tenant.empty()) return FieldError(where, "tenant", n, "must not be empty");
   }
   spec.model = spec.name;
   if (const YAML::Node n = item["model"]) {
-    GSHARE_ASSIGN_OR_RETURN(spec.model, ScalarText(where, "model", n));
+    GSHARE_ASSIGN_OR_RETURN(spec.model, NameText(where, "model", n));
   }
   const YAML::Node model_size = item["model_size"];
   if (!model_size) return FieldError(where, "model_size", item, "missing");
@@ -223,7 +369,7 @@ Result<FunctionSpec> ParseFunction(const Where& where, const YAML::Node& item,
     return FieldError(where, "gpu_memory", item, "a function must hold some GPU memory");
   }
   if (const YAML::Node n = item["reference_gpu"]) {
-    GSHARE_ASSIGN_OR_RETURN(spec.reference_gpu, ScalarText(where, "reference_gpu", n));
+    GSHARE_ASSIGN_OR_RETURN(spec.reference_gpu, NameText(where, "reference_gpu", n));
     if (FindType(types, spec.reference_gpu) == nullptr) {
       return FieldError(where, "reference_gpu", n,
                         fmt::format("unknown GPU type '{}'", spec.reference_gpu));
@@ -286,11 +432,13 @@ Result<FunctionSpec> ParseFunction(const Where& where, const YAML::Node& item,
       return FieldError(where, "max_instances", n, "must be at least min_instances and 1");
     }
   }
+  GSHARE_RETURN_IF_ERROR(ParseProcessFields(where, item, base_dir, spec));
   return spec;
 }
 
 Result<Catalog> ParseCatalogNodes(const YAML::Node& root, std::string_view source,
-                                  const std::vector<GpuType>& base_types) {
+                                  const std::vector<GpuType>& base_types,
+                                  const std::filesystem::path& base_dir) {
   if (!root || root.IsNull())
     return InvalidArgument(fmt::format("{}: the document is empty", source));
   if (!root.IsMap()) {
@@ -329,7 +477,8 @@ Result<Catalog> ParseCatalogNodes(const YAML::Node& root, std::string_view sourc
     }
     for (std::size_t i = 0; list.IsSequence() && i < list.size(); ++i) {
       const Where where{source, EntryName("functions", i, list[i])};
-      GSHARE_ASSIGN_OR_RETURN(FunctionSpec spec, ParseFunction(where, list[i], catalog.gpu_types));
+      GSHARE_ASSIGN_OR_RETURN(FunctionSpec spec,
+                              ParseFunction(where, list[i], catalog.gpu_types, base_dir));
       if (catalog.FindFunction(spec.name) != nullptr) {
         return FieldError(where, "name", list[i]["name"],
                           fmt::format("'{}' is already used by an earlier function", spec.name));
@@ -341,10 +490,11 @@ Result<Catalog> ParseCatalogNodes(const YAML::Node& root, std::string_view sourc
 }
 
 Result<Catalog> ParseWithBase(std::string_view yaml_text, std::string_view source,
-                              const std::vector<GpuType>& base_types) {
+                              const std::vector<GpuType>& base_types,
+                              const std::filesystem::path& base_dir) {
   try {
     const YAML::Node root = YAML::Load(std::string(yaml_text));
-    return ParseCatalogNodes(root, source, base_types);
+    return ParseCatalogNodes(root, source, base_types, base_dir);
   } catch (const YAML::Exception& e) {
     if (e.mark.is_null()) return InvalidArgument(fmt::format("{}: {}", source, e.msg));
     return InvalidArgument(
@@ -374,6 +524,11 @@ std::string YamlString(std::string_view text) {
   if (!NeedsQuotes(text)) return std::string(text);
   std::string out = "\"";
   for (const char c : text) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
+      // Control characters (a newline in an env value) written as escapes, so they read back.
+      out += fmt::format("\\x{:02x}", static_cast<unsigned char>(c));
+      continue;
+    }
     if (c == '"' || c == '\\') out += '\\';
     out += c;
   }
@@ -438,7 +593,7 @@ Status Catalog::AddFunction(FunctionSpec spec) {
 
 const std::vector<GpuType>& BuiltinGpuTypes() {
   static const std::vector<GpuType> types = [] {
-    auto parsed = ParseWithBase(BuiltinGpuTypesYaml(), "data/gpu-types.yaml (embedded)", {});
+    auto parsed = ParseWithBase(BuiltinGpuTypesYaml(), "data/gpu-types.yaml (embedded)", {}, {});
     if (!parsed.ok()) {
       // A broken embedded table is a build defect; the unit tests catch it.
       spdlog::error("{}", parsed.status().ToString());
@@ -449,8 +604,9 @@ const std::vector<GpuType>& BuiltinGpuTypes() {
   return types;
 }
 
-Result<Catalog> ParseCatalog(std::string_view yaml_text, std::string_view source) {
-  return ParseWithBase(yaml_text, source, BuiltinGpuTypes());
+Result<Catalog> ParseCatalog(std::string_view yaml_text, std::string_view source,
+                             const std::filesystem::path& base_dir) {
+  return ParseWithBase(yaml_text, source, BuiltinGpuTypes(), base_dir);
 }
 
 Result<Catalog> LoadCatalog(const std::string& path) {
@@ -463,7 +619,11 @@ Result<Catalog> LoadCatalog(const std::string& path) {
   std::ostringstream text;
   text << in.rdbuf();
   if (in.bad()) return IoError(fmt::format("{}: read failed", path));
-  return ParseCatalog(text.str(), path);
+  const std::filesystem::path folder = std::filesystem::absolute(path, error).parent_path();
+  if (error) {
+    return IoError(fmt::format("{}: cannot tell the catalog's folder: {}", path, error.message()));
+  }
+  return ParseCatalog(text.str(), path, folder);
 }
 
 std::string CatalogToYaml(const Catalog& catalog) {
@@ -509,6 +669,27 @@ std::string CatalogToYaml(const Catalog& catalog) {
     }
     if (spec.min_instances != 0) out += fmt::format("    min_instances: {}\n", spec.min_instances);
     if (spec.max_instances != 0) out += fmt::format("    max_instances: {}\n", spec.max_instances);
+    if (!spec.command.empty()) {
+      std::vector<std::string> items;
+      for (const auto& argument : spec.command) items.push_back(YamlString(argument));
+      out += fmt::format("    command: [{}]\n", fmt::join(items, ", "));
+    }
+    if (!spec.runtime.empty()) out += fmt::format("    runtime: {}\n", YamlString(spec.runtime));
+    if (!spec.env.empty()) {
+      out += "    env:\n";
+      for (const auto& [name, value] : spec.env) {
+        out += fmt::format("      {}: {}\n", YamlString(name), YamlString(value));
+      }
+    }
+    if (!spec.working_dir.empty()) {
+      out += fmt::format("    working_dir: {}\n", YamlString(spec.working_dir));
+    }
+    if (!spec.model_files.empty()) {
+      out += "    model_files:\n";
+      for (const auto& file : spec.model_files)
+        out += fmt::format("      - {}\n", YamlString(file));
+    }
+    if (spec.timeout) out += fmt::format("    timeout: {}\n", FormatDurationExact(*spec.timeout));
   }
   return out;
 }

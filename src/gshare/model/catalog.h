@@ -23,10 +23,21 @@
 //       max_batch: 1                # optional
 //       batch_memory: 64Mi          # optional: extra GPU memory per request beyond the first in a
 //                                   # batch (a slice grows to hold a batch)
+//       min_instances: 0            # optional
+//       max_instances: 0            # optional; 0: no bound
+//       # How a live node runs it (all optional; without command or runtime the function is
+//       # simulation-only and may give none of these):
+//       command: [/usr/bin/fn, --port-file, x]   # argv; or
+//       runtime: mlp                # a bundled example runtime (kBundledRuntimes)
+//       env: {MODEL_NAME: resnet50} # POSIX names; GSHARE_* is reserved for the node
+//       working_dir: fn             # absolute, or relative to the catalog file's folder
+//       model_files: [weights.safetensors]  # resolved like working_dir
+//       timeout: 30s                # per-request run timeout, at most 1h
 // Loading is all-or-nothing: on any error nothing is returned, and the error names the file, the
 // entry and the field.
 #pragma once
 
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -56,9 +67,12 @@ struct Catalog {
 const std::vector<GpuType>& BuiltinGpuTypes();
 
 // Parses catalog YAML text; `source` names it in errors. GPU types in the text replace built-in
-// types of the same name and add new ones.
-Result<Catalog> ParseCatalog(std::string_view yaml_text, std::string_view source);
-// Reads and parses a catalog file.
+// types of the same name and add new ones. Relative working_dir and model_files are resolved
+// against `base_dir`; with an empty `base_dir` they are an error. Every string is checked for NUL
+// bytes and length, every list and map for size (limits in function_spec.h).
+Result<Catalog> ParseCatalog(std::string_view yaml_text, std::string_view source,
+                             const std::filesystem::path& base_dir = {});
+// Reads and parses a catalog file; relative paths in it are relative to its folder.
 Result<Catalog> LoadCatalog(const std::string& path);
 
 // Writes `catalog`'s functions as YAML in the schema above (GPU types are not written).

@@ -1,11 +1,14 @@
 #include "gshare/model/catalog.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <string>
+#include <vector>
 
 namespace gshare {
 namespace {
@@ -365,6 +368,239 @@ functions:
             std::string::npos);
   EXPECT_NE(ErrorOf(head + "    slo_factor: .inf\n").find("slo_factor"), std::string::npos);
   EXPECT_NE(ErrorOf(head + "    slo: 5ms\n    slo_factor: 3\n").find("not both"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace gshare
+
+namespace gshare {
+namespace {
+
+constexpr char kLiveCatalog[] = R"(
+functions:
+  - name: classifier
+    tenant: acme
+    model_size: 23Mi
+    exec_latency: 6ms
+    command: [bin/serve, --threads, "1", ""]
+    env: {MODEL_NAME: mlp, _LEVEL: "a b"}
+    working_dir: fn/../functions
+    model_files: [weights/mlp.safetensors, /data/shared.bin]
+    timeout: 5s
+  - name: echo
+    model_size: 1Mi
+    exec_latency: 0.05ms
+    runtime: echo
+  - name: sim-only
+    model_size: 1Mi
+    exec_latency: 1ms
+)";
+
+std::string ProcessErrorOf(const std::string& fields) {
+  const std::string text =
+      "functions:\n  - name: f\n    model_size: 1Mi\n    exec_latency: 1ms\n" + fields;
+  auto catalog = ParseCatalog(text, "live.yaml", "/srv/catalogs");
+  EXPECT_FALSE(catalog.ok()) << fields;
+  return catalog.ok() ? "" : catalog.status().message();
+}
+
+TEST(CatalogProcessTest, ParsesEveryProcessField) {
+  auto catalog = ParseCatalog(kLiveCatalog, "live.yaml", "/srv/catalogs");
+  ASSERT_TRUE(catalog.ok()) << catalog.status().ToString();
+  const FunctionSpec& f = catalog->functions[0];
+  EXPECT_TRUE(f.IsLive());
+  EXPECT_EQ(f.command, (std::vector<std::string>{"bin/serve", "--threads", "1", ""}));
+  EXPECT_TRUE(f.runtime.empty());
+  EXPECT_EQ(f.env, (std::map<std::string, std::string>{{"MODEL_NAME", "mlp"}, {"_LEVEL", "a b"}}));
+  // Relative paths are resolved against the catalog's folder and normalised; absolute ones kept.
+  EXPECT_EQ(f.working_dir, "/srv/catalogs/functions");
+  EXPECT_EQ(f.model_files, (std::vector<std::string>{"/srv/catalogs/weights/mlp.safetensors",
+                                                     "/data/shared.bin"}));
+  EXPECT_EQ(f.timeout, std::chrono::seconds(5));
+  EXPECT_EQ(f.RequestTimeout(), std::chrono::seconds(5));
+
+  const FunctionSpec& echo = catalog->functions[1];
+  EXPECT_TRUE(echo.IsLive());
+  EXPECT_EQ(echo.runtime, "echo");
+  EXPECT_TRUE(echo.command.empty());
+  EXPECT_EQ(echo.RequestTimeout(), kDefaultRequestTimeout);
+
+  // A simulation-only entry is unchanged: no process fields.
+  const FunctionSpec& sim = catalog->functions[2];
+  EXPECT_FALSE(sim.IsLive());
+  EXPECT_TRUE(sim.env.empty());
+  EXPECT_TRUE(sim.working_dir.empty());
+  EXPECT_TRUE(sim.model_files.empty());
+  EXPECT_FALSE(sim.timeout.has_value());
+}
+
+TEST(CatalogProcessTest, ProcessFieldsRoundTripThroughYaml) {
+  auto catalog = ParseCatalog(kLiveCatalog, "live.yaml", "/srv/catalogs");
+  ASSERT_TRUE(catalog.ok()) << catalog.status().ToString();
+  catalog->functions[0].env["MULTI_LINE"] = "one\ntwo \"quoted\" \\ done";
+  const std::string text = CatalogToYaml(*catalog);
+  // Paths are absolute once loaded, so the text reads back without a folder.
+  auto again = ParseCatalog(text, "again.yaml");
+  ASSERT_TRUE(again.ok()) << again.status().ToString() << "\n" << text;
+  ASSERT_EQ(again->functions.size(), 3u);
+  for (std::size_t i = 0; i < 3; ++i) {
+    const auto& a = catalog->functions[i];
+    const auto& b = again->functions[i];
+    EXPECT_EQ(a.command, b.command) << a.name;
+    EXPECT_EQ(a.runtime, b.runtime) << a.name;
+    EXPECT_EQ(a.env, b.env) << a.name;
+    EXPECT_EQ(a.working_dir, b.working_dir) << a.name;
+    EXPECT_EQ(a.model_files, b.model_files) << a.name;
+    EXPECT_EQ(a.timeout, b.timeout) << a.name;
+  }
+  EXPECT_EQ(CatalogToYaml(*again), text);
+}
+
+TEST(CatalogProcessTest, LoadCatalogResolvesPathsAgainstTheFilesFolder) {
+  const auto dir = std::filesystem::temp_directory_path() / "gshare_catalog_process_test";
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / "live.yaml").string();
+  {
+    std::ofstream out(path);
+    out << kLiveCatalog;
+  }
+  auto catalog = LoadCatalog(path);
+  ASSERT_TRUE(catalog.ok()) << catalog.status().ToString();
+  const std::filesystem::path folder = std::filesystem::absolute(dir).lexically_normal();
+  EXPECT_EQ(catalog->functions[0].working_dir, (folder / "functions").string());
+  EXPECT_EQ(catalog->functions[0].model_files[0],
+            (folder / "weights" / "mlp.safetensors").string());
+  std::filesystem::remove_all(dir);
+}
+
+TEST(CatalogProcessTest, CommandAndRuntimeErrors) {
+  EXPECT_NE(ProcessErrorOf("    command: [a]\n    runtime: mlp\n")
+                .find("live.yaml: functions[0] (f): runtime: give command or runtime, not both"),
+            std::string::npos);
+  EXPECT_NE(ProcessErrorOf("    command: serve --port 1\n")
+                .find("command: expected a list: the program, then its arguments"),
+            std::string::npos);
+  EXPECT_NE(ProcessErrorOf("    command: []\n").find("command: must name a program"),
+            std::string::npos);
+  EXPECT_NE(
+      ProcessErrorOf("    command: [\"\", x]\n").find("command[0]: the program must not be empty"),
+      std::string::npos);
+  EXPECT_NE(ProcessErrorOf("    command: [a, [b]]\n").find("command[1]: expected a single value"),
+            std::string::npos);
+  EXPECT_NE(
+      ProcessErrorOf("    command: [\"a\\0b\"]\n").find("command[0]: must not contain a NUL byte"),
+      std::string::npos);
+  EXPECT_NE(ProcessErrorOf("    command: [a, " + std::string(kMaxArgumentBytes + 1, 'x') + "]\n")
+                .find("command[1]: is 4097 bytes long; at most 4096"),
+            std::string::npos);
+  std::string many = "    command: [a";
+  for (std::size_t i = 0; i < kMaxCommandArguments; ++i) many += ", x";
+  EXPECT_NE(ProcessErrorOf(many + "]\n").find("command: has 257 items; at most 256"),
+            std::string::npos);
+  EXPECT_NE(ProcessErrorOf("    runtime: resnet\n")
+                .find("runtime: unknown runtime 'resnet' (bundled: mlp, cnn, echo)"),
+            std::string::npos);
+  EXPECT_NE(ProcessErrorOf("    runtime: [mlp]\n").find("runtime: expected a single value"),
+            std::string::npos);
+}
+
+TEST(CatalogProcessTest, EnvErrors) {
+  EXPECT_NE(
+      ProcessErrorOf("    runtime: mlp\n    env: [A]\n").find("env: expected a map of name: value"),
+      std::string::npos);
+  EXPECT_NE(ProcessErrorOf("    runtime: mlp\n    env: {\"A=B\": x}\n")
+                .find("env.A=B: 'A=B' is not an environment name"),
+            std::string::npos);
+  EXPECT_NE(ProcessErrorOf("    runtime: mlp\n    env: {1ABC: x}\n")
+                .find("'1ABC' is not an environment name"),
+            std::string::npos);
+  EXPECT_NE(ProcessErrorOf("    runtime: mlp\n    env: {\"\": x}\n")
+                .find("'' is not an environment name"),
+            std::string::npos);
+  EXPECT_NE(ProcessErrorOf("    runtime: mlp\n    env: {\"A\\0B\": x}\n")
+                .find("env name: must not contain a NUL byte"),
+            std::string::npos);
+  EXPECT_NE(ProcessErrorOf("    runtime: mlp\n    env: {GSHARE_SOCKET: x}\n")
+                .find("env.GSHARE_SOCKET: names starting with GSHARE_ are set by the node"),
+            std::string::npos);
+  EXPECT_NE(ProcessErrorOf("    runtime: mlp\n    env: {A: {b: c}}\n")
+                .find("env.A: expected a single value"),
+            std::string::npos);
+  EXPECT_NE(ProcessErrorOf("    runtime: mlp\n    env: {A: \"x\\0y\"}\n")
+                .find("env.A: must not contain a NUL byte"),
+            std::string::npos);
+  EXPECT_NE(ProcessErrorOf(
+                "    runtime: mlp\n    env: {A: " + std::string(kMaxEnvValueBytes + 1, 'v') + "}\n")
+                .find("env.A: is 32769 bytes long; at most 32768"),
+            std::string::npos);
+  EXPECT_NE(ProcessErrorOf("    runtime: mlp\n    env: {" + std::string(kMaxEnvNameBytes + 1, 'N') +
+                           ": x}\n")
+                .find("env name: is 257 bytes long; at most 256"),
+            std::string::npos);
+  std::string many = "    runtime: mlp\n    env:\n";
+  for (std::size_t i = 0; i <= kMaxEnvEntries; ++i) many += fmt::format("      V{}: x\n", i);
+  EXPECT_NE(ProcessErrorOf(many).find("env: has 257 entries; at most 256"), std::string::npos);
+}
+
+TEST(CatalogProcessTest, PathAndTimeoutErrors) {
+  EXPECT_NE(ProcessErrorOf("    runtime: mlp\n    working_dir: \"\"\n")
+                .find("working_dir: must not be empty"),
+            std::string::npos);
+  EXPECT_NE(ProcessErrorOf("    runtime: mlp\n    working_dir: /" +
+                           std::string(kMaxPathBytes, 'p') + "\n")
+                .find("working_dir: is 4097 bytes long; at most 4096"),
+            std::string::npos);
+  // Within the bound as written, beyond it once joined to the catalog's folder.
+  EXPECT_NE(ProcessErrorOf(
+                "    runtime: mlp\n    working_dir: " + std::string(kMaxPathBytes - 2, 'p') + "\n")
+                .find("working_dir: resolves to a path of"),
+            std::string::npos);
+  EXPECT_NE(ProcessErrorOf("    runtime: mlp\n    model_files: weights.bin\n")
+                .find("model_files: expected a list"),
+            std::string::npos);
+  EXPECT_NE(ProcessErrorOf("    runtime: mlp\n    model_files: [a, \"\"]\n")
+                .find("model_files[1]: must not be empty"),
+            std::string::npos);
+  std::string many = "    runtime: mlp\n    model_files: [a";
+  for (std::size_t i = 0; i < kMaxModelFiles; ++i) many += ", a";
+  EXPECT_NE(ProcessErrorOf(many + "]\n").find("model_files: has 257 items; at most 256"),
+            std::string::npos);
+  EXPECT_NE(
+      ProcessErrorOf("    runtime: mlp\n    timeout: 0s\n").find("timeout: '0s' must be positive"),
+      std::string::npos);
+  EXPECT_NE(ProcessErrorOf("    runtime: mlp\n    timeout: 5\n").find("timeout:"),
+            std::string::npos);
+  EXPECT_NE(ProcessErrorOf("    runtime: mlp\n    timeout: 2h\n").find("timeout: must be at most"),
+            std::string::npos);
+  // Relative paths need a catalog file's folder.
+  auto no_folder = ParseCatalog(
+      "functions:\n  - name: f\n    model_size: 1Mi\n    exec_latency: 1ms\n    runtime: mlp\n"
+      "    working_dir: fn\n",
+      "text");
+  ASSERT_FALSE(no_folder.ok());
+  EXPECT_NE(no_folder.status().message().find("working_dir: 'fn' is relative"), std::string::npos);
+}
+
+TEST(CatalogProcessTest, ProcessFieldsNeedACommandOrRuntime) {
+  for (const char* field : {"env: {A: b}", "working_dir: /x", "model_files: [/x]", "timeout: 1s"}) {
+    EXPECT_NE(ProcessErrorOf(fmt::format("    {}\n", field))
+                  .find("needs a command or a runtime (a function without either is "
+                        "simulation-only)"),
+              std::string::npos)
+        << field;
+  }
+}
+
+TEST(CatalogProcessTest, NamesAreBounded) {
+  const std::string long_name(kMaxNameBytes + 1, 'n');
+  EXPECT_NE(ErrorOf("functions:\n  - name: " + long_name +
+                    "\n    model_size: 1Mi\n"
+                    "    exec_latency: 1ms\n")
+                .find("name: is 257 bytes long; at most 256"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf("functions:\n  - name: \"a\\0b\"\n    model_size: 1Mi\n    exec_latency: 1ms\n")
+                .find("name: must not contain a NUL byte"),
             std::string::npos);
 }
 

@@ -33,6 +33,8 @@ Duration LatencyFromTable(const BatchLatency& table, int batch, double scale_fro
 
 }  // namespace
 
+Duration FunctionSpec::RequestTimeout() const { return timeout.value_or(kDefaultRequestTimeout); }
+
 Result<ResolvedFunction> ResolveFunction(const FunctionSpec& spec, const GpuType& gpu,
                                          const std::vector<GpuType>& known_types,
                                          std::optional<Duration> p90_exec) {

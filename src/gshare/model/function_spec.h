@@ -3,12 +3,19 @@
 // Value type. Latencies are execution times on a GPU, without queueing or restore. A spec may
 // give batch-1 latency for a reference GPU type only; ResolveFunction turns it into the table the
 // scheduler uses for one concrete GPU type.
+//
+// A spec that a live node can run also says how to start the function as a process (one process
+// per instance): a `command` or a bundled `runtime`, its environment, working folder, model files
+// and per-request timeout. A simulation-only spec has none of these. The catalog loader
+// (catalog.h) is the one validator of every field; the limits it enforces are defined here.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "gshare/common/status.h"
@@ -38,7 +45,45 @@ struct FunctionSpec {
   // second slice of the function on another GPU needs a second instance.
   int min_instances = 0;
   int max_instances = 0;
+
+  // How a live node starts an instance. Exactly one of `command` and `runtime` for a live
+  // function; neither for a simulation-only one, which then has none of the fields below either.
+  // The loader stores paths absolute and lexically normal (relative ones are resolved against
+  // the catalog file's folder); it does not check that they exist. A program without '/' is
+  // looked up as execvp does, a relative one from working_dir; no shell is involved.
+  std::vector<std::string> command;        // argv: the program, then its arguments; no shell
+  std::string runtime;                     // a bundled example runtime (kBundledRuntimes)
+  std::map<std::string, std::string> env;  // added to the instance's environment
+  std::string working_dir;                 // absolute; empty: the node's choice
+  std::vector<std::string> model_files;    // absolute paths the function reads its model from
+  std::optional<Duration> timeout;         // one request's run; unset: kDefaultRequestTimeout
+
+  // Whether a live node can run this function (it has a command or a runtime).
+  bool IsLive() const { return !command.empty() || !runtime.empty(); }
+  Duration RequestTimeout() const;
 };
+
+// The example runtimes shipped with gshare that a spec may name as `runtime`: the node knows
+// where their programs and model files are (examples/).
+inline constexpr std::array<std::string_view, 3> kBundledRuntimes = {"mlp", "cnn", "echo"};
+
+// Per-request run timeout when a spec gives none, and the largest one it may give. The default
+// follows Knative's and OpenFaaS's habit of tens of seconds for a synchronous call.
+inline constexpr Duration kDefaultRequestTimeout = std::chrono::seconds(30);
+inline constexpr Duration kMaxRequestTimeout = std::chrono::hours(1);
+
+// Limits on the process fields: the lengths of strings in bytes, and the number of items.
+inline constexpr std::size_t kMaxNameBytes = 256;       // name, tenant, model, runtime
+inline constexpr std::size_t kMaxPathBytes = 4096;      // working_dir, model_files (PATH_MAX)
+inline constexpr std::size_t kMaxArgumentBytes = 4096;  // one command argument
+inline constexpr std::size_t kMaxEnvNameBytes = 256;
+inline constexpr std::size_t kMaxEnvValueBytes = 32768;
+inline constexpr std::size_t kMaxCommandArguments = 256;  // program included
+inline constexpr std::size_t kMaxEnvEntries = 256;
+inline constexpr std::size_t kMaxModelFiles = 256;
+
+// Environment names the node sets itself (GSHARE_SOCKET, ...): a spec may not set them.
+inline constexpr std::string_view kReservedEnvPrefix = "GSHARE_";
 
 // The largest batch a function may declare (max_batch): a latency table is kept per batch size.
 inline constexpr int kMaxBatch = 4096;

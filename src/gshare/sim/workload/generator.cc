@@ -75,6 +75,77 @@ Status CheckOptions(const GeneratorOptions& options) {
   return Status::Ok();
 }
 
+// Seconds of the window [start, start + duration) weighted by the diurnal factor: the expected
+// invocations of a function of mean rate r in the window are r times this.
+double DiurnalWindowSeconds(const GeneratorOptions& options) {
+  const double amplitude = options.diurnal_amplitude;
+  const double duration = ToSeconds(options.duration);
+  const double omega = 2 * std::numbers::pi / kSecondsPerDay;
+  const double phase = options.start_hour * 3600 - kSecondsPerDay / 2;
+  return duration +
+         amplitude / omega * (std::sin(omega * (phase + duration)) - std::sin(omega * phase));
+}
+
+// Appends `function`'s arrivals in the window: a hyper-exponential renewal process at the peak
+// rate, thinned by the diurnal factor.
+void AppendArrivals(std::size_t function, double mean_rate, const GeneratorOptions& options,
+                    Random& random, std::vector<Invocation>& invocations) {
+  const double amplitude = options.diurnal_amplitude;
+  const double start = options.start_hour * 3600;
+  const double duration = ToSeconds(options.duration);
+  // Candidates at the peak rate, kept with probability factor(t) / peak (thinning).
+  const double peak_rate = mean_rate * (1 + amplitude);
+  const HyperExponential gaps(peak_rate, options.burst_cv);
+  for (double t = gaps.DrawResidual(random); t < duration; t += gaps.Draw(random)) {
+    const double clock = start + t;
+    const double factor = 1 + amplitude * std::cos(2 * std::numbers::pi *
+                                                   (clock - kSecondsPerDay / 2) / kSecondsPerDay);
+    if (random.Uniform() * (1 + amplitude) < factor) {
+      invocations.push_back(Invocation{function, t, 0});
+    }
+  }
+}
+
+// Sorts the arrivals and makes them seconds from the first, in whole microseconds: what
+// invocations.csv holds exactly.
+Status FinishTrace(const GeneratorOptions& options, RawTrace& trace) {
+  std::vector<Invocation>& invocations = trace.invocations;
+  if (invocations.empty()) {
+    return InvalidArgument(
+        fmt::format("no function was invoked in {} (try more functions, a higher rate or a "
+                    "longer duration)",
+                    FormatDuration(options.duration)));
+  }
+  std::sort(invocations.begin(), invocations.end(), [](const Invocation& a, const Invocation& b) {
+    return a.arrival_seconds != b.arrival_seconds ? a.arrival_seconds < b.arrival_seconds
+                                                  : a.function < b.function;
+  });
+  const double first = invocations.front().arrival_seconds;
+  for (auto& invocation : invocations) {
+    invocation.arrival_seconds = std::round((invocation.arrival_seconds - first) * 1e6) / 1e6;
+  }
+  trace.path = "generated";
+  trace.format = std::string(TraceFormatName(TraceFormat::kInvocations));
+  return Status::Ok();
+}
+
+// A function's batch-1 latency on its reference GPU type (else on the first type it lists).
+Duration Batch1Latency(const FunctionSpec& spec) {
+  auto it = spec.exec_latency.find(spec.reference_gpu);
+  if (it == spec.exec_latency.end()) it = spec.exec_latency.begin();
+  if (it == spec.exec_latency.end()) return Duration::zero();
+  const auto batch1 = it->second.by_batch.find(1);
+  return batch1 == it->second.by_batch.end() ? Duration::zero() : batch1->second;
+}
+
+// A name invocations.csv can hold: the trace reader splits on commas and lines, and trims.
+bool CsvSafeName(std::string_view name) {
+  if (name.empty() || name.front() == ' ' || name.back() == ' ') return false;
+  return std::none_of(name.begin(), name.end(), [](char c) {
+    return c == ',' || c == '"' || c == '\n' || c == '\r' || c == '\t';
+  });
+}
+
 std::string Padded(std::string_view prefix, int index, int count) {
   const int width = static_cast<int>(std::to_string(std::max(1, count - 1)).size());
   return fmt::format("{}{:0{}}", prefix, index, width);
@@ -94,7 +165,6 @@ Result<GeneratedWorkload> GenerateWorkload(const GeneratorOptions& options) {
     by_class[SizeClass(profiles->functions[i].model_bytes)].push_back(i);
   }
   const int tenants = options.tenants > 0 ? options.tenants : std::max(1, options.functions / 10);
-  const double duration = ToSeconds(options.duration);
 
   GeneratedWorkload out;
   out.catalog.gpu_types = profiles->gpu_types;
@@ -133,54 +203,100 @@ Result<GeneratedWorkload> GenerateWorkload(const GeneratorOptions& options) {
     out.rate_per_second.push_back(rate);
     streams.push_back(Stream{random.Fork(), rate});
   }
-  const double amplitude = options.diurnal_amplitude;
-  const double start = options.start_hour * 3600;
   if (options.target_invocations > 0) {
     // Expected invocations: sum of rates x the integral of the diurnal factor over the window.
-    const double omega = 2 * std::numbers::pi / kSecondsPerDay;
-    const double phase = start - kSecondsPerDay / 2;
-    const double window =
-        duration +
-        amplitude / omega * (std::sin(omega * (phase + duration)) - std::sin(omega * phase));
+    const double window = DiurnalWindowSeconds(options);
     double rate_sum = 0;
     for (const double rate : out.rate_per_second) rate_sum += rate;
     out.rate_scale = static_cast<double>(options.target_invocations) / (rate_sum * window);
   }
 
-  std::vector<Invocation>& invocations = out.trace.invocations;
   for (int f = 0; f < options.functions; ++f) {
     Stream& stream = streams[static_cast<std::size_t>(f)];
-    // Candidates at the peak rate, kept with probability factor(t) / peak (thinning).
-    const double peak_rate = stream.rate * out.rate_scale * (1 + amplitude);
-    const HyperExponential gaps(peak_rate, options.burst_cv);
-    for (double t = gaps.DrawResidual(stream.random); t < duration; t += gaps.Draw(stream.random)) {
-      const double clock = start + t;
-      const double factor = 1 + amplitude * std::cos(2 * std::numbers::pi *
-                                                     (clock - kSecondsPerDay / 2) / kSecondsPerDay);
-      if (stream.random.Uniform() * (1 + amplitude) < factor) {
-        invocations.push_back(Invocation{static_cast<std::size_t>(f), t, 0});
-      }
-    }
+    AppendArrivals(static_cast<std::size_t>(f), stream.rate * out.rate_scale, options,
+                   stream.random, out.trace.invocations);
     if (options.progress && ((f + 1) % 256 == 0 || f + 1 == options.functions)) {
       options.progress(f + 1, options.functions);
     }
   }
-  if (invocations.empty()) {
+  GSHARE_RETURN_IF_ERROR(FinishTrace(options, out.trace));
+  return out;
+}
+
+Result<GeneratedWorkload> GenerateCatalogWorkload(const Catalog& catalog,
+                                                  const GeneratorOptions& options) {
+  GSHARE_RETURN_IF_ERROR(CheckOptions(options));
+  if (options.tenants != 0 || !options.profile_catalog_path.empty() ||
+      options.target_invocations != 0 || options.slo_factor != 0) {
     return InvalidArgument(
-        fmt::format("no function was invoked in {} (try more functions or a longer duration)",
-                    FormatDuration(options.duration)));
+        "a catalog's trace keeps its functions as they are: tenants, profiles, target "
+        "invocations and SLO factor do not apply");
   }
-  std::sort(invocations.begin(), invocations.end(), [](const Invocation& a, const Invocation& b) {
-    return a.arrival_seconds != b.arrival_seconds ? a.arrival_seconds < b.arrival_seconds
-                                                  : a.function < b.function;
-  });
-  // Seconds from the first arrival, in whole microseconds: what invocations.csv holds exactly.
-  const double first = invocations.front().arrival_seconds;
-  for (auto& invocation : invocations) {
-    invocation.arrival_seconds = std::round((invocation.arrival_seconds - first) * 1e6) / 1e6;
+  if (!(std::isfinite(options.rate_per_second) && options.rate_per_second >= 0 &&
+        options.rate_per_second <= kMaxCatalogRatePerSecond)) {
+    return InvalidArgument(
+        fmt::format("--rps must be positive and at most {:g}", kMaxCatalogRatePerSecond));
   }
-  out.trace.path = "generated";
-  out.trace.format = std::string(TraceFormatName(TraceFormat::kInvocations));
+  if (catalog.functions.empty()) return InvalidArgument("the catalog has no functions");
+  for (const auto& spec : catalog.functions) {
+    if (!CsvSafeName(spec.name)) {
+      return InvalidArgument(fmt::format(
+          "function '{}': invocations.csv cannot hold a name with a comma, quote, tab or line "
+          "break, or one that starts or ends with a space",
+          spec.name));
+    }
+  }
+  const std::size_t count = catalog.functions.size();
+  GeneratedWorkload out;
+  out.catalog = catalog;
+  // Popularity: each function draws an Azure rate as a generated function does, from its own
+  // stream; shares follow those rates, with kCatalogEvenShare of the total spread evenly.
+  Random master(options.seed);
+  std::vector<Random> streams;
+  std::vector<double> drawn;
+  streams.reserve(count);
+  for (std::size_t f = 0; f < count; ++f) {
+    Random random = master.Fork();
+    drawn.push_back(DrawRatePerSecond(random));
+    streams.push_back(random.Fork());
+  }
+  double drawn_sum = 0;
+  for (const double rate : drawn) drawn_sum += rate;
+  std::vector<double> shares;
+  for (const double rate : drawn) {
+    shares.push_back(kCatalogEvenShare / static_cast<double>(count) +
+                     (1 - kCatalogEvenShare) * rate / drawn_sum);
+  }
+  double total = options.rate_per_second;
+  if (total == 0) {
+    // Default: the rate at which batch-1 execution keeps one GPU busy kDefaultCatalogLoad of the
+    // time, given the shares.
+    double mean_exec_seconds = 0;
+    for (std::size_t f = 0; f < count; ++f) {
+      mean_exec_seconds += shares[f] * ToSeconds(Batch1Latency(catalog.functions[f]));
+    }
+    if (!(mean_exec_seconds > 0)) {
+      return InvalidArgument(
+          "the catalog gives no batch-1 latency to derive a rate from; give --rps");
+    }
+    total = std::min(kDefaultCatalogLoad / mean_exec_seconds, kMaxCatalogRatePerSecond);
+  }
+  const double expected = total * ToSeconds(options.duration);
+  if (expected > kMaxCatalogInvocations) {
+    return InvalidArgument(fmt::format(
+        "{:.4g} requests per second for {} is about {:.3g} invocations; at most {:g} (lower "
+        "--rps or --duration)",
+        total, FormatDuration(options.duration), expected, kMaxCatalogInvocations));
+  }
+  // The diurnal factor's mean over the window, so the mean total rate in it is `total`.
+  const double window_factor = DiurnalWindowSeconds(options) / ToSeconds(options.duration);
+  for (std::size_t f = 0; f < count; ++f) {
+    out.rate_per_second.push_back(shares[f] * total);
+    AppendArrivals(f, shares[f] * total / window_factor, options, streams[f],
+                   out.trace.invocations);
+    if (options.progress) options.progress(static_cast<int>(f + 1), static_cast<int>(count));
+  }
+  GSHARE_RETURN_IF_ERROR(FinishTrace(options, out.trace));
   return out;
 }
 
@@ -196,7 +312,14 @@ Status WriteGeneratedWorkload(const GeneratedWorkload& workload, const std::stri
         << CatalogToYaml(workload.catalog);
     if (!out) return IoError(fmt::format("{}: write failed", path));
   }
-  const std::string path = (base / "invocations.csv").string();
+  return WriteInvocations(workload, dir);
+}
+
+Status WriteInvocations(const GeneratedWorkload& workload, const std::string& dir) {
+  std::error_code error;
+  std::filesystem::create_directories(dir, error);
+  if (error) return IoError(fmt::format("{}: cannot create the folder: {}", dir, error.message()));
+  const std::string path = (std::filesystem::path(dir) / "invocations.csv").string();
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   std::string buffer = "function,timestamp\n";
   buffer.reserve(1 << 20);

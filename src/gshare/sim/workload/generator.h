@@ -46,6 +46,9 @@ struct GeneratorOptions {
   // When > 0, every function's SLO is this x its p90 execution latency (catalog slo_factor);
   // 0 leaves the catalog default (1.5). Larger factors give requests slack to wait in.
   double slo_factor = 0;
+  // GenerateCatalogWorkload only: the mean total request rate over the window, in (0,
+  // kMaxCatalogRatePerSecond]; 0: the default (kDefaultCatalogLoad).
+  double rate_per_second = 0;
   // Called now and then with (functions done, functions in all); may be empty.
   std::function<void(int, int)> progress;
 };
@@ -68,8 +71,36 @@ inline constexpr double kFractionAtMostMinutely = 0.81;
 // Errors: bad options (InvalidArgument), an unreadable or empty profile catalog.
 Result<GeneratedWorkload> GenerateWorkload(const GeneratorOptions& options);
 
+// A trace over a given catalog's functions (a deployed catalog, kept as it is), so a live replay
+// exercises sharing and switching across them. Each function, in catalog order, draws a rate
+// (step 3 above) from its own stream; its share of the total rate is
+// kCatalogEvenShare / n + (1 - kCatalogEvenShare) x its rate / the sum of rates, so the Azure
+// skew shapes popularity while every function keeps at least kCatalogEvenShare / n of the
+// requests. Arrivals follow step 4, and the diurnal shape of step 5 with the rates scaled so the
+// mean total rate over the window is `rate_per_second`; its default is the rate at which every
+// request's batch-1 latency (on its reference GPU type) keeps one GPU busy kDefaultCatalogLoad of
+// the time, at most kMaxCatalogRatePerSecond. Uses duration, seed, burst_cv, diurnal_amplitude,
+// start_hour, rate_per_second and progress; `functions` is ignored, and tenants, profiles,
+// target_invocations and slo_factor must be left unset. The result's rate_per_second holds each
+// function's mean rate (rate_scale 1). Deterministic for the options and the catalog.
+// Errors (InvalidArgument): bad options, an empty catalog, a function name invocations.csv cannot
+// hold, more than kMaxCatalogInvocations expected, no arrival at all.
+Result<GeneratedWorkload> GenerateCatalogWorkload(const Catalog& catalog,
+                                                  const GeneratorOptions& options);
+
+// The fraction of a catalog trace's requests spread evenly over its functions.
+inline constexpr double kCatalogEvenShare = 0.1;
+// The default offered load of a catalog trace: busy fraction of one GPU.
+inline constexpr double kDefaultCatalogLoad = 0.5;
+inline constexpr double kMaxCatalogRatePerSecond = 1e6;
+inline constexpr double kMaxCatalogInvocations = 1e8;
+
 // Writes DIR/catalog.yaml (CatalogToYaml) and DIR/invocations.csv (function,timestamp), creating
 // DIR. Byte-identical output for identical workloads.
 Status WriteGeneratedWorkload(const GeneratedWorkload& workload, const std::string& dir);
+
+// Writes DIR/invocations.csv only (function,timestamp), creating DIR: the trace of a catalog the
+// caller already has. Byte-identical output for identical workloads.
+Status WriteInvocations(const GeneratedWorkload& workload, const std::string& dir);
 
 }  // namespace gshare

@@ -213,3 +213,146 @@ TEST(GeneratorTest, FallsBackToTheNearestSizeClassAndChecksOptions) {
 
 }  // namespace
 }  // namespace gshare
+
+namespace gshare {
+namespace {
+
+Catalog ThreeFunctions() {
+  auto catalog = ParseCatalog(R"(
+functions:
+  - name: mlp
+    model_size: 23Mi
+    exec_latency: 4ms
+    runtime: mlp
+  - name: cnn
+    model_size: 5Mi
+    exec_latency: 2ms
+    runtime: cnn
+  - name: echo
+    model_size: 1Mi
+    exec_latency: 0.1ms
+    runtime: echo
+)",
+                              "three.yaml");
+  EXPECT_TRUE(catalog.ok()) << catalog.status().ToString();
+  return catalog.ok() ? *catalog : Catalog{};
+}
+
+std::vector<int> CountsByFunction(const GeneratedWorkload& workload) {
+  std::vector<int> counts(workload.catalog.functions.size(), 0);
+  for (const auto& invocation : workload.trace.invocations) ++counts.at(invocation.function);
+  return counts;
+}
+
+TEST(CatalogWorkloadTest, EveryCatalogFunctionAppearsAndNoOther) {
+  const Catalog catalog = ThreeFunctions();
+  GeneratorOptions options;
+  options.duration = std::chrono::minutes(10);
+  options.rate_per_second = 20;
+  for (const std::uint64_t seed : {1, 2, 3, 4, 5}) {
+    options.seed = seed;
+    auto workload = GenerateCatalogWorkload(catalog, options);
+    ASSERT_TRUE(workload.ok()) << workload.status().ToString();
+    ASSERT_EQ(workload->catalog.functions.size(), 3u);
+    EXPECT_EQ(workload->catalog.functions[0].runtime, "mlp");  // kept as it is
+    // Every function keeps at least kCatalogEvenShare / 3 of 12,000 expected requests (400).
+    const auto counts = CountsByFunction(*workload);
+    for (std::size_t f = 0; f < counts.size(); ++f) {
+      EXPECT_GT(counts[f], 200) << "seed " << seed << " function " << f;
+      EXPECT_GE(workload->rate_per_second[f], 20 * kCatalogEvenShare / 3 - 1e-9);
+    }
+    double total = 0;
+    for (const double rate : workload->rate_per_second) total += rate;
+    EXPECT_NEAR(total, 20, 1e-9);
+  }
+}
+
+TEST(CatalogWorkloadTest, RatesScaleWithTheRequestedRate) {
+  const Catalog catalog = ThreeFunctions();
+  GeneratorOptions options;
+  options.duration = std::chrono::hours(1);
+  options.seed = 9;
+  options.rate_per_second = 5;
+  auto slow = GenerateCatalogWorkload(catalog, options);
+  options.rate_per_second = 20;
+  auto fast = GenerateCatalogWorkload(catalog, options);
+  ASSERT_TRUE(slow.ok() && fast.ok());
+  for (std::size_t f = 0; f < 3; ++f) {
+    EXPECT_NEAR(fast->rate_per_second[f], 4 * slow->rate_per_second[f], 1e-9);
+  }
+  // About rate x duration requests (diurnal factor included): 18,000 and 72,000.
+  EXPECT_NEAR(static_cast<double>(slow->trace.invocations.size()), 18'000, 18'000 * 0.1);
+  EXPECT_NEAR(static_cast<double>(fast->trace.invocations.size()), 72'000, 72'000 * 0.1);
+}
+
+TEST(CatalogWorkloadTest, DefaultRateKeepsOneGpuHalfBusy) {
+  const Catalog catalog = ThreeFunctions();
+  GeneratorOptions options;
+  options.duration = std::chrono::minutes(2);
+  auto workload = GenerateCatalogWorkload(catalog, options);
+  ASSERT_TRUE(workload.ok()) << workload.status().ToString();
+  const double latency[] = {4e-3, 2e-3, 0.1e-3};
+  double busy = 0;
+  for (std::size_t f = 0; f < 3; ++f) busy += workload->rate_per_second[f] * latency[f];
+  EXPECT_NEAR(busy, kDefaultCatalogLoad, 1e-9);
+}
+
+TEST(CatalogWorkloadTest, SameSeedGivesTheSameBytes) {
+  const Catalog catalog = ThreeFunctions();
+  const fs::path dir = fs::temp_directory_path() / "gshare_catalog_workload";
+  fs::remove_all(dir);
+  GeneratorOptions options;
+  options.duration = std::chrono::minutes(2);
+  options.seed = 7;
+  options.rate_per_second = 10;
+  for (const char* run : {"a", "b"}) {
+    auto workload = GenerateCatalogWorkload(catalog, options);
+    ASSERT_TRUE(workload.ok()) << workload.status().ToString();
+    ASSERT_TRUE(WriteInvocations(*workload, (dir / run).string()).ok());
+  }
+  const std::string trace = ReadAll(dir / "a/invocations.csv");
+  EXPECT_EQ(trace.rfind("function,timestamp\n", 0), 0u);
+  EXPECT_EQ(trace, ReadAll(dir / "b/invocations.csv"));
+  EXPECT_FALSE(fs::exists(dir / "a/catalog.yaml"));
+  // It reads back as an invocations trace over the catalog.
+  Catalog readable = catalog;
+  auto back = ReadTrace((dir / "a/invocations.csv").string(), TraceFormat::kInvocations, readable,
+                        TraceOptions{});
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  options.seed = 8;
+  auto other = GenerateCatalogWorkload(catalog, options);
+  ASSERT_TRUE(other.ok());
+  ASSERT_TRUE(WriteInvocations(*other, (dir / "c").string()).ok());
+  EXPECT_NE(trace, ReadAll(dir / "c/invocations.csv"));
+  fs::remove_all(dir);
+}
+
+TEST(CatalogWorkloadTest, RejectsBadOptionsAndCatalogs) {
+  const Catalog catalog = ThreeFunctions();
+  GeneratorOptions options;
+  options.duration = std::chrono::minutes(1);
+  for (const double rps : {-1.0, 2e6, std::nan(""), HUGE_VAL}) {
+    options.rate_per_second = rps;
+    auto bad = GenerateCatalogWorkload(catalog, options);
+    ASSERT_FALSE(bad.ok()) << rps;
+    EXPECT_NE(bad.status().message().find("--rps must be positive"), std::string::npos);
+  }
+  options.rate_per_second = 1e6;
+  options.duration = std::chrono::hours(1);
+  auto too_many = GenerateCatalogWorkload(catalog, options);
+  ASSERT_FALSE(too_many.ok());
+  EXPECT_NE(too_many.status().message().find("invocations; at most"), std::string::npos);
+  options.rate_per_second = 1;
+  options.slo_factor = 3;
+  EXPECT_FALSE(GenerateCatalogWorkload(catalog, options).ok());
+  options.slo_factor = 0;
+  EXPECT_EQ(GenerateCatalogWorkload(Catalog{}, options).status().message(),
+            "the catalog has no functions");
+  Catalog comma = catalog;
+  comma.functions[0].name = "a,b";
+  EXPECT_NE(GenerateCatalogWorkload(comma, options).status().message().find("'a,b'"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace gshare
