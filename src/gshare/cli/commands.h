@@ -16,6 +16,8 @@ void AddWorkloadCommand(CLI::App& app, CommandContext& context);  // gshare work
 void AddCatalogCommand(CLI::App& app, CommandContext& context);   // gshare catalog
 void AddNodeCommands(CLI::App& app, CommandContext& context);     // gshare node ...
 void AddExamplesCommand(CLI::App& app, CommandContext& context);  // gshare examples ...
+// `node` is the group AddNodeCommands creates.
+void AddNodeReplayCommand(CLI::App& node, CommandContext& context);  // gshare node replay
 // Only in builds with the exact solver (GSHARE_BUILD_EXACT); main adds it on GSHARE_HAVE_EXACT.
 void AddOptGapCommand(CLI::App& app, CommandContext& context);  // gshare optgap
 // `bench` is the group created by main; each adds its benchmark under it.

@@ -109,6 +109,7 @@ void AddNodeCommands(CLI::App& app, CommandContext& context) {
   info->add_flag("--no-measure", flags->no_measure, "Do not measure the links");
   info->add_flag("--json", flags->json, "Print JSON");
   info->callback([flags, &context] { context.exit_code = RunNodeInfo(*flags); });
+  AddNodeReplayCommand(*node, context);
 }
 
 }  // namespace gshare::cli

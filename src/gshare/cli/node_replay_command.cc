@@ -1,0 +1,407 @@
+// gshare node replay: a trace replayed against real function processes on emulated GPUs, under
+// the same policy code as the simulator, every answer checked, and the simulator's prediction of
+// the same run measured.
+//
+//   gshare node replay --catalog C --trace T [--trace-format F] [--policy P]
+//                      [--device emulated|auto|cuda] [--gpus 2] [--gpu-memory 16Gi]
+//                      [--link-bandwidth 12GB/s] [--speedup 1] [--duration 2m] --out DIR
+//
+// Writes DIR/summary.json (the layout of gshare sim, plus "wrong_outputs") and DIR/fidelity.json
+// (docs/live-node.md, "Replay and fidelity"). Exit status: 0; 1 when an answer was wrong or the
+// run failed; 2 for bad input.
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <boost/asio/steady_timer.hpp>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "examples/models/model_layout.h"
+#include "examples/runtime/example_weights.h"
+#include "examples/runtime/output_checker.h"
+#include "gshare/cli/commands.h"
+#include "gshare/cli/flag_checks.h"
+#include "gshare/device/device_registry.h"
+#include "gshare/model/catalog.h"
+#include "gshare/node/live_executor.h"
+#include "gshare/node/node_agent.h"
+#include "gshare/node/process/process_host.h"
+#include "gshare/sched/policy_registry.h"
+#include "gshare/sim/fidelity.h"
+#include "gshare/sim/report.h"
+#include "gshare/sim/simulator.h"
+#include "gshare/sim/workload/trace_reader.h"
+
+namespace gshare::cli {
+namespace {
+
+using std::chrono::milliseconds;
+
+struct ReplayFlags {
+  std::string catalog;
+  std::string trace;
+  std::string trace_format = "invocations";
+  std::string policy = "gshare";
+  std::string device = "emulated";
+  int gpus = 2;
+  std::string gpu_memory = "16Gi";
+  std::string link_bandwidth = "12GB/s";
+  double speedup = 1;
+  std::string duration = "2m";
+  std::string out;
+};
+
+int Fail(int code, const std::string& message) {
+  std::fprintf(stderr, "gshare node replay: %s\n", message.c_str());
+  return code;
+}
+
+// The folder of this program: the bundled function program lies beside it.
+std::filesystem::path ProgramFolder() {
+  std::error_code error;
+  return std::filesystem::read_symlink("/proc/self/exe", error).parent_path();
+}
+
+// Inputs and answers of the replay's requests, every answer checked where a reference exists.
+class ReplayRequests final : public RequestSource {
+ public:
+  ReplayRequests(examples::OutputChecker& checker, std::vector<std::string> models)
+      : checker_(checker), models_(std::move(models)) {}
+
+  Status Add(RequestId id, FunctionId function) {
+    auto input = checker_.InputFor(ModelOf(function), id);
+    if (!input.ok()) return input.status();
+    InferRequest request;
+    request.id = std::to_string(id);
+    request.inputs.push_back(std::move(input).value());
+    inputs_[id] = {function, std::move(request)};
+    return Status::Ok();
+  }
+  const InferRequest* Input(RequestId id) override {
+    auto it = inputs_.find(id);
+    return it == inputs_.end() ? nullptr : &it->second.second;
+  }
+  void Answer(RequestId id, InferResponse response) override {
+    auto it = inputs_.find(id);
+    if (it == inputs_.end()) return;
+    ++answered;
+    const Status right =
+        response.outputs.size() == 1
+            ? checker_.Check(ModelOf(it->second.first), id, response.outputs.front())
+            : InvalidArgument("an answer without exactly one output");
+    if (!right.ok()) {
+      ++wrong;
+      if (wrong <= 5)
+        std::fprintf(stderr, "wrong answer to request %llu: %s\n",
+                     static_cast<unsigned long long>(id), right.ToString().c_str());
+    }
+    inputs_.erase(it);
+  }
+  void Fail(RequestId id, const Status&) override {
+    ++failed;
+    inputs_.erase(id);
+  }
+
+  std::uint64_t answered = 0;
+  std::uint64_t failed = 0;
+  std::uint64_t wrong = 0;
+
+ private:
+  const std::string& ModelOf(FunctionId function) const { return models_[function]; }
+
+  examples::OutputChecker& checker_;
+  std::vector<std::string> models_;
+  std::map<RequestId, std::pair<FunctionId, InferRequest>> inputs_;
+};
+
+int RunReplay(const ReplayFlags& flags) {
+  if (flags.device == "cuda") {
+    return Fail(2,
+                "--device cuda: the live node switches functions on emulated GPUs only until "
+                "the CUDA switch driver exists; use --device emulated");
+  }
+  auto duration = ParseDuration(flags.duration);
+  if (!duration.ok() || *duration <= Duration::zero() || *duration > std::chrono::hours(24)) {
+    return Fail(2, "--duration: a duration in (0, 24h] such as 2m");
+  }
+  auto gpu_memory = ParseBytes(flags.gpu_memory);
+  if (!gpu_memory.ok() || *gpu_memory < 256 * kMiB || *gpu_memory > 1024 * kGiB) {
+    return Fail(2, "--gpu-memory: a size from 256Mi to 1Ti");
+  }
+  auto devices = MakeDeviceOptions(flags.device, fmt::format("{}x{}", flags.gpus, *gpu_memory),
+                                   flags.link_bandwidth);
+  if (!devices.ok()) return Fail(2, devices.status().ToString());
+  if (devices->emulated.front().link_bytes_per_second <= 0) {
+    return Fail(2,
+                "--link-bandwidth: the live node needs a paced link (12GB/s, say), which the "
+                "simulator can describe");
+  }
+
+  auto catalog = LoadCatalog(flags.catalog);
+  if (!catalog.ok()) return Fail(2, catalog.status().ToString());
+  auto format = ParseTraceFormat(flags.trace_format);
+  if (!format.ok()) return Fail(2, format.status().ToString());
+  TraceOptions trace_options;
+  auto raw = ReadTrace(flags.trace, *format, *catalog, trace_options);
+  if (!raw.ok()) return Fail(2, raw.status().ToString());
+
+  NodeAgentOptions node_options;
+  node_options.devices = std::move(devices).value();
+  node_options.snapshot_pool_bytes = 2 * kGiB;
+  auto node = NodeAgent::Create(node_options);
+  if (!node.ok()) return Fail(1, node.status().ToString());
+  auto gpu = (*node)->DescribeGpus(milliseconds(1), 1.0);
+  if (!gpu.ok()) return Fail(1, gpu.status().ToString());
+
+  auto built = BuildWorkload(*catalog, *raw, *gpu);
+  if (!built.ok()) return Fail(2, built.status().ToString());
+  Workload workload = std::move(built).value();
+  // The first --duration of trace time, at --speedup.
+  const Duration horizon = *duration;
+  std::vector<Request> requests;
+  for (const Request& r : workload.requests) {
+    if (r.arrival - TimePoint{} >= horizon) break;
+    Request scaled = r;
+    scaled.id = requests.size();
+    scaled.arrival =
+        TimePoint{} + Duration(static_cast<Duration::rep>(
+                          static_cast<double>((r.arrival - TimePoint{}).count()) / flags.speedup));
+    scaled.deadline = scaled.arrival + (r.deadline - r.arrival);
+    requests.push_back(scaled);
+  }
+  if (requests.empty()) return Fail(2, "the trace has no request in the replayed window");
+  workload.requests = requests;
+  workload.exec_times.clear();
+  workload.exec_factors.clear();
+  const Duration span =
+      Duration(static_cast<Duration::rep>(static_cast<double>(horizon.count()) / flags.speedup));
+  const TimePoint third = TimePoint{} + span / 3;
+
+  // The functions' programs: the bundled runtimes, or the spec's command.
+  const std::filesystem::path weights_dir =
+      std::filesystem::path(flags.catalog).parent_path() / "weights";
+  std::vector<InstanceCommand> commands;
+  std::vector<std::string> models;
+  std::vector<Duration> timeouts;
+  for (const ResolvedFunction& function : workload.functions) {
+    const FunctionSpec* spec = nullptr;
+    for (const FunctionSpec& candidate : catalog->functions) {
+      if (candidate.name == function.name) spec = &candidate;
+    }
+    if (spec == nullptr || spec->runtime.empty()) {
+      return Fail(2, fmt::format("function '{}': node replay runs the bundled runtimes (runtime: "
+                                 "mlp, cnn or echo), whose answers it can check",
+                                 function.name));
+    }
+    InstanceCommand command;
+    command.argv = {(ProgramFolder() / "gshare-function").string(), "--model", spec->runtime};
+    if (spec->runtime != "echo") {
+      const std::string weights = spec->model_files.empty()
+                                      ? (weights_dir / (spec->runtime + ".safetensors")).string()
+                                      : spec->model_files.front();
+      command.argv.push_back("--weights");
+      command.argv.push_back(weights);
+    }
+    command.env = spec->env;
+    command.working_dir = spec->working_dir;
+    command.model = spec->runtime;
+    command.tenant = spec->tenant;
+    commands.push_back(command);
+    models.push_back(spec->runtime);
+    timeouts.push_back(spec->RequestTimeout());
+  }
+  // The reference needs the bundled weights; write them from the seed when they are missing.
+  for (const auto kind : {examples::ModelKind::kMlp, examples::ModelKind::kCnn}) {
+    const auto path = weights_dir / fmt::format("{}.safetensors", examples::ModelKindName(kind));
+    if (std::filesystem::exists(path)) continue;
+    std::filesystem::create_directories(weights_dir);
+    if (const Status written =
+            examples::WriteExampleWeights(kind, examples::kDefaultWeightSeed, path.string());
+        !written.ok()) {
+      return Fail(1, written.ToString());
+    }
+    std::fprintf(stderr, "wrote %s (seed %llu)\n", path.c_str(),
+                 static_cast<unsigned long long>(examples::kDefaultWeightSeed));
+  }
+  auto checker = examples::OutputChecker::Create(weights_dir.string());
+  if (!checker.ok()) return Fail(1, checker.status().ToString());
+
+  std::error_code error;
+  std::filesystem::create_directories(std::filesystem::path(flags.out) / "run", error);
+  if (error) return Fail(1, fmt::format("cannot create {}: {}", flags.out, error.message()));
+  ReplayRequests replay(**checker, models);
+  ProcessHost host((*node)->loop(), commands, replay,
+                   {.run_dir = (std::filesystem::path(flags.out) / "run").string()});
+  ProfileLearner learner;
+  LiveExecutorOptions options;
+  options.gpu_type = *gpu;
+  options.window_start = third;
+  options.run_timeouts = timeouts;
+  LiveExecutor* executor_view = nullptr;
+  options.on_run_observed = [&](FunctionId function, int batch, Duration elapsed, bool alone) {
+    if (executor_view != nullptr && executor_view->Now() < third) {
+      learner.Observe(function, batch, elapsed, alone);
+    }
+  };
+  FunctionRegistry registry(workload.functions);
+  LiveExecutor executor((*node)->resources(), registry, host, options);
+  executor_view = &executor;
+  PolicyOptions policy_options;
+  policy_options.instance_start = Duration::zero();  // the node's GPUs are there
+  auto policy = MakePolicy(flags.policy, {&registry, &executor}, policy_options);
+  if (!policy.ok()) return Fail(2, policy.status().ToString());
+  executor.set_scheduler(policy->get());
+
+  std::size_t submitted = 0;
+  std::vector<std::unique_ptr<boost::asio::steady_timer>> arrivals;
+  for (const Request& request : requests) {
+    if (const Status added = replay.Add(request.id, request.function); !added.ok()) {
+      return Fail(1, added.ToString());
+    }
+  }
+  // Arrivals on the executor's clock: one timer at a time, re-armed for the next.
+  std::function<void()> arm;
+  auto timer = std::make_unique<boost::asio::steady_timer>((*node)->loop());
+  arm = [&] {
+    if (submitted == requests.size()) return;
+    const Duration wait = std::max(Duration::zero(), requests[submitted].arrival - executor.Now());
+    timer->expires_after(wait);
+    timer->async_wait([&](const boost::system::error_code& timer_error) {
+      if (timer_error) return;
+      while (submitted < requests.size() && requests[submitted].arrival <= executor.Now()) {
+        Request live = requests[submitted];
+        live.arrival = executor.Now();
+        live.deadline = live.arrival + (requests[submitted].deadline - requests[submitted].arrival);
+        ++submitted;
+        executor.Submit(live);
+      }
+      arm();
+    });
+  };
+  arm();
+  std::fprintf(stderr, "replaying %zu requests over %.0f s on %d emulated GPUs (%s)\n",
+               requests.size(), ToSeconds(span), flags.gpus, flags.policy.c_str());
+  auto last_report = std::chrono::steady_clock::now();
+  const auto give_up = std::chrono::steady_clock::now() + span * 2 + std::chrono::minutes(5);
+  // Until every request is answered: the accounting ends at the last answer, as the simulator's
+  // does (a pool's idle tail after it is not counted by either).
+  while (replay.answered + replay.failed < requests.size()) {
+    (*node)->loop().run_one_for(milliseconds(200));
+    if (std::chrono::steady_clock::now() - last_report > std::chrono::seconds(10)) {
+      last_report = std::chrono::steady_clock::now();
+      std::fprintf(stderr, "  %.0f s: %zu submitted, %llu answered\n",
+                   ToSeconds(executor.Now() - TimePoint{}), submitted,
+                   static_cast<unsigned long long>(replay.answered));
+    }
+    if (std::chrono::steady_clock::now() > give_up) {
+      executor.Shutdown();
+      return Fail(1, "the replay did not finish:\n" + executor.DebugState());
+    }
+    if (!executor.violation().ok()) {
+      executor.Shutdown();
+      return Fail(1, executor.violation().ToString());
+    }
+  }
+  const TimePoint end = executor.Now();
+  executor.meter().Freeze(end);
+  executor.window_meter()->Freeze(end);
+  PolicyReport live = MakePolicyReport(flags.policy, executor.meter(), executor.meter().Totals(end),
+                                       workload.functions, *gpu, TimePoint{}, 0);
+  PolicyReport live_window =
+      MakePolicyReport(flags.policy, *executor.window_meter(), executor.window_meter()->Totals(end),
+                       workload.functions, *gpu, third, 0);
+  executor.Shutdown();
+
+  // The simulator on the last two thirds, with the profiles learned in the first.
+  FidelityReport fidelity;
+  fidelity.policy = flags.policy;
+  fidelity.requests = live_window.requests;
+  fidelity.live = FiguresOf(live_window);
+  Workload predicted = workload;
+  for (FunctionId f = 0; f < predicted.functions.size(); ++f) {
+    auto learned = learner.ExecByBatch(f, predicted.functions[f].max_batch);
+    if (learned.ok()) {
+      predicted.functions[f].exec_by_batch = std::move(learned).value();
+    } else {
+      fidelity.profiles_from_catalog.push_back(predicted.functions[f].name);
+    }
+  }
+  predicted.requests.clear();
+  for (const Request& r : requests) {
+    if (r.arrival < third) continue;
+    Request shifted = r;
+    shifted.id = predicted.requests.size();
+    shifted.arrival = TimePoint{} + (r.arrival - third);
+    shifted.deadline = TimePoint{} + (r.deadline - third);
+    predicted.requests.push_back(shifted);
+  }
+  if (!predicted.requests.empty()) {
+    SimulationOptions sim_options;
+    sim_options.policy = policy_options;
+    auto simulated = Simulate(predicted, flags.policy, sim_options);
+    if (!simulated.ok()) return Fail(1, simulated.status().ToString());
+    fidelity.sim = FiguresOf(*simulated);
+  }
+
+  RunInfo info;
+  info.trace_path = flags.trace;
+  info.trace_format = flags.trace_format;
+  info.gpu_type = gpu->name;
+  auto summary = nlohmann::json::parse(SummaryJson(info, workload, {live}));
+  summary["wrong_outputs"] = replay.wrong;
+  summary["answered"] = replay.answered;
+  summary["failed"] = replay.failed;
+  const auto out = std::filesystem::path(flags.out);
+  std::ofstream(out / "summary.json") << summary.dump(2) << "\n";
+  std::ofstream(out / "fidelity.json") << FidelityJson(fidelity);
+  std::printf(
+      "%s: %llu requests, %llu answered, %llu failed, %llu wrong; SLO attainment %.4f, "
+      "%.1f GPU-seconds, p50 %.2f ms, p99 %.2f ms\n",
+      flags.policy.c_str(), static_cast<unsigned long long>(requests.size()),
+      static_cast<unsigned long long>(replay.answered),
+      static_cast<unsigned long long>(replay.failed), static_cast<unsigned long long>(replay.wrong),
+      live.slo_attainment, live.gpu_seconds, live.latency.p50_ms, live.latency.p99_ms);
+  std::printf(
+      "fidelity (last two thirds): GPU-seconds live %.2f sim %.2f; p50 live %.2f sim %.2f "
+      "ms; SLO live %.4f sim %.4f\n",
+      fidelity.live.gpu_seconds, fidelity.sim.gpu_seconds, fidelity.live.p50_ms,
+      fidelity.sim.p50_ms, fidelity.live.slo_attainment, fidelity.sim.slo_attainment);
+  if (replay.wrong > 0) return Fail(1, fmt::format("{} wrong answers", replay.wrong));
+  return 0;
+}
+
+}  // namespace
+
+void AddNodeReplayCommand(CLI::App& node, CommandContext& context) {
+  auto flags = std::make_shared<ReplayFlags>();
+  CLI::App* cmd = node.add_subcommand(
+      "replay", "Replay a trace against real function processes on emulated GPUs");
+  cmd->add_option("--catalog", flags->catalog, "Catalog of live functions")->required();
+  cmd->add_option("--trace", flags->trace, "Trace file")->required();
+  cmd->add_option("--trace-format", flags->trace_format, "Trace format")->capture_default_str();
+  cmd->add_option("--policy", flags->policy, "Scheduling policy")->capture_default_str();
+  cmd->add_option("--device", flags->device, "emulated, auto or cuda")->capture_default_str();
+  cmd->add_option("--gpus", flags->gpus, "Emulated GPUs")
+      ->check(WholeIn(1, 64))
+      ->capture_default_str();
+  cmd->add_option("--gpu-memory", flags->gpu_memory, "Memory of each emulated GPU")
+      ->capture_default_str();
+  cmd->add_option("--link-bandwidth", flags->link_bandwidth, "Host-to-GPU link of each GPU")
+      ->capture_default_str();
+  cmd->add_option("--speedup", flags->speedup, "Replay this many times faster than the trace")
+      ->check(FiniteIn(0.01, 1000))
+      ->capture_default_str();
+  cmd->add_option("--duration", flags->duration, "Replay the first DURATION of the trace")
+      ->capture_default_str();
+  cmd->add_option("--out", flags->out, "Folder for summary.json, fidelity.json, run/")->required();
+  cmd->callback([flags, &context] { context.exit_code = RunReplay(*flags); });
+}
+
+}  // namespace gshare::cli
