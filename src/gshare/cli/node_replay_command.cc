@@ -104,8 +104,11 @@ class ReplayRequests final : public RequestSource {
     }
     inputs_.erase(it);
   }
-  void Fail(RequestId id, const Status&) override {
-    ++failed;
+  void Fail(RequestId id, const Status& status) override {
+    if (++failed <= 3) {
+      std::fprintf(stderr, "request %llu failed: %s\n", static_cast<unsigned long long>(id),
+                   status.ToString().c_str());
+    }
     inputs_.erase(id);
   }
 
@@ -374,6 +377,10 @@ int RunReplay(const ReplayFlags& flags) {
       fidelity.live.gpu_seconds, fidelity.sim.gpu_seconds, fidelity.live.p50_ms,
       fidelity.sim.p50_ms, fidelity.live.slo_attainment, fidelity.sim.slo_attainment);
   if (replay.wrong > 0) return Fail(1, fmt::format("{} wrong answers", replay.wrong));
+  if (replay.failed > 0) {
+    return Fail(1, fmt::format("{} requests failed; the functions' logs are in {}/run/logs",
+                               replay.failed, flags.out));
+  }
   return 0;
 }
 

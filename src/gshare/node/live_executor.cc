@@ -58,15 +58,15 @@ std::string LiveExecutor::DebugState() const {
   for (GpuId id = 0; id < gpus_.size(); ++id) {
     const Gpu& gpu = gpus_[id];
     if (!gpu.held && gpu.detaching_bytes == 0) continue;
-    out += fmt::format("GPU {} (device {}): reserved {}, detaching {}, runs {}, waiting memory {}, "
-                       "compute holder {}, waiting {}\n",
-                       id, gpu.device, gpu.reserved_bytes, gpu.detaching_bytes,
-                       gpu.runs_in_flight, gpu.waiting_memory.size(),
-                       gpu.arbiter->holder() != nullptr, gpu.arbiter->waiting());
+    out += fmt::format(
+        "GPU {} (device {}): reserved {}, detaching {}, runs {}, waiting memory {}, "
+        "compute holder {}, waiting {}\n",
+        id, gpu.device, gpu.reserved_bytes, gpu.detaching_bytes, gpu.runs_in_flight,
+        gpu.waiting_memory.size(), gpu.arbiter->holder() != nullptr, gpu.arbiter->waiting());
     for (const auto& [function, slice] : gpu.slices) {
-      out += fmt::format("  slice of {}: instance {}, state {}, runs {}\n",
-                         functions_[function].name, slice.instance,
-                         static_cast<int>(slice.state), slice.runs.size());
+      out +=
+          fmt::format("  slice of {}: instance {}, state {}, runs {}\n", functions_[function].name,
+                      slice.instance, static_cast<int>(slice.state), slice.runs.size());
     }
   }
   for (const auto& [id, instance] : instances_) {
@@ -205,6 +205,24 @@ void LiveExecutor::Restore(GpuId id, FunctionId function, std::uint64_t reserve_
   }
   if (!Instances(function).CanBind()) {
     return Violation(Internal(fmt::format("Restore: '{}' has no instance to bind", spec.name)));
+  }
+  if (auto failing = start_failures_.find(function);
+      failing != start_failures_.end() && failing->second.in_a_row >= options_.max_start_failures &&
+      Now() - failing->second.last < options_.start_failure_cooldown &&
+      Instances(function).idle == 0) {
+    // Reserved and failed on the loop, as any failed restore: the slice is gone, memory free.
+    gpu->reserved_bytes += reserve_bytes;
+    Slice& doomed = gpu->slices[function];
+    doomed.reserve_bytes = reserve_bytes;
+    doomed.state = SliceState::kRestoring;
+    Account([&](Meter& m) { m.Reserved(Now(), function, static_cast<double>(reserve_bytes)); });
+    const Status why = FailedPrecondition(fmt::format(
+        "'{}': {} instances in a row died before they were ready (last: {}); see its log",
+        spec.name, failing->second.in_a_row, failing->second.why.message()));
+    boost::asio::post(resources_.loop, [this, id, function, why] {
+      if (!shut_down_) RestoreFinished(id, function, why);
+    });
+    return;
   }
   // Bind an instance now, so that Instances() tells the truth from this call on.
   Instance* bound = nullptr;
@@ -655,6 +673,12 @@ void LiveExecutor::InstanceLost(InstanceId instance_id, const Status& status) {
   if (it == instances_.end()) return;
   Instance instance = std::move(it->second);
   instances_.erase(it);
+  if (instance.state == InstanceState::kStarting) {
+    StartFailures& failures = start_failures_[instance.function];
+    ++failures.in_a_row;
+    failures.last = Now();
+    failures.why = status;
+  }
   if (instance.switcher) instance.switcher->Close();
   host_.Stop(instance_id);  // when the switch failed first, the process may still run
   // A detach in flight reports through Detached. A slice bound to the instance (starting,

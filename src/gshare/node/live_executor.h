@@ -80,6 +80,11 @@ struct LiveExecutorOptions {
   // Called when a run ends OK: its function, batch size, elapsed time, and whether it had its GPU's
   // compute to itself the whole time (the profile learner uses those).
   std::function<void(FunctionId, int, Duration, bool)> on_run_observed;
+  // A function whose instances died before they were ready this many times in a row fails its
+  // restores at once (OnRestoreDone with the reason) for `start_failure_cooldown`, then gets
+  // another try: a program that crashes at start cannot keep the node starting it forever.
+  int max_start_failures = 3;
+  Duration start_failure_cooldown = std::chrono::seconds(10);
   // A run that has not ended after this long (by FunctionId; missing or zero: no limit) stops its
   // instance: the instance dies, and its requests go back to the policy (OnInstanceDied).
   std::vector<Duration> run_timeouts;
@@ -220,6 +225,12 @@ class LiveExecutor final : public Executor {
   std::uint64_t next_timer_ = 0;
   int scheduler_timers_ = 0;  // timers set by SetTimer or GPU startups, not yet fired
   std::uint64_t device_reserve_bytes_ = 0;
+  struct StartFailures {
+    int in_a_row = 0;
+    TimePoint last{};
+    Status why;
+  };
+  std::map<FunctionId, StartFailures> start_failures_;
   Duration observed_cold_start_total_{};
   std::uint64_t observed_cold_starts_ = 0;
 };

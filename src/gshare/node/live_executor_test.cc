@@ -34,6 +34,10 @@ class InProcessHost final : public InstanceHost {
   }
 
   Status Start(InstanceLaunch launch) override {
+    if (crash_at_start) {  // the process dies before it says hello
+      Post([exit = launch.on_exit] { exit(Unavailable("exited with status 1")); });
+      return Status::Ok();
+    }
     auto hosted = std::make_unique<Hosted>();
     Hosted& h = *hosted;
     h.spec = &functions_[launch.function];
@@ -67,6 +71,7 @@ class InProcessHost final : public InstanceHost {
   std::map<RequestId, Status> failed;
   std::map<RequestId, int> answered;
   int hang_runs = 0;  // the next runs that never end on their own (the instance must be stopped)
+  bool crash_at_start = false;  // every instance dies at once
 
  private:
   struct Job {
@@ -357,6 +362,27 @@ TEST_P(LivePolicyTest, AHungRunIsStoppedAndItsRequestRetriedNeverLostNorAnswered
   EXPECT_EQ(answered + static_cast<int>(h.host().failed.size()), 1);
   EXPECT_LE(answered, 1);
   EXPECT_EQ(h.live().unanswered(), 0u);
+  EXPECT_EQ((*policy)->RequestsHeld(), 0u);
+}
+
+// A function whose program dies at start: the node stops starting it after a few tries in a row,
+// its restores fail, and the policy answers its requests with an error: none waits forever.
+TEST_P(LivePolicyTest, AFunctionThatDiesAtStartHasItsRequestsAnsweredWithAnError) {
+  std::vector<Request> requests = {testing::ContractRequest(0, 0, 0.0),
+                                   testing::ContractRequest(1, 0, 0.0)};
+  LiveHarness h;
+  h.Build(testing::ContractGpu(), testing::ContractFunctions(), requests);
+  h.host().crash_at_start = true;
+  PolicyOptions options;
+  options.instance_start = Duration::zero();
+  options.keep_alive = std::chrono::milliseconds(500);
+  options.pool_idle = std::chrono::milliseconds(500);
+  auto policy = MakePolicy(GetParam(), {&h.functions(), &h.executor()}, options);
+  ASSERT_TRUE(policy.ok()) << policy.status().ToString();
+  const Status ran = h.Run(**policy);
+  ASSERT_TRUE(ran.ok()) << ran.ToString();
+  EXPECT_EQ(h.host().failed.size(), 2u);
+  EXPECT_TRUE(h.host().answered.empty());
   EXPECT_EQ((*policy)->RequestsHeld(), 0u);
 }
 

@@ -54,7 +54,13 @@ ProcessHost::ProcessHost(boost::asio::io_context& loop, std::vector<InstanceComm
     : loop_(loop),
       commands_(std::move(commands)),
       requests_(requests),
-      options_(std::move(options)) {}
+      options_(std::move(options)),
+      run_dir_(options_.run_dir) {
+  // Children start in their working folder: every path handed to them is absolute.
+  std::error_code error;
+  const auto absolute = std::filesystem::absolute(run_dir_, error);
+  if (!error) run_dir_ = absolute.lexically_normal().string();
+}
 
 ProcessHost::~ProcessHost() {
   for (auto& [id, process] : processes_) {
@@ -75,7 +81,7 @@ uid_t ProcessHost::UidOf(const std::string& tenant) {
 Result<pid_t> ProcessHost::Spawn(const InstanceCommand& command, InstanceLaunch& launch,
                                  const std::string& socket_path) {
   if (command.argv.empty()) return InvalidArgument("an instance command without a program");
-  const std::filesystem::path logs = std::filesystem::path(options_.run_dir) / "logs";
+  const std::filesystem::path logs = std::filesystem::path(run_dir_) / "logs";
   std::error_code error;
   std::filesystem::create_directories(logs, error);
   const std::string log_path = (logs / (command.model + ".log")).string();
@@ -110,8 +116,7 @@ Result<pid_t> ProcessHost::Spawn(const InstanceCommand& command, InstanceLaunch&
   std::vector<char*> argv;
   for (auto& arg : argv_text) argv.push_back(arg.data());
   argv.push_back(nullptr);
-  const std::string working_dir =
-      command.working_dir.empty() ? options_.run_dir : command.working_dir;
+  const std::string working_dir = command.working_dir.empty() ? run_dir_ : command.working_dir;
   const int control = launch.control.get();
 
   const pid_t pid = ::fork();
@@ -152,9 +157,9 @@ Status ProcessHost::Start(InstanceLaunch launch) {
   auto process = std::make_unique<Process>();
   process->id = launch.instance;
   process->function = launch.function;
-  process->socket_path = (std::filesystem::path(options_.run_dir) / "instances" /
-                          std::to_string(launch.instance) / "socket")
-                             .string();
+  process->socket_path =
+      (std::filesystem::path(run_dir_) / "instances" / std::to_string(launch.instance) / "socket")
+          .string();
   auto pid = Spawn(command, launch, process->socket_path);
   if (!pid.ok()) return pid.status();
   launch.control.Reset();  // the child has its own copy

@@ -112,6 +112,7 @@ class ProcessHost final : public InstanceHost {
   const std::vector<InstanceCommand> commands_;
   RequestSource& requests_;
   const ProcessHostOptions options_;
+  std::string run_dir_;  // options_.run_dir, absolute
   std::map<std::string, uid_t> tenant_uids_;
   std::map<InstanceId, std::unique_ptr<Process>> processes_;
 };

@@ -129,7 +129,8 @@ TEST_F(ProcessHostTest, ExampleFunctionsServeCheckedInferenceUnderAPolicy) {
   policy_options.pool_idle = milliseconds(500);
   policy_options.keep_alive = milliseconds(500);
   const char* policy_name = std::getenv("TEST_POLICY");
-  auto policy = MakePolicy(policy_name ? policy_name : "gshare", {&registry, &executor}, policy_options);
+  auto policy =
+      MakePolicy(policy_name ? policy_name : "gshare", {&registry, &executor}, policy_options);
   ASSERT_TRUE(policy.ok());
   executor.set_scheduler(policy->get());
 
@@ -170,7 +171,8 @@ TEST_F(ProcessHostTest, ExampleFunctionsServeCheckedInferenceUnderAPolicy) {
       }
       FAIL() << "the replay did not settle: " << requests.answers.size() << " answered, "
              << submitted << " submitted, " << host.running() << " processes, busy "
-             << executor.Busy() << "\n" << executor.DebugState() << logs;
+             << executor.Busy() << "\n"
+             << executor.DebugState() << logs;
     }
   }
   EXPECT_TRUE(executor.violation().ok()) << executor.violation().ToString();
