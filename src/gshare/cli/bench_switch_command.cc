@@ -97,6 +97,7 @@ class Bench {
     result.function = model;
     auto pair = fn::ControlChannel::CreatePair();
     if (!pair.ok()) return pair.status();
+    ComputeArbiter arbiters[2];  // outlives the switch, which withdraws from it when destroyed
     std::shared_ptr<EmulatedSwitch> instance;
     std::promise<void> created;
     boost::asio::post(node_.loop(), [&] {
@@ -107,6 +108,20 @@ class Bench {
       created.set_value();
     });
     created.get_future().get();
+    // Whatever way this returns, the switch is closed and dropped on the loop, its thread.
+    struct CloseOnLoop {
+      boost::asio::io_context& loop;
+      std::shared_ptr<EmulatedSwitch>& instance;
+      ~CloseOnLoop() {
+        std::promise<void> closed;
+        boost::asio::post(loop, [&] {
+          instance->Close();
+          instance.reset();
+          closed.set_value();
+        });
+        closed.get_future().get();
+      }
+    } close_on_loop{node_.loop(), instance};
 
     // The function, on a thread of its own while it connects (Connect waits for the first map).
     const std::uintptr_t base = fn::kDefaultDeviceBase + next_range_++ * kReserve;
@@ -122,7 +137,6 @@ class Bench {
       return first.status();
     }
     std::unique_ptr<DeviceBuffer> slice = std::move(first).value();
-    ComputeArbiter arbiters[2];
     auto attached = Timed([&](EmulatedSwitch::Done done) {
       instance->Attach(*slice, kSliceBytes, &arbiters[0], std::move(done));
     });
@@ -180,13 +194,6 @@ class Bench {
 
     function->reset();
     runtime->reset();
-    std::promise<void> closed;
-    boost::asio::post(node_.loop(), [&] {
-      instance->Close();
-      instance.reset();
-      closed.set_value();
-    });
-    closed.get_future().get();
     return result;
   }
 
@@ -300,14 +307,21 @@ int RunBenchSwitch(const BenchSwitchFlags& flags) {
                                 {"outputs_identical", r.outputs_identical}});
     }
     std::printf("%s\n", out.dump(2).c_str());
-    return 0;
+  } else {
+    std::printf("%-6s %12s %14s %12s %10s %16s %10s\n", "func", "image", "checkpoint ms",
+                "restore ms", "raw ms", "restore / raw", "identical");
+    for (const SwitchResult& r : results) {
+      std::printf("%-6s %12s %14.3f %12.3f %10.3f %16.2f %10s\n", r.function.c_str(),
+                  FormatBytes(r.model_bytes).c_str(), r.checkpoint_ms, r.restore_ms, r.raw_ms,
+                  r.raw_ms > 0 ? r.restore_ms / r.raw_ms : 0.0, r.outputs_identical ? "yes" : "NO");
+    }
   }
-  std::printf("%-6s %12s %14s %12s %10s %16s %10s\n", "func", "image", "checkpoint ms",
-              "restore ms", "raw ms", "restore / raw", "identical");
   for (const SwitchResult& r : results) {
-    std::printf("%-6s %12s %14.3f %12.3f %10.3f %16.2f %10s\n", r.function.c_str(),
-                FormatBytes(r.model_bytes).c_str(), r.checkpoint_ms, r.restore_ms, r.raw_ms,
-                r.raw_ms > 0 ? r.restore_ms / r.raw_ms : 0.0, r.outputs_identical ? "yes" : "NO");
+    if (!r.outputs_identical) {
+      std::fprintf(stderr, "gshare bench switch: %s answered differently after its restore\n",
+                   r.function.c_str());
+      return 1;
+    }
   }
   return 0;
 }

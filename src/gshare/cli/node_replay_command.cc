@@ -215,6 +215,7 @@ int RunReplay(const ReplayFlags& flags) {
     command.env = spec->env;
     command.working_dir = spec->working_dir;
     command.model = spec->runtime;
+    command.name = spec->name;
     command.tenant = spec->tenant;
     commands.push_back(command);
     models.push_back(spec->runtime);
@@ -313,6 +314,11 @@ int RunReplay(const ReplayFlags& flags) {
     }
   }
   const TimePoint end = executor.Now();
+  if (!executor.violation().ok()) {
+    executor.Shutdown();
+    return Fail(1, executor.violation().ToString());
+  }
+  const Duration cold_start = executor.Instances(0).cold_start;
   executor.meter().Freeze(end);
   executor.window_meter()->Freeze(end);
   PolicyReport live = MakePolicyReport(flags.policy, executor.meter(), executor.meter().Totals(end),
@@ -348,6 +354,8 @@ int RunReplay(const ReplayFlags& flags) {
   if (!predicted.requests.empty()) {
     SimulationOptions sim_options;
     sim_options.policy = policy_options;
+    sim_options.executor.max_gpus = flags.gpus;             // the node's GPUs, as live
+    sim_options.executor.instance_cold_start = cold_start;  // as observed live
     auto simulated = Simulate(predicted, flags.policy, sim_options);
     if (!simulated.ok()) return Fail(1, simulated.status().ToString());
     fidelity.sim = FiguresOf(*simulated);
@@ -362,8 +370,14 @@ int RunReplay(const ReplayFlags& flags) {
   summary["answered"] = replay.answered;
   summary["failed"] = replay.failed;
   const auto out = std::filesystem::path(flags.out);
-  std::ofstream(out / "summary.json") << summary.dump(2) << "\n";
-  std::ofstream(out / "fidelity.json") << FidelityJson(fidelity);
+  const std::vector<std::pair<std::string, std::string>> files = {
+      {"summary.json", summary.dump(2) + "\n"}, {"fidelity.json", FidelityJson(fidelity)}};
+  for (const auto& [name, text] : files) {
+    std::ofstream file(out / name);
+    file << text;
+    file.close();
+    if (!file) return Fail(1, fmt::format("cannot write {}", (out / name).string()));
+  }
   std::printf(
       "%s: %llu requests, %llu answered, %llu failed, %llu wrong; SLO attainment %.4f, "
       "%.1f GPU-seconds, p50 %.2f ms, p99 %.2f ms\n",

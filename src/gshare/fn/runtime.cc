@@ -1,5 +1,6 @@
 #include "gshare/fn/runtime.h"
 
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -56,6 +57,8 @@ Result<std::unique_ptr<FunctionRuntime>> FunctionRuntime::Connect(UniqueFd contr
   if (::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0) {
     return Internal(fmt::format("prctl(PR_SET_DUMPABLE): {}", std::strerror(errno)));
   }
+  // Inherited once, by this program: nothing it starts in turn gets the channel.
+  ::fcntl(control.get(), F_SETFD, FD_CLOEXEC);
   auto memory = DeviceMemory::Reserve(base, reserve_bytes);
   if (!memory.ok()) return memory.status();
   ControlChannel channel(std::move(control));
@@ -233,7 +236,12 @@ Status FunctionRuntime::Launch(const std::function<void()>& kernel) {
     kernel_running_ = true;
   }
   const auto start = std::chrono::steady_clock::now();
-  kernel();
+  Status thrown;
+  try {
+    kernel();
+  } catch (const std::exception& e) {  // a kernel that throws still ends: the GPU is released
+    thrown = Internal(std::string("a kernel threw: ") + e.what());
+  }
   const auto end = std::chrono::steady_clock::now();
   MutexLock lock(mutex_);
   kernel_running_ = false;
@@ -242,7 +250,7 @@ Status FunctionRuntime::Launch(const std::function<void()>& kernel) {
   used_in_grant_ += ran;
   if (end - grant_start_ >= quantum_) ReleaseGrantLocked();  // others get their turn
   changed_.NotifyAll();
-  return Status::Ok();
+  return thrown;
 }
 
 void FunctionRuntime::EndWork() {

@@ -1,7 +1,9 @@
 #include "gshare/net/unix_http.h"
 
 #include <fmt/format.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include <boost/asio/local/stream_protocol.hpp>
@@ -19,12 +21,24 @@ namespace http = boost::beast::http;
 using Local = asio::local::stream_protocol;
 
 HttpResponse Plain(int status, std::string_view message) {
-  return {status, fmt::format("{{\"error\": \"{}\"}}", message), "application/json"};
+  std::string escaped;  // a JSON string: quotes, backslashes and control characters escaped
+  for (const char c : message) {
+    if (c == '"' || c == '\\') {
+      escaped += '\\';
+      escaped += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      escaped += fmt::format("\\u{:04x}", static_cast<int>(c));
+    } else {
+      escaped += c;
+    }
+  }
+  return {status, "{\"error\": \"" + escaped + "\"}", "application/json"};
 }
 
 }  // namespace
 
 struct UnixHttpServer::Impl {
+  static constexpr int read_timeout_seconds = 30;
   std::string path;
   Handler handler;
   HttpLimits limits;
@@ -38,6 +52,9 @@ struct UnixHttpServer::Impl {
       Local::socket socket(io);
       acceptor.accept(socket, error);
       if (error) return;  // closed: stopping
+      // A peer that connects and sends nothing must not hold the function: reads time out.
+      const timeval limit{static_cast<time_t>(read_timeout_seconds), 0};
+      ::setsockopt(socket.native_handle(), SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof(limit));
       ServeConnection(socket);
     }
   }
@@ -53,6 +70,7 @@ struct UnixHttpServer::Impl {
       HttpResponse response;
       bool keep_alive = false;
       if (error == http::error::end_of_stream || error == asio::error::eof ||
+          error == asio::error::would_block || error == asio::error::try_again ||
           error == asio::error::connection_reset || error == asio::error::operation_aborted ||
           error == asio::error::bad_descriptor) {
         return;

@@ -265,7 +265,14 @@ void LiveExecutor::StartSliceMemory(GpuId id, FunctionId function) {
   Slice& slice = it->second;
   auto buffer = resources_.devices[gpu.device]->Allocate(SliceBytes(slice.reserve_bytes));
   if (!buffer.ok()) {
-    if (buffer.status().code() == StatusCode::kResourceExhausted && gpu.detaching_bytes > 0) {
+    bool oversized = false;  // a slice shrunk below its segment gives memory back when it leaves
+    for (const auto& [other, other_slice] : gpu.slices) {
+      if (other_slice.buffer && other_slice.buffer->size_bytes() > other_slice.reserve_bytes) {
+        oversized = true;
+      }
+    }
+    if (buffer.status().code() == StatusCode::kResourceExhausted &&
+        (gpu.detaching_bytes > 0 || oversized)) {
       gpu.waiting_memory.push_back(function);  // memory still being given back
       return;
     }
@@ -453,14 +460,24 @@ void LiveExecutor::Detached(InstanceId instance_id, GpuId id, FunctionId functio
     buffer.reset();
   } else {
     // The checkpoint failed but the instance holds on to its memory: it is stopped, and its
-    // memory goes with it.
+    // memory (still counted as detaching) goes with it.
     it->second.orphan = std::move(buffer);
+    it->second.orphan_gpu = id;
   }
   if (it != instances_.end()) {
     Instance& instance = it->second;
     if (!status.ok()) {
       spdlog::warn("instance {} could not leave GPU {}: {}", instance_id, id, status.ToString());
-      if (instance.switcher->state() != SwitchState::kFailed) StopInstance(instance);
+      if (instance.switcher->state() == SwitchState::kFailed) {
+        // The switch broke (the process died or broke the protocol): the instance is lost.
+        const Status lost = status;
+        InstanceLost(instance_id, lost);
+        if (!gpu.held && gpu.detaching_bytes == 0) device_held_[gpu.device] = false;
+        RetryWaitingMemory(id);
+        if (report && scheduler_ != nullptr) scheduler_->OnEvictDone(id, function, status);
+        return;
+      }
+      StopInstance(instance);
     } else if (instance.rebind) {
       instance.rebind = false;
       instance.state = InstanceState::kReserved;
@@ -673,6 +690,13 @@ void LiveExecutor::InstanceLost(InstanceId instance_id, const Status& status) {
   if (it == instances_.end()) return;
   Instance instance = std::move(it->second);
   instances_.erase(it);
+  if (instance.orphan) {  // the memory a failed checkpoint left with it
+    Gpu& held = gpus_[instance.orphan_gpu];
+    held.detaching_bytes -= instance.orphan->size_bytes();
+    instance.orphan.reset();
+    if (!held.held && held.detaching_bytes == 0) device_held_[held.device] = false;
+    RetryWaitingMemory(instance.orphan_gpu);
+  }
   if (instance.state == InstanceState::kStarting) {
     StartFailures& failures = start_failures_[instance.function];
     ++failures.in_a_row;

@@ -149,7 +149,8 @@ class LiveExecutor final : public Executor {
     bool rebind = false;  // detaching, and already bound to a new slice
     // Work waiting for a detach to end: the restore onto the new slice.
     std::function<void()> after_detach;
-    std::shared_ptr<DeviceBuffer> orphan;   // memory it held when a checkpoint failed
+    std::shared_ptr<DeviceBuffer> orphan;  // memory it held when a checkpoint failed
+    GpuId orphan_gpu = 0;
     std::shared_ptr<DeviceBuffer> staging;  // where it loads its model when it starts
   };
   enum class SliceState { kWaitingMemory, kRestoring, kResident };

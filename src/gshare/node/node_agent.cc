@@ -2,7 +2,11 @@
 
 #include <fmt/format.h>
 
+#include <sys/prctl.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 
 #include "gshare/common/units.h"
 
@@ -11,6 +15,11 @@ namespace gshare {
 Result<std::unique_ptr<NodeAgent>> NodeAgent::Create(NodeAgentOptions options) {
   if (options.copy_threads < 1 || options.copy_threads > 64) {
     return InvalidArgument(fmt::format("{} copy threads: from 1 to 64", options.copy_threads));
+  }
+  // The node holds every function's device memory (memfds): no process of its uid may reach its
+  // descriptors or memory through /proc, functions running under the node's uid included.
+  if (::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0) {
+    return Internal(fmt::format("prctl(PR_SET_DUMPABLE): {}", std::strerror(errno)));
   }
   std::unique_ptr<NodeAgent> agent(new NodeAgent());
   GpuInventoryOptions inventory_options;

@@ -2,6 +2,8 @@
 // engine, a staging area where new instances load their models, the copy threads, and the one
 // serial event loop on which the scheduler and the live executor run.
 //
+// Create makes the node's process non-dumpable: it holds every function's device memory.
+//
 // The live node drives emulated GPUs (device/emulated): a CUDA node needs the CUDA switch driver,
 // so Create refuses one with FailedPrecondition and says so, rather than silently emulating.
 //
@@ -56,13 +58,16 @@ class NodeAgent {
  private:
   NodeAgent() = default;
 
-  boost::asio::io_context loop_;
-  std::unique_ptr<boost::asio::thread_pool> copies_;
+  // Destroyed in reverse order: the loop first (handlers still queued hold buffers of the
+  // devices, which must outlive them), after the destructor has joined the copy threads (which
+  // post to the loop).
   SteadyClock clock_;
   std::unique_ptr<GpuInventory> inventory_;
   std::unique_ptr<EmulatedDevice> staging_;
   std::unique_ptr<SnapshotStore> snapshots_;
   std::unique_ptr<RestoreEngine> engine_;
+  std::unique_ptr<boost::asio::thread_pool> copies_;
+  boost::asio::io_context loop_;
 };
 
 }  // namespace gshare

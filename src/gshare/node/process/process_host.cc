@@ -66,6 +66,7 @@ ProcessHost::~ProcessHost() {
   for (auto& [id, process] : processes_) {
     if (process->pid > 0) {
       ::kill(-process->pid, SIGKILL);
+      ::kill(process->pid, SIGKILL);
       ::waitpid(process->pid, nullptr, 0);
     }
   }
@@ -84,10 +85,15 @@ Result<pid_t> ProcessHost::Spawn(const InstanceCommand& command, InstanceLaunch&
   const std::filesystem::path logs = std::filesystem::path(run_dir_) / "logs";
   std::error_code error;
   std::filesystem::create_directories(logs, error);
-  const std::string log_path = (logs / (command.model + ".log")).string();
+  const std::string log_path =
+      (logs / ((command.name.empty() ? command.model : command.name) + ".log")).string();
   const int log = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
   if (log < 0) return IoError(fmt::format("{}: {}", log_path, std::strerror(errno)));
   const int null = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  if (null < 0) {
+    ::close(log);
+    return IoError(fmt::format("/dev/null: {}", std::strerror(errno)));
+  }
 
   const uid_t uid = UidOf(command.tenant);
   const bool switch_uid = uid != ::geteuid();
@@ -235,11 +241,15 @@ void ProcessHost::Stop(InstanceId id) {
   Process& process = *it->second;
   process.stopping = true;
   ::kill(-process.pid, SIGTERM);
+  ::kill(process.pid, SIGTERM);  // before its setsid, the group does not exist yet
   process.timer->cancel();
   process.timer->expires_after(options_.stop_grace);
   const pid_t pid = process.pid;
   process.timer->async_wait([this, id, pid](const boost::system::error_code& error) {
-    if (!error && processes_.contains(id)) ::kill(-pid, SIGKILL);
+    if (!error && processes_.contains(id)) {
+      ::kill(-pid, SIGKILL);
+      ::kill(pid, SIGKILL);
+    }
   });
 }
 
@@ -272,21 +282,28 @@ void ProcessHost::Infer(InstanceId instance, std::span<const RequestId> batch,
   const std::string target = "/v2/models/" + commands_[it->second->function].model + "/infer";
   std::vector<RequestId> ids(batch.begin(), batch.end());
   std::vector<std::int64_t> sizes = stacked->sizes;
-  net::SendUnixHttpRequest(
-      loop_, it->second->socket_path, {"POST", target, std::move(body).value(), "application/json"},
-      options_.request_deadline, {}, [this, ids, sizes, done](Result<net::HttpResponse> answer) {
-        if (!answer.ok()) return done(answer.status());
-        if (answer->status != 200) return done(FromHttp(answer->status, answer->body));
-        auto response = ParseInferResponse(answer->body);
-        if (!response.ok()) return done(response.status());
-        auto split = SplitBatch(*response, sizes);
-        if (!split.ok()) return done(split.status());
-        for (std::size_t i = 0; i < ids.size(); ++i) {
-          (*split)[i].id = std::to_string(ids[i]);
-          requests_.Answer(ids[i], std::move((*split)[i]));
-        }
-        done(Status::Ok());
-      });
+  net::SendUnixHttpRequest(loop_, it->second->socket_path,
+                           {"POST", target, std::move(body).value(), "application/json"},
+                           options_.request_deadline, {},
+                           [this, instance, ids, sizes, done](Result<net::HttpResponse> answer) {
+                             // Once the instance's end was seen, the executor has given its runs
+                             // back to the policy: a late answer must not answer them a second
+                             // time.
+                             if (!processes_.contains(instance))
+                               return done(Unavailable("the instance ended"));
+                             if (!answer.ok()) return done(answer.status());
+                             if (answer->status != 200)
+                               return done(FromHttp(answer->status, answer->body));
+                             auto response = ParseInferResponse(answer->body);
+                             if (!response.ok()) return done(response.status());
+                             auto split = SplitBatch(*response, sizes);
+                             if (!split.ok()) return done(split.status());
+                             for (std::size_t i = 0; i < ids.size(); ++i) {
+                               (*split)[i].id = std::to_string(ids[i]);
+                               requests_.Answer(ids[i], std::move((*split)[i]));
+                             }
+                             done(Status::Ok());
+                           });
 }
 
 }  // namespace gshare

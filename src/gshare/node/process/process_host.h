@@ -41,6 +41,7 @@ struct InstanceCommand {
   std::map<std::string, std::string> env;
   std::string working_dir;  // empty: the run directory
   std::string model;        // the protocol's model name
+  std::string name;         // the function's name: its log is <run dir>/logs/<name>.log
   std::string tenant;
 };
 

@@ -113,6 +113,7 @@ TEST_F(ProcessHostTest, ExampleFunctionsServeCheckedInferenceUnderAPolicy) {
       command.argv.push_back((dir_ / (models[f] + ".safetensors")).string());
     }
     command.model = models[f];
+    command.name = models[f];
     command.tenant = spec.tenant;
     commands.push_back(command);
   }

@@ -154,7 +154,7 @@ void EmulatedSwitch::SendMap() {
   const Status sent = Send(
       {.type = ControlType::kMap, .a = buffer_->size_bytes(), .b = quota_bytes_, .c = generation_},
       segment->fd());
-  if (!sent.ok()) Fail(sent);
+  if (!sent.ok()) FailSoon(sent);
 }
 
 void EmulatedSwitch::Attach(DeviceBuffer& buffer, std::uint64_t quota_bytes, ComputeArbiter* gpu,
@@ -168,15 +168,21 @@ void EmulatedSwitch::Attach(DeviceBuffer& buffer, std::uint64_t quota_bytes, Com
   } else if (quota_bytes > buffer.size_bytes()) {
     refused = InvalidArgument("a quota larger than the slice's memory");
   }
+  if (!TakeOn(refused, &buffer, quota_bytes, gpu, done)) return;
+  if (hello_) SendMap();
+}
+
+bool EmulatedSwitch::TakeOn(const Status& refused, DeviceBuffer* buffer, std::uint64_t quota_bytes,
+                            ComputeArbiter* gpu, Done& done) {
   if (!refused.ok()) {
     boost::asio::post(context_.loop, [done = std::move(done), refused] { done(refused); });
-    return;
+    return false;
   }
-  buffer_ = &buffer;
+  buffer_ = buffer;
   quota_bytes_ = quota_bytes;
   gpu_ = gpu;
   pending_ = std::move(done);
-  if (hello_) SendMap();
+  return true;
 }
 
 void EmulatedSwitch::Checkpoint(bool force_copy, Done done) {
@@ -192,7 +198,7 @@ void EmulatedSwitch::Checkpoint(bool force_copy, Done done) {
   pending_ = std::move(done);
   force_copy_ = force_copy;
   state_ = SwitchState::kLocking;
-  if (const Status sent = Send({.type = ControlType::kLock}); !sent.ok()) Fail(sent);
+  if (const Status sent = Send({.type = ControlType::kLock}); !sent.ok()) FailSoon(sent);
 }
 
 void EmulatedSwitch::StartCheckpointCopy(std::uint64_t used_bytes, bool written) {
@@ -268,14 +274,7 @@ void EmulatedSwitch::Restore(DeviceBuffer& buffer, std::uint64_t quota_bytes, Co
         "instance {}: a quota of {} does not hold its image of {} in a slice of {}", snapshot_id_,
         quota_bytes, snapshot_ ? snapshot_->size_bytes() : 0, buffer.size_bytes()));
   }
-  if (!refused.ok()) {
-    boost::asio::post(context_.loop, [done = std::move(done), refused] { done(refused); });
-    return;
-  }
-  buffer_ = &buffer;
-  quota_bytes_ = quota_bytes;
-  gpu_ = gpu;
-  pending_ = std::move(done);
+  if (!TakeOn(refused, &buffer, quota_bytes, gpu, done)) return;
   state_ = SwitchState::kRestoring;
   if (!snapshot_) {  // an empty image: nothing to copy
     last_restore_ = TransferReport{.skipped = true};
@@ -336,8 +335,15 @@ void EmulatedSwitch::SetQuota(std::uint64_t quota_bytes) {
   if (state_ != SwitchState::kResident || buffer_ == nullptr) return;
   quota_bytes_ = std::min(quota_bytes, buffer_->size_bytes());
   if (const Status sent = Send({.type = ControlType::kSetQuota, .a = quota_bytes_}); !sent.ok()) {
-    Fail(sent);
+    FailSoon(sent);
   }
+}
+
+void EmulatedSwitch::FailSoon(Status why) {
+  // From inside a caller's action: the failure (and any callback it completes) comes on the loop.
+  boost::asio::post(context_.loop, [weak = weak_from_this(), why = std::move(why)] {
+    if (auto self = weak.lock()) self->Fail(why);
+  });
 }
 
 void EmulatedSwitch::Close() {

@@ -103,7 +103,12 @@ class EmulatedSwitch final : public std::enable_shared_from_this<EmulatedSwitch>
   void OnMessage(fn::ReceivedMessage received);
   void SendMap();
   void Fail(Status why);
+  void FailSoon(Status why);
   void Complete(Status status);
+  // Posts `refused` to `done` when it is an error (false); otherwise binds the buffer, quota and
+  // GPU and makes `done` the pending operation's (true).
+  bool TakeOn(const Status& refused, DeviceBuffer* buffer, std::uint64_t quota_bytes,
+              ComputeArbiter* gpu, Done& done);
   void StartCheckpointCopy(std::uint64_t used_bytes, bool written);
   void GrantCompute(Duration quantum) override;
   Status Send(const fn::ControlMessage& message, int fd = -1);
