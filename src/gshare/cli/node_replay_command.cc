@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <boost/asio/steady_timer.hpp>
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -342,18 +343,14 @@ int RunReplay(const ReplayFlags& flags) {
       fidelity.profiles_from_catalog.push_back(predicted.functions[f].name);
     }
   }
-  predicted.requests.clear();
-  for (const Request& r : requests) {
-    if (r.arrival < third) continue;
-    Request shifted = r;
-    shifted.id = predicted.requests.size();
-    shifted.arrival = TimePoint{} + (r.arrival - third);
-    shifted.deadline = TimePoint{} + (r.deadline - third);
-    predicted.requests.push_back(shifted);
-  }
-  if (!predicted.requests.empty()) {
+  // The whole replay is simulated, so that the simulated node is as warm as the live one when
+  // the compared window starts; only the last two thirds are accounted (and compared).
+  predicted.requests = requests;
+  if (std::any_of(requests.begin(), requests.end(),
+                  [&](const Request& r) { return r.arrival >= third; })) {
     SimulationOptions sim_options;
     sim_options.policy = policy_options;
+    sim_options.executor.accounting_start = third;
     sim_options.executor.max_gpus = flags.gpus;             // the node's GPUs, as live
     sim_options.executor.instance_cold_start = cold_start;  // as observed live
     auto simulated = Simulate(predicted, flags.policy, sim_options);
