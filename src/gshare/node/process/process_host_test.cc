@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -79,12 +80,15 @@ class ProcessHostTest : public ::testing::Test {
     checker_ = std::move(checker).value();
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
+  void Replay(const std::string& policy_name, int kill_at);
 
   std::filesystem::path dir_;
   std::unique_ptr<examples::OutputChecker> checker_;
 };
 
-TEST_F(ProcessHostTest, ExampleFunctionsServeCheckedInferenceUnderAPolicy) {
+// Runs 30 requests over 1.5 s, the three functions in turn, under `policy`; with `kill_at`,
+// the first ready instance is killed (SIGKILL) when request `kill_at` arrives.
+void ProcessHostTest::Replay(const std::string& policy_name, int kill_at) {
   const std::vector<std::string> models = {"mlp", "cnn", "echo"};
   NodeAgentOptions node_options;
   node_options.devices = *MakeDeviceOptions("emulated", "2x1Gi", "12GB/s");
@@ -129,9 +133,7 @@ TEST_F(ProcessHostTest, ExampleFunctionsServeCheckedInferenceUnderAPolicy) {
   policy_options.instance_start = Duration::zero();
   policy_options.pool_idle = milliseconds(500);
   policy_options.keep_alive = milliseconds(500);
-  const char* policy_name = std::getenv("TEST_POLICY");
-  auto policy =
-      MakePolicy(policy_name ? policy_name : "gshare", {&registry, &executor}, policy_options);
+  auto policy = MakePolicy(policy_name, {&registry, &executor}, policy_options);
   ASSERT_TRUE(policy.ok());
   executor.set_scheduler(policy->get());
 
@@ -139,6 +141,7 @@ TEST_F(ProcessHostTest, ExampleFunctionsServeCheckedInferenceUnderAPolicy) {
   const int kRequests = 30;
   std::vector<std::unique_ptr<boost::asio::steady_timer>> arrivals;
   int submitted = 0;
+  int killed = 0;
   std::set<uid_t> uids;
   for (int i = 0; i < kRequests; ++i) {
     const auto function = static_cast<FunctionId>(i % 3);
@@ -153,6 +156,10 @@ TEST_F(ProcessHostTest, ExampleFunctionsServeCheckedInferenceUnderAPolicy) {
       request.deadline = request.arrival + functions[function].slo;
       ++submitted;
       executor.Submit(request);
+      if (i == kill_at && !host.ready_pids().empty()) {
+        ::kill(host.ready_pids().front(), SIGKILL);
+        ++killed;
+      }
       for (const pid_t pid : host.ready_pids()) {  // the uid each instance runs as
         struct stat info {};
         if (::stat(fmt::format("/proc/{}", pid).c_str(), &info) == 0) uids.insert(info.st_uid);
@@ -186,7 +193,23 @@ TEST_F(ProcessHostTest, ExampleFunctionsServeCheckedInferenceUnderAPolicy) {
     EXPECT_NE(host.UidOf("t"), host.UidOf("other"));
     EXPECT_FALSE(uids.contains(0));
   }
+  if (kill_at >= 0) {
+    EXPECT_EQ(killed, 1);
+  }
   executor.Shutdown();
+}
+
+TEST_F(ProcessHostTest, ExampleFunctionsServeCheckedInferenceUnderAPolicy) {
+  for (const char* policy : {"gshare", "fifo", "keepalive"}) {
+    SCOPED_TRACE(policy);
+    Replay(policy, -1);
+  }
+}
+
+// A function process killed while requests come: the executor reports the death, the policy
+// runs the requests again on a new instance, and each is answered once, correctly.
+TEST_F(ProcessHostTest, AKilledFunctionProcessLosesNoRequestAndAnswersNoneTwice) {
+  Replay("gshare", 10);
 }
 
 }  // namespace
