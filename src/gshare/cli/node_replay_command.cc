@@ -12,8 +12,8 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
-#include <boost/asio/steady_timer.hpp>
 #include <algorithm>
+#include <boost/asio/steady_timer.hpp>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>

@@ -80,7 +80,8 @@ class ProcessHostTest : public ::testing::Test {
     checker_ = std::move(checker).value();
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
-  void Replay(const std::string& policy_name, int kill_at);
+  // Sets `answered` to the number of requests answered (each exactly once, checked inside).
+  void Replay(const std::string& policy_name, int kill_at, int& answered);
 
   std::filesystem::path dir_;
   std::unique_ptr<examples::OutputChecker> checker_;
@@ -88,7 +89,7 @@ class ProcessHostTest : public ::testing::Test {
 
 // Runs 30 requests over 1.5 s, the three functions in turn, under `policy`; with `kill_at`,
 // the first ready instance is killed (SIGKILL) when request `kill_at` arrives.
-void ProcessHostTest::Replay(const std::string& policy_name, int kill_at) {
+void ProcessHostTest::Replay(const std::string& policy_name, int kill_at, int& answered) {
   const std::vector<std::string> models = {"mlp", "cnn", "echo"};
   NodeAgentOptions node_options;
   node_options.devices = *MakeDeviceOptions("emulated", "2x1Gi", "12GB/s");
@@ -202,12 +203,15 @@ void ProcessHostTest::Replay(const std::string& policy_name, int kill_at) {
     EXPECT_EQ(killed, 1);
   }
   executor.Shutdown();
+  answered = static_cast<int>(requests.answers.size());
 }
 
 TEST_F(ProcessHostTest, ExampleFunctionsServeCheckedInferenceUnderAPolicy) {
   for (const char* policy : {"gshare", "fifo", "keepalive"}) {
     SCOPED_TRACE(policy);
-    Replay(policy, -1);
+    int answered = 0;
+    Replay(policy, -1, answered);
+    EXPECT_EQ(answered, 30);
   }
 }
 
@@ -215,7 +219,9 @@ TEST_F(ProcessHostTest, ExampleFunctionsServeCheckedInferenceUnderAPolicy) {
 // runs the requests again on a new instance or answers them with an error, and each is answered
 // once; every answer that is a result is right.
 TEST_F(ProcessHostTest, AKilledFunctionProcessLosesNoRequestAndAnswersNoneTwice) {
-  Replay("gshare", 10);
+  int answered = 0;
+  Replay("gshare", 10, answered);
+  EXPECT_EQ(answered, 30);
 }
 
 }  // namespace
