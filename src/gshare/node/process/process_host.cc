@@ -1,16 +1,13 @@
 #include "gshare/node/process/process_host.h"
 
-#include <fcntl.h>
 #include <fmt/format.h>
-#include <grp.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <boost/asio/post.hpp>
 #include <cerrno>
 #include <cstring>
@@ -25,9 +22,7 @@
 namespace gshare {
 namespace {
 
-constexpr int kChildControlFd = 3;
-
-int PidfdOpen(pid_t pid) { return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)); }
+using Clock = std::chrono::steady_clock;
 
 Status FromHttp(int status, const std::string& body) {
   std::string message = body;
@@ -47,6 +42,10 @@ std::string ExitText(int wait_status) {
   return "ended";
 }
 
+std::string FunctionName(const InstanceCommand& command) {
+  return command.name.empty() ? command.model : command.name;
+}
+
 }  // namespace
 
 ProcessHost::ProcessHost(boost::asio::io_context& loop, std::vector<InstanceCommand> commands,
@@ -60,99 +59,148 @@ ProcessHost::ProcessHost(boost::asio::io_context& loop, std::vector<InstanceComm
   std::error_code error;
   const auto absolute = std::filesystem::absolute(run_dir_, error);
   if (!error) run_dir_ = absolute.lexically_normal().string();
+  auto identities = TenantIdentities::Create(
+      {.base_uid = options_.first_uid, .switch_uid = options_.distinct_uids}, ::geteuid());
+  if (identities.ok()) {
+    identities_.emplace(std::move(identities).value());
+  } else {
+    identity_error_ = identities.status();
+  }
+  if (options_.cgroups) {
+    cgroups_ = DecideCgroupsForThisProcess();
+  } else {
+    cgroups_.reason = "no cgroup for function processes: turned off";
+  }
+  spdlog::info("{}", cgroups_.reason);
 }
 
 ProcessHost::~ProcessHost() {
-  for (auto& [id, process] : processes_) {
-    if (process->pid > 0) {
-      ::kill(-process->pid, SIGKILL);
-      ::kill(process->pid, SIGKILL);
-      ::waitpid(process->pid, nullptr, 0);
-    }
-  }
+  *alive_ = false;
+  processes_.clear();  // every ChildProcess kills its group and reaps it
 }
 
 uid_t ProcessHost::UidOf(const std::string& tenant) {
-  if (::geteuid() != 0 || !options_.distinct_uids) return ::geteuid();
-  auto [it, added] = tenant_uids_.try_emplace(
-      tenant, options_.first_uid + static_cast<uid_t>(tenant_uids_.size()));
-  return it->second;
+  if (!identities_) return ::geteuid();
+  auto identity = identities_->ForTenant(tenant);
+  if (!identity.ok() || !identity->has_value()) return ::geteuid();
+  return (*identity)->uid;
 }
 
-Result<pid_t> ProcessHost::Spawn(const InstanceCommand& command, InstanceLaunch& launch,
-                                 const std::string& socket_path) {
+std::size_t ProcessHost::running() const {
+  return static_cast<std::size_t>(
+      std::count_if(processes_.begin(), processes_.end(),
+                    [](const auto& entry) { return entry.second->child != nullptr; }));
+}
+
+std::vector<pid_t> ProcessHost::ready_pids() const {
+  std::vector<pid_t> out;
+  for (const auto& [id, process] : processes_) {
+    if (process->ready && process->child) out.push_back(process->child->pid());
+  }
+  return out;
+}
+
+std::vector<pid_t> ProcessHost::pids() const {
+  std::vector<pid_t> out;
+  for (const auto& [id, process] : processes_) {
+    if (process->child) out.push_back(process->child->pid());
+  }
+  return out;
+}
+
+std::optional<Clock::time_point> ProcessHost::SpawnedAt(InstanceId instance) const {
+  auto it = processes_.find(instance);
+  if (it == processes_.end() || !it->second->child) return std::nullopt;
+  return it->second->spawned;
+}
+
+std::chrono::milliseconds ProcessHost::DelayAfter(int crashes) const {
+  if (crashes <= 0) return std::chrono::milliseconds(0);
+  std::chrono::milliseconds delay = options_.restart_backoff_initial;
+  for (int i = 1; i < crashes && delay < options_.restart_backoff_max; ++i) delay *= 2;
+  return std::min(delay, options_.restart_backoff_max);
+}
+
+RestartState ProcessHost::FunctionRestarts(FunctionId function) const {
+  RestartState state;
+  auto it = restarts_.find(function);
+  if (it == restarts_.end()) return state;
+  state.consecutive_crashes = it->second.consecutive;
+  state.last_crash = it->second.last_crash;
+  state.last_reason = it->second.last_reason;
+  state.next_delay = it->second.consecutive > options_.max_crashes
+                         ? options_.restart_backoff_max
+                         : DelayAfter(it->second.consecutive);
+  state.crash_loop = it->second.consecutive > options_.max_crashes &&
+                     Clock::now() < it->second.last_crash + options_.restart_backoff_max;
+  return state;
+}
+
+void ProcessHost::CountCrash(FunctionId function, const Process& process,
+                             const std::string& reason) {
+  Restarts& restarts = restarts_[function];
+  const auto now = Clock::now();
+  if (process.ready && now - process.ready_at >= options_.stable_after) restarts.consecutive = 0;
+  ++restarts.consecutive;
+  restarts.last_crash = now;
+  restarts.last_reason = reason;
+  if (restarts.consecutive > options_.max_crashes) {
+    spdlog::error("function {} is in a crash loop: {} crashes in a row, the last: {}",
+                  FunctionName(commands_[function]), restarts.consecutive, reason);
+  }
+}
+
+Status ProcessHost::SpawnNow(Process& process) {
+  const InstanceCommand& command = commands_[process.function];
   if (command.argv.empty()) return InvalidArgument("an instance command without a program");
+  if (!identities_) return identity_error_;
   const std::filesystem::path logs = std::filesystem::path(run_dir_) / "logs";
   std::error_code error;
   std::filesystem::create_directories(logs, error);
-  const std::string log_path =
-      (logs / ((command.name.empty() ? command.model : command.name) + ".log")).string();
-  const int log = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
-  if (log < 0) return IoError(fmt::format("{}: {}", log_path, std::strerror(errno)));
-  const int null = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
-  if (null < 0) {
-    ::close(log);
-    return IoError(fmt::format("/dev/null: {}", std::strerror(errno)));
-  }
+  if (error) return IoError(fmt::format("{}: {}", logs.string(), error.message()));
 
-  const uid_t uid = UidOf(command.tenant);
-  const bool switch_uid = uid != ::geteuid();
+  GSHARE_ASSIGN_OR_RETURN(const std::optional<ProcessIdentity> identity,
+                          identities_->ForTenant(command.tenant));
   // The instance's folder (its socket) belongs to its uid.
-  const std::string dir = std::filesystem::path(socket_path).parent_path().string();
+  const std::string dir = std::filesystem::path(process.socket_path).parent_path().string();
   std::filesystem::create_directories(dir, error);
+  if (error) return IoError(fmt::format("{}: {}", dir, error.message()));
   ::chmod(dir.c_str(), 0700);
-  if (switch_uid && ::chown(dir.c_str(), uid, uid) != 0) {
-    ::close(log);
-    ::close(null);
+  if (identity && ::chown(dir.c_str(), identity->uid, identity->gid) != 0) {
     return IoError(fmt::format("chown {}: {}", dir, std::strerror(errno)));
   }
 
-  std::vector<std::string> env_text = {
-      "PATH=/usr/local/bin:/usr/bin:/bin",
-      fmt::format("{}={}", fn::kControlFdEnv, kChildControlFd),
-      fmt::format("{}={:#x}", fn::kDeviceBaseEnv, launch.device_base),
-      fmt::format("{}={}", fn::kDeviceReserveEnv, launch.device_reserve_bytes),
-      "GSHARE_SOCKET=" + socket_path,
-      "OPENBLAS_NUM_THREADS=1"};
-  for (const auto& [name, value] : command.env) env_text.push_back(name + "=" + value);
-  std::vector<char*> envp;
-  for (auto& entry : env_text) envp.push_back(entry.data());
-  envp.push_back(nullptr);
-  std::vector<std::string> argv_text = command.argv;
-  std::vector<char*> argv;
-  for (auto& arg : argv_text) argv.push_back(arg.data());
-  argv.push_back(nullptr);
-  const std::string working_dir = command.working_dir.empty() ? run_dir_ : command.working_dir;
-  const int control = launch.control.get();
-
-  const pid_t pid = ::fork();
-  if (pid < 0) {
-    ::close(log);
-    ::close(null);
-    return Unavailable(fmt::format("fork: {}", std::strerror(errno)));
+  ProcessSpec spec;
+  spec.argv = command.argv;
+  spec.env = {{"PATH", "/usr/local/bin:/usr/bin:/bin"},
+              {fn::kControlFdEnv, "3"},
+              {fn::kDeviceBaseEnv, fmt::format("{:#x}", process.launch.device_base)},
+              {fn::kDeviceReserveEnv, std::to_string(process.launch.device_reserve_bytes)},
+              {"GSHARE_SOCKET", process.socket_path},
+              {"OPENBLAS_NUM_THREADS", "1"}};
+  for (const auto& [name, value] : command.env) spec.env.emplace_back(name, value);
+  spec.working_dir = command.working_dir.empty() ? run_dir_ : command.working_dir;
+  spec.log_path = (logs / (FunctionName(command) + ".log")).string();
+  spec.identity = identity;
+  spec.limits.open_files = options_.open_files;
+  spec.pass_fds = {process.launch.control.get()};
+  if (cgroups_.enabled) {
+    auto cgroup = InstanceCgroup::Create(
+        cgroups_.parent_dir, fmt::format("gshare-instance-{}", process.id),
+        {.memory_max_bytes = command.memory_max_bytes, .pids_max = options_.pids_max});
+    if (!cgroup.ok()) return cgroup.status().WithContext("the instance's cgroup");
+    process.cgroup = std::move(cgroup).value();
+    spec.cgroup_procs_path = process.cgroup->procs_path();
   }
-  if (pid == 0) {
-    // The child: only async-signal-safe calls until execve.
-    ::setsid();
-    ::dup2(null, 0);
-    ::dup2(log, 1);
-    ::dup2(log, 2);
-    ::dup2(control, kChildControlFd);  // dup2 clears close-on-exec
-    // Nothing else of the node's crosses: not its sockets to other functions (which would keep
-    // their connections open, and reach them), not its event loop's descriptors.
-    ::syscall(SYS_close_range, kChildControlFd + 1, ~0U, 0);
-    rlimit no_core{0, 0};
-    ::setrlimit(RLIMIT_CORE, &no_core);
-    if (::chdir(working_dir.c_str()) != 0) ::_exit(126);
-    if (switch_uid) {
-      if (::setgroups(0, nullptr) != 0 || ::setgid(uid) != 0 || ::setuid(uid) != 0) ::_exit(125);
-    }
-    ::execve(argv[0], argv.data(), envp.data());
-    ::_exit(127);
-  }
-  ::close(log);
-  ::close(null);
-  return pid;
+  GSHARE_ASSIGN_OR_RETURN(process.child, ChildProcess::Spawn(loop_, spec));
+  process.launch.control.Reset();  // the child has its own copy
+  process.spawned = Clock::now();
+  const InstanceId id = process.id;
+  process.child->OnExit([this, id, alive = alive_](int wait_status) {
+    if (*alive) Exited(id, wait_status);
+  });
+  PollReady(id);
+  return Status::Ok();
 }
 
 Status ProcessHost::Start(InstanceLaunch launch) {
@@ -160,79 +208,173 @@ Status ProcessHost::Start(InstanceLaunch launch) {
     return InvalidArgument(fmt::format("no command for function {}", launch.function));
   }
   const InstanceCommand& command = commands_[launch.function];
-  auto process = std::make_unique<Process>();
-  process->id = launch.instance;
-  process->function = launch.function;
-  process->socket_path =
+  std::chrono::milliseconds delay{0};
+  if (auto it = restarts_.find(launch.function); it != restarts_.end() && it->second.consecutive) {
+    const Restarts& restarts = it->second;
+    const auto since =
+        std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - restarts.last_crash);
+    if (restarts.consecutive > options_.max_crashes) {
+      if (since < options_.restart_backoff_max) {
+        return Unavailable(fmt::format(
+            "function {} is in a crash loop ({} crashes in a row; the last: {}); see its log, "
+            "logs/{}.log; it is tried again {} ms after its last crash",
+            FunctionName(command), restarts.consecutive, restarts.last_reason,
+            FunctionName(command), options_.restart_backoff_max.count()));
+      }
+    } else {
+      delay = std::max(std::chrono::milliseconds(0), DelayAfter(restarts.consecutive) - since);
+    }
+  }
+  auto owned = std::make_unique<Process>();
+  Process& process = *owned;
+  process.id = launch.instance;
+  process.function = launch.function;
+  process.socket_path =
       (std::filesystem::path(run_dir_) / "instances" / std::to_string(launch.instance) / "socket")
           .string();
-  auto pid = Spawn(command, launch, process->socket_path);
-  if (!pid.ok()) return pid.status();
-  launch.control.Reset();  // the child has its own copy
-  process->pid = *pid;
-  process->started = std::chrono::steady_clock::now();
-  process->on_ready = std::move(launch.on_ready);
-  process->on_exit = std::move(launch.on_exit);
-  const int pidfd = PidfdOpen(*pid);
-  if (pidfd < 0) {
-    ::kill(-*pid, SIGKILL);
-    ::waitpid(*pid, nullptr, 0);
-    return Unavailable(fmt::format("pidfd_open: {}", std::strerror(errno)));
+  process.launch = std::move(launch);
+  process.timer = std::make_unique<boost::asio::steady_timer>(loop_);
+  const InstanceId id = process.id;
+  processes_[id] = std::move(owned);
+  if (delay.count() == 0) {
+    Status spawned = SpawnNow(process);
+    if (!spawned.ok()) processes_.erase(id);  // Start says no: no callback will fire
+    return spawned;
   }
-  process->exit_watch = std::make_unique<boost::asio::posix::stream_descriptor>(loop_, pidfd);
-  const InstanceId id = launch.instance;
-  process->exit_watch->async_wait(boost::asio::posix::stream_descriptor::wait_read,
-                                  [this, id](const boost::system::error_code& error) {
-                                    if (!error) Exited(id);
-                                  });
-  process->timer = std::make_unique<boost::asio::steady_timer>(loop_);
-  processes_[id] = std::move(process);
-  PollReady(id);
+  spdlog::info("instance {} of {} starts in {} ms (restart backoff after {} crash(es))", id,
+               FunctionName(command), delay.count(), restarts_[process.function].consecutive);
+  process.timer->expires_after(delay);
+  process.timer->async_wait([this, id](const boost::system::error_code& error) {
+    if (error) return;
+    auto it = processes_.find(id);
+    if (it == processes_.end() || it->second->child || it->second->stopping) return;
+    Status spawned = SpawnNow(*it->second);
+    if (spawned.ok()) return;
+    // Start already said yes: the failure is the instance's end.
+    std::unique_ptr<Process> failed = std::move(it->second);
+    processes_.erase(it);
+    CountCrash(failed->function, *failed, spawned.message());
+    spdlog::warn("instance {}: {}", id, spawned.message());
+    if (failed->launch.on_exit) failed->launch.on_exit(spawned);
+  });
   return Status::Ok();
+}
+
+void ProcessHost::Kill(Process& process, Status reason) {
+  if (process.stopping || !process.kill_reason.ok() || !process.child) return;
+  spdlog::warn("{}", reason.message());
+  process.kill_reason = std::move(reason);
+  process.timer->cancel();
+  process.child->SignalGroup(SIGKILL);
 }
 
 void ProcessHost::PollReady(InstanceId id) {
   auto it = processes_.find(id);
-  if (it == processes_.end() || it->second->ready || it->second->stopping) return;
+  if (it == processes_.end() || it->second->ready || it->second->stopping ||
+      !it->second->kill_reason.ok()) {
+    return;
+  }
   Process& process = *it->second;
-  if (std::chrono::steady_clock::now() - process.started > options_.ready_timeout) {
-    spdlog::warn("instance {} was not ready within {} ms: stopping it", id,
-                 options_.ready_timeout.count());
-    return Stop(id);
+  if (Clock::now() - process.spawned > options_.ready_timeout) {
+    return Kill(process,
+                DeadlineExceeded(fmt::format("instance {} of {} was not ready within {} ms: killed",
+                                             id, FunctionName(commands_[process.function]),
+                                             options_.ready_timeout.count())));
   }
   net::SendUnixHttpRequest(
-      loop_, process.socket_path, {"GET", "/v2/health/ready", "", ""}, std::chrono::seconds(5), {},
-      [this, id](Result<net::HttpResponse> answer) {
+      loop_, process.socket_path, {"GET", "/v2/health/ready", "", ""}, options_.probe_timeout, {},
+      [this, id, alive = alive_](Result<net::HttpResponse> answer) {
+        if (!*alive) return;
         auto found = processes_.find(id);
-        if (found == processes_.end() || found->second->stopping) return;
-        if (answer.ok() && answer->status == 200) {
-          found->second->ready = true;
-          if (found->second->on_ready) found->second->on_ready();
+        if (found == processes_.end() || found->second->stopping ||
+            !found->second->kill_reason.ok()) {
           return;
         }
-        found->second->timer->expires_after(options_.ready_poll);
-        found->second->timer->async_wait([this, id](const boost::system::error_code& error) {
+        Process& polled = *found->second;
+        if (answer.ok() && answer->status == 200) {
+          polled.ready = true;
+          polled.ready_at = Clock::now();
+          ScheduleProbe(id);
+          if (polled.launch.on_ready) polled.launch.on_ready();
+          return;
+        }
+        polled.timer->expires_after(options_.ready_poll);
+        polled.timer->async_wait([this, id](const boost::system::error_code& error) {
           if (!error) PollReady(id);
         });
       });
 }
 
-void ProcessHost::Exited(InstanceId id) {
+void ProcessHost::ScheduleProbe(InstanceId id) {
+  auto it = processes_.find(id);
+  if (it == processes_.end()) return;
+  it->second->timer->expires_after(options_.health_interval);
+  it->second->timer->async_wait([this, id](const boost::system::error_code& error) {
+    if (error) return;
+    auto found = processes_.find(id);
+    if (found == processes_.end() || found->second->stopping || !found->second->kill_reason.ok()) {
+      return;
+    }
+    Process& process = *found->second;
+    if (process.in_flight > 0) return ScheduleProbe(id);  // its answers show it is alive
+    const std::uint64_t batches = process.batches;
+    net::SendUnixHttpRequest(
+        loop_, process.socket_path, {"GET", "/v2/health/ready", "", ""}, options_.probe_timeout, {},
+        [this, id, batches, alive = alive_](Result<net::HttpResponse> answer) {
+          if (!*alive) return;
+          auto probed = processes_.find(id);
+          if (probed == processes_.end() || probed->second->stopping ||
+              !probed->second->kill_reason.ok()) {
+            return;
+          }
+          Process& probed_process = *probed->second;
+          const bool healthy = answer.ok() && answer->status == 200;
+          if (healthy) {
+            probed_process.probe_failures = 0;
+          } else if (probed_process.batches == batches) {  // a batch meanwhile may have delayed it
+            ++probed_process.probe_failures;
+            const std::string why = answer.ok() ? fmt::format("it answered {}", answer->status)
+                                                : answer.status().message();
+            spdlog::warn("instance {}: health check failed ({} in a row): {}", id,
+                         probed_process.probe_failures, why);
+            if (probed_process.probe_failures >= options_.health_failures) {
+              return Kill(probed_process,
+                          Unavailable(fmt::format(
+                              "instance {} of {} failed {} health checks in a row (the last: "
+                              "{}): killed",
+                              id, FunctionName(commands_[probed_process.function]),
+                              probed_process.probe_failures, why)));
+            }
+          }
+          ScheduleProbe(id);
+        });
+  });
+}
+
+void ProcessHost::Exited(InstanceId id, int wait_status) {
   auto it = processes_.find(id);
   if (it == processes_.end()) return;
   std::unique_ptr<Process> process = std::move(it->second);
   processes_.erase(it);
-  int wait_status = 0;
-  ::waitpid(process->pid, &wait_status, 0);
   process->timer->cancel();
-  const Status status = process->stopping
-                            ? Status::Ok()
-                            : Unavailable(fmt::format("instance {} (pid {}) {}", id, process->pid,
-                                                      ExitText(wait_status)));
-  if (!process->stopping) spdlog::warn("{}", status.message());
+  const pid_t pid = process->child->pid();
+  Status status = Status::Ok();
+  if (!process->stopping) {
+    status = process->kill_reason.ok()
+                 ? Unavailable(fmt::format("instance {} of {} (pid {}) {}", id,
+                                           FunctionName(commands_[process->function]), pid,
+                                           ExitText(wait_status)))
+                 : process->kill_reason;
+    spdlog::warn("{}", status.message());
+    CountCrash(process->function, *process, status.message());
+  } else if (process->ready) {
+    restarts_.erase(process->function);  // it ran and stopped cleanly
+  }
   std::error_code ignored;
   std::filesystem::remove_all(std::filesystem::path(process->socket_path).parent_path(), ignored);
-  if (process->on_exit) process->on_exit(status);
+  auto on_exit = std::move(process->launch.on_exit);
+  process.reset();  // reaped already; its cgroup goes now
+  if (on_exit) on_exit(status);
 }
 
 void ProcessHost::Stop(InstanceId id) {
@@ -240,15 +382,23 @@ void ProcessHost::Stop(InstanceId id) {
   if (it == processes_.end() || it->second->stopping) return;
   Process& process = *it->second;
   process.stopping = true;
-  ::kill(-process.pid, SIGTERM);
-  ::kill(process.pid, SIGTERM);  // before its setsid, the group does not exist yet
   process.timer->cancel();
+  if (!process.child) {
+    // Still waiting out its restart delay: it never started.
+    auto on_exit = std::move(process.launch.on_exit);
+    processes_.erase(it);
+    boost::asio::post(loop_, [on_exit = std::move(on_exit)] {
+      if (on_exit) on_exit(Status::Ok());
+    });
+    return;
+  }
+  process.child->SignalGroup(SIGTERM);
   process.timer->expires_after(options_.stop_grace);
-  const pid_t pid = process.pid;
-  process.timer->async_wait([this, id, pid](const boost::system::error_code& error) {
-    if (!error && processes_.contains(id)) {
-      ::kill(-pid, SIGKILL);
-      ::kill(pid, SIGKILL);
+  process.timer->async_wait([this, id](const boost::system::error_code& error) {
+    if (error) return;
+    auto found = processes_.find(id);
+    if (found != processes_.end() && found->second->child) {
+      found->second->child->SignalGroup(SIGKILL);
     }
   });
 }
@@ -258,7 +408,7 @@ void ProcessHost::Fail(RequestId request, const Status& status) { requests_.Fail
 void ProcessHost::Infer(InstanceId instance, std::span<const RequestId> batch,
                         std::function<void(Status)> done) {
   auto it = processes_.find(instance);
-  if (it == processes_.end()) {
+  if (it == processes_.end() || !it->second->child) {
     boost::asio::post(loop_, [done] { done(Unavailable("the instance is gone")); });
     return;
   }
@@ -282,28 +432,31 @@ void ProcessHost::Infer(InstanceId instance, std::span<const RequestId> batch,
   const std::string target = "/v2/models/" + commands_[it->second->function].model + "/infer";
   std::vector<RequestId> ids(batch.begin(), batch.end());
   std::vector<std::int64_t> sizes = stacked->sizes;
-  net::SendUnixHttpRequest(loop_, it->second->socket_path,
-                           {"POST", target, std::move(body).value(), "application/json"},
-                           options_.request_deadline, {},
-                           [this, instance, ids, sizes, done](Result<net::HttpResponse> answer) {
-                             // Once the instance's end was seen, the executor has given its runs
-                             // back to the policy: a late answer must not answer them a second
-                             // time.
-                             if (!processes_.contains(instance))
-                               return done(Unavailable("the instance ended"));
-                             if (!answer.ok()) return done(answer.status());
-                             if (answer->status != 200)
-                               return done(FromHttp(answer->status, answer->body));
-                             auto response = ParseInferResponse(answer->body);
-                             if (!response.ok()) return done(response.status());
-                             auto split = SplitBatch(*response, sizes);
-                             if (!split.ok()) return done(split.status());
-                             for (std::size_t i = 0; i < ids.size(); ++i) {
-                               (*split)[i].id = std::to_string(ids[i]);
-                               requests_.Answer(ids[i], std::move((*split)[i]));
-                             }
-                             done(Status::Ok());
-                           });
+  ++it->second->in_flight;
+  ++it->second->batches;
+  net::SendUnixHttpRequest(
+      loop_, it->second->socket_path, {"POST", target, std::move(body).value(), "application/json"},
+      options_.request_deadline, {},
+      [this, instance, ids, sizes, done, alive = alive_](Result<net::HttpResponse> answer) {
+        if (!*alive) return;
+        // Once the instance's end was seen, the executor has given its runs
+        // back to the policy: a late answer must not answer them a second
+        // time.
+        auto found = processes_.find(instance);
+        if (found == processes_.end()) return done(Unavailable("the instance ended"));
+        --found->second->in_flight;
+        if (!answer.ok()) return done(answer.status());
+        if (answer->status != 200) return done(FromHttp(answer->status, answer->body));
+        auto response = ParseInferResponse(answer->body);
+        if (!response.ok()) return done(response.status());
+        auto split = SplitBatch(*response, sizes);
+        if (!split.ok()) return done(split.status());
+        for (std::size_t i = 0; i < ids.size(); ++i) {
+          (*split)[i].id = std::to_string(ids[i]);
+          requests_.Answer(ids[i], std::move((*split)[i]));
+        }
+        done(Status::Ok());
+      });
 }
 
 }  // namespace gshare

@@ -1,22 +1,37 @@
 // ProcessHost: function instances as real processes, behind the live executor (InstanceHost).
 //
-// Each instance is a child process started from its function's InstanceCommand:
+// Each instance is a child process (ChildProcess) started from its function's InstanceCommand:
 //  - its environment is the command's, plus what the node sets (GSHARE_CONTROL_FD = 3, its end of
 //    the control channel; GSHARE_DEVICE_BASE and GSHARE_DEVICE_RESERVE; GSHARE_SOCKET, where it
 //    serves the function protocol; OPENBLAS_NUM_THREADS = 1), and a PATH; nothing else of the
-//    node's environment;
+//    node's environment, and no descriptor of the node's but its control channel;
 //  - standard output and error go to <run dir>/logs/<function>.log (appended); standard input is
-//    /dev/null; it leads its own process group; it dumps no core;
+//    /dev/null; it leads its own process group; it dumps no core; it has an open-files limit;
 //  - when the node runs as root, every tenant's instances run as a uid and gid of their own
-//    (first_uid + the tenant's index, no supplementary groups); otherwise as the node's uid, and
-//    the non-dumpable flag the function library sets is what keeps them apart (docs/live-node.md);
-//  - it is ready when GET /v2/health/ready answers 200 on its socket (polled until
-//    ready_timeout, after which it is stopped); its end is seen through a pidfd on the loop.
+//    (TenantIdentities: first_uid + the tenant's index, no supplementary groups); otherwise as the
+//    node's uid, and the non-dumpable flag the function library sets is what keeps them apart
+//    (docs/live-node.md);
+//  - where the node's cgroup v2 delegates the memory and pids controllers, every instance gets a
+//    cgroup of its own (pids.max; memory.max when the command sets one), removed after it ends;
+//    otherwise it runs without one, and the reason is logged once (cgroup_reason());
+//  - it is ready when GET /v2/health/ready answers 200 on its socket (polled until ready_timeout,
+//    after which it is killed: a crash); once ready the same probe runs every health_interval
+//    while no batch is in flight, and health_failures probes failed in a row kill it (a crash);
+//    its end is seen through a pidfd on the loop.
+// Crashes and restarts: an instance that ends without being stopped (or fails to spawn) is a crash
+// of its function. After n crashes in a row the function's next instance starts no earlier than
+// restart_backoff_initial * 2^(n-1) (at most restart_backoff_max) after the last one: Start
+// returns at once and the process is spawned when the delay has passed (a Stop meanwhile cancels
+// it). Past max_crashes in a row the function is in a crash loop: Start refuses (kUnavailable,
+// naming the last crash and its log) until restart_backoff_max after the last crash, then allows
+// one try. The count restarts when an instance of the function is stopped cleanly after being
+// ready, or crashes after being ready for stable_after. The scheduler decides whether to start
+// an instance again (a request waiting, min_instances); the host decides how soon.
 // Infer stacks a batch's inputs along their first dimension into one KServe v2 request, posts it
 // to /v2/models/{model}/infer, splits the answer per request and hands each to the RequestSource.
 // Stop sends SIGTERM to the process group, then SIGKILL after stop_grace.
 //
-// Threading: the node's event loop only.
+// Threading: the node's event loop only. Destroying the host kills and reaps every instance.
 #pragma once
 
 #include <sys/types.h>
@@ -27,10 +42,14 @@
 #include <chrono>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "gshare/node/instance_host.h"
+#include "gshare/node/process/cgroup.h"
+#include "gshare/node/process/child_process.h"
+#include "gshare/node/process/tenant_identity.h"
 #include "gshare/protocol/infer.h"
 
 namespace gshare {
@@ -43,6 +62,7 @@ struct InstanceCommand {
   std::string model;        // the protocol's model name
   std::string name;         // the function's name: its log is <run dir>/logs/<name>.log
   std::string tenant;
+  std::optional<std::uint64_t> memory_max_bytes;  // the instance cgroup's memory.max, if any
 };
 
 // Where the inputs of requests come from and their answers go.
@@ -59,10 +79,29 @@ struct ProcessHostOptions {
   std::string run_dir;      // sockets and logs live here; it must exist
   uid_t first_uid = 70000;  // tenants' uids when the node runs as root
   bool distinct_uids = true;
+  bool cgroups = true;  // false: no instance cgroups even where they are delegated
+  std::uint64_t open_files = 1024;
+  std::uint64_t pids_max = 512;  // per instance cgroup
   std::chrono::milliseconds ready_poll{20};
   std::chrono::milliseconds ready_timeout{60000};
+  std::chrono::milliseconds health_interval{5000};
+  std::chrono::milliseconds probe_timeout{2000};
+  int health_failures = 3;
+  std::chrono::milliseconds restart_backoff_initial{200};
+  std::chrono::milliseconds restart_backoff_max{30000};
+  int max_crashes = 5;
+  std::chrono::milliseconds stable_after{60000};
   std::chrono::milliseconds stop_grace{2000};
   std::chrono::milliseconds request_deadline{60000};
+};
+
+// A function's crash record (FunctionRestarts).
+struct RestartState {
+  int consecutive_crashes = 0;
+  bool crash_loop = false;  // Start refuses now
+  std::chrono::steady_clock::time_point last_crash;
+  std::chrono::milliseconds next_delay{0};  // how long after last_crash the next start waits
+  std::string last_reason;
 };
 
 class ProcessHost final : public InstanceHost {
@@ -77,45 +116,62 @@ class ProcessHost final : public InstanceHost {
   void Fail(RequestId request, const Status& status) override;
   void Stop(InstanceId instance) override;
 
-  // The uid instances of `tenant` run as (the node's own when not root or not distinct).
+  // The uid instances of `tenant` run as (the node's own in the same-uid fallback).
   uid_t UidOf(const std::string& tenant);
-  // Processes running now, and the pids of those ready.
-  std::size_t running() const { return processes_.size(); }
-  std::vector<pid_t> ready_pids() const {
-    std::vector<pid_t> out;
-    for (const auto& [id, process] : processes_) {
-      if (process->ready) out.push_back(process->pid);
-    }
-    return out;
-  }
+  // Why instances do or do not get a cgroup (one line).
+  const std::string& cgroup_reason() const { return cgroups_.reason; }
+  bool cgroups_enabled() const { return cgroups_.enabled; }
+  RestartState FunctionRestarts(FunctionId function) const;
+  // Processes running now (spawned, not yet reaped), and the pids of those ready.
+  std::size_t running() const;
+  std::vector<pid_t> ready_pids() const;
+  std::vector<pid_t> pids() const;
+  // When the instance's process was spawned (absent while it waits out a restart delay).
+  std::optional<std::chrono::steady_clock::time_point> SpawnedAt(InstanceId instance) const;
 
  private:
   struct Process {
     InstanceId id = 0;
     FunctionId function = 0;
-    pid_t pid = -1;
+    InstanceLaunch launch;  // its control end is handed over at the spawn
     std::string socket_path;
-    std::unique_ptr<boost::asio::posix::stream_descriptor> exit_watch;
-    std::unique_ptr<boost::asio::steady_timer> timer;  // readiness polls, then the stop grace
-    std::function<void()> on_ready;
-    std::function<void(Status)> on_exit;
+    std::unique_ptr<InstanceCgroup> cgroup;  // declared before child: removed after the reap
+    std::unique_ptr<ChildProcess> child;     // null while waiting out a restart delay
+    std::unique_ptr<boost::asio::steady_timer> timer;  // delay, readiness, health or stop grace
     bool ready = false;
     bool stopping = false;
-    std::chrono::steady_clock::time_point started;
+    Status kill_reason;  // why the host killed it (readiness, health), reported at its end
+    int probe_failures = 0;
+    int in_flight = 0;          // batches sent and not answered
+    std::uint64_t batches = 0;  // batches ever sent: a probe overlapping one is not judged
+    std::chrono::steady_clock::time_point spawned;
+    std::chrono::steady_clock::time_point ready_at;
+  };
+  struct Restarts {
+    int consecutive = 0;
+    std::chrono::steady_clock::time_point last_crash;
+    std::string last_reason;
   };
 
-  Result<pid_t> Spawn(const InstanceCommand& command, InstanceLaunch& launch,
-                      const std::string& socket_path);
+  std::chrono::milliseconds DelayAfter(int crashes) const;
+  Status SpawnNow(Process& process);
   void PollReady(InstanceId id);
-  void Exited(InstanceId id);
+  void ScheduleProbe(InstanceId id);
+  void Kill(Process& process, Status reason);
+  void Exited(InstanceId id, int wait_status);
+  void CountCrash(FunctionId function, const Process& process, const std::string& reason);
 
   boost::asio::io_context& loop_;
   const std::vector<InstanceCommand> commands_;
   RequestSource& requests_;
   const ProcessHostOptions options_;
-  std::string run_dir_;  // options_.run_dir, absolute
-  std::map<std::string, uid_t> tenant_uids_;
+  std::string run_dir_;                         // options_.run_dir, absolute
+  std::optional<TenantIdentities> identities_;  // absent: identity_error_ says why
+  Status identity_error_;
+  CgroupDecision cgroups_;
+  std::map<FunctionId, Restarts> restarts_;
   std::map<InstanceId, std::unique_ptr<Process>> processes_;
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
 
 }  // namespace gshare

@@ -88,7 +88,7 @@ class ProcessHostTest : public ::testing::Test {
 };
 
 // Runs 30 requests over 1.5 s, the three functions in turn, under `policy`; with `kill_at`,
-// the first ready instance is killed (SIGKILL) when request `kill_at` arrives.
+// a ready instance is killed (SIGKILL) as soon as one is ready once request `kill_at` arrived.
 void ProcessHostTest::Replay(const std::string& policy_name, int kill_at, int& answered) {
   const std::vector<std::string> models = {"mlp", "cnn", "echo"};
   NodeAgentOptions node_options;
@@ -157,10 +157,6 @@ void ProcessHostTest::Replay(const std::string& policy_name, int kill_at, int& a
       request.deadline = request.arrival + functions[function].slo;
       ++submitted;
       executor.Submit(request);
-      if (i == kill_at && !host.ready_pids().empty()) {
-        ::kill(host.ready_pids().front(), SIGKILL);
-        ++killed;
-      }
       for (const pid_t pid : host.ready_pids()) {  // the uid each instance runs as
         struct stat info {};
         if (::stat(fmt::format("/proc/{}", pid).c_str(), &info) == 0) uids.insert(info.st_uid);
@@ -168,9 +164,17 @@ void ProcessHostTest::Replay(const std::string& policy_name, int kill_at, int& a
     });
   }
   const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  // The kill: the first moment, once request kill_at has arrived, that an instance is ready.
+  const auto kill_when_due = [&] {
+    if (kill_at >= 0 && killed == 0 && submitted > kill_at && !host.ready_pids().empty()) {
+      ::kill(host.ready_pids().front(), SIGKILL);
+      ++killed;
+    }
+  };
   while (submitted < kRequests || executor.Busy() ||
-         static_cast<int>(requests.answers.size()) < kRequests) {
+         static_cast<int>(requests.answers.size()) < kRequests || (kill_at >= 0 && killed == 0)) {
     (*node)->loop().run_one_for(milliseconds(100));
+    kill_when_due();
     if (std::chrono::steady_clock::now() > give_up) {
       std::string logs;
       for (const auto& entry : std::filesystem::directory_iterator(dir_ / "run" / "logs")) {

@@ -1,0 +1,277 @@
+#include "gshare/node/process/child_process.h"
+
+#include <fcntl.h>
+#include <grp.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <boost/asio/post.hpp>
+
+namespace gshare {
+namespace {
+
+// A descriptor closed when it goes out of scope.
+class OwnedFd {
+ public:
+  explicit OwnedFd(int fd = -1) : fd_(fd) {}
+  ~OwnedFd() { Reset(); }
+  OwnedFd(const OwnedFd&) = delete;
+  OwnedFd& operator=(const OwnedFd&) = delete;
+  int get() const { return fd_; }
+  int Release() { return std::exchange(fd_, -1); }
+  void Reset() {
+    if (fd_ >= 0) close(fd_);
+    fd_ = -1;
+  }
+
+ private:
+  int fd_;
+};
+
+// The step of the child's setup that failed, written with errno to the status pipe.
+enum ChildStep : int {
+  kStepProcessGroup = 1,
+  kStepStdin,
+  kStepStdout,
+  kStepStderr,
+  kStepWorkingDir,
+  kStepLimits,
+  kStepCgroup,
+  kStepSetGroups,
+  kStepSetGid,
+  kStepSetUid,
+  kStepPrctl,
+  kStepPassFds,
+  kStepExec,
+};
+
+const char* StepName(int step) {
+  switch (step) {
+    case kStepProcessGroup:
+      return "setpgid";
+    case kStepStdin:
+      return "redirecting stdin";
+    case kStepStdout:
+      return "redirecting stdout";
+    case kStepStderr:
+      return "redirecting stderr";
+    case kStepWorkingDir:
+      return "chdir";
+    case kStepLimits:
+      return "setrlimit";
+    case kStepSetGroups:
+      return "setgroups";
+    case kStepSetGid:
+      return "setgid";
+    case kStepSetUid:
+      return "setuid";
+    case kStepPrctl:
+      return "prctl";
+    case kStepPassFds:
+      return "passing descriptors";
+    case kStepExec:
+      return "execve";
+    default:
+      return "unknown step";
+  }
+}
+
+// Only async-signal-safe calls from here to exec: the node has threads.
+[[noreturn]] void Fail(int pipe_fd, int step) {
+  int report[2] = {step, errno};
+  [[maybe_unused]] ssize_t written = write(pipe_fd, report, sizeof(report));
+  _exit(127);
+}
+
+}  // namespace
+
+Result<std::unique_ptr<ChildProcess>> ChildProcess::Spawn(boost::asio::io_context& io,
+                                                          const ProcessSpec& spec) {
+  if (spec.argv.empty() || spec.argv[0].empty()) {
+    return InvalidArgument("process spec has no program (argv is empty)");
+  }
+  // Everything the child needs is prepared here, before fork.
+  std::vector<char*> argv;
+  for (const auto& arg : spec.argv) argv.push_back(const_cast<char*>(arg.c_str()));
+  argv.push_back(nullptr);
+  std::vector<std::string> env_strings;
+  for (const auto& [name, value] : spec.env) {
+    if (name.empty() || name.find('=') != std::string::npos) {
+      return InvalidArgument(fmt::format("environment variable name '{}' is invalid", name));
+    }
+    env_strings.push_back(name + "=" + value);
+  }
+  std::vector<char*> envp;
+  for (auto& entry : env_strings) envp.push_back(entry.data());
+  envp.push_back(nullptr);
+
+  OwnedFd log(spec.log_path.empty()
+                  ? open("/dev/null", O_WRONLY | O_CLOEXEC)
+                  : open(spec.log_path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0640));
+  if (log.get() < 0) {
+    return IoError(fmt::format("opening log {}: {}", spec.log_path, std::strerror(errno)));
+  }
+  OwnedFd null_in(open("/dev/null", O_RDONLY | O_CLOEXEC));
+  if (null_in.get() < 0) return IoError(fmt::format("/dev/null: {}", std::strerror(errno)));
+  OwnedFd cgroup_procs(spec.cgroup_procs_path.empty()
+                           ? -1
+                           : open(spec.cgroup_procs_path.c_str(), O_WRONLY | O_CLOEXEC));
+  if (!spec.cgroup_procs_path.empty() && cgroup_procs.get() < 0) {
+    return IoError(fmt::format("opening {}: {}", spec.cgroup_procs_path, std::strerror(errno)));
+  }
+  int pipe_fds[2];
+  if (pipe2(pipe_fds, O_CLOEXEC) != 0) {
+    return IoError(fmt::format("pipe2: {}", std::strerror(errno)));
+  }
+  OwnedFd status_read(pipe_fds[0]);
+  OwnedFd status_write(pipe_fds[1]);
+  const rlimit no_core{0, 0};
+  const rlimit open_files{static_cast<rlim_t>(spec.limits.open_files),
+                          static_cast<rlim_t>(spec.limits.open_files)};
+  const bool limit_address_space = spec.limits.address_space_bytes.has_value();
+  const rlimit address_space{
+      static_cast<rlim_t>(spec.limits.address_space_bytes.value_or(RLIM_INFINITY)),
+      static_cast<rlim_t>(spec.limits.address_space_bytes.value_or(RLIM_INFINITY))};
+  const char* working_dir = spec.working_dir.empty() ? nullptr : spec.working_dir.c_str();
+  const std::optional<ProcessIdentity> identity = spec.identity;
+  for (const int fd : spec.pass_fds) {
+    if (fd < 0) return InvalidArgument("process spec passes an invalid descriptor");
+  }
+  const std::vector<int> pass_fds = spec.pass_fds;
+  const int first_free = 3 + static_cast<int>(pass_fds.size());
+  std::vector<int> moved(pass_fds.size(), -1);  // filled in the child (no allocation there)
+
+  const pid_t pid = fork();
+  if (pid < 0) return IoError(fmt::format("fork: {}", std::strerror(errno)));
+  if (pid == 0) {
+    // The status pipe moves above the descriptors' targets so that passing them cannot close it.
+    int report = fcntl(status_write.get(), F_DUPFD_CLOEXEC, first_free);
+    if (report < 0) report = status_write.get();
+    if (setpgid(0, 0) != 0) Fail(report, kStepProcessGroup);
+    if (dup2(null_in.get(), STDIN_FILENO) < 0) Fail(report, kStepStdin);
+    if (dup2(log.get(), STDOUT_FILENO) < 0) Fail(report, kStepStdout);
+    if (dup2(log.get(), STDERR_FILENO) < 0) Fail(report, kStepStderr);
+    if (working_dir != nullptr && chdir(working_dir) != 0) Fail(report, kStepWorkingDir);
+    if (setrlimit(RLIMIT_CORE, &no_core) != 0 || setrlimit(RLIMIT_NOFILE, &open_files) != 0 ||
+        (limit_address_space && setrlimit(RLIMIT_AS, &address_space) != 0)) {
+      Fail(report, kStepLimits);
+    }
+    // "0" moves the writer itself; done before dropping privileges.
+    if (cgroup_procs.get() >= 0 && write(cgroup_procs.get(), "0", 1) != 1) {
+      Fail(report, kStepCgroup);
+    }
+    if (identity) {
+      if (setgroups(0, nullptr) != 0) Fail(report, kStepSetGroups);
+      if (setgid(identity->gid) != 0) Fail(report, kStepSetGid);
+      if (setuid(identity->uid) != 0) Fail(report, kStepSetUid);
+    }
+    // After setuid: a credential change clears the parent-death signal.
+    if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0 || prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0) {
+      Fail(report, kStepPrctl);
+    }
+    // The passed descriptors: first out of the way of their targets (above every target), then
+    // onto 3, 4, ... (dup2 clears close-on-exec there).
+    for (std::size_t i = 0; i < pass_fds.size(); ++i) {
+      moved[i] = fcntl(pass_fds[i], F_DUPFD_CLOEXEC, first_free);
+      if (moved[i] < 0) Fail(report, kStepPassFds);
+    }
+    for (std::size_t i = 0; i < pass_fds.size(); ++i) {
+      if (dup2(moved[i], 3 + static_cast<int>(i)) < 0) Fail(report, kStepPassFds);
+    }
+    // Every other descriptor above stderr is closed at exec (the status pipe is already
+    // O_CLOEXEC, so an exec failure can still be reported).
+    syscall(SYS_close_range, static_cast<unsigned>(first_free), ~0u, 4u /* CLOSE_RANGE_CLOEXEC */);
+    execve(argv[0], argv.data(), envp.data());
+    Fail(report, kStepExec);
+  }
+
+  setpgid(pid, pid);  // also in the parent, so a signal to the group never races the child
+  status_write.Reset();
+  int report[2] = {0, 0};
+  ssize_t got;
+  do {
+    got = read(status_read.get(), report, sizeof(report));
+  } while (got < 0 && errno == EINTR);
+  if (got > 0) {
+    int wait_status = 0;
+    waitpid(pid, &wait_status, 0);
+    const int error = report[1];
+    std::string message = fmt::format("starting {}: {} failed: {}", spec.argv[0],
+                                      StepName(report[0]), std::strerror(error));
+    if (report[0] == kStepExec && error == ENOENT) return NotFound(message);
+    return IoError(message);
+  }
+  const int pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+  if (pidfd < 0) {
+    const int error = errno;
+    kill(-pid, SIGKILL);
+    int wait_status = 0;
+    waitpid(pid, &wait_status, 0);
+    return IoError(fmt::format("pidfd_open({}): {}", pid, std::strerror(error)));
+  }
+  auto child = std::unique_ptr<ChildProcess>(new ChildProcess(io, pid, pidfd));
+  child->Watch();
+  return child;
+}
+
+ChildProcess::ChildProcess(boost::asio::io_context& io, pid_t pid, int pidfd)
+    : io_(io), pid_(pid), pidfd_(io, pidfd) {}
+
+ChildProcess::~ChildProcess() {
+  *alive_ = false;
+  if (!exit_status_) {
+    kill(-pid_, SIGKILL);
+    int wait_status = 0;
+    while (waitpid(pid_, &wait_status, 0) < 0 && errno == EINTR) {
+    }
+  }
+  boost::system::error_code ignored;
+  pidfd_.close(ignored);
+}
+
+void ChildProcess::SignalGroup(int signal) {
+  if (!exit_status_) kill(-pid_, signal);
+}
+
+void ChildProcess::Watch() {
+  pidfd_.async_wait(boost::asio::posix::stream_descriptor::wait_read,
+                    [this, alive = alive_](boost::system::error_code ec) {
+                      if (!*alive || ec) return;
+                      Reap();
+                    });
+}
+
+void ChildProcess::Reap() {
+  // The pidfd is readable: the child has exited. Whatever it left in its group goes with it, killed
+  // while the unreaped leader still holds the group's id, so the id cannot name another group.
+  kill(-pid_, SIGKILL);
+  int wait_status = 0;
+  pid_t reaped;
+  do {
+    reaped = waitpid(pid_, &wait_status, WNOHANG);
+  } while (reaped < 0 && errno == EINTR);
+  if (reaped == 0) return Watch();  // not reapable yet: wait again
+  exit_status_ = reaped == pid_ ? wait_status : 0;
+  if (on_exit_) on_exit_(*exit_status_);
+}
+
+void ChildProcess::OnExit(ExitCallback callback) {
+  on_exit_ = std::move(callback);
+  if (exit_status_) {
+    boost::asio::post(io_, [this, alive = alive_] {
+      if (*alive && on_exit_) on_exit_(*exit_status_);
+    });
+  }
+}
+
+}  // namespace gshare

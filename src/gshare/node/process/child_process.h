@@ -1,0 +1,71 @@
+// ChildProcess: one spawned function process, in its own process group, watched without
+// blocking the node's event loop.
+//
+// Spawn forks and, in the child, before exec: makes a new process group, points stdin at
+// /dev/null and stdout/stderr at the log file (O_APPEND), changes directory, applies the limits,
+// joins the instance's cgroup (ProcessSpec::cgroup_procs_path), drops to the identity if one is
+// given (setgroups({}), setgid, setuid), sets PR_SET_DUMPABLE 0 and PR_SET_PDEATHSIG SIGKILL,
+// closes every other descriptor on exec. A failure of any of these steps or of exec is reported by
+// Spawn as a Status naming the step (kIo, or kNotFound for a missing program); the child then never
+// runs the program.
+//
+// Note: the kernel sets the dumpable flag back to 1 at execve when the real and effective ids
+// agree, so PR_SET_DUMPABLE before exec protects only the moment between fork and exec; the
+// function itself (or a library it links) must call prctl(PR_SET_DUMPABLE, 0) at start. The tests
+// check what a real child ends up with.
+//
+// Exit: the process is watched through a pidfd (pidfd_open) on the io_context; OnExit's callback
+// runs on the loop once the child has exited and been reaped, with its wait status. Threading:
+// use from the io_context's thread. The destructor kills the whole group (SIGKILL) and reaps the
+// child if it is still there, so no process outlives its owner.
+#pragma once
+
+#include <sys/types.h>
+
+#include <functional>
+#include <memory>
+#include <optional>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
+
+#include "gshare/common/status.h"
+#include "gshare/node/process/process_spec.h"
+
+namespace gshare {
+
+class ChildProcess {
+ public:
+  // `wait_status` as waitpid gives it (WIFEXITED/WIFSIGNALED apply).
+  using ExitCallback = std::function<void(int wait_status)>;
+
+  static Result<std::unique_ptr<ChildProcess>> Spawn(boost::asio::io_context& io,
+                                                     const ProcessSpec& spec);
+  ~ChildProcess();
+  ChildProcess(const ChildProcess&) = delete;
+  ChildProcess& operator=(const ChildProcess&) = delete;
+
+  pid_t pid() const { return pid_; }
+  bool exited() const { return exit_status_.has_value(); }
+
+  // Sends `signal` to the child's process group; a no-op once the child has been reaped.
+  void SignalGroup(int signal);
+
+  // Registers the callback for the exit (one; a later call replaces it). If the child has already
+  // exited, the callback is posted to the loop.
+  void OnExit(ExitCallback callback);
+
+ private:
+  ChildProcess(boost::asio::io_context& io, pid_t pid, int pidfd);
+  void Watch();
+  void Reap();
+
+  boost::asio::io_context& io_;
+  pid_t pid_;
+  boost::asio::posix::stream_descriptor pidfd_;
+  std::optional<int> exit_status_;
+  ExitCallback on_exit_;
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+};
+
+}  // namespace gshare

@@ -1,0 +1,141 @@
+#include "gshare/node/process/child_process.h"
+
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <gtest/gtest.h>
+
+namespace gshare {
+namespace {
+
+class ChildProcessTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char pattern[] = "/tmp/gshare-process-test-XXXXXX";
+    ASSERT_NE(mkdtemp(pattern), nullptr);
+    dir_ = pattern;
+    log_ = dir_ + "/function.log";
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  ProcessSpec Shell(const std::string& script) {
+    ProcessSpec spec;
+    spec.argv = {"/bin/sh", "-c", script};
+    spec.env = {{"PATH", "/usr/bin:/bin"}};
+    spec.log_path = log_;
+    return spec;
+  }
+
+  // Runs the loop until the child exits; the bound only guards against a hang.
+  int WaitForExit(ChildProcess& child) {
+    std::optional<int> status;
+    child.OnExit([&](int s) { status = s; });
+    const auto guard = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    io_.restart();
+    while (!status && std::chrono::steady_clock::now() < guard) {
+      io_.run_one_for(std::chrono::seconds(1));
+    }
+    EXPECT_TRUE(status.has_value()) << "child did not exit";
+    return status.value_or(-1);
+  }
+
+  std::string Log() const {
+    std::ifstream in(log_);
+    std::stringstream text;
+    text << in.rdbuf();
+    return text.str();
+  }
+
+  boost::asio::io_context io_;
+  std::string dir_;
+  std::string log_;
+};
+
+TEST_F(ChildProcessTest, ExitStatusAndLogsAppended) {
+  { std::ofstream(log_) << "earlier\n"; }
+  auto child = ChildProcess::Spawn(io_, Shell("echo out; echo err >&2; exit 3"));
+  ASSERT_TRUE(child.ok()) << child.status().ToString();
+  const int status = WaitForExit(**child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 3);
+  EXPECT_TRUE((*child)->exited());
+  EXPECT_EQ(Log(), "earlier\nout\nerr\n");
+}
+
+TEST_F(ChildProcessTest, SetupFailuresAreReported) {
+  ProcessSpec missing = Shell("true");
+  missing.argv = {dir_ + "/no-such-program"};
+  auto not_found = ChildProcess::Spawn(io_, missing);
+  ASSERT_FALSE(not_found.ok());
+  EXPECT_EQ(not_found.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(not_found.status().message().find("execve"), std::string::npos);
+
+  ProcessSpec bad_dir = Shell("true");
+  bad_dir.working_dir = dir_ + "/no-such-dir";
+  auto no_dir = ChildProcess::Spawn(io_, bad_dir);
+  ASSERT_FALSE(no_dir.ok());
+  EXPECT_NE(no_dir.status().message().find("chdir"), std::string::npos);
+
+  EXPECT_FALSE(ChildProcess::Spawn(io_, ProcessSpec{}).ok());
+}
+
+TEST_F(ChildProcessTest, WorkingDirEnvironmentAndLimits) {
+  ProcessSpec spec = Shell("pwd; echo \"$GREETING\"; ulimit -c; ulimit -n");
+  spec.working_dir = dir_;
+  spec.env.emplace_back("GREETING", "hello");
+  spec.limits.open_files = 77;
+  auto child = ChildProcess::Spawn(io_, spec);
+  ASSERT_TRUE(child.ok()) << child.status().ToString();
+  const int status = WaitForExit(**child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(Log(), dir_ + "\nhello\n0\n77\n");
+}
+
+TEST_F(ChildProcessTest, OwnProcessGroupAndSignalToTheGroup) {
+  // The shell starts a grandchild in the background: the group signal must reach it too.
+  auto child = ChildProcess::Spawn(io_, Shell("sleep 1000 & echo $!; wait"));
+  ASSERT_TRUE(child.ok()) << child.status().ToString();
+  const pid_t pid = (*child)->pid();
+  EXPECT_EQ(getpgid(pid), pid);
+  (*child)->SignalGroup(SIGTERM);
+  const int status = WaitForExit(**child);
+  ASSERT_TRUE(WIFSIGNALED(status));
+  EXPECT_EQ(WTERMSIG(status), SIGTERM);
+}
+
+TEST_F(ChildProcessTest, DestructorKillsTheGroup) {
+  pid_t pid = 0;
+  {
+    auto child = ChildProcess::Spawn(io_, Shell("exec sleep 1000"));
+    ASSERT_TRUE(child.ok());
+    pid = (*child)->pid();
+    EXPECT_EQ(kill(pid, 0), 0);
+  }
+  // Reaped by the destructor: the pid no longer names our child.
+  EXPECT_EQ(waitpid(pid, nullptr, WNOHANG), -1);
+  EXPECT_EQ(errno, ECHILD);
+}
+
+TEST_F(ChildProcessTest, SwitchesToTheGivenIdentityWhenRoot) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to switch uid";
+  ASSERT_EQ(chmod(dir_.c_str(), 0711), 0);  // the function's uid may enter, not list
+  ProcessSpec spec = Shell("id -u; id -g; id -G");
+  spec.identity = ProcessIdentity{70123, 70123};
+  auto child = ChildProcess::Spawn(io_, spec);
+  ASSERT_TRUE(child.ok()) << child.status().ToString();
+  const int status = WaitForExit(**child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  EXPECT_EQ(Log(), "70123\n70123\n70123\n");  // no supplementary groups kept
+}
+
+}  // namespace
+}  // namespace gshare

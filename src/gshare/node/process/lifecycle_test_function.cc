@@ -1,0 +1,77 @@
+// A function process for the lifecycle tests: serves the readiness check of the function protocol
+// on $GSHARE_SOCKET and a few test routes; it never touches device memory.
+//   lifecycle_test_function [--never-ready] [--crash-at-start] [--ignore-sigterm]
+// GET /v2/health/ready: 200, or 503 with --never-ready or after POST /test/unhealthy.
+// GET /test/identity: "<uid> <gid> <dumpable> <fd 3 is a socket: 0|1>".
+// POST /test/crash: exits with status 3 at once, without answering.
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "gshare/net/unix_http.h"
+
+int main(int argc, char** argv) {
+  bool never_ready = false;
+  bool ignore_sigterm = false;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--never-ready") == 0) never_ready = true;
+    if (std::strcmp(argv[i], "--crash-at-start") == 0) return 4;
+    if (std::strcmp(argv[i], "--ignore-sigterm") == 0) ignore_sigterm = true;
+  }
+  const char* socket_path = std::getenv("GSHARE_SOCKET");
+  if (socket_path == nullptr) {
+    std::fprintf(stderr, "GSHARE_SOCKET is not set\n");
+    return 2;
+  }
+  // What a function does first: exec made it dumpable again.
+  ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+  // SIGTERM is waited for below (or ignored); blocked before the server's thread starts.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  if (ignore_sigterm) {
+    ::signal(SIGTERM, SIG_IGN);
+  } else {
+    ::pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  }
+
+  std::atomic<bool> unhealthy = never_ready;
+  auto server = gshare::net::UnixHttpServer::Start(
+      socket_path, [&](const gshare::net::HttpRequest& request) -> gshare::net::HttpResponse {
+        if (request.target == "/v2/health/ready") {
+          return {unhealthy ? 503 : 200, "{}", "application/json"};
+        }
+        if (request.method == "POST" && request.target == "/test/unhealthy") {
+          unhealthy = true;
+          return {200, "{}", "application/json"};
+        }
+        if (request.method == "POST" && request.target == "/test/crash") std::_Exit(3);
+        if (request.target == "/test/identity") {
+          struct stat info {};
+          const bool control = ::fstat(3, &info) == 0 && S_ISSOCK(info.st_mode);
+          return {200,
+                  std::to_string(::getuid()) + " " + std::to_string(::getgid()) + " " +
+                      std::to_string(::prctl(PR_GET_DUMPABLE, 0, 0, 0, 0)) + " " +
+                      (control ? "1" : "0"),
+                  "text/plain"};
+        }
+        return {404, "{\"error\": \"not found\"}", "application/json"};
+      });
+  if (!server.ok()) {
+    std::fprintf(stderr, "%s\n", server.status().ToString().c_str());
+    return 1;
+  }
+  if (ignore_sigterm) {
+    for (;;) ::pause();
+  }
+  int received = 0;
+  ::sigwait(&signals, &received);
+  return 0;
+}
