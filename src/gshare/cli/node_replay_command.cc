@@ -218,6 +218,7 @@ int RunReplay(const ReplayFlags& flags) {
     command.model = spec->runtime;
     command.name = spec->name;
     command.tenant = spec->tenant;
+    command.memory_max_bytes = spec->host_memory_bytes;
     commands.push_back(command);
     models.push_back(spec->runtime);
     timeouts.push_back(spec->RequestTimeout());

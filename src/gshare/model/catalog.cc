@@ -274,7 +274,7 @@ Status ParseProcessFields(const Where& where, const YAML::Node& item,
     }
   }
   // The other process fields mean nothing without a process to start.
-  for (const char* field : {"env", "working_dir", "model_files", "timeout"}) {
+  for (const char* field : {"env", "working_dir", "model_files", "timeout", "host_memory"}) {
     if (const YAML::Node n = item[field]; n && !spec.IsLive()) {
       return FieldError(where, field, n,
                         "needs a command or a runtime (a function without either is "
@@ -330,6 +330,13 @@ Status ParseProcessFields(const Where& where, const YAML::Node& item,
                         fmt::format("must be at most {}", FormatDuration(kMaxRequestTimeout)));
     }
     spec.timeout = timeout;
+  }
+  if (const YAML::Node n = item["host_memory"]) {
+    GSHARE_ASSIGN_OR_RETURN(const std::uint64_t bytes, BytesField(where, "host_memory", n));
+    if (bytes < kMinHostMemory || bytes > kMaxHostMemory) {
+      return FieldError(where, "host_memory", n, "must be from 16Mi to 1Ti");
+    }
+    spec.host_memory_bytes = bytes;
   }
   return Status::Ok();
 }
@@ -690,6 +697,9 @@ std::string CatalogToYaml(const Catalog& catalog) {
         out += fmt::format("      - {}\n", YamlString(file));
     }
     if (spec.timeout) out += fmt::format("    timeout: {}\n", FormatDurationExact(*spec.timeout));
+    if (spec.host_memory_bytes) {
+      out += fmt::format("    host_memory: {}\n", FormatBytesExact(*spec.host_memory_bytes));
+    }
   }
   return out;
 }

@@ -33,6 +33,7 @@
 //       working_dir: fn             # absolute, or relative to the catalog file's folder
 //       model_files: [weights.safetensors]  # resolved like working_dir
 //       timeout: 30s                # per-request run timeout, at most 1h
+//       host_memory: 1Gi            # an instance's memory.max where cgroups are delegated
 // Loading is all-or-nothing: on any error nothing is returned, and the error names the file, the
 // entry and the field.
 #pragma once

@@ -388,6 +388,7 @@ functions:
     working_dir: fn/../functions
     model_files: [weights/mlp.safetensors, /data/shared.bin]
     timeout: 5s
+    host_memory: 512Mi
   - name: echo
     model_size: 1Mi
     exec_latency: 0.05ms
@@ -419,6 +420,7 @@ TEST(CatalogProcessTest, ParsesEveryProcessField) {
                                                      "/data/shared.bin"}));
   EXPECT_EQ(f.timeout, std::chrono::seconds(5));
   EXPECT_EQ(f.RequestTimeout(), std::chrono::seconds(5));
+  EXPECT_EQ(f.host_memory_bytes, std::optional<std::uint64_t>(512ULL << 20));
 
   const FunctionSpec& echo = catalog->functions[1];
   EXPECT_TRUE(echo.IsLive());
@@ -453,6 +455,7 @@ TEST(CatalogProcessTest, ProcessFieldsRoundTripThroughYaml) {
     EXPECT_EQ(a.working_dir, b.working_dir) << a.name;
     EXPECT_EQ(a.model_files, b.model_files) << a.name;
     EXPECT_EQ(a.timeout, b.timeout) << a.name;
+    EXPECT_EQ(a.host_memory_bytes, b.host_memory_bytes) << a.name;
   }
   EXPECT_EQ(CatalogToYaml(*again), text);
 }
@@ -572,6 +575,11 @@ TEST(CatalogProcessTest, PathAndTimeoutErrors) {
   EXPECT_NE(ProcessErrorOf("    runtime: mlp\n    timeout: 5\n").find("timeout:"),
             std::string::npos);
   EXPECT_NE(ProcessErrorOf("    runtime: mlp\n    timeout: 2h\n").find("timeout: must be at most"),
+            std::string::npos);
+  EXPECT_NE(ProcessErrorOf("    runtime: mlp\n    host_memory: 1Mi\n")
+                .find("host_memory: must be from 16Mi to 1Ti"),
+            std::string::npos);
+  EXPECT_NE(ProcessErrorOf("    host_memory: 1Gi\n").find("needs a command or a runtime"),
             std::string::npos);
   // Relative paths need a catalog file's folder.
   auto no_folder = ParseCatalog(

@@ -57,6 +57,9 @@ struct FunctionSpec {
   std::string working_dir;                 // absolute; empty: the node's choice
   std::vector<std::string> model_files;    // absolute paths the function reads its model from
   std::optional<Duration> timeout;         // one request's run; unset: kDefaultRequestTimeout
+  // Host memory one instance may use (its cgroup's memory.max, where the node has cgroups); unset:
+  // no bound of its own. Between kMinHostMemory and kMaxHostMemory.
+  std::optional<std::uint64_t> host_memory_bytes;
 
   // Whether a live node can run this function (it has a command or a runtime).
   bool IsLive() const { return !command.empty() || !runtime.empty(); }
@@ -71,6 +74,8 @@ inline constexpr std::array<std::string_view, 3> kBundledRuntimes = {"mlp", "cnn
 // follows Knative's and OpenFaaS's habit of tens of seconds for a synchronous call.
 inline constexpr Duration kDefaultRequestTimeout = std::chrono::seconds(30);
 inline constexpr Duration kMaxRequestTimeout = std::chrono::hours(1);
+inline constexpr std::uint64_t kMinHostMemory = 16ULL << 20;
+inline constexpr std::uint64_t kMaxHostMemory = 1ULL << 40;
 
 // Limits on the process fields: the lengths of strings in bytes, and the number of items.
 inline constexpr std::size_t kMaxNameBytes = 256;       // name, tenant, model, runtime
