@@ -1,22 +1,26 @@
 // gshare bench timeslice: example functions sharing one emulated GPU's compute engine, measured
 // against what the simulator's time-slicing model predicts.
 //
-//   gshare bench timeslice [--json] [--rounds 100] [--weights DIR]
+//   gshare bench timeslice [--json] [--rounds 100] [--batch 1] [--weights DIR]
 //
 // For 1, 2 and 3 instances: a node of one emulated GPU starts that many `mlp` function processes
 // (the bundled program, as `gshare node replay` does), restores each onto the GPU, and then, round
-// after round, sends every instance one request at the same moment and waits for all answers
-// (every answer checked against the reference). A request's latency is from its submission to its
-// answer, as the live executor sees it. Figures are over --rounds rounds, after one untimed round.
+// after round, sends every instance --batch requests at the same moment, which it runs as one
+// batch (one kernel), and waits for all answers (every answer checked against the reference). A
+// request's latency is from its submission to its answer, as the live executor sees it. Figures are
+// over --rounds rounds, after one untimed round. The control: the same processes and rounds with
+// each instance on an emulated GPU of its own, so that they share the host's CPUs and the node's
+// event loop but no compute engine.
 //
 // The prediction: a request's latency alone is its compute (the mlp's one kernel, its forward
-// pass, timed in this process on one BLAS thread, median of 101 calls) plus the rest (the
-// function protocol, the process's wake-ups), which the solo latency measured with one instance
-// less that compute gives. For n instances, the simulator's compute model (sim/compute_sharing.h)
-// is given n runs of that compute arriving together; each predicted latency is the rest plus a
-// run's completion time. The rest is taken to overlap freely: on the node the processes also
-// share the host's CPUs, which the model does not see. As a bound from the other side, the model
-// is also given runs of the whole solo latency (everything a request does, shared as compute is).
+// pass over the batch, timed in this process on one BLAS thread, median of 101 calls) plus the rest
+// (the function protocol, the process's wake-ups), which the solo latency measured with one
+// instance less that compute gives. For n instances, the simulator's compute model
+// (sim/compute_sharing.h) is given n runs of that compute arriving together; each predicted latency
+// is the rest plus a run's completion time. The rest is taken to overlap freely: on the node the
+// processes also share the host's CPUs, which the model does not see. As a bound from the other
+// side, the model is also given runs of the whole solo latency (everything a request does, shared
+// as compute is).
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -51,6 +55,7 @@ using std::chrono::milliseconds;
 struct BenchTimesliceFlags {
   std::string weights_dir;
   int rounds = 100;
+  int batch = 1;
   bool json = false;
 };
 
@@ -114,25 +119,41 @@ class CheckedMlpRequests final : public RequestSource {
   std::map<RequestId, InferRequest> inputs_;
 };
 
-// Restores every function onto GPU 0 once, then runs each request alone (a batch of one) on that
-// GPU as it arrives; records when each run ends.
-class RunOnOneGpu final : public Scheduler {
+// Restores every function once, all onto one GPU or each onto a GPU of its own, then runs each
+// function's requests of a round as one batch on its GPU once they are all in; records when each
+// run ends.
+class RunWhereRestored final : public Scheduler {
  public:
-  RunOnOneGpu(LiveExecutor& executor, std::size_t functions)
-      : executor_(executor), functions_(functions) {}
+  RunWhereRestored(LiveExecutor& executor, std::size_t functions, bool own_gpus, int batch)
+      : executor_(executor),
+        functions_(functions),
+        own_gpus_(own_gpus),
+        batch_(static_cast<std::size_t>(batch)),
+        pending_(functions) {}
 
   Status Start() {
-    GSHARE_ASSIGN_OR_RETURN(gpu_, executor_.AcquireGpu(0, Duration::zero()));
-    for (FunctionId f = 0; f < functions_; ++f) executor_.Restore(gpu_, f, kSliceBytes);
+    for (FunctionId f = 0; f < functions_; ++f) {
+      if (f == 0 || own_gpus_) {
+        GSHARE_ASSIGN_OR_RETURN(const GpuId gpu, executor_.AcquireGpu(0, Duration::zero()));
+        gpus_.push_back(gpu);
+      } else {
+        gpus_.push_back(gpus_.front());
+      }
+      executor_.Restore(gpus_.back(), f, kSliceBytes);
+    }
     return Status::Ok();
   }
   bool ready() const { return restored_ == functions_; }
 
-  std::string_view name() const override { return "run-on-one-gpu"; }
+  std::string_view name() const override { return "run-where-restored"; }
   void OnFunctionAdded(FunctionId) override {}
   void OnFunctionRemoved(FunctionId) override {}
   void OnRequest(const Request& request) override {
-    executor_.Run(gpu_, request.function, std::span(&request.id, 1));
+    std::vector<RequestId>& pending = pending_[request.function];
+    pending.push_back(request.id);
+    if (pending.size() < batch_) return;
+    executor_.Run(gpus_[request.function], request.function, pending);
+    pending.clear();
   }
   void OnGpuReady(GpuId) override {}
   void OnRestoreDone(GpuId, FunctionId, const Status& status) override {
@@ -153,7 +174,11 @@ class RunOnOneGpu final : public Scheduler {
     Failed(status.WithContext("the GPU was lost"));
   }
   void OnTimer(std::uint64_t) override {}
-  std::size_t RequestsHeld() const override { return 0; }
+  std::size_t RequestsHeld() const override {
+    std::size_t held = 0;
+    for (const auto& pending : pending_) held += pending.size();
+    return held;
+  }
 
   std::map<RequestId, TimePoint> ended;
   Status error;
@@ -165,15 +190,20 @@ class RunOnOneGpu final : public Scheduler {
 
   LiveExecutor& executor_;
   const std::size_t functions_;
-  GpuId gpu_ = 0;
+  const bool own_gpus_;
+  const std::size_t batch_;
+  std::vector<GpuId> gpus_;                      // by function
+  std::vector<std::vector<RequestId>> pending_;  // by function
   std::size_t restored_ = 0;
 };
 
-// Latencies (ms) of the timed rounds' requests with `instances` mlp instances on one GPU.
-Result<std::vector<double>> MeasureLatencies(int instances, int rounds,
+// Latencies (ms) of the timed rounds' requests with `instances` mlp instances, all on one GPU or
+// (`own_gpus`) each on its own.
+Result<std::vector<double>> MeasureLatencies(int instances, bool own_gpus, int batch, int rounds,
                                              const std::string& weights_dir,
                                              examples::OutputChecker& checker) {
-  auto devices = MakeDeviceOptions("emulated", "1x1Gi", "12GB/s");
+  auto devices =
+      MakeDeviceOptions("emulated", fmt::format("{}x1Gi", own_gpus ? instances : 1), "12GB/s");
   if (!devices.ok()) return devices.status();
   NodeAgentOptions node_options;
   node_options.devices = std::move(devices).value();
@@ -190,7 +220,8 @@ Result<std::vector<double>> MeasureLatencies(int instances, int rounds,
     spec.tenant = "bench";
     spec.model_bytes = kSliceBytes / 2;
     spec.gpu_memory_bytes = kSliceBytes;
-    spec.exec_by_batch = {milliseconds(5)};
+    spec.max_batch = batch;
+    spec.exec_by_batch.assign(static_cast<std::size_t>(batch), milliseconds(5));
     spec.slo = std::chrono::seconds(10);
     functions.push_back(spec);
     InstanceCommand command;
@@ -203,7 +234,7 @@ Result<std::vector<double>> MeasureLatencies(int instances, int rounds,
   }
   const std::filesystem::path run_dir =
       std::filesystem::temp_directory_path() /
-      fmt::format("gshare-timeslice-{}-{}", ::getpid(), instances);
+      fmt::format("gshare-timeslice-{}-{}{}", ::getpid(), instances, own_gpus ? "-own" : "");
   std::error_code error;
   std::filesystem::create_directories(run_dir, error);
   if (error)
@@ -222,7 +253,7 @@ Result<std::vector<double>> MeasureLatencies(int instances, int rounds,
   LiveExecutorOptions options;
   options.gpu_type = gpu;
   LiveExecutor executor(node->resources(), registry, host, options);
-  RunOnOneGpu scheduler(executor, functions.size());
+  RunWhereRestored scheduler(executor, functions.size(), own_gpus, batch);
   executor.set_scheduler(&scheduler);
   struct ShutdownAtEnd {
     LiveExecutor& executor;
@@ -248,21 +279,23 @@ Result<std::vector<double>> MeasureLatencies(int instances, int rounds,
   std::vector<double> latencies;
   RequestId next = 0;
   for (int round = 0; round <= rounds; ++round) {
-    // Every instance's request at the same moment: one loop step submits them all.
-    std::vector<Request> batch;
+    // Every instance's requests at the same moment: one loop step submits them all.
+    std::vector<Request> sent;
     for (int i = 0; i < instances; ++i) {
-      GSHARE_RETURN_IF_ERROR(requests.Add(next));
-      Request request;
-      request.id = next++;
-      request.function = static_cast<FunctionId>(i);
-      request.arrival = executor.Now();
-      request.deadline = request.arrival + functions[static_cast<std::size_t>(i)].slo;
-      batch.push_back(request);
+      for (int b = 0; b < batch; ++b) {
+        GSHARE_RETURN_IF_ERROR(requests.Add(next));
+        Request request;
+        request.id = next++;
+        request.function = static_cast<FunctionId>(i);
+        request.arrival = executor.Now();
+        request.deadline = request.arrival + functions[static_cast<std::size_t>(i)].slo;
+        sent.push_back(request);
+      }
     }
-    for (const Request& request : batch) executor.Submit(request);
+    for (const Request& request : sent) executor.Submit(request);
     GSHARE_RETURN_IF_ERROR(run_until([&] { return executor.unanswered() == 0; }));
     if (round == 0) continue;  // untimed: first touches
-    for (const Request& request : batch) {
+    for (const Request& request : sent) {
       latencies.push_back(Ms(scheduler.ended.at(request.id) - request.arrival));
     }
   }
@@ -272,24 +305,30 @@ Result<std::vector<double>> MeasureLatencies(int instances, int rounds,
   return latencies;
 }
 
-// The mlp's kernel alone (its forward pass on one example, one BLAS thread), median of 101
-// calls after one untimed.
-Result<Duration> MlpKernelTime(const std::string& weights_dir, examples::OutputChecker& checker) {
+// The mlp's kernel alone (its forward pass on a batch of `batch` examples, one BLAS thread),
+// median of 101 calls after one untimed.
+Result<Duration> MlpKernelTime(const std::string& weights_dir, int batch,
+                               examples::OutputChecker& checker) {
   GSHARE_ASSIGN_OR_RETURN(
       const std::vector<float> weights,
       examples::LoadExampleWeights(examples::ModelKind::kMlp, weights_dir + "/mlp.safetensors"));
-  GSHARE_ASSIGN_OR_RETURN(const Tensor input, checker.InputFor("mlp", 0));
-  GSHARE_ASSIGN_OR_RETURN(const auto values, input.Values<float>());
+  std::vector<float> values;
+  for (int b = 0; b < batch; ++b) {
+    GSHARE_ASSIGN_OR_RETURN(const Tensor input,
+                            checker.InputFor("mlp", static_cast<std::uint64_t>(b)));
+    GSHARE_ASSIGN_OR_RETURN(const auto example, input.Values<float>());
+    values.insert(values.end(), example.begin(), example.end());
+  }
   GSHARE_ASSIGN_OR_RETURN(const std::size_t workspace_floats,
-                          examples::WorkspaceFloats(examples::ModelKind::kMlp, 1));
+                          examples::WorkspaceFloats(examples::ModelKind::kMlp, batch));
   std::vector<float> workspace(workspace_floats);
-  std::vector<float> logits(static_cast<std::size_t>(examples::MlpLayout().classes));
+  std::vector<float> logits(static_cast<std::size_t>(batch * examples::MlpLayout().classes));
   examples::UseSingleBlasThread();
   std::vector<double> ms;
   for (int call = 0; call <= 101; ++call) {
     const auto start = std::chrono::steady_clock::now();
     GSHARE_RETURN_IF_ERROR(
-        examples::Forward(examples::ModelKind::kMlp, weights, values, 1, workspace, logits));
+        examples::Forward(examples::ModelKind::kMlp, weights, values, batch, workspace, logits));
     const auto took = std::chrono::steady_clock::now() - start;
     if (call > 0) ms.push_back(Ms(took));
   }
@@ -300,6 +339,7 @@ struct TimesliceRow {
   int instances = 0;
   double live_median_ms = 0;
   double live_mean_ms = 0;
+  double own_gpus_median_ms = 0;   // each instance on a GPU of its own: the host's share alone
   double sim_median_ms = 0;        // the kernel shared, the rest overlapping
   double sim_whole_median_ms = 0;  // the whole solo latency shared
 };
@@ -328,20 +368,28 @@ int RunBenchTimeslice(const BenchTimesliceFlags& flags) {
   auto checker = examples::OutputChecker::Create(weights_dir);
   if (!checker.ok()) return Fail(1, checker.status().ToString());
 
-  auto kernel = MlpKernelTime(weights_dir, **checker);
+  auto kernel = MlpKernelTime(weights_dir, flags.batch, **checker);
   if (!kernel.ok()) return Fail(1, kernel.status().ToString());
   std::vector<TimesliceRow> rows;
   double solo_ms = 0;
   for (int instances = 1; instances <= 3; ++instances) {
-    auto latencies = MeasureLatencies(instances, flags.rounds, weights_dir, **checker);
-    if (!latencies.ok()) {
-      if (!scratch.empty()) std::filesystem::remove_all(scratch);
-      return Fail(1, fmt::format("{} instances: {}", instances, latencies.status().ToString()));
+    auto latencies =
+        MeasureLatencies(instances, false, flags.batch, flags.rounds, weights_dir, **checker);
+    // The control: the same processes and requests, each instance on a GPU of its own.
+    auto own_gpus = instances == 1 ? latencies
+                                   : MeasureLatencies(instances, true, flags.batch, flags.rounds,
+                                                      weights_dir, **checker);
+    for (const auto* measured : {&latencies, &own_gpus}) {
+      if (!measured->ok()) {
+        if (!scratch.empty()) std::filesystem::remove_all(scratch);
+        return Fail(1, fmt::format("{} instances: {}", instances, measured->status().ToString()));
+      }
     }
     TimesliceRow row;
     row.instances = instances;
     row.live_median_ms = Median(*latencies);
     row.live_mean_ms = Mean(*latencies);
+    row.own_gpus_median_ms = Median(*own_gpus);
     if (instances == 1) solo_ms = row.live_median_ms;
     const double rest_ms = std::max(0.0, solo_ms - Ms(*kernel));
     // The median latency the model predicts for `instances` runs of `compute` arriving together,
@@ -367,6 +415,7 @@ int RunBenchTimeslice(const BenchTimesliceFlags& flags) {
 
   if (flags.json) {
     nlohmann::json out = {{"rounds", flags.rounds},
+                          {"batch", flags.batch},
                           {"kernel_ms", Ms(*kernel)},
                           {"solo_ms", solo_ms},
                           {"quantum_ms", Ms(ComputeArbiter::kDefaultQuantum)},
@@ -375,6 +424,7 @@ int RunBenchTimeslice(const BenchTimesliceFlags& flags) {
       out["results"].push_back({{"instances", r.instances},
                                 {"live_median_ms", r.live_median_ms},
                                 {"live_mean_ms", r.live_mean_ms},
+                                {"own_gpus_median_ms", r.own_gpus_median_ms},
                                 {"sim_median_ms", r.sim_median_ms},
                                 {"sim_over_live", r.sim_median_ms / r.live_median_ms},
                                 {"sim_whole_median_ms", r.sim_whole_median_ms},
@@ -383,14 +433,17 @@ int RunBenchTimeslice(const BenchTimesliceFlags& flags) {
     std::printf("%s\n", out.dump(2).c_str());
   } else {
     std::printf(
-        "mlp on one emulated GPU, %d rounds: kernel %.3f ms, solo latency %.3f ms (medians)\n",
-        flags.rounds, Ms(*kernel), solo_ms);
-    std::printf("%-10s %12s %12s %12s %9s %14s %11s\n", "instances", "live p50 ms", "live mean ms",
-                "sim p50 ms", "sim/live", "sim whole ms", "whole/live");
+        "mlp on one emulated GPU, %d rounds of batches of %d: kernel %.3f ms, solo latency %.3f "
+        "ms (medians)\n",
+        flags.rounds, flags.batch, Ms(*kernel), solo_ms);
+    std::printf("%-10s %12s %12s %13s %11s %9s %13s %11s\n", "instances", "live p50 ms",
+                "live mean ms", "own GPUs p50", "sim p50 ms", "sim/live", "sim whole ms",
+                "whole/live");
     for (const TimesliceRow& r : rows) {
-      std::printf("%-10d %12.3f %12.3f %12.3f %9.2f %14.3f %11.2f\n", r.instances, r.live_median_ms,
-                  r.live_mean_ms, r.sim_median_ms, r.sim_median_ms / r.live_median_ms,
-                  r.sim_whole_median_ms, r.sim_whole_median_ms / r.live_median_ms);
+      std::printf("%-10d %12.3f %12.3f %13.3f %11.3f %9.2f %13.3f %11.2f\n", r.instances,
+                  r.live_median_ms, r.live_mean_ms, r.own_gpus_median_ms, r.sim_median_ms,
+                  r.sim_median_ms / r.live_median_ms, r.sim_whole_median_ms,
+                  r.sim_whole_median_ms / r.live_median_ms);
     }
   }
   return 0;
@@ -405,6 +458,10 @@ void AddBenchTimesliceCommand(CLI::App& bench, CommandContext& context) {
       "1, 2 and 3 mlp processes sharing one emulated GPU, against the simulator's time slicing");
   cmd->add_option("--rounds", flags->rounds, "Timed rounds (after one untimed)")
       ->check(WholeIn(1, 1000))
+      ->capture_default_str();
+  cmd->add_option("--batch", flags->batch,
+                  "Requests each instance gets per round, run as one batch (one kernel)")
+      ->check(WholeIn(1, 256))
       ->capture_default_str();
   cmd->add_option("--weights", flags->weights_dir,
                   "Folder of mlp.safetensors and cnn.safetensors (default: written from seed 1)");

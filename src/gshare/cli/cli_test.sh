@@ -156,13 +156,13 @@ if "$gshare" bench timeslice --rounds 3 --json >"$work/timeslice.json" 2>"$work/
    python3 - "$work/timeslice.json" <<'PY'
 import json, sys
 out = json.load(open(sys.argv[1]))
-assert out["rounds"] == 3 and out["quantum_ms"] == 20 and 0 < out["kernel_ms"]
+assert out["rounds"] == 3 and out["batch"] == 1 and out["quantum_ms"] == 20 and 0 < out["kernel_ms"]
 solo = out["solo_ms"]
 rows = out["results"]
 assert [r["instances"] for r in rows] == [1, 2, 3]
 assert rows[0]["live_median_ms"] == solo
 for r, factor in zip(rows, (1, 1.5, 2)):
-    assert r["live_median_ms"] > 0 and r["live_mean_ms"] > 0
+    assert r["live_median_ms"] > 0 and r["live_mean_ms"] > 0 and r["own_gpus_median_ms"] > 0
     assert abs(r["sim_whole_median_ms"] - factor * solo) < 1e-5 * solo
     assert abs(r["sim_over_live"] - r["sim_median_ms"] / r["live_median_ms"]) < 1e-9
 assert rows[0]["sim_median_ms"] <= rows[1]["sim_median_ms"] <= rows[2]["sim_median_ms"]
