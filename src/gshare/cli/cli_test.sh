@@ -149,6 +149,31 @@ else
   failed=$((failed + 1))
 fi
 
+# gshare bench timeslice: 1, 2 and 3 mlp processes on one emulated GPU, every answer checked;
+# the model's side of the --json layout follows from the solo latency (runs arriving together
+# end one after the other: the whole-latency prediction is 1.5 and 2 times the solo latency).
+if "$gshare" bench timeslice --rounds 3 --json >"$work/timeslice.json" 2>"$work/timeslice.stderr" &&
+   python3 - "$work/timeslice.json" <<'PY'
+import json, sys
+out = json.load(open(sys.argv[1]))
+assert out["rounds"] == 3 and out["batch"] == 1 and out["quantum_ms"] == 20 and 0 < out["kernel_ms"]
+solo = out["solo_ms"]
+rows = out["results"]
+assert [r["instances"] for r in rows] == [1, 2, 3]
+assert rows[0]["live_median_ms"] == solo
+for r, factor in zip(rows, (1, 1.5, 2)):
+    assert r["live_median_ms"] > 0 and r["live_mean_ms"] > 0 and r["own_gpus_median_ms"] > 0
+    assert abs(r["sim_whole_median_ms"] - factor * solo) < 1e-5 * solo
+    assert abs(r["sim_over_live"] - r["sim_median_ms"] / r["live_median_ms"]) < 1e-9
+assert rows[0]["sim_median_ms"] <= rows[1]["sim_median_ms"] <= rows[2]["sim_median_ms"]
+PY
+then
+  passed=$((passed + 1))
+else
+  echo "FAIL bench_timeslice_json: $(head -c 2000 "$work/timeslice.json") $(head -c 2000 "$work/timeslice.stderr")"
+  failed=$((failed + 1))
+fi
+
 # gshare optgap, where it is built (GSHARE_BUILD_EXACT): a bad --sizes list is refused before
 # anything is solved.
 if "$gshare" optgap --help >/dev/null 2>&1; then

@@ -21,7 +21,8 @@ void AddNodeReplayCommand(CLI::App& node, CommandContext& context);  // gshare n
 // Only in builds with the exact solver (GSHARE_BUILD_EXACT); main adds it on GSHARE_HAVE_EXACT.
 void AddOptGapCommand(CLI::App& app, CommandContext& context);  // gshare optgap
 // `bench` is the group created by main; each adds its benchmark under it.
-void AddBenchRestoreCommand(CLI::App& bench, CommandContext& context);  // gshare bench restore
-void AddBenchSwitchCommand(CLI::App& bench, CommandContext& context);   // gshare bench switch
+void AddBenchRestoreCommand(CLI::App& bench, CommandContext& context);    // gshare bench restore
+void AddBenchSwitchCommand(CLI::App& bench, CommandContext& context);     // gshare bench switch
+void AddBenchTimesliceCommand(CLI::App& bench, CommandContext& context);  // gshare bench timeslice
 
 }  // namespace gshare::cli

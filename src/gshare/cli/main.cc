@@ -32,6 +32,7 @@ int main(int argc, char** argv) {
   bench->require_subcommand(1);
   gshare::cli::AddBenchRestoreCommand(*bench, context);
   gshare::cli::AddBenchSwitchCommand(*bench, context);
+  gshare::cli::AddBenchTimesliceCommand(*bench, context);
   // The top level takes no positionals, so a word that names no subcommand is an error at once,
   // before --help is looked at: `gshare optgap --help` fails where optgap is not built. Only the
   // top level is set; each subcommand parses its own arguments as before.
