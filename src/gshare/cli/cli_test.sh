@@ -36,6 +36,11 @@ expect_error bad_gpu "unknown GPU type 'v100'" "${sim[@]}" --gpu-type v100
 expect_error bad_granularity "slice-granularity" "${sim[@]}" --slice-granularity 12Qi
 expect_error odd_granularity "multiple of 2Mi" "${sim[@]}" --slice-granularity 3Mi
 expect_error negative_cap "max-gpus" "${sim[@]}" --max-gpus -1
+# gshare node replay takes the same --slice-granularity, checked before anything runs.
+replay=(node replay --catalog "$catalog" --trace "$trace")
+expect_error replay_bad_granularity "slice-granularity" "${replay[@]}" --slice-granularity 12Qi
+expect_error replay_odd_granularity "multiple of 2Mi" "${replay[@]}" --slice-granularity 3Mi
+expect_error replay_gpu_below_slice "less than one slice" "${replay[@]}" --gpu-memory 256Mi --slice-granularity 512Mi
 expect_error bad_cold_start "instance-cold-start" "${sim[@]}" --instance-cold-start 3
 expect_error wrong_format_header "bad header" sim --catalog "$catalog" --trace "$trace" --trace-format invocations
 # Malformed flags and out-of-range values: exit 2 with a message naming the flag, never a silent

@@ -4,7 +4,11 @@
 //
 //   gshare node replay --catalog C --trace T [--trace-format F] [--policy P]
 //                      [--device emulated|auto|cuda] [--gpus 2] [--gpu-memory 16Gi]
-//                      [--link-bandwidth 12GB/s] [--speedup 1] [--duration 2m] --out DIR
+//                      [--link-bandwidth 12GB/s] [--speedup 1] [--duration 2m]
+//                      [--slice-granularity 128Mi] --out DIR
+//
+// --slice-granularity is the program's one granularity, as in gshare sim: the policy, the node's
+// vGPU manager and the simulator's prediction all get it.
 //
 // Writes DIR/summary.json (the layout of gshare sim, plus "wrong_outputs") and DIR/fidelity.json
 // (docs/live-node.md, "Replay and fidelity"). Exit status: 0; 1 when an answer was wrong or the
@@ -29,6 +33,7 @@
 #include "examples/runtime/output_checker.h"
 #include "gshare/cli/commands.h"
 #include "gshare/cli/flag_checks.h"
+#include "gshare/common/slice_granularity.h"
 #include "gshare/device/device_registry.h"
 #include "gshare/model/catalog.h"
 #include "gshare/node/live_executor.h"
@@ -56,6 +61,7 @@ struct ReplayFlags {
   std::string link_bandwidth = "12GB/s";
   double speedup = 1;
   std::string duration = "2m";
+  std::string slice_granularity = "128Mi";
   std::string out;
 };
 
@@ -139,6 +145,14 @@ int RunReplay(const ReplayFlags& flags) {
   if (!gpu_memory.ok() || *gpu_memory < 256 * kMiB || *gpu_memory > 1024 * kGiB) {
     return Fail(2, "--gpu-memory: a size from 256Mi to 1Ti");
   }
+  auto granularity = SliceGranularity::Parse(flags.slice_granularity);
+  if (!granularity.ok()) {
+    return Fail(2, granularity.status().WithContext("--slice-granularity").ToString());
+  }
+  if (*gpu_memory < granularity->bytes()) {
+    return Fail(2, fmt::format("--gpu-memory {} is less than one slice (--slice-granularity {})",
+                               FormatBytes(*gpu_memory), FormatBytes(granularity->bytes())));
+  }
   auto devices = MakeDeviceOptions(flags.device, fmt::format("{}x{}", flags.gpus, *gpu_memory),
                                    flags.link_bandwidth);
   if (!devices.ok()) return Fail(2, devices.status().ToString());
@@ -159,6 +173,7 @@ int RunReplay(const ReplayFlags& flags) {
   NodeAgentOptions node_options;
   node_options.devices = std::move(devices).value();
   node_options.snapshot_pool_bytes = 2 * kGiB;
+  node_options.slice_granularity = *granularity;
   auto node = NodeAgent::Create(node_options);
   if (!node.ok()) return Fail(1, node.status().ToString());
   auto gpu = (*node)->DescribeGpus(milliseconds(1), 1.0);
@@ -261,6 +276,7 @@ int RunReplay(const ReplayFlags& flags) {
   executor_view = &executor;
   PolicyOptions policy_options;
   policy_options.instance_start = Duration::zero();  // the node's GPUs are there
+  policy_options.slice_granularity = *granularity;   // as the node's vGPU manager
   auto policy = MakePolicy(flags.policy, {&registry, &executor}, policy_options);
   if (!policy.ok()) return Fail(2, policy.status().ToString());
   executor.set_scheduler(policy->get());
@@ -418,6 +434,10 @@ void AddNodeReplayCommand(CLI::App& node, CommandContext& context) {
       ->check(FiniteIn(0.01, 1000))
       ->capture_default_str();
   cmd->add_option("--duration", flags->duration, "Replay the first DURATION of the trace")
+      ->capture_default_str();
+  cmd->add_option("--slice-granularity", flags->slice_granularity,
+                  "Slices are multiples of this: a multiple of 2Mi, at most 64Gi (the policy and "
+                  "the node's vGPU manager get the same)")
       ->capture_default_str();
   cmd->add_option("--out", flags->out, "Folder for summary.json, fidelity.json, run/")->required();
   cmd->callback([flags, &context] { context.exit_code = RunReplay(*flags); });

@@ -19,6 +19,51 @@ std::uint64_t RoundUp(std::uint64_t value, std::uint64_t to) { return (value + t
 
 }  // namespace
 
+// A slice of the vGPU manager, bound to an instance, with its segment allocated through the
+// manager. Shared by the executor's slice and the switch operations in flight on the segment: the
+// last holder frees the segment, then unbinds and destroys the slice.
+class LiveExecutor::SliceMemory {
+ public:
+  // Creates a slice of `quota_bytes` on the manager's GPU `gpu`, binds it to `holder` and
+  // allocates `segment_bytes` charged to it; on failure nothing is left in the manager.
+  static Result<std::shared_ptr<SliceMemory>> Create(VGpuManager& manager, int gpu,
+                                                     const std::string& holder,
+                                                     std::uint64_t quota_bytes,
+                                                     std::uint64_t segment_bytes) {
+    auto id = manager.CreateSlice(gpu, quota_bytes);
+    if (!id.ok()) return id.status();
+    auto memory = std::shared_ptr<SliceMemory>(new SliceMemory(manager, *id));
+    GSHARE_RETURN_IF_ERROR(manager.Bind(*id, holder));
+    memory->bound_ = true;
+    auto allocation = manager.Allocate(*id, segment_bytes);
+    if (!allocation.ok()) return allocation.status();
+    memory->allocation_ = std::move(allocation).value();
+    return memory;
+  }
+  ~SliceMemory() {
+    allocation_.reset();  // the segment first: a slice with memory in use cannot be unbound
+    if (bound_) LogIfFailed(manager_.Unbind(id_));
+    LogIfFailed(manager_.DestroySlice(id_));
+  }
+  SliceMemory(const SliceMemory&) = delete;
+  SliceMemory& operator=(const SliceMemory&) = delete;
+
+  SliceId id() const { return id_; }
+  DeviceBuffer& segment() const { return allocation_->buffer(); }
+  std::uint64_t segment_bytes() const { return allocation_->size_bytes(); }
+
+ private:
+  SliceMemory(VGpuManager& manager, SliceId id) : manager_(manager), id_(id) {}
+  static void LogIfFailed(const Status& status) {
+    if (!status.ok()) spdlog::error("vGPU slice release: {}", status.ToString());
+  }
+
+  VGpuManager& manager_;
+  const SliceId id_;
+  bool bound_ = false;
+  std::unique_ptr<SliceAllocation> allocation_;
+};
+
 LiveExecutor::LiveExecutor(NodeResources resources, const FunctionRegistry& functions,
                            InstanceHost& host, LiveExecutorOptions options)
     : resources_(resources),
@@ -36,6 +81,10 @@ LiveExecutor::LiveExecutor(NodeResources resources, const FunctionRegistry& func
     largest = std::max(largest, device->info().memory_bytes);
   }
   device_reserve_bytes_ = RoundUp(std::max<std::uint64_t>(largest, 1), PageBytes());
+  if (resources_.vgpus.gpu_count() != static_cast<int>(resources_.devices.size())) {
+    violation_ = Internal(fmt::format("the vGPU manager has {} GPUs, the node {} devices",
+                                      resources_.vgpus.gpu_count(), resources_.devices.size()));
+  }
 }
 
 LiveExecutor::~LiveExecutor() { Shutdown(); }
@@ -50,19 +99,22 @@ void LiveExecutor::Shutdown() {
     host_.Stop(id);
   }
   instances_.clear();
-  for (Gpu& gpu : gpus_) gpu.slices.clear();  // buffers in copies stay alive with the copies
+  for (Gpu& gpu : gpus_) gpu.slices.clear();  // slices in copies stay alive with the copies
 }
 
 std::string LiveExecutor::DebugState() const {
   std::string out;
   for (GpuId id = 0; id < gpus_.size(); ++id) {
     const Gpu& gpu = gpus_[id];
-    if (!gpu.held && gpu.detaching_bytes == 0) continue;
+    if (!gpu.held && gpu.leaving == 0) continue;
+    const auto usage = resources_.vgpus.gpu(static_cast<int>(gpu.device));
     out += fmt::format(
-        "GPU {} (device {}): reserved {}, detaching {}, runs {}, waiting memory {}, "
-        "compute holder {}, waiting {}\n",
-        id, gpu.device, gpu.reserved_bytes, gpu.detaching_bytes, gpu.runs_in_flight,
-        gpu.waiting_memory.size(), gpu.arbiter->holder() != nullptr, gpu.arbiter->waiting());
+        "GPU {} (device {}): scheduled {}, vGPU reserved {} used {} in {} slices, leaving {}, "
+        "runs {}, waiting memory {}, compute holder {}, waiting {}\n",
+        id, gpu.device, ScheduledBytes(gpu), usage.ok() ? usage->reserved_bytes : 0,
+        usage.ok() ? usage->used_bytes : 0, usage.ok() ? usage->slice_count : 0, gpu.leaving,
+        gpu.runs_in_flight, gpu.waiting_memory.size(), gpu.arbiter->holder() != nullptr,
+        gpu.arbiter->waiting());
     for (const auto& [function, slice] : gpu.slices) {
       out +=
           fmt::format("  slice of {}: instance {}, state {}, runs {}\n", functions_[function].name,
@@ -83,7 +135,7 @@ std::string LiveExecutor::DebugState() const {
 bool LiveExecutor::Busy() const {
   if (scheduler_timers_ > 0) return true;
   for (const Gpu& gpu : gpus_) {
-    if (gpu.detaching_bytes > 0) return true;
+    if (gpu.leaving > 0) return true;
     for (const auto& [function, slice] : gpu.slices) {
       if (slice.state != SliceState::kResident || !slice.runs.empty()) return true;
     }
@@ -174,11 +226,42 @@ void LiveExecutor::ReleaseGpu(GpuId id) {
   gpu.held = false;
   Account([&](Meter& m) { m.GpuReleased(Now(), 0); });
   // The device is free once the instances leaving it have unmapped.
-  if (gpu.detaching_bytes == 0) device_held_[gpu.device] = false;
+  if (gpu.leaving == 0) device_held_[gpu.device] = false;
 }
 
 std::uint64_t LiveExecutor::SliceBytes(std::uint64_t reserve_bytes) const {
   return RoundUp(reserve_bytes, PageBytes());
+}
+
+std::uint64_t LiveExecutor::QuotaFor(const Slice& slice, std::uint64_t reserve_bytes) const {
+  const SliceGranularity granularity = resources_.vgpus.granularity();
+  const std::uint64_t segment = slice.memory ? slice.memory->segment_bytes() : 0;
+  return granularity.RoundUp(std::max(reserve_bytes, segment));
+}
+
+std::uint64_t LiveExecutor::ScheduledBytes(const Gpu& gpu) {
+  std::uint64_t bytes = 0;
+  for (const auto& [function, slice] : gpu.slices) bytes += slice.reserve_bytes;
+  return bytes;
+}
+
+bool LiveExecutor::MemoryComing(const Gpu& gpu) const {
+  if (gpu.leaving > 0) return true;
+  const SliceGranularity granularity = resources_.vgpus.granularity();
+  for (const auto& [function, slice] : gpu.slices) {
+    if (!slice.memory) continue;
+    auto info = resources_.vgpus.slice(slice.memory->id());
+    if (info.ok() && info->quota_bytes > granularity.RoundUp(slice.reserve_bytes)) return true;
+  }
+  return false;
+}
+
+Status LiveExecutor::SetSliceQuota(const Gpu& gpu, const Slice& slice,
+                                   std::uint64_t reserve_bytes) {
+  const Status resized =
+      resources_.vgpus.Resize(slice.memory->id(), QuotaFor(slice, reserve_bytes));
+  if (resized.code() == StatusCode::kResourceExhausted && MemoryComing(gpu)) return Status::Ok();
+  return resized;
 }
 
 std::uintptr_t LiveExecutor::DeviceBase(InstanceId id) const {
@@ -197,11 +280,12 @@ void LiveExecutor::Restore(GpuId id, FunctionId function, std::uint64_t reserve_
     return Violation(
         Internal(fmt::format("Restore: '{}' already has a slice on GPU {}", spec.name, id)));
   }
+  const std::uint64_t scheduled = ScheduledBytes(*gpu);
   if (reserve_bytes < spec.gpu_memory_bytes ||
-      gpu->reserved_bytes + reserve_bytes > options_.gpu_type.memory_bytes) {
+      scheduled + reserve_bytes > options_.gpu_type.memory_bytes) {
     return Violation(Internal(fmt::format(
         "Restore: {} for '{}' on GPU {} ({} reserved of {})", FormatBytes(reserve_bytes), spec.name,
-        id, FormatBytes(gpu->reserved_bytes), FormatBytes(options_.gpu_type.memory_bytes))));
+        id, FormatBytes(scheduled), FormatBytes(options_.gpu_type.memory_bytes))));
   }
   if (!Instances(function).CanBind()) {
     return Violation(Internal(fmt::format("Restore: '{}' has no instance to bind", spec.name)));
@@ -211,7 +295,6 @@ void LiveExecutor::Restore(GpuId id, FunctionId function, std::uint64_t reserve_
       Now() - failing->second.last < options_.start_failure_cooldown &&
       Instances(function).idle == 0) {
     // Reserved and failed on the loop, as any failed restore: the slice is gone, memory free.
-    gpu->reserved_bytes += reserve_bytes;
     Slice& doomed = gpu->slices[function];
     doomed.reserve_bytes = reserve_bytes;
     doomed.state = SliceState::kRestoring;
@@ -246,7 +329,6 @@ void LiveExecutor::Restore(GpuId id, FunctionId function, std::uint64_t reserve_
     bound->rebind = true;  // detaching: bound now, restored once its detach ends
   }
   bound->gpu = id;
-  gpu->reserved_bytes += reserve_bytes;
   Slice& slice = gpu->slices[function];
   slice.instance = bound->id;
   slice.reserve_bytes = reserve_bytes;
@@ -263,22 +345,24 @@ void LiveExecutor::StartSliceMemory(GpuId id, FunctionId function) {
   auto it = gpu.slices.find(function);
   if (it == gpu.slices.end() || it->second.state != SliceState::kWaitingMemory) return;
   Slice& slice = it->second;
-  auto buffer = resources_.devices[gpu.device]->Allocate(SliceBytes(slice.reserve_bytes));
-  if (!buffer.ok()) {
-    bool oversized = false;  // a slice shrunk below its segment gives memory back when it leaves
-    for (const auto& [other, other_slice] : gpu.slices) {
-      if (other_slice.buffer && other_slice.buffer->size_bytes() > other_slice.reserve_bytes) {
-        oversized = true;
-      }
-    }
-    if (buffer.status().code() == StatusCode::kResourceExhausted &&
-        (gpu.detaching_bytes > 0 || oversized)) {
+  Instance& instance = instances_.at(slice.instance);
+  if (instance.state == InstanceState::kDetaching) {
+    // Re-bound while it leaves a slice: an instance holds one slice at a time.
+    instance.after_detach = [this, id, function] { StartSliceMemory(id, function); };
+    return;
+  }
+  auto memory =
+      SliceMemory::Create(resources_.vgpus, static_cast<int>(gpu.device),
+                          fmt::format("{}#{}", functions_[function].name, instance.id),
+                          QuotaFor(slice, slice.reserve_bytes), SliceBytes(slice.reserve_bytes));
+  if (!memory.ok()) {
+    if (memory.status().code() == StatusCode::kResourceExhausted && MemoryComing(gpu)) {
       gpu.waiting_memory.push_back(function);  // memory still being given back
       return;
     }
-    return RestoreFinished(id, function, buffer.status());
+    return RestoreFinished(id, function, memory.status());
   }
-  slice.buffer = std::move(buffer).value();
+  slice.memory = std::move(memory).value();
   slice.state = SliceState::kRestoring;
   BindInstance(id, function);
 }
@@ -287,15 +371,11 @@ void LiveExecutor::BindInstance(GpuId id, FunctionId function) {
   Slice& slice = gpus_[id].slices.at(function);
   Instance& instance = instances_.at(slice.instance);
   if (instance.state == InstanceState::kStarting) return StartInstance(id, function);
-  if (instance.state == InstanceState::kDetaching) {
-    instance.after_detach = [this, id, function] { BindInstance(id, function); };
-    return;
-  }
   instance.state = InstanceState::kBound;
   const InstanceId instance_id = instance.id;
-  const std::shared_ptr<DeviceBuffer> keep_alive = slice.buffer;
+  const std::shared_ptr<SliceMemory> keep_alive = slice.memory;
   instance.switcher->Restore(
-      *slice.buffer, slice.reserve_bytes, gpus_[id].arbiter.get(),
+      slice.memory->segment(), slice.reserve_bytes, gpus_[id].arbiter.get(),
       [this, id, function, instance_id, keep_alive](Status status) {
         if (shut_down_) return;
         auto it = gpus_[id].slices.find(function);
@@ -378,8 +458,8 @@ void LiveExecutor::RestoreFromStaging(InstanceId instance_id) {
   auto it = gpus_[id].slices.find(function);
   if (it == gpus_[id].slices.end() || it->second.instance != instance_id) return;
   Slice& slice = it->second;
-  const std::shared_ptr<DeviceBuffer> keep_alive = slice.buffer;
-  instance.switcher->Restore(*slice.buffer, slice.reserve_bytes, gpus_[id].arbiter.get(),
+  const std::shared_ptr<SliceMemory> keep_alive = slice.memory;
+  instance.switcher->Restore(slice.memory->segment(), slice.reserve_bytes, gpus_[id].arbiter.get(),
                              [this, id, function, instance_id, keep_alive](Status status) {
                                if (shut_down_) return;
                                auto instance_it = instances_.find(instance_id);
@@ -403,7 +483,6 @@ void LiveExecutor::RestoreFinished(GpuId id, FunctionId function, const Status& 
   }
   // The slice is gone and its memory free; its instance, if it lives, is idle again.
   const InstanceId instance_id = it->second.instance;
-  gpu.reserved_bytes -= it->second.reserve_bytes;
   Account([&](Meter& m) {
     m.Reserved(Now(), function, -static_cast<double>(it->second.reserve_bytes));
   });
@@ -431,37 +510,36 @@ EvictOutcome LiveExecutor::Evict(GpuId id, FunctionId function, EvictHint hint) 
   const bool report = hint == EvictHint::kCheckpoint;
   Instance& instance = instances_.at(slice->instance);
   const InstanceId instance_id = instance.id;
-  std::shared_ptr<DeviceBuffer> buffer = std::move(slice->buffer);
-  gpu->reserved_bytes -= slice->reserve_bytes;
-  gpu->detaching_bytes += buffer->size_bytes();
+  std::shared_ptr<SliceMemory> memory = std::move(slice->memory);
+  ++gpu->leaving;
   Account(
       [&](Meter& m) { m.Reserved(Now(), function, -static_cast<double>(slice->reserve_bytes)); });
   gpu->slices.erase(function);
   instance.state = InstanceState::kDetaching;
-  instance.switcher->Checkpoint(report, [this, instance_id, id, function, buffer,
+  instance.switcher->Checkpoint(report, [this, instance_id, id, function, memory,
                                          report](Status status) mutable {
     if (shut_down_) return;
     auto it = instances_.find(instance_id);
     const std::uint64_t copied =
         it != instances_.end() && status.ok() ? it->second.switcher->last_checkpoint().bytes : 0;
-    Detached(instance_id, id, function, std::move(buffer), report, status, copied);
+    Detached(instance_id, id, function, std::move(memory), report, status, copied);
   });
   return report ? EvictOutcome::kCopying : EvictOutcome::kDiscarded;
 }
 
 void LiveExecutor::Detached(InstanceId instance_id, GpuId id, FunctionId function,
-                            std::shared_ptr<DeviceBuffer> buffer, bool report, const Status& status,
+                            std::shared_ptr<SliceMemory> memory, bool report, const Status& status,
                             std::uint64_t copied_bytes) {
   Gpu& gpu = gpus_[id];
   auto it = instances_.find(instance_id);
   if (copied_bytes > 0) Account([&](Meter& m) { m.Checkpointed(Now(), function, copied_bytes); });
   if (status.ok() || it == instances_.end() || !it->second.switcher->uses_buffer()) {
-    gpu.detaching_bytes -= buffer->size_bytes();
-    buffer.reset();
+    --gpu.leaving;
+    memory.reset();  // the slice is freed, unbound and destroyed
   } else {
     // The checkpoint failed but the instance holds on to its memory: it is stopped, and its
-    // memory (still counted as detaching) goes with it.
-    it->second.orphan = std::move(buffer);
+    // slice (still counted as leaving) goes with it.
+    it->second.orphan = std::move(memory);
     it->second.orphan_gpu = id;
   }
   if (it != instances_.end()) {
@@ -472,7 +550,7 @@ void LiveExecutor::Detached(InstanceId instance_id, GpuId id, FunctionId functio
         // The switch broke (the process died or broke the protocol): the instance is lost.
         const Status lost = status;
         InstanceLost(instance_id, lost);
-        if (!gpu.held && gpu.detaching_bytes == 0) device_held_[gpu.device] = false;
+        if (!gpu.held && gpu.leaving == 0) device_held_[gpu.device] = false;
         RetryWaitingMemory(id);
         if (report && scheduler_ != nullptr) scheduler_->OnEvictDone(id, function, status);
         return;
@@ -490,13 +568,21 @@ void LiveExecutor::Detached(InstanceId instance_id, GpuId id, FunctionId functio
       BecomeIdle(instance);
     }
   }
-  if (!gpu.held && gpu.detaching_bytes == 0) device_held_[gpu.device] = false;
+  if (!gpu.held && gpu.leaving == 0) device_held_[gpu.device] = false;
   RetryWaitingMemory(id);
   if (report && scheduler_ != nullptr) scheduler_->OnEvictDone(id, function, status);
 }
 
 void LiveExecutor::RetryWaitingMemory(GpuId id) {
   Gpu& gpu = gpus_[id];
+  // Growth that waited for memory first: those slices are resident already.
+  for (const auto& [function, slice] : gpu.slices) {
+    if (!slice.memory) continue;
+    auto info = resources_.vgpus.slice(slice.memory->id());
+    if (info.ok() && info->quota_bytes < QuotaFor(slice, slice.reserve_bytes)) {
+      (void)SetSliceQuota(gpu, slice, slice.reserve_bytes);  // or later, when more comes back
+    }
+  }
   std::deque<FunctionId> waiting;
   waiting.swap(gpu.waiting_memory);
   for (const FunctionId function : waiting) StartSliceMemory(id, function);
@@ -509,18 +595,21 @@ void LiveExecutor::Resize(GpuId id, FunctionId function, std::uint64_t new_bytes
   if (slice == nullptr) return;
   const ResolvedFunction& spec = functions_[function];
   if (new_bytes < spec.gpu_memory_bytes ||
-      gpu->reserved_bytes - slice->reserve_bytes + new_bytes > options_.gpu_type.memory_bytes) {
+      ScheduledBytes(*gpu) - slice->reserve_bytes + new_bytes > options_.gpu_type.memory_bytes) {
     return Violation(Internal(
         fmt::format("Resize: '{}' to {} on GPU {}", spec.name, FormatBytes(new_bytes), id)));
   }
+  if (const Status quota = SetSliceQuota(*gpu, *slice, new_bytes); !quota.ok()) {
+    return Violation(Internal(fmt::format("Resize: '{}' to {} on GPU {}: {}", spec.name,
+                                          FormatBytes(new_bytes), id, quota.ToString())));
+  }
   const double delta = static_cast<double>(new_bytes) - static_cast<double>(slice->reserve_bytes);
-  gpu->reserved_bytes = gpu->reserved_bytes - slice->reserve_bytes + new_bytes;
   slice->reserve_bytes = new_bytes;
   Account([&](Meter& m) { m.Reserved(Now(), function, delta); });
   if (!slice->runs.empty()) Account([&](Meter& m) { m.Active(Now(), function, delta); });
   // The function's allocations follow the new quota, within the slice's segment.
   instances_.at(slice->instance)
-      .switcher->SetQuota(std::min<std::uint64_t>(new_bytes, slice->buffer->size_bytes()));
+      .switcher->SetQuota(std::min<std::uint64_t>(new_bytes, slice->memory->segment_bytes()));
 }
 
 void LiveExecutor::Run(GpuId id, FunctionId function, std::span<const RequestId> batch) {
@@ -692,9 +781,9 @@ void LiveExecutor::InstanceLost(InstanceId instance_id, const Status& status) {
   instances_.erase(it);
   if (instance.orphan) {  // the memory a failed checkpoint left with it
     Gpu& held = gpus_[instance.orphan_gpu];
-    held.detaching_bytes -= instance.orphan->size_bytes();
+    --held.leaving;
     instance.orphan.reset();
-    if (!held.held && held.detaching_bytes == 0) device_held_[held.device] = false;
+    if (!held.held && held.leaving == 0) device_held_[held.device] = false;
     RetryWaitingMemory(instance.orphan_gpu);
   }
   if (instance.state == InstanceState::kStarting) {
@@ -721,7 +810,6 @@ void LiveExecutor::InstanceLost(InstanceId instance_id, const Status& status) {
       const double reserved = static_cast<double>(slice.reserve_bytes);
       if (!slice.runs.empty()) Account([&](Meter& m) { m.Active(Now(), function, -reserved); });
       Account([&](Meter& m) { m.Reserved(Now(), function, -reserved); });
-      gpu.reserved_bytes -= slice.reserve_bytes;
       if (slice.state == SliceState::kWaitingMemory) std::erase(gpu.waiting_memory, function);
       gpu.slices.erase(slice_it);
       RetryWaitingMemory(id);

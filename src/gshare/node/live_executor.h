@@ -1,13 +1,16 @@
 // LiveExecutor: the Executor of the live node, over emulated GPUs and real function processes.
 //
-// The scheduler's actions become work on the node (docs/node.md, "The live executor"):
-//  - a GPU is one of the node's devices, held while acquired (GPU ids are never reused);
-//  - Restore reserves the slice's memory at once, allocates it on the device, and binds an
-//    instance: an idle one is restored through its switch (its snapshot copied onto the GPU by the
-//    restore engine and mapped at the instance's addresses); otherwise a new process starts (its
-//    cold start) on a staging segment in host memory, loads its model there, answers its
-//    readiness check, is checkpointed into its snapshot and restored onto the slice like any
-//    other: a model reaches a GPU only over the GPU's link;
+// The scheduler's actions become work on the node (docs/live-node.md, "The live executor"):
+//  - a GPU is one of the node's devices, held while acquired (GPU ids are never reused; each maps
+//    to the index of its device, which is the GPU index the vGPU manager knows);
+//  - Restore reserves the slice at once in the scheduler's terms, then makes it a slice of the
+//    node's VGpuManager on the GPU's device, bound to the instance and with its segment allocated
+//    through VGpuManager::Allocate (see "Memory" below), and binds an instance: an idle one is
+//    restored through its switch (its snapshot copied onto the GPU by the restore engine and
+//    mapped at the instance's addresses); otherwise a new process starts (its cold start) on a
+//    staging segment in host memory, loads its model there, answers its readiness check, is
+//    checkpointed into its snapshot and restored onto the slice like any other: a model reaches a
+//    GPU only over the GPU's link;
 //  - Evict checkpoints the instance away through its switch. A kDiscardIfClean eviction frees
 //    the reservation at once and returns kDiscarded (the instance counts as idle at once); the
 //    switch then locks and unmaps the instance, copying only if the function wrote its image, and
@@ -17,14 +20,35 @@
 //    share the GPU's compute engine with the other resident instances (ComputeArbiter);
 //  - an idle instance stops after `instance_keep`, down to the function's min_instances;
 //  - a process that dies is OnInstanceDied, with the requests of its runs in flight.
-// Time is the steady clock; timers are the loop's. It feeds the Meter as the simulator does.
+// Time is the steady clock; timers are the loop's. It feeds the Meter as the simulator does (the
+// same calls with the same bytes: the scheduler's reservations, not the manager's quotas).
 //
-// Resize changes the reservation and the function's quota at once; on an emulated GPU the
-// slice's segment keeps the size of its first reservation, so a quota beyond it is capped there
-// (an allocation past it fails in that request).
+// Memory. The executor checks the scheduler's calls against the contract in the scheduler's
+// terms: the reservations it made, in bytes, against the GPU type's memory. The node's accounting
+// is the VGpuManager's, and the executor keeps no byte counts of its own. A slice's quota is its
+// reservation rounded up to the manager's slice granularity: the simulator takes reservations in
+// bytes, and the policies reserve whole GPUs (keepalive) or a batch's memory (faaswap) that need
+// not be multiples, so a reservation is rounded up rather than refused. Its segment, allocated
+// once, is the reservation rounded up to the host page. The instance is bound in the manager as
+// "<function name>#<instance id>" and holds at most one slice at a time: an instance re-bound
+// while it leaves a slice gets its new one when the old one is gone. The segment is freed, the
+// slice unbound and destroyed when the last operation on it ends (an eviction's unmapping, a
+// copy in flight). Where the manager cannot grant what the contract allows (memory an eviction
+// freed in the scheduler's eyes is still being unmapped, or rounding made the quotas of a GPU
+// exceed it), a restore waits for memory being given back, or fails with the manager's
+// ResourceExhausted through OnRestoreDone.
+//
+// Resize changes the reservation and, through VGpuManager::Resize, the slice's quota, at once. A
+// growth the manager refuses while memory is still being given back on the GPU is granted when it
+// is; any other refusal breaks the precondition that growth fits and is a violation (Internal,
+// naming Resize and the manager's reason) that changes nothing. An emulated slice's segment keeps
+// the size of its first reservation: the function's quota beyond it is capped there (an
+// allocation past it fails in that request), and a shrink keeps the slice's quota at least the
+// segment (its memory comes back to the manager when the slice leaves).
 //
 // Threading: everything runs on `resources.loop`; copies run on `resources.copies`. The
-// resources, registry and host must outlive the executor; Shutdown before destroying it.
+// resources, registry and host must outlive the executor, and the vGPU manager every slice the
+// executor made (copies in flight hold theirs); Shutdown before destroying it.
 #pragma once
 
 #include <boost/asio/io_context.hpp>
@@ -47,6 +71,7 @@
 #include "gshare/node/snapshot_store.h"
 #include "gshare/node/switch/compute_arbiter.h"
 #include "gshare/node/switch/emulated_switch.h"
+#include "gshare/node/vgpu_manager.h"
 #include "gshare/sched/executor.h"
 #include "gshare/sched/function_registry.h"
 #include "gshare/sched/meter.h"
@@ -59,6 +84,7 @@ struct NodeResources {
   boost::asio::io_context& loop;
   boost::asio::thread_pool& copies;
   std::span<Device* const> devices;  // emulated GPUs, all of `gpu_type`
+  VGpuManager& vgpus;                // over `devices`: its GPU i is devices[i]
   Device& staging;                   // host memory where new instances load their models
   RestoreEngine& engine;             // over `devices` and `staging`
   SnapshotStore& snapshots;
@@ -136,6 +162,7 @@ class LiveExecutor final : public Executor {
   // restore has not begun. kBound: restored (or restoring) on its slice. kDetaching: leaving a
   // slice (counted idle unless `rebind`). kIdle: in host memory only. kStopping: going away.
   enum class InstanceState { kStarting, kReserved, kBound, kDetaching, kIdle, kStopping };
+  class SliceMemory;  // a slice of the vGPU manager with its segment (live_executor.cc)
   struct Instance {
     InstanceId id = 0;
     FunctionId function = 0;
@@ -149,7 +176,7 @@ class LiveExecutor final : public Executor {
     bool rebind = false;  // detaching, and already bound to a new slice
     // Work waiting for a detach to end: the restore onto the new slice.
     std::function<void()> after_detach;
-    std::shared_ptr<DeviceBuffer> orphan;  // memory it held when a checkpoint failed
+    std::shared_ptr<SliceMemory> orphan;  // the slice it held when a checkpoint failed
     GpuId orphan_gpu = 0;
     std::shared_ptr<DeviceBuffer> staging;  // where it loads its model when it starts
   };
@@ -164,19 +191,19 @@ class LiveExecutor final : public Executor {
     InstanceId instance = 0;
     std::uint64_t reserve_bytes = 0;
     SliceState state = SliceState::kWaitingMemory;
-    std::shared_ptr<DeviceBuffer> buffer;       // shared with the switch operations in flight
+    std::shared_ptr<SliceMemory> memory;        // shared with the switch operations in flight
     std::map<std::uint64_t, RunInFlight> runs;  // in flight, by run id
   };
   struct Gpu {
     std::size_t device = 0;
     bool held = false;
     bool ready = false;
-    std::uint64_t reserved_bytes = 0;
     int runs_in_flight = 0;
     std::unordered_map<FunctionId, Slice> slices;
     std::unique_ptr<ComputeArbiter> arbiter;
-    // Buffers of detaching instances, freed when their checkpoint ends.
-    std::uint64_t detaching_bytes = 0;
+    // Slices of instances leaving it (and of those whose checkpoint failed), whose memory comes
+    // back to the manager when their checkpoint ends or their instance is gone.
+    int leaving = 0;
     std::deque<FunctionId> waiting_memory;  // restores waiting for detaches to free memory
   };
 
@@ -189,13 +216,24 @@ class LiveExecutor final : public Executor {
   void MaybeRestoreDone(Instance& instance);
   void RestoreFromStaging(InstanceId id);
   void RestoreFinished(GpuId gpu, FunctionId function, const Status& status);
-  void Detached(InstanceId id, GpuId gpu, FunctionId function, std::shared_ptr<DeviceBuffer> buffer,
+  void Detached(InstanceId id, GpuId gpu, FunctionId function, std::shared_ptr<SliceMemory> memory,
                 bool report, const Status& status, std::uint64_t copied_bytes);
   void InstanceLost(InstanceId id, const Status& status);
   void BecomeIdle(Instance& instance);
   void StopInstance(Instance& instance);
   void RetryWaitingMemory(GpuId gpu);
   std::uint64_t SliceBytes(std::uint64_t reserve_bytes) const;
+  // The manager's quota for `slice` with `reserve_bytes` reserved: rounded up to the granularity,
+  // and never below its segment.
+  std::uint64_t QuotaFor(const Slice& slice, std::uint64_t reserve_bytes) const;
+  // What the scheduler has reserved on the GPU: the sum of its slices' reservations.
+  static std::uint64_t ScheduledBytes(const Gpu& gpu);
+  // Whether memory the manager holds on the GPU beyond the scheduler's reservations will come
+  // back by itself: slices leaving it, or slices shrunk below their segments (when they leave).
+  bool MemoryComing(const Gpu& gpu) const;
+  // Sets the manager's quota of the slice for `reserve_bytes`. OK as well when a growth must wait
+  // for memory coming back (RetryWaitingMemory grants it).
+  Status SetSliceQuota(const Gpu& gpu, const Slice& slice, std::uint64_t reserve_bytes);
   std::uintptr_t DeviceBase(InstanceId id) const;
 
   NodeResources resources_;

@@ -18,6 +18,7 @@
 #include "gshare/fn/runtime.h"
 #include "gshare/sched/policy_registry.h"
 #include "gshare/sched/testing/executor_contract.h"
+#include "gshare/sched/testing/null_scheduler.h"
 #include "gshare/sched/testing/policy_param_name.h"
 
 namespace gshare {
@@ -156,6 +157,7 @@ class LiveHarness final : public testing::ExecutorHarness {
   void Build(const GpuType& gpu, std::vector<ResolvedFunction> functions,
              std::vector<Request> requests) override {
     Teardown();
+    drained_ = false;
     world_ = std::make_unique<World>();
     World& w = *world_;
     for (int i = 0; i < 2; ++i) {
@@ -172,6 +174,7 @@ class LiveHarness final : public testing::ExecutorHarness {
                                                      .link_bytes_per_second = 0,
                                                      .prepared_bytes = 0})
                               .value());
+    w.vgpus = std::make_unique<VGpuManager>(w.device_pointers, granularity);
     std::vector<Device*> all = w.device_pointers;
     all.push_back(w.staging.get());
     w.store = std::move(
@@ -185,14 +188,17 @@ class LiveHarness final : public testing::ExecutorHarness {
     options.gpu_type = gpu;
     options.distinct_device_ranges = true;
     if (configure) configure(options);
-    w.executor = std::make_unique<LiveExecutor>(
-        NodeResources{w.loop, w.copies, w.device_pointers, *w.staging, *w.engine, *w.store},
-        w.functions, *w.host, options);
+    w.executor =
+        std::make_unique<LiveExecutor>(NodeResources{w.loop, w.copies, w.device_pointers, *w.vgpus,
+                                                     *w.staging, *w.engine, *w.store},
+                                       w.functions, *w.host, options);
   }
 
   Executor& executor() override { return *world_->executor; }
   LiveExecutor& live() { return *world_->executor; }
   std::function<void(LiveExecutorOptions&)> configure;  // applied by the next Build
+  SliceGranularity granularity;                         // of the next Build's vGPU manager
+  VGpuManager& vgpus() { return *world_->vgpus; }
   const FunctionRegistry& functions() const { return world_->functions; }
   InProcessHost& host() { return *world_->host; }
 
@@ -236,6 +242,7 @@ class LiveHarness final : public testing::ExecutorHarness {
     EmulatedHostMemory host_memory;
     std::vector<std::unique_ptr<EmulatedDevice>> devices;
     std::vector<Device*> device_pointers;
+    std::unique_ptr<VGpuManager> vgpus;
     std::unique_ptr<EmulatedDevice> staging;
     std::unique_ptr<SnapshotStore> store;
     std::unique_ptr<RestoreEngine> engine;
@@ -247,6 +254,19 @@ class LiveHarness final : public testing::ExecutorHarness {
 
   void Teardown() {
     if (!world_) return;
+    Drain();
+    world_->executor.reset();
+    world_.reset();
+  }
+
+  std::unique_ptr<World> world_;
+  bool drained_ = false;
+
+ public:
+  // Shuts the executor down and lets everything in flight end; the world stays for inspection.
+  void Drain() {
+    if (drained_) return;
+    drained_ = true;
     World& w = *world_;
     w.executor->Shutdown();
     w.loop.run_for(std::chrono::milliseconds(10));
@@ -254,11 +274,7 @@ class LiveHarness final : public testing::ExecutorHarness {
     w.copies.join();
     w.loop.restart();
     w.loop.poll();
-    w.executor.reset();
-    world_.reset();
   }
-
-  std::unique_ptr<World> world_;
 };
 
 TEST(LiveExecutorContract, GpuStartup) {
@@ -276,6 +292,198 @@ TEST(LiveExecutorContract, Evictions) {
 TEST(LiveExecutorContract, FailRequestAndViolations) {
   LiveHarness h;
   testing::CheckFailRequestAndViolations(h);
+}
+
+// A scheduler scripted by the test: each event it needs calls the hook set for it.
+class ScriptedScheduler final : public testing::NullScheduler {
+ public:
+  std::function<void(const Request&)> on_request;
+  std::function<void(GpuId, FunctionId, const Status&)> on_restore;
+  std::function<void(GpuId, FunctionId)> on_run;
+  std::function<void(GpuId, FunctionId, const Status&)> on_evict;
+
+  void OnRequest(const Request& r) override {
+    if (on_request) on_request(r);
+  }
+  void OnRestoreDone(GpuId g, FunctionId f, const Status& s) override {
+    if (on_restore) on_restore(g, f, s);
+  }
+  void OnRunDone(GpuId g, FunctionId f, std::span<const RequestId>, const RunResult&) override {
+    if (on_run) on_run(g, f);
+  }
+  void OnEvictDone(GpuId g, FunctionId f, const Status& s) override {
+    if (on_evict) on_evict(g, f, s);
+  }
+};
+
+SliceInfo Slice(SliceId id, int gpu, std::uint64_t quota, std::uint64_t used, std::string holder) {
+  return SliceInfo{id, gpu, quota, used, std::move(holder)};
+}
+
+GpuUsage Usage(int gpu, std::uint64_t reserved, std::uint64_t used, std::size_t slices) {
+  return GpuUsage{gpu, 4 * kGiB, reserved, used, slices};
+}
+
+// Both requests are in: a GPU (the second acquired on device 0: GPU ids are never reused) gets
+// function 0 with 300 MiB (not a multiple of the 128 MiB granularity: its quota is 384 MiB, its
+// segment 300 MiB) and function 1 with 512 MiB.
+void RestoreBoth(LiveExecutor& e, ScriptedScheduler& s, GpuId& gpu) {
+  auto arrived = std::make_shared<int>(0);
+  s.on_request = [&e, &gpu, arrived](const Request&) {
+    if (++*arrived < 2) return;
+    auto first = e.AcquireGpu(0, Duration::zero());
+    ASSERT_TRUE(first.ok()) << first.status().ToString();
+    e.ReleaseGpu(*first);
+    auto second = e.AcquireGpu(0, Duration::zero());
+    ASSERT_TRUE(second.ok()) << second.status().ToString();
+    EXPECT_EQ(*second, *first + 1);
+    gpu = *second;
+    e.Restore(gpu, 0, 300 * kMiB);
+    e.Restore(gpu, 1, 512 * kMiB);
+  };
+}
+
+std::vector<Request> TwoRequests() {
+  return {testing::ContractRequest(0, 0, 0.0), testing::ContractRequest(1, 1, 0.0)};
+}
+
+// The node's vGPU manager holds the executor's slices: one per restored function on the device
+// of its GPU, its quota the reservation rounded up to the granularity, its use the segment, bound
+// to the instance; an eviction gives it all back, and after shutdown nothing is left.
+TEST(LiveExecutorVGpu, TheManagersSlicesAreTheExecutorsAndComeBackToZero) {
+  LiveHarness h;
+  h.Build(testing::ContractGpu(), testing::ContractFunctions(), TwoRequests());
+  LiveExecutor& e = h.live();
+  VGpuManager& vgpus = h.vgpus();
+  ScriptedScheduler s;
+  GpuId gpu = 0;
+  RestoreBoth(e, s, gpu);
+  int restored = 0;
+  std::vector<SliceInfo> both_resident;
+  std::vector<SliceInfo> after_evict;
+  GpuUsage usage_both, usage_after_evict;
+  s.on_restore = [&](GpuId, FunctionId, const Status& status) {
+    ASSERT_TRUE(status.ok()) << status.ToString();
+    if (++restored < 2) return;
+    both_resident = vgpus.slices();
+    usage_both = vgpus.gpu(0).value();
+    const RequestId first[] = {0};
+    const RequestId second[] = {1};
+    e.Run(gpu, 0, first);
+    e.Run(gpu, 1, second);
+  };
+  s.on_run = [&](GpuId, FunctionId function) {
+    if (function == 0) e.Evict(gpu, 0, EvictHint::kCheckpoint);
+  };
+  s.on_evict = [&](GpuId, FunctionId function, const Status& status) {
+    EXPECT_EQ(function, 0u);
+    EXPECT_TRUE(status.ok()) << status.ToString();
+    after_evict = vgpus.slices();
+    usage_after_evict = vgpus.gpu(0).value();
+  };
+  const Status ran = h.Run(s);
+  ASSERT_TRUE(ran.ok()) << ran.ToString();
+
+  EXPECT_EQ(both_resident,
+            (std::vector<SliceInfo>{Slice(1, 0, 384 * kMiB, 300 * kMiB, "small#1"),
+                                    Slice(2, 0, 512 * kMiB, 512 * kMiB, "large#2")}));
+  EXPECT_EQ(usage_both, Usage(0, 896 * kMiB, 812 * kMiB, 2));
+  EXPECT_EQ(after_evict, (std::vector<SliceInfo>{Slice(2, 0, 512 * kMiB, 512 * kMiB, "large#2")}));
+  EXPECT_EQ(usage_after_evict, Usage(0, 512 * kMiB, 512 * kMiB, 1));
+  // Function 1 stays resident to the end of the run; device 1 was never used.
+  EXPECT_EQ(vgpus.slices(), after_evict);
+  EXPECT_EQ(vgpus.gpu(1).value(), Usage(1, 0, 0, 0));
+
+  h.Drain();
+  EXPECT_TRUE(vgpus.slices().empty());
+  EXPECT_EQ(vgpus.gpu(0).value(), Usage(0, 0, 0, 0));
+  EXPECT_EQ(vgpus.gpu(1).value(), Usage(1, 0, 0, 0));
+}
+
+// Resize goes through the manager: a growth sets the slice's quota (its segment stays), and one
+// that fits the scheduler's reservations in bytes but not the quotas rounded up to the granularity
+// is refused as a violation naming Resize, and changes nothing.
+TEST(LiveExecutorVGpu, AResizeThatDoesNotFitTheGpuIsRefusedAndLeaksNothing) {
+  LiveHarness h;
+  h.Build(testing::ContractGpu(), testing::ContractFunctions(), TwoRequests());
+  LiveExecutor& e = h.live();
+  VGpuManager& vgpus = h.vgpus();
+  ScriptedScheduler s;
+  GpuId gpu = 0;
+  RestoreBoth(e, s, gpu);
+  int restored = 0;
+  std::vector<SliceInfo> grown;
+  std::vector<SliceInfo> refused;
+  GpuUsage usage_grown, usage_refused;
+  double reserved_grown = 0, reserved_refused = 0;
+  s.on_restore = [&](GpuId, FunctionId, const Status& status) {
+    ASSERT_TRUE(status.ok()) << status.ToString();
+    if (++restored < 2) return;
+    e.Resize(gpu, 1, 1000 * kMiB);  // quota 1 GiB
+    EXPECT_TRUE(e.violation().ok()) << e.violation().ToString();
+    grown = vgpus.slices();
+    usage_grown = vgpus.gpu(0).value();
+    // The meter's figures at one instant: any change after it would alter them.
+    const TimePoint instant = e.Now();
+    reserved_grown = e.meter().Totals(instant).reserved_byte_seconds;
+    // 300 MiB + 3796 MiB is the GPU's 4 GiB; 384 MiB + 3840 MiB is more.
+    e.Resize(gpu, 1, 4 * kGiB - 300 * kMiB);
+    refused = vgpus.slices();
+    usage_refused = vgpus.gpu(0).value();
+    reserved_refused = e.meter().Totals(instant).reserved_byte_seconds;
+  };
+  const Status ran = h.Run(s);
+  EXPECT_EQ(ran.code(), StatusCode::kInternal) << ran.ToString();
+  EXPECT_NE(ran.message().find("Resize: 'large'"), std::string::npos) << ran.ToString();
+  EXPECT_NE(ran.message().find("cannot grow"), std::string::npos) << ran.ToString();
+
+  EXPECT_EQ(grown, (std::vector<SliceInfo>{Slice(1, 0, 384 * kMiB, 300 * kMiB, "small#1"),
+                                           Slice(2, 0, 1 * kGiB, 512 * kMiB, "large#2")}));
+  EXPECT_EQ(usage_grown, Usage(0, 384 * kMiB + kGiB, 812 * kMiB, 2));
+  EXPECT_EQ(refused, grown);
+  EXPECT_EQ(usage_refused, usage_grown);
+  EXPECT_EQ(reserved_refused, reserved_grown);  // the meter saw no change
+
+  h.Drain();
+  EXPECT_TRUE(vgpus.slices().empty());
+  EXPECT_EQ(vgpus.gpu(0).value(), Usage(0, 0, 0, 0));
+}
+
+// The manager enforces the quota of an executor's slice: an allocation beyond what is left of it
+// fails, names the instance, and changes nothing; one within it is charged and credited back.
+TEST(LiveExecutorVGpu, AnAllocationBeyondASlicesQuotaFails) {
+  LiveHarness h;
+  h.Build(testing::ContractGpu(), testing::ContractFunctions(), TwoRequests());
+  LiveExecutor& e = h.live();
+  VGpuManager& vgpus = h.vgpus();
+  ScriptedScheduler s;
+  GpuId gpu = 0;
+  RestoreBoth(e, s, gpu);
+  int restored = 0;
+  s.on_restore = [&](GpuId, FunctionId, const Status& status) {
+    ASSERT_TRUE(status.ok()) << status.ToString();
+    if (++restored < 2) return;
+    auto slice = vgpus.FindByFunction("small#1");
+    ASSERT_TRUE(slice.ok()) << slice.status().ToString();
+    const std::vector<SliceInfo> before = vgpus.slices();
+    auto beyond = vgpus.Allocate(*slice, 84 * kMiB + 1);  // 384 MiB quota, 300 MiB in use
+    EXPECT_EQ(beyond.status().code(), StatusCode::kResourceExhausted);
+    EXPECT_NE(beyond.status().message().find("small#1"), std::string::npos);
+    EXPECT_EQ(vgpus.slices(), before);
+    {
+      auto within = vgpus.Allocate(*slice, 84 * kMiB);
+      ASSERT_TRUE(within.ok()) << within.status().ToString();
+      EXPECT_EQ(vgpus.slice(*slice)->used_bytes, 384 * kMiB);
+    }
+    EXPECT_EQ(vgpus.slices(), before);
+  };
+  const Status ran = h.Run(s);
+  // The requests were never run: the harness reports them unanswered, and nothing else.
+  EXPECT_EQ(ran.code(), StatusCode::kInternal) << ran.ToString();
+  EXPECT_NE(ran.message().find("2 requests unanswered"), std::string::npos) << ran.ToString();
+  EXPECT_EQ(restored, 2);
+  h.Drain();
+  EXPECT_TRUE(vgpus.slices().empty());
 }
 
 // Every policy, unchanged, schedules real (in-process) instances on the live executor: three
@@ -331,6 +539,8 @@ TEST_P(LivePolicyTest, AnswersEveryRequestOnTheLiveNode) {
   const MeterTotals window = h.live().window_meter()->Totals(h.live().Now());
   EXPECT_GT(window.requests, 0u);
   EXPECT_LT(window.requests, totals.requests);
+  h.Drain();  // every slice of the node's vGPU manager is given back
+  EXPECT_TRUE(h.vgpus().slices().empty());
 }
 
 // A run that hangs is stopped at its function's run timeout: its instance dies, the policy gets
@@ -363,6 +573,8 @@ TEST_P(LivePolicyTest, AHungRunIsStoppedAndItsRequestRetriedNeverLostNorAnswered
   EXPECT_LE(answered, 1);
   EXPECT_EQ(h.live().unanswered(), 0u);
   EXPECT_EQ((*policy)->RequestsHeld(), 0u);
+  h.Drain();
+  EXPECT_TRUE(h.vgpus().slices().empty());
 }
 
 // A function whose program dies at start: the node stops starting it after a few tries in a row,
@@ -384,6 +596,8 @@ TEST_P(LivePolicyTest, AFunctionThatDiesAtStartHasItsRequestsAnsweredWithAnError
   EXPECT_EQ(h.host().failed.size(), 2u);
   EXPECT_TRUE(h.host().answered.empty());
   EXPECT_EQ((*policy)->RequestsHeld(), 0u);
+  h.Drain();
+  EXPECT_TRUE(h.vgpus().slices().empty());
 }
 
 INSTANTIATE_TEST_SUITE_P(EveryPolicy, LivePolicyTest, ::testing::ValuesIn(PolicyNames()),

@@ -36,6 +36,16 @@ Result<std::unique_ptr<NodeAgent>> NodeAgent::Create(NodeAgentOptions options) {
         "the live node switches functions on emulated GPUs only: CUDA functions need the CUDA "
         "switch driver, which this build does not have yet (use --device emulated)");
   }
+  for (const Device* device : agent->inventory_->devices()) {
+    if (device->info().memory_bytes < options.slice_granularity.bytes()) {
+      return InvalidArgument(fmt::format("GPU '{}' has {}, less than one slice of {}",
+                                         device->info().name,
+                                         FormatBytes(device->info().memory_bytes),
+                                         FormatBytes(options.slice_granularity.bytes())));
+    }
+  }
+  agent->vgpus_ =
+      std::make_unique<VGpuManager>(agent->inventory_->devices(), options.slice_granularity);
   auto staging = EmulatedDevice::Create(static_cast<int>(agent->inventory_->devices().size()),
                                         {.name = "host-staging",
                                          .memory_bytes = options.staging_bytes,
@@ -65,7 +75,8 @@ NodeAgent::~NodeAgent() {
 }
 
 NodeResources NodeAgent::resources() {
-  return NodeResources{loop_, *copies_, inventory_->devices(), *staging_, *engine_, *snapshots_};
+  return NodeResources{loop_,    *copies_,   inventory_->devices(), *vgpus_, *staging_,
+                       *engine_, *snapshots_};
 }
 
 Result<GpuType> NodeAgent::DescribeGpus(Duration restore_overhead,
@@ -73,10 +84,12 @@ Result<GpuType> NodeAgent::DescribeGpus(Duration restore_overhead,
   GpuType type;
   std::uint64_t memory = UINT64_MAX;
   double link = 0;
-  for (const Device* device : inventory_->devices()) {
-    memory = std::min(memory, device->info().memory_bytes);
-    link = device->info().link_bytes_per_second;
+  for (int gpu = 0; gpu < vgpus_->gpu_count(); ++gpu) {
+    auto usage = vgpus_->gpu(gpu);
+    if (!usage.ok()) return usage.status();
+    memory = std::min(memory, usage->capacity_bytes);
   }
+  for (const Device* device : inventory_->devices()) link = device->info().link_bytes_per_second;
   if (link <= 0) {  // unpaced: as fast as this machine copies
     auto measured = MeasureLinkBandwidth(*inventory_->devices().front(), inventory_->host_memory(),
                                          64 * kMiB, 5);

@@ -1,6 +1,7 @@
-// NodeAgent: one machine's node, composed: its GPUs, the host snapshot store, the restore
-// engine, a staging area where new instances load their models, the copy threads, and the one
-// serial event loop on which the scheduler and the live executor run.
+// NodeAgent: one machine's node, composed: its GPUs, the vGPU manager that cuts them into slices
+// (quotas enforced, in multiples of the program's one slice granularity), the host snapshot
+// store, the restore engine, a staging area where new instances load their models, the copy
+// threads, and the one serial event loop on which the scheduler and the live executor run.
 //
 // Create makes the node's process non-dumpable: it holds every function's device memory.
 //
@@ -25,11 +26,15 @@
 #include "gshare/node/live_executor.h"
 #include "gshare/node/restore_engine.h"
 #include "gshare/node/snapshot_store.h"
+#include "gshare/node/vgpu_manager.h"
 
 namespace gshare {
 
 struct NodeAgentOptions {
   DeviceOptions devices;  // the GPUs (emulated ones on this node; see above)
+  // The program's one slice granularity: the policies get the same (PolicyOptions). Every GPU
+  // must have at least this much memory (InvalidArgument otherwise).
+  SliceGranularity slice_granularity;
   std::uint64_t snapshot_pool_bytes = 4 * kGiB;
   std::uint64_t snapshot_chunk_bytes = 8 * kMiB;
   // Address space for instances loading their models (pages are used only while they load).
@@ -48,10 +53,13 @@ class NodeAgent {
   boost::asio::io_context& loop() { return loop_; }
   NodeResources resources();
   const GpuInventory& inventory() const { return *inventory_; }
+  // Slices of the node's GPUs (GPU i is inventory().devices()[i]); the live executor's slices.
+  const VGpuManager& vgpus() const { return *vgpus_; }
   SnapshotStore& snapshots() { return *snapshots_; }
 
   // A GPU type that describes the node's GPUs to policies, the meter and the simulator: the
-  // smallest GPU's memory, the link's configured bandwidth (measured when unpaced), the given
+  // smallest GPU's memory that slices can have (rounded down to the slice granularity, as the
+  // vGPU manager hands it out), the link's configured bandwidth (measured when unpaced), the given
   // fixed restore cost and price.
   Result<GpuType> DescribeGpus(Duration restore_overhead, double price_per_hour_usd) const;
 
@@ -63,6 +71,7 @@ class NodeAgent {
   // post to the loop).
   SteadyClock clock_;
   std::unique_ptr<GpuInventory> inventory_;
+  std::unique_ptr<VGpuManager> vgpus_;  // over inventory_'s devices; after the loop's handlers
   std::unique_ptr<EmulatedDevice> staging_;
   std::unique_ptr<SnapshotStore> snapshots_;
   std::unique_ptr<RestoreEngine> engine_;
