@@ -4,6 +4,7 @@
 // missing the test fails when CI=true and is skipped otherwise.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <array>
 #include <cstdio>
