@@ -11,6 +11,7 @@ packages=(
   libboost-dev libopenblas-dev
   gnuplot-nox python3
   clang libclang-rt-14-dev
+  prometheus
 )
 
 missing=()
