@@ -343,14 +343,15 @@ Status ParseProcessFields(const Where& where, const YAML::Node& item,
 
 Result<FunctionSpec> ParseFunction(const Where& where, const YAML::Node& item,
                                    const std::vector<GpuType>& types,
-                                   const std::filesystem::path& base_dir) {
+                                   const std::filesystem::path& base_dir,
+                                   std::string_view default_tenant = kDefaultTenant) {
   if (!item.IsMap()) return FieldError(where, "entry", item, "expected a map of fields");
   FunctionSpec spec;
   const YAML::Node name = item["name"];
   if (!name) return FieldError(where, "name", item, "missing");
   GSHARE_ASSIGN_OR_RETURN(spec.name, NameText(where, "name", name));
   if (spec.name.empty()) return FieldError(where, "name", name, "must not be empty");
-  spec.tenant = "default";
+  spec.tenant = default_tenant;
   if (const YAML::Node n = item["tenant"]) {
     GSHARE_ASSIGN_OR_RETURN(spec.tenant, NameText(where, "tenant", n));
     if (spec.tenant.empty()) return FieldError(where, "tenant", n, "must not be empty");
@@ -509,6 +510,26 @@ Result<Catalog> ParseWithBase(std::string_view yaml_text, std::string_view sourc
   }
 }
 
+Result<FunctionSpec> ParseEntryText(std::string_view yaml_text, std::string_view source,
+                                    std::string_view default_tenant,
+                                    const std::filesystem::path& base_dir) {
+  try {
+    const YAML::Node item = YAML::Load(std::string(yaml_text));
+    if (!item || item.IsNull()) {
+      return InvalidArgument(fmt::format("{}: the document is empty", source));
+    }
+    const YAML::Node name = item.IsMap() ? item["name"] : YAML::Node();
+    const Where where{source, name && name.IsScalar() && !name.Scalar().empty()
+                                  ? fmt::format("function ({})", name.Scalar())
+                                  : std::string("function")};
+    return ParseFunction(where, item, BuiltinGpuTypes(), base_dir, default_tenant);
+  } catch (const YAML::Exception& e) {
+    if (e.mark.is_null()) return InvalidArgument(fmt::format("{}: {}", source, e.msg));
+    return InvalidArgument(
+        fmt::format("{}:{}:{}: {}", source, e.mark.line + 1, e.mark.column + 1, e.msg));
+  }
+}
+
 // YAML scalars that must be quoted to stay strings.
 bool NeedsQuotes(std::string_view text) {
   if (text.empty() || !std::isalpha(static_cast<unsigned char>(text.front()))) return true;
@@ -616,6 +637,12 @@ Result<Catalog> ParseCatalog(std::string_view yaml_text, std::string_view source
   return ParseWithBase(yaml_text, source, BuiltinGpuTypes(), base_dir);
 }
 
+Result<FunctionSpec> ParseFunctionEntry(std::string_view yaml_text, std::string_view source,
+                                        std::string_view default_tenant,
+                                        const std::filesystem::path& base_dir) {
+  return ParseEntryText(yaml_text, source, default_tenant, base_dir);
+}
+
 Result<Catalog> LoadCatalog(const std::string& path) {
   std::error_code error;
   if (std::filesystem::is_directory(path, error)) {
@@ -633,72 +660,89 @@ Result<Catalog> LoadCatalog(const std::string& path) {
   return ParseCatalog(text.str(), path, folder);
 }
 
+std::string FunctionSpecToYaml(const FunctionSpec& spec) {
+  std::string out;
+  out += fmt::format("name: {}\n", YamlString(spec.name));
+  out += fmt::format("tenant: {}\n", YamlString(spec.tenant));
+  if (!spec.model.empty() && spec.model != spec.name) {
+    out += fmt::format("model: {}\n", YamlString(spec.model));
+  }
+  out += fmt::format("model_size: {}\n", FormatBytesExact(spec.model_bytes));
+  out += fmt::format("gpu_memory: {}\n", FormatBytesExact(spec.gpu_memory_bytes));
+  const bool scalar_latency = spec.exec_latency.size() == 1 &&
+                              spec.exec_latency.begin()->first == spec.reference_gpu &&
+                              spec.exec_latency.begin()->second.by_batch.size() == 1 &&
+                              spec.exec_latency.begin()->second.by_batch.contains(1);
+  if (scalar_latency) {
+    out += fmt::format("exec_latency: {}\n",
+                       FormatDurationExact(spec.exec_latency.begin()->second.by_batch.at(1)));
+  } else {
+    out += "exec_latency:\n";
+    for (const auto& [gpu, table] : spec.exec_latency) {
+      if (table.by_batch.size() == 1 && table.by_batch.contains(1)) {
+        out +=
+            fmt::format("  {}: {}\n", YamlString(gpu), FormatDurationExact(table.by_batch.at(1)));
+        continue;
+      }
+      out += fmt::format("  {}:\n", YamlString(gpu));
+      for (const auto& [batch, latency] : table.by_batch) {
+        out += fmt::format("    {}: {}\n", batch, FormatDurationExact(latency));
+      }
+    }
+  }
+  if (spec.reference_gpu != FunctionSpec{}.reference_gpu) {
+    out += fmt::format("reference_gpu: {}\n", YamlString(spec.reference_gpu));
+  }
+  if (spec.slo) out += fmt::format("slo: {}\n", FormatDurationExact(*spec.slo));
+  if (spec.slo_factor) out += fmt::format("slo_factor: {}\n", *spec.slo_factor);
+  if (spec.max_batch != 1) out += fmt::format("max_batch: {}\n", spec.max_batch);
+  if (spec.batch_memory_bytes != 0) {
+    out += fmt::format("batch_memory: {}\n", FormatBytesExact(spec.batch_memory_bytes));
+  }
+  if (spec.min_instances != 0) out += fmt::format("min_instances: {}\n", spec.min_instances);
+  if (spec.max_instances != 0) out += fmt::format("max_instances: {}\n", spec.max_instances);
+  if (!spec.command.empty()) {
+    std::vector<std::string> items;
+    for (const auto& argument : spec.command) items.push_back(YamlString(argument));
+    out += fmt::format("command: [{}]\n", fmt::join(items, ", "));
+  }
+  if (!spec.runtime.empty()) out += fmt::format("runtime: {}\n", YamlString(spec.runtime));
+  if (!spec.env.empty()) {
+    out += "env:\n";
+    for (const auto& [name, value] : spec.env) {
+      out += fmt::format("  {}: {}\n", YamlString(name), YamlString(value));
+    }
+  }
+  if (!spec.working_dir.empty()) {
+    out += fmt::format("working_dir: {}\n", YamlString(spec.working_dir));
+  }
+  if (!spec.model_files.empty()) {
+    out += "model_files:\n";
+    for (const auto& file : spec.model_files) out += fmt::format("  - {}\n", YamlString(file));
+  }
+  if (spec.timeout) out += fmt::format("timeout: {}\n", FormatDurationExact(*spec.timeout));
+  if (spec.host_memory_bytes) {
+    out += fmt::format("host_memory: {}\n", FormatBytesExact(*spec.host_memory_bytes));
+  }
+  return out;
+}
+
 std::string CatalogToYaml(const Catalog& catalog) {
   if (catalog.functions.empty()) return "functions: []\n";
   std::string out = "functions:\n";
   for (const auto& spec : catalog.functions) {
-    out += fmt::format("  - name: {}\n", YamlString(spec.name));
-    out += fmt::format("    tenant: {}\n", YamlString(spec.tenant));
-    if (!spec.model.empty() && spec.model != spec.name) {
-      out += fmt::format("    model: {}\n", YamlString(spec.model));
-    }
-    out += fmt::format("    model_size: {}\n", FormatBytesExact(spec.model_bytes));
-    out += fmt::format("    gpu_memory: {}\n", FormatBytesExact(spec.gpu_memory_bytes));
-    const bool scalar_latency = spec.exec_latency.size() == 1 &&
-                                spec.exec_latency.begin()->first == spec.reference_gpu &&
-                                spec.exec_latency.begin()->second.by_batch.size() == 1 &&
-                                spec.exec_latency.begin()->second.by_batch.contains(1);
-    if (scalar_latency) {
-      out += fmt::format("    exec_latency: {}\n",
-                         FormatDurationExact(spec.exec_latency.begin()->second.by_batch.at(1)));
-    } else {
-      out += "    exec_latency:\n";
-      for (const auto& [gpu, table] : spec.exec_latency) {
-        if (table.by_batch.size() == 1 && table.by_batch.contains(1)) {
-          out += fmt::format("      {}: {}\n", YamlString(gpu),
-                             FormatDurationExact(table.by_batch.at(1)));
-          continue;
-        }
-        out += fmt::format("      {}:\n", YamlString(gpu));
-        for (const auto& [batch, latency] : table.by_batch) {
-          out += fmt::format("        {}: {}\n", batch, FormatDurationExact(latency));
-        }
-      }
-    }
-    if (spec.reference_gpu != FunctionSpec{}.reference_gpu) {
-      out += fmt::format("    reference_gpu: {}\n", YamlString(spec.reference_gpu));
-    }
-    if (spec.slo) out += fmt::format("    slo: {}\n", FormatDurationExact(*spec.slo));
-    if (spec.slo_factor) out += fmt::format("    slo_factor: {}\n", *spec.slo_factor);
-    if (spec.max_batch != 1) out += fmt::format("    max_batch: {}\n", spec.max_batch);
-    if (spec.batch_memory_bytes != 0) {
-      out += fmt::format("    batch_memory: {}\n", FormatBytesExact(spec.batch_memory_bytes));
-    }
-    if (spec.min_instances != 0) out += fmt::format("    min_instances: {}\n", spec.min_instances);
-    if (spec.max_instances != 0) out += fmt::format("    max_instances: {}\n", spec.max_instances);
-    if (!spec.command.empty()) {
-      std::vector<std::string> items;
-      for (const auto& argument : spec.command) items.push_back(YamlString(argument));
-      out += fmt::format("    command: [{}]\n", fmt::join(items, ", "));
-    }
-    if (!spec.runtime.empty()) out += fmt::format("    runtime: {}\n", YamlString(spec.runtime));
-    if (!spec.env.empty()) {
-      out += "    env:\n";
-      for (const auto& [name, value] : spec.env) {
-        out += fmt::format("      {}: {}\n", YamlString(name), YamlString(value));
-      }
-    }
-    if (!spec.working_dir.empty()) {
-      out += fmt::format("    working_dir: {}\n", YamlString(spec.working_dir));
-    }
-    if (!spec.model_files.empty()) {
-      out += "    model_files:\n";
-      for (const auto& file : spec.model_files)
-        out += fmt::format("      - {}\n", YamlString(file));
-    }
-    if (spec.timeout) out += fmt::format("    timeout: {}\n", FormatDurationExact(*spec.timeout));
-    if (spec.host_memory_bytes) {
-      out += fmt::format("    host_memory: {}\n", FormatBytesExact(*spec.host_memory_bytes));
+    // Each entry's lines, indented as one item of the list.
+    const std::string entry = FunctionSpecToYaml(spec);
+    std::string_view rest = entry;
+    bool first = true;
+    while (!rest.empty()) {
+      const std::size_t end = rest.find('\n');
+      const std::string_view line = rest.substr(0, end);
+      out += first ? "  - " : "    ";
+      out += line;
+      out += '\n';
+      first = false;
+      rest.remove_prefix(end == std::string_view::npos ? rest.size() : end + 1);
     }
   }
   return out;

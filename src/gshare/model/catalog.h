@@ -51,6 +51,9 @@
 
 namespace gshare {
 
+// The tenant of a function whose entry names none.
+inline constexpr std::string_view kDefaultTenant = "default";
+
 struct Catalog {
   std::vector<FunctionSpec> functions;
   std::vector<GpuType> gpu_types;
@@ -73,10 +76,20 @@ const std::vector<GpuType>& BuiltinGpuTypes();
 // bytes and length, every list and map for size (limits in function_spec.h).
 Result<Catalog> ParseCatalog(std::string_view yaml_text, std::string_view source,
                              const std::filesystem::path& base_dir = {});
+// Parses one function entry (a map in the schema above, the text of one item of `functions`)
+// with the same checks as ParseCatalog, against the built-in GPU types. An entry without a
+// `tenant` gets `default_tenant`. This is the validator of a function spec that arrives alone (the
+// serve registry); an error names `source` and the field.
+Result<FunctionSpec> ParseFunctionEntry(std::string_view yaml_text, std::string_view source,
+                                        std::string_view default_tenant = kDefaultTenant,
+                                        const std::filesystem::path& base_dir = {});
 // Reads and parses a catalog file; relative paths in it are relative to its folder.
 Result<Catalog> LoadCatalog(const std::string& path);
 
 // Writes `catalog`'s functions as YAML in the schema above (GPU types are not written).
 std::string CatalogToYaml(const Catalog& catalog);
+// Writes one function as a YAML map (one entry of the schema above, tenant included);
+// ParseFunctionEntry reads it back to an equal spec.
+std::string FunctionSpecToYaml(const FunctionSpec& spec);
 
 }  // namespace gshare

@@ -231,6 +231,35 @@ TEST(CatalogTest, YamlRoundTripKeepsEveryField) {
   EXPECT_EQ(CatalogToYaml(*again), text);
 }
 
+TEST(CatalogTest, OneEntryParsesAloneAndRoundTrips) {
+  auto catalog = ParseCatalog(kCatalog, "catalog.yaml");
+  ASSERT_TRUE(catalog.ok());
+  for (const auto& spec : catalog->functions) {
+    const std::string text = FunctionSpecToYaml(spec);
+    auto again = ParseFunctionEntry(text, "entry.yaml");
+    ASSERT_TRUE(again.ok()) << again.status().ToString() << "\n" << text;
+    EXPECT_EQ(again->name, spec.name);
+    EXPECT_EQ(again->tenant, spec.tenant);
+    EXPECT_EQ(again->gpu_memory_bytes, spec.gpu_memory_bytes);
+    EXPECT_EQ(FunctionSpecToYaml(*again), text);
+  }
+  // Without a tenant the entry takes the one given; with one it keeps its own.
+  auto bare = ParseFunctionEntry("name: f\nmodel_size: 1Mi\nexec_latency: 1ms\n", "f.yaml", "acme");
+  ASSERT_TRUE(bare.ok()) << bare.status().ToString();
+  EXPECT_EQ(bare->tenant, "acme");
+  auto own = ParseFunctionEntry("{name: f, tenant: b, model_size: 1Mi, exec_latency: 1ms}",
+                                "f.yaml", "acme");
+  ASSERT_TRUE(own.ok());
+  EXPECT_EQ(own->tenant, "b");
+  EXPECT_EQ(ParseFunctionEntry("name: f\nmodel_size: 1Mi\n", "f.yaml").status().message(),
+            "f.yaml: function (f): exec_latency: missing (line 1)");
+  for (const char* bad : {"", "[1, 2]", "name: [", "name: f\nmodel_size: -1\nexec_latency: 1ms"}) {
+    auto parsed = ParseFunctionEntry(bad, "bad.yaml");
+    EXPECT_FALSE(parsed.ok()) << bad;
+    EXPECT_EQ(parsed.status().code(), StatusCode::kInvalidArgument) << bad;
+  }
+}
+
 TEST(CatalogTest, AddFunctionRejectsDuplicates) {
   Catalog catalog;
   FunctionSpec spec;
