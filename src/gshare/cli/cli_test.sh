@@ -179,6 +179,64 @@ else
   failed=$((failed + 1))
 fi
 
+# gshare tenant: add prints the new key alone on stdout (a gsk_ token) and creates the data
+# directory (0700) with its secret (0600); a taken name is exit 1, a malformed one exit 2; list
+# shows the tenants; remove forgets one, and removing it again is exit 1.
+# matches FILE PATTERN: FILE has a line matching the extended regex PATTERN; the PATTERN "EMPTY"
+# means FILE is empty.
+matches() {
+  if [ "$2" = EMPTY ]; then [ ! -s "$1" ]; else grep -Eq -- "$2" "$1"; fi
+}
+# check_tenant NAME EXPECTED_RC STDOUT_PATTERN STDERR_PATTERN ARGS...
+check_tenant() {
+  local name="$1" want_rc="$2" out_pattern="$3" err_pattern="$4"
+  shift 4
+  "$gshare" tenant "$@" >"$work/$name.stdout" 2>"$work/$name.stderr"
+  local rc=$?
+  if [ "$rc" -eq "$want_rc" ] && matches "$work/$name.stdout" "$out_pattern" &&
+    matches "$work/$name.stderr" "$err_pattern"; then
+    passed=$((passed + 1))
+  else
+    echo "FAIL $name: exit $rc (want $want_rc), stdout: $(cat "$work/$name.stdout"), stderr: $(cat "$work/$name.stderr")"
+    failed=$((failed + 1))
+  fi
+}
+serve_dir="$work/serve/data"
+check_tenant tenant_add 0 '^gsk_[A-Za-z0-9_-]{43}$' "added tenant 'acme'" add acme --data-dir "$serve_dir"
+check_tenant tenant_add_second 0 '^gsk_' "added tenant 'globex'" add globex --data-dir "$serve_dir"
+if [ "$(wc -l <"$work/tenant_add.stdout")" -eq 1 ] &&
+  [ "$(cat "$work/tenant_add.stdout")" != "$(cat "$work/tenant_add_second.stdout")" ] &&
+  [ "$(stat -c %a "$serve_dir")" = 700 ] && [ "$(stat -c %a "$serve_dir/server.secret")" = 600 ] &&
+  [ -f "$serve_dir/gshare.db" ] && ! grep -rqF "$(cat "$work/tenant_add.stdout")" "$serve_dir"; then
+  passed=$((passed + 1))
+else
+  echo "FAIL tenant_files: $(ls -la "$serve_dir")"
+  failed=$((failed + 1))
+fi
+check_tenant tenant_add_taken 1 EMPTY "AlreadyExists: tenant 'acme' already exists" add acme --data-dir "$serve_dir"
+check_tenant tenant_add_bad_name 2 EMPTY "InvalidArgument: a tenant name" add "a/b" --data-dir "$serve_dir"
+check_tenant tenant_add_no_dir 2 EMPTY "data-dir is required" add acme
+check_tenant tenant_list 0 '^acme +0 +[0-9]{4}-' EMPTY list --data-dir "$serve_dir"
+if [ "$(grep -c -E '^(acme|globex) ' "$work/tenant_list.stdout")" -eq 2 ]; then
+  passed=$((passed + 1))
+else
+  echo "FAIL tenant_list_both: $(cat "$work/tenant_list.stdout")"
+  failed=$((failed + 1))
+fi
+check_tenant tenant_remove 0 '^removed tenant acme' EMPTY remove acme --data-dir "$serve_dir"
+check_tenant tenant_remove_again 1 EMPTY "NotFound: tenant 'acme' does not exist" remove acme --data-dir "$serve_dir"
+check_tenant tenant_list_after 0 '^globex ' EMPTY list --data-dir "$serve_dir"
+if ! grep -q '^acme ' "$work/tenant_list_after.stdout"; then
+  passed=$((passed + 1))
+else
+  echo "FAIL tenant_list_after_remove: $(cat "$work/tenant_list_after.stdout")"
+  failed=$((failed + 1))
+fi
+check_tenant tenant_list_missing 1 EMPTY "no such data directory" list --data-dir "$work/serve/none"
+[ ! -e "$work/serve/none" ] || { echo "FAIL tenant_list_missing created the directory"; failed=$((failed + 1)); }
+chmod 644 "$serve_dir/server.secret"
+check_tenant tenant_loose_secret 1 EMPTY "FailedPrecondition: .*server.secret: mode 0644.*chmod 600" add initech --data-dir "$serve_dir"
+
 # gshare optgap, where it is built (GSHARE_BUILD_EXACT): a bad --sizes list is refused before
 # anything is solved.
 if "$gshare" optgap --help >/dev/null 2>&1; then
