@@ -1,4 +1,5 @@
-// Fuzz target: the YAML catalog parser (functions and GPU types, as a user writes them).
+// Fuzz target: the YAML catalog parser (functions and GPU types, as a user writes them), and the
+// parser of one function entry alone.
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
@@ -13,5 +14,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     // What parses must print (the functions; GPU types of the text are not printed back).
     (void)gshare::CatalogToYaml(*catalog);
   }
+  // The same bytes as one function entry, as the serve registry receives a spec.
+  auto entry = gshare::ParseFunctionEntry(text, "fuzz.yaml", "fuzz-tenant");
+  if (entry.ok()) (void)gshare::FunctionSpecToYaml(*entry);
   return 0;
 }
