@@ -96,6 +96,7 @@ class Statement {
   Statement(Statement&& other) noexcept
       : session_(other.session_), stmt_(std::exchange(other.stmt_, nullptr)) {}
   Statement& operator=(Statement&&) = delete;
+  // sqlite3_finalize repeats the last step's error, which Step has already reported.
   ~Statement() { sqlite3_finalize(stmt_); }
 
   Status Bind(int index, std::string_view text) {
