@@ -237,6 +237,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     std::string message;
     if (const auto status = CheckRequestHeader(*parser_, limits_, message)) {
       keep_alive_ = false;
+      head_request_ = false;
       return Send(JsonErrorResponse(*status, message), 11);
     }
     const auto expect = parser_->get()[http::field::expect];
@@ -255,6 +256,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   }
 
   void ReadBody() {
+    // The timer may have fired as the header arrived: the read timeout is spent all the same.
+    if (timed_out_) return OnReadError(asio::error::operation_aborted);
     http::async_read(socket_, buffer_, *parser_,
                      [self = shared_from_this()](const error_code& error, std::size_t) {
                        if (self->phase_ != Phase::kReading) return;
@@ -265,6 +268,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   void OnReadError(const error_code& error) {
     keep_alive_ = false;
+    head_request_ = false;
     if (timed_out_) {
       if (parser_->got_some() || buffer_.size() > 0) {
         return Send(JsonErrorResponse(408, "the request did not arrive in time"), 11);
@@ -283,6 +287,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     Disarm();
     auto& message = parser_->get();
     keep_alive_ = message.keep_alive();
+    head_request_ = message.method() == http::verb::head;
     const unsigned version = message.version();
     if (server_.draining.load()) {
       keep_alive_ = false;
@@ -355,6 +360,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     response_.keep_alive(keep_alive_);
     response_.body() = std::move(response.body);
     response_.prepare_payload();
+    if (head_request_) response_.body().clear();  // the length of the body a GET would get
     http::async_write(socket_, response_,
                       [self = shared_from_this()](const error_code& error, std::size_t) {
                         if (self->phase_ != Phase::kWriting) return;
@@ -394,6 +400,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   http::response<http::string_body> response_;
   bool timed_out_ = false;
   bool keep_alive_ = false;
+  bool head_request_ = false;  // the answer carries no body
   unsigned version_ = 11;
   bool counted_ = false;    // holds one of the max_in_flight places
   bool watching_ = false;   // a Watch read is outstanding
