@@ -218,6 +218,8 @@ TEST(HttpServerTest, AnswersLaterFromAnotherThread) {
   Responder responder = held.WaitFor(0);
   EXPECT_EQ(server->in_flight(), 1u);
   EXPECT_FALSE(responder.Cancelled());
+  // A second request sent while the first is in flight waits its turn.
+  client.Write(Request("GET", "/quick"));
   std::thread worker([responder] {
     responder.Respond({201, "{\"done\": true}"});
     responder.Respond({500, "ignored: the first answer counts"});
@@ -228,6 +230,9 @@ TEST(HttpServerTest, AnswersLaterFromAnotherThread) {
   EXPECT_EQ(answer->result_int(), 201);
   EXPECT_EQ(answer->body(), "{\"done\": true}");
   EXPECT_EQ((*answer)[http::field::content_type], "application/json");
+  answer = client.Read();
+  ASSERT_TRUE(answer);
+  EXPECT_EQ(answer->body(), "quick");
   // The connection is still usable.
   client.Write(Request("GET", "/quick"));
   answer = client.Read();
@@ -461,7 +466,8 @@ TEST(HttpServerTest, DrainDeadlineClosesWhatIsLeft) {
   server->Shutdown(std::chrono::milliseconds(0));
   EXPECT_TRUE(responder.Cancelled());
   EXPECT_TRUE(client.Ended());
-  responder.Respond({200, "after the server stopped"});  // harmless
+  server.reset();
+  responder.Respond({200, "after the server is gone"});  // harmless
 }
 
 TEST(HttpServerTest, ShutdownFromASignalHandlerPath) {
