@@ -20,21 +20,6 @@ namespace asio = boost::asio;
 namespace http = boost::beast::http;
 using Local = asio::local::stream_protocol;
 
-HttpResponse Plain(int status, std::string_view message) {
-  std::string escaped;  // a JSON string: quotes, backslashes and control characters escaped
-  for (const char c : message) {
-    if (c == '"' || c == '\\') {
-      escaped += '\\';
-      escaped += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      escaped += fmt::format("\\u{:04x}", static_cast<int>(c));
-    } else {
-      escaped += c;
-    }
-  }
-  return {status, "{\"error\": \"" + escaped + "\"}", "application/json"};
-}
-
 }  // namespace
 
 struct UnixHttpServer::Impl {
@@ -76,11 +61,11 @@ struct UnixHttpServer::Impl {
         return;
       }
       if (error == http::error::body_limit) {
-        response = Plain(413, "the request body is too large");
+        response = JsonErrorResponse(413, "the request body is too large");
       } else if (error == http::error::header_limit) {
-        response = Plain(431, "the request header is too large");
+        response = JsonErrorResponse(431, "the request header is too large");
       } else if (error) {
-        response = Plain(400, "a malformed request: " + error.message());
+        response = JsonErrorResponse(400, "a malformed request: " + error.message());
       } else {
         const auto& message = parser.get();
         keep_alive = message.keep_alive();
@@ -92,7 +77,7 @@ struct UnixHttpServer::Impl {
         try {
           response = handler(request);
         } catch (const std::exception& e) {
-          response = Plain(500, e.what());
+          response = JsonErrorResponse(500, e.what());
         }
       }
       // One request per connection: the node opens a connection per request, and a connection

@@ -21,26 +21,9 @@
 #include <string>
 
 #include "gshare/common/status.h"
+#include "gshare/net/http_message.h"
 
 namespace gshare::net {
-
-struct HttpRequest {
-  std::string method;  // "GET", "POST"
-  std::string target;  // "/v2/models/mlp/infer"
-  std::string body;
-  std::string content_type;
-};
-
-struct HttpResponse {
-  int status = 200;
-  std::string body;
-  std::string content_type = "application/json";
-};
-
-struct HttpLimits {
-  std::uint64_t header_bytes = 16 * 1024;
-  std::uint64_t body_bytes = 64ULL << 20;
-};
 
 class UnixHttpServer {
  public:

@@ -1,0 +1,33 @@
+// The HTTP messages both servers of this folder speak (unix_http.h: function processes over Unix
+// sockets; http_server.h: the TCP front), and the one shape of an error body they answer with.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace gshare::net {
+
+struct HttpRequest {
+  std::string method;  // "GET", "POST"
+  std::string target;  // "/v2/models/mlp/infer"
+  std::string body;
+  std::string content_type;
+};
+
+struct HttpResponse {
+  int status = 200;
+  std::string body;
+  std::string content_type = "application/json";
+};
+
+struct HttpLimits {
+  std::uint64_t header_bytes = 16 * 1024;
+  std::uint64_t body_bytes = 64ULL << 20;
+};
+
+// `{"error": "<message>"}` with `status`, the message escaped as a JSON string (quotes,
+// backslashes and control characters; other bytes pass through as they are).
+HttpResponse JsonErrorResponse(int status, std::string_view message);
+
+}  // namespace gshare::net

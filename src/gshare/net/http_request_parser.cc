@@ -1,0 +1,91 @@
+#include "gshare/net/http_request_parser.h"
+
+#include <fmt/format.h>
+
+#include <boost/beast/core/string.hpp>
+#include <limits>
+
+namespace gshare::net {
+
+namespace http = boost::beast::http;
+
+void ConfigureRequestParser(RequestParser& parser, const HttpServerLimits& limits) {
+  const std::uint64_t header_bytes =
+      std::min<std::uint64_t>(limits.header_bytes, std::numeric_limits<std::uint32_t>::max());
+  parser.header_limit(static_cast<std::uint32_t>(header_bytes));
+  parser.body_limit(limits.body_bytes);
+}
+
+std::optional<int> StatusForParseError(const boost::system::error_code& error) {
+  if (error.category() != http::make_error_code(http::error::end_of_stream).category()) {
+    return std::nullopt;  // the socket's error (reset, aborted): nobody to answer
+  }
+  switch (static_cast<http::error>(error.value())) {
+    case http::error::end_of_stream:    // closed between requests
+    case http::error::partial_message:  // closed in the middle of one
+      return std::nullopt;
+    case http::error::header_limit:
+      return 431;
+    case http::error::body_limit:
+      return 413;
+    default:
+      return 400;
+  }
+}
+
+std::optional<int> CheckRequestHeader(const RequestParser& parser, const HttpServerLimits& limits,
+                                      std::string& message) {
+  const auto& header = parser.get();
+  if (header.version() != 10 && header.version() != 11) {
+    message = "only HTTP/1.0 and HTTP/1.1 are served";
+    return 505;
+  }
+  for (const char c : header.target()) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (byte <= 0x20 || byte >= 0x7f) {
+      message = "the request target has a byte that is not printable ASCII (percent-encode it)";
+      return 400;
+    }
+  }
+  // RFC 9112 6.3: a request whose transfer coding does not end in chunked has no knowable length
+  // (answering it would let the rest be read as another request).
+  if (header.count(http::field::transfer_encoding) > 0 && !parser.chunked()) {
+    message = "a transfer coding other than chunked";
+    return 400;
+  }
+  const auto length = parser.content_length();
+  if (length && *length > limits.body_bytes) {
+    message = fmt::format("a body of {} bytes is larger than the limit of {}", *length,
+                          limits.body_bytes);
+    return 413;
+  }
+  return std::nullopt;
+}
+
+ServerRequest ToServerRequest(RequestParser& parser) {
+  auto& message = parser.get();
+  ServerRequest request;
+  request.method = std::string(message.method_string());
+  request.target = std::string(message.target());
+  request.version = message.version();
+  request.headers.reserve(8);
+  for (const auto& field : message) {
+    request.headers.emplace_back(std::string(field.name_string()), std::string(field.value()));
+  }
+  request.authorization = std::string(message[http::field::authorization]);
+  request.content_type = std::string(message[http::field::content_type]);
+  request.body = std::move(message.body());
+  return request;
+}
+
+std::string_view ServerRequest::Header(std::string_view name) const {
+  for (const auto& [field, value] : headers) {
+    if (boost::beast::iequals(boost::beast::string_view(field.data(), field.size()),
+                              boost::beast::string_view(name.data(), name.size()))) {
+      return value;
+    }
+  }
+  return {};
+}
+
+}  // namespace gshare::net

@@ -1,0 +1,633 @@
+#include "gshare/net/http_server.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/string.hpp>
+#include <boost/beast/http/read.hpp>
+#include <boost/beast/http/write.hpp>
+#include <exception>
+#include <optional>
+#include <thread>
+#include <unordered_map>
+
+#include "gshare/common/mutex.h"
+#include "gshare/net/http_request_parser.h"
+
+namespace gshare::net {
+namespace {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = asio::ip::tcp;
+using error_code = boost::system::error_code;
+
+// After an error answer (or a refused connection), what the client still sends is read and
+// dropped for at most this long and this much, so that closing does not reset the connection
+// before the client has read the answer.
+constexpr std::chrono::milliseconds kLingerTime{1000};
+constexpr std::size_t kLingerBytes = 1 << 20;
+// While a request is in flight the connection keeps reading, to learn when the client goes away;
+// what arrives (a pipelined request) is kept, up to this much beyond the header limit.
+constexpr std::size_t kWatchChunkBytes = 4096;
+
+class Connection;
+
+}  // namespace
+
+struct HttpServer::Impl {
+  HttpServerOptions options;
+  Handler handler;
+  asio::io_context io;
+  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work;
+  // The acceptor, its retry timer and the drain timer live on one strand.
+  asio::strand<asio::io_context::executor_type> control = asio::make_strand(io);
+  tcp::acceptor acceptor{control};
+  asio::steady_timer accept_retry{control};
+  asio::steady_timer drain_timer{control};
+  std::vector<std::thread> threads;
+  std::uint16_t port = 0;
+
+  std::atomic<std::size_t> in_flight{0};
+  std::atomic<std::size_t> served_connections{0};
+  std::atomic<bool> draining{false};
+  bool shutdown_begun = false;  // on `control`
+
+  Mutex mutex;
+  std::unordered_map<Connection*, std::weak_ptr<Connection>> live GUARDED_BY(mutex);
+  bool acceptor_closed GUARDED_BY(mutex) = false;
+  bool stopped GUARDED_BY(mutex) = false;
+  CondVar stopped_changed;
+  Mutex join_mutex;
+  bool joined GUARDED_BY(join_mutex) = false;
+
+  void Accept();
+  void OnAccept(const error_code& error, tcp::socket socket);
+  void StartShutdown(std::chrono::milliseconds drain);
+  // Runs `step` on every live connection's strand.
+  void Broadcast(void (Connection::*step)());
+  void Register(Connection* connection, std::weak_ptr<Connection> weak) EXCLUDES(mutex);
+  void Forget(Connection* connection, bool served) EXCLUDES(mutex);
+  void CheckStopped() REQUIRES(mutex);
+  // Takes one of the max_in_flight places; false when none is left.
+  bool AcquireInFlight();
+  void ReleaseInFlight();
+};
+
+// What a Responder and its copies share with the connection that made it.
+struct Responder::State {
+  explicit State(std::weak_ptr<Connection> connection_in) : connection(std::move(connection_in)) {}
+  ~State();
+  State(const State&) = delete;
+  State& operator=(const State&) = delete;
+
+  // Posts the answer onto the connection's strand, if it is still open.
+  void Deliver(HttpResponse response);
+  // The client went away: runs the cancellation callback unless the request was answered.
+  void Cancel();
+
+  const std::weak_ptr<Connection> connection;
+  Mutex mutex;
+  bool responded GUARDED_BY(mutex) = false;
+  bool cancelled GUARDED_BY(mutex) = false;
+  std::function<void()> on_cancel GUARDED_BY(mutex);
+};
+
+namespace {
+
+// One TCP connection: reads requests one after another, hands each to the handler, writes the
+// answers in order. Every member function runs on the connection's strand.
+class Connection : public std::enable_shared_from_this<Connection> {
+ public:
+  Connection(HttpServer::Impl& server, tcp::socket socket, bool served)
+      : registration_(server, this, served),
+        server_(server),
+        limits_(server.options.limits),
+        socket_(std::move(socket)),
+        timer_(socket_.get_executor()) {}
+
+  // Serves the connection, or, for one beyond max_connections, answers 503 and closes it.
+  void Start(bool refuse) {
+    if (refuse) {
+      keep_alive_ = false;
+      return Send(JsonErrorResponse(503, "the server has too many connections"), 11);
+    }
+    ReadNext();
+  }
+
+  // Shutdown steps, posted by the server onto the strand.
+  void CloseIfIdle() {
+    if (phase_ == Phase::kIdle) Close();
+  }
+  void Close() {
+    if (phase_ == Phase::kClosed) return;
+    phase_ = Phase::kClosed;
+    Disarm();
+    error_code ignored;
+    socket_.shutdown(tcp::socket::shutdown_both, ignored);
+    socket_.close(ignored);
+    CancelExchange();
+    if (counted_) {
+      counted_ = false;
+      server_.ReleaseInFlight();
+    }
+  }
+
+  // The handler's answer, posted onto the strand by the Responder.
+  void OnResponse(HttpResponse response) {
+    if (phase_ != Phase::kWaiting) return;  // closed meanwhile: nobody to answer
+    pending_ = std::move(response);
+    if (watching_) {
+      error_code ignored;
+      socket_.cancel(ignored);  // OnWatch writes the answer
+    } else {
+      SendPending();
+    }
+  }
+
+  asio::any_io_executor executor() { return socket_.get_executor(); }
+
+ private:
+  // Removes the connection from the server's registry when it is destroyed: the first member,
+  // so that it runs last, once the socket and the timer (which belong to the server's loop) are
+  // gone.
+  struct Registration {
+    Registration(HttpServer::Impl& server_in, Connection* self_in, bool served_in)
+        : server(server_in), self(self_in), served(served_in) {}
+    ~Registration() { server.Forget(self, served); }
+    Registration(const Registration&) = delete;
+    Registration& operator=(const Registration&) = delete;
+    HttpServer::Impl& server;
+    Connection* self;
+    bool served;
+  };
+
+  enum class Phase { kIdle, kReading, kWaiting, kWriting, kLingering, kClosed };
+
+  void Arm(std::chrono::milliseconds duration) {
+    const std::uint64_t generation = ++timer_generation_;
+    timer_.expires_after(duration);
+    timer_.async_wait([self = shared_from_this(), generation](const error_code& error) {
+      if (error || generation != self->timer_generation_) return;
+      self->OnTimeout();
+    });
+  }
+  void Disarm() {
+    ++timer_generation_;
+    timer_.cancel();
+  }
+
+  void OnTimeout() {
+    error_code ignored;
+    switch (phase_) {
+      case Phase::kReading:
+        timed_out_ = true;
+        socket_.cancel(ignored);  // the read ends with operation_aborted; OnReadError answers
+        return;
+      case Phase::kIdle:
+      case Phase::kWriting:
+      case Phase::kLingering:
+        return Close();
+      case Phase::kWaiting:
+      case Phase::kClosed:
+        return;
+    }
+  }
+
+  void ReadNext() {
+    if (server_.draining.load() && server_.in_flight.load() == 0 && buffer_.size() == 0) {
+      return Close();  // shutting down with nothing left in flight
+    }
+    parser_.emplace();
+    ConfigureRequestParser(*parser_, limits_);
+    timed_out_ = false;
+    if (buffer_.size() > 0) return ReadHeader();  // a pipelined request is already here
+    phase_ = Phase::kIdle;
+    Arm(limits_.idle_timeout);
+    socket_.async_wait(tcp::socket::wait_read,
+                       [self = shared_from_this()](const error_code& error) {
+                         if (self->phase_ != Phase::kIdle) return;
+                         if (error) return self->Close();
+                         self->ReadHeader();
+                       });
+  }
+
+  void ReadHeader() {
+    phase_ = Phase::kReading;
+    Arm(limits_.read_timeout);
+    http::async_read_header(socket_, buffer_, *parser_,
+                            [self = shared_from_this()](const error_code& error, std::size_t) {
+                              self->OnHeader(error);
+                            });
+  }
+
+  void OnHeader(const error_code& error) {
+    if (phase_ != Phase::kReading) return;
+    if (error) return OnReadError(error);
+    std::string message;
+    if (const auto status = CheckRequestHeader(*parser_, limits_, message)) {
+      keep_alive_ = false;
+      head_request_ = false;
+      return Send(JsonErrorResponse(*status, message), 11);
+    }
+    const auto expect = parser_->get()[http::field::expect];
+    if (!parser_->is_done() && beast::iequals(expect, "100-continue")) {
+      // The client waits for this before it sends the body (curl does, for large bodies).
+      static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+      asio::async_write(socket_, asio::buffer(kContinue.data(), kContinue.size()),
+                        [self = shared_from_this()](const error_code& write_error, std::size_t) {
+                          if (self->phase_ != Phase::kReading) return;
+                          if (write_error) return self->Close();
+                          self->ReadBody();
+                        });
+      return;
+    }
+    ReadBody();
+  }
+
+  void ReadBody() {
+    // The timer may have fired as the header arrived: the read timeout is spent all the same.
+    if (timed_out_) return OnReadError(asio::error::operation_aborted);
+    http::async_read(socket_, buffer_, *parser_,
+                     [self = shared_from_this()](const error_code& error, std::size_t) {
+                       if (self->phase_ != Phase::kReading) return;
+                       if (error) return self->OnReadError(error);
+                       self->Dispatch();
+                     });
+  }
+
+  void OnReadError(const error_code& error) {
+    keep_alive_ = false;
+    head_request_ = false;
+    if (timed_out_) {
+      if (parser_->got_some() || buffer_.size() > 0) {
+        return Send(JsonErrorResponse(408, "the request did not arrive in time"), 11);
+      }
+      return Close();
+    }
+    const auto status = StatusForParseError(error);
+    if (!status) return Close();  // the client went away
+    std::string message = "a malformed request: " + error.message();
+    if (*status == 431) message = "the request header is too large";
+    if (*status == 413) message = "the request body is too large";
+    Send(JsonErrorResponse(*status, message), 11);
+  }
+
+  void Dispatch() {
+    Disarm();
+    auto& message = parser_->get();
+    keep_alive_ = message.keep_alive();
+    head_request_ = message.method() == http::verb::head;
+    const unsigned version = message.version();
+    if (server_.draining.load()) {
+      keep_alive_ = false;
+      return Send(JsonErrorResponse(503, "the server is shutting down"), version);
+    }
+    if (!server_.AcquireInFlight()) {
+      return Send(JsonErrorResponse(503, "the server has too many requests in flight"), version);
+    }
+    counted_ = true;
+    version_ = version;
+    phase_ = Phase::kWaiting;
+    auto state = std::make_shared<Responder::State>(weak_from_this());
+    exchange_ = state;
+    ServerRequest request = ToServerRequest(*parser_);
+    parser_.reset();
+    Watch();
+    Responder responder(std::move(state));
+    try {
+      server_.handler(std::move(request), responder);
+    } catch (const std::exception& e) {
+      responder.Respond(JsonErrorResponse(500, fmt::format("the handler failed: {}", e.what())));
+    } catch (...) {
+      responder.Respond(JsonErrorResponse(500, "the handler failed"));
+    }
+  }
+
+  // Reads while the handler works, to learn that the client went away.
+  void Watch() {
+    if (peer_gone_ || buffer_.size() >= limits_.header_bytes + kWatchChunkBytes) return;
+    watching_ = true;
+    socket_.async_read_some(buffer_.prepare(kWatchChunkBytes),
+                            [self = shared_from_this()](const error_code& error, std::size_t n) {
+                              self->OnWatch(error, n);
+                            });
+  }
+
+  void OnWatch(const error_code& error, std::size_t bytes) {
+    watching_ = false;
+    if (phase_ != Phase::kWaiting) return;
+    if (!error) {
+      buffer_.commit(bytes);
+    } else if (error != asio::error::operation_aborted) {
+      peer_gone_ = true;  // end of stream or reset: nobody waits for the answer
+      CancelExchange();
+    }
+    if (pending_) return SendPending();
+    if (!peer_gone_) Watch();
+  }
+
+  void CancelExchange();
+
+  void SendPending() {
+    HttpResponse response = std::move(*pending_);
+    pending_.reset();
+    if (counted_) {
+      counted_ = false;
+      server_.ReleaseInFlight();
+    }
+    if (peer_gone_) return Close();
+    if (server_.draining.load()) keep_alive_ = false;
+    Send(std::move(response), version_);
+  }
+
+  void Send(HttpResponse response, unsigned version) {
+    phase_ = Phase::kWriting;
+    Arm(limits_.write_timeout);
+    response_ =
+        http::response<http::string_body>(static_cast<http::status>(response.status), version);
+    response_.set(http::field::content_type, response.content_type);
+    response_.keep_alive(keep_alive_);
+    response_.body() = std::move(response.body);
+    response_.prepare_payload();
+    if (head_request_) response_.body().clear();  // the length of the body a GET would get
+    http::async_write(socket_, response_,
+                      [self = shared_from_this()](const error_code& error, std::size_t) {
+                        if (self->phase_ != Phase::kWriting) return;
+                        if (error) return self->Close();
+                        if (!self->keep_alive_) return self->Linger();
+                        self->ReadNext();
+                      });
+  }
+
+  void Linger() {
+    phase_ = Phase::kLingering;
+    error_code ignored;
+    socket_.shutdown(tcp::socket::shutdown_send, ignored);
+    Arm(kLingerTime);
+    Discard();
+  }
+  void Discard() {
+    if (lingered_bytes_ >= kLingerBytes) return Close();
+    socket_.async_read_some(asio::buffer(discard_),
+                            [self = shared_from_this()](const error_code& error, std::size_t n) {
+                              if (self->phase_ != Phase::kLingering) return;
+                              if (error) return self->Close();
+                              self->lingered_bytes_ += n;
+                              self->Discard();
+                            });
+  }
+
+  Registration registration_;  // first: destroyed last
+  HttpServer::Impl& server_;
+  const HttpServerLimits& limits_;
+  tcp::socket socket_;
+  asio::steady_timer timer_;
+  std::uint64_t timer_generation_ = 0;
+  Phase phase_ = Phase::kIdle;
+  beast::flat_buffer buffer_;
+  std::optional<RequestParser> parser_;
+  http::response<http::string_body> response_;
+  bool timed_out_ = false;
+  bool keep_alive_ = false;
+  bool head_request_ = false;  // the answer carries no body
+  unsigned version_ = 11;
+  bool counted_ = false;    // holds one of the max_in_flight places
+  bool watching_ = false;   // a Watch read is outstanding
+  bool peer_gone_ = false;  // the client closed or reset while a request was in flight
+  std::optional<HttpResponse> pending_;
+  std::weak_ptr<Responder::State> exchange_;
+  std::size_t lingered_bytes_ = 0;
+  std::array<char, 4096> discard_{};
+};
+
+}  // namespace
+
+namespace {
+
+void Connection::CancelExchange() {
+  if (auto state = exchange_.lock()) state->Cancel();
+  exchange_.reset();
+}
+
+}  // namespace
+
+Responder::State::~State() {
+  bool answered = false;
+  {
+    MutexLock lock(mutex);
+    answered = responded;
+  }
+  if (!answered) Deliver(JsonErrorResponse(500, "the handler gave no answer"));
+}
+
+void Responder::State::Deliver(HttpResponse response) {
+  // The connection alive means the server is alive: the server waits for every connection.
+  if (auto alive = connection.lock()) {
+    asio::post(alive->executor(), [alive, response = std::move(response)]() mutable {
+      alive->OnResponse(std::move(response));
+    });
+  }
+}
+
+void Responder::State::Cancel() {
+  std::function<void()> callback;
+  {
+    MutexLock lock(mutex);
+    if (responded || cancelled) return;
+    cancelled = true;
+    callback = std::move(on_cancel);
+  }
+  if (callback) callback();
+}
+
+void Responder::Respond(HttpResponse response) const {
+  {
+    MutexLock lock(state_->mutex);
+    if (state_->responded) return;
+    state_->responded = true;
+    state_->on_cancel = nullptr;
+  }
+  state_->Deliver(std::move(response));
+}
+
+bool Responder::Cancelled() const {
+  MutexLock lock(state_->mutex);
+  return state_->cancelled;
+}
+
+void Responder::OnCancel(std::function<void()> callback) const {
+  {
+    MutexLock lock(state_->mutex);
+    if (state_->responded) return;
+    if (!state_->cancelled) {
+      state_->on_cancel = std::move(callback);
+      return;
+    }
+  }
+  if (callback) callback();
+}
+
+void HttpServer::Impl::Accept() {
+  acceptor.async_accept(asio::make_strand(io), [this](const error_code& error, tcp::socket s) {
+    OnAccept(error, std::move(s));
+  });
+}
+
+void HttpServer::Impl::OnAccept(const error_code& error, tcp::socket socket) {
+  if (shutdown_begun || error == asio::error::operation_aborted) return;
+  if (error) {
+    // Out of descriptors, say: try again shortly rather than spin.
+    accept_retry.expires_after(std::chrono::milliseconds(50));
+    accept_retry.async_wait([this](const error_code& wait_error) {
+      if (!wait_error && !shutdown_begun) Accept();
+    });
+    return;
+  }
+  error_code ignored;
+  socket.set_option(tcp::no_delay(true), ignored);
+  const bool refuse = served_connections.load() >= options.limits.max_connections;
+  if (!refuse) served_connections.fetch_add(1);
+  auto connection = std::make_shared<Connection>(*this, std::move(socket), !refuse);
+  Register(connection.get(), connection);
+  asio::post(connection->executor(), [connection, refuse] { connection->Start(refuse); });
+  Accept();
+}
+
+void HttpServer::Impl::Register(Connection* connection, std::weak_ptr<Connection> weak) {
+  MutexLock lock(mutex);
+  live.emplace(connection, std::move(weak));
+}
+
+void HttpServer::Impl::Forget(Connection* connection, bool served) {
+  if (served) served_connections.fetch_sub(1);
+  MutexLock lock(mutex);
+  live.erase(connection);
+  CheckStopped();
+}
+
+void HttpServer::Impl::CheckStopped() {
+  if (acceptor_closed && live.empty() && !stopped) {
+    stopped = true;
+    stopped_changed.NotifyAll();
+  }
+}
+
+bool HttpServer::Impl::AcquireInFlight() {
+  std::size_t current = in_flight.load();
+  do {
+    if (current >= options.limits.max_in_flight) return false;
+  } while (!in_flight.compare_exchange_weak(current, current + 1));
+  return true;
+}
+
+void HttpServer::Impl::ReleaseInFlight() {
+  if (in_flight.fetch_sub(1) == 1 && draining.load()) {
+    asio::post(control, [this] { Broadcast(&Connection::CloseIfIdle); });
+  }
+}
+
+void HttpServer::Impl::Broadcast(void (Connection::*step)()) {
+  std::vector<std::shared_ptr<Connection>> connections;
+  {
+    MutexLock lock(mutex);
+    for (const auto& [raw, weak] : live) {
+      if (auto connection = weak.lock()) connections.push_back(std::move(connection));
+    }
+  }
+  for (auto& connection : connections) {
+    asio::post(connection->executor(), [connection, step] { ((*connection).*step)(); });
+  }
+}
+
+void HttpServer::Impl::StartShutdown(std::chrono::milliseconds drain) {
+  if (shutdown_begun) return;
+  shutdown_begun = true;
+  draining.store(true);
+  error_code ignored;
+  acceptor.close(ignored);
+  accept_retry.cancel();
+  drain_timer.expires_after(drain);
+  drain_timer.async_wait([this](const error_code& error) {
+    if (!error) Broadcast(&Connection::Close);
+  });
+  if (in_flight.load() == 0) Broadcast(&Connection::CloseIfIdle);
+  MutexLock lock(mutex);
+  acceptor_closed = true;
+  CheckStopped();
+}
+
+HttpServer::HttpServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Result<std::unique_ptr<HttpServer>> HttpServer::Start(HttpServerOptions options, Handler handler) {
+  if (!handler) return InvalidArgument("the HTTP server needs a handler");
+  if (options.limits.max_connections == 0 || options.limits.max_in_flight == 0) {
+    return InvalidArgument("max_connections and max_in_flight must be at least 1");
+  }
+  error_code error;
+  const auto address = asio::ip::make_address(options.host, error);
+  if (error) return InvalidArgument(fmt::format("'{}' is not an IP address", options.host));
+  auto impl = std::make_unique<Impl>();
+  impl->handler = std::move(handler);
+  const tcp::endpoint endpoint(address, options.port);
+  impl->acceptor.open(endpoint.protocol(), error);
+  if (!error) impl->acceptor.set_option(tcp::acceptor::reuse_address(true), error);
+  if (!error) impl->acceptor.bind(endpoint, error);
+  if (!error) impl->acceptor.listen(asio::socket_base::max_listen_connections, error);
+  if (error) {
+    return Unavailable(
+        fmt::format("cannot listen on {}:{}: {}", options.host, options.port, error.message()));
+  }
+  impl->port = impl->acceptor.local_endpoint(error).port();
+  unsigned threads = options.io_threads;
+  if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
+  impl->options = std::move(options);
+  impl->work.emplace(impl->io.get_executor());
+  Impl* raw = impl.get();
+  asio::post(raw->control, [raw] { raw->Accept(); });
+  for (unsigned i = 0; i < threads; ++i) {
+    impl->threads.emplace_back([raw] { raw->io.run(); });
+  }
+  return std::unique_ptr<HttpServer>(new HttpServer(std::move(impl)));
+}
+
+HttpServer::~HttpServer() { Shutdown(std::chrono::milliseconds(0)); }
+
+std::uint16_t HttpServer::port() const { return impl_->port; }
+boost::asio::io_context& HttpServer::io_context() { return impl_->io; }
+std::size_t HttpServer::connections() const { return impl_->served_connections.load(); }
+std::size_t HttpServer::in_flight() const { return impl_->in_flight.load(); }
+
+void HttpServer::BeginShutdown(std::chrono::milliseconds drain) {
+  Impl* raw = impl_.get();
+  // Set here rather than on the loop, so that a request read after this call returns gets 503.
+  raw->draining.store(true);
+  asio::post(raw->control, [raw, drain] { raw->StartShutdown(drain); });
+}
+
+void HttpServer::Wait() {
+  if (impl_->io.get_executor().running_in_this_thread()) return;  // would wait for itself
+  {
+    MutexLock lock(impl_->mutex);
+    impl_->stopped_changed.Wait(impl_->mutex,
+                                [this]() REQUIRES(impl_->mutex) { return impl_->stopped; });
+  }
+  MutexLock lock(impl_->join_mutex);
+  if (impl_->joined) return;
+  impl_->joined = true;
+  impl_->work.reset();
+  impl_->io.stop();
+  for (auto& thread : impl_->threads) thread.join();
+}
+
+}  // namespace gshare::net
