@@ -363,18 +363,15 @@ int RunReplay(const ReplayFlags& flags) {
 
   std::size_t submitted = 0;
   std::vector<std::unique_ptr<boost::asio::steady_timer>> arrivals;
-  for (const Request& request : requests) {
-    if (const Status added = replay.Add(request.id, request.function); !added.ok()) {
-      return Fail(1, added.ToString());
-    }
-  }
-  // Arrivals on the executor's clock: one timer at a time, re-armed for the next.
   // Resident memory on the loop, every --memory-interval, on the replay's clock. The warm-up is the
   // first third, the window the profiles are learned in.
   MemorySampler memory((*node)->loop(), *memory_interval,
                        [&executor] { return ToSeconds(executor.Now() - TimePoint{}); },
                        [&host] { return host.pids(); });
   memory.Start();
+  // Arrivals on the executor's clock: one timer at a time, re-armed for the next. A request's input
+  // is made as it arrives and dropped once answered, so the client (in the node's process) holds
+  // only the requests in flight and the node's memory figures are not those of the whole trace.
   std::function<void()> arm;
   auto timer = std::make_unique<boost::asio::steady_timer>((*node)->loop());
   arm = [&] {
@@ -388,6 +385,10 @@ int RunReplay(const ReplayFlags& flags) {
         live.arrival = executor.Now();
         live.deadline = live.arrival + (requests[submitted].deadline - requests[submitted].arrival);
         ++submitted;
+        if (const Status added = replay.Add(live.id, live.function); !added.ok()) {
+          replay.Fail(live.id, added);
+          continue;
+        }
         executor.Submit(live);
       }
       arm();
