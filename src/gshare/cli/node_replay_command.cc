@@ -5,14 +5,16 @@
 //   gshare node replay --catalog C --trace T [--trace-format F] [--policy P]
 //                      [--device emulated|auto|cuda] [--gpus 2] [--gpu-memory 16Gi]
 //                      [--link-bandwidth 12GB/s] [--speedup 1] [--duration 2m]
-//                      [--slice-granularity 128Mi] --out DIR
+//                      [--slice-granularity 128Mi] [--memory-interval 10s] --out DIR
 //
 // --slice-granularity is the program's one granularity, as in gshare sim: the policy, the node's
 // vGPU manager and the simulator's prediction all get it.
 //
-// Writes DIR/summary.json (the layout of gshare sim, plus "wrong_outputs") and DIR/fidelity.json
-// (docs/live-node.md, "Replay and fidelity"). Exit status: 0; 1 when an answer was wrong or the
-// run failed; 2 for bad input.
+// Writes DIR/summary.json (the layout of gshare sim, plus "wrong_outputs"), DIR/fidelity.json
+// (docs/live-node.md, "Replay and fidelity") and DIR/memory.json (the resident memory of the node
+// and its function processes, sampled every --memory-interval, and its growth after the warm-up:
+// docs/live-node.md, "Memory over a 10-minute replay"). Exit status: 0; 1 when an answer was wrong
+// or the run failed; 2 for bad input.
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -25,6 +27,7 @@
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -37,6 +40,7 @@
 #include "gshare/device/device_registry.h"
 #include "gshare/model/catalog.h"
 #include "gshare/node/live_executor.h"
+#include "gshare/node/memory_sampler.h"
 #include "gshare/node/node_agent.h"
 #include "gshare/node/process/process_host.h"
 #include "gshare/sched/policy_registry.h"
@@ -62,8 +66,13 @@ struct ReplayFlags {
   double speedup = 1;
   std::string duration = "2m";
   std::string slice_granularity = "128Mi";
+  std::string memory_interval = "10s";
   std::string out;
 };
+
+// Growth after warm-up compares means of this many samples (MemorySampler's header), so that one
+// sample does not decide it.
+constexpr std::size_t kMemoryGrowthWindow = 3;
 
 int Fail(int code, const std::string& message) {
   std::fprintf(stderr, "gshare node replay: %s\n", message.c_str());
@@ -131,6 +140,72 @@ class ReplayRequests final : public RequestSource {
   std::map<RequestId, std::pair<FunctionId, InferRequest>> inputs_;
 };
 
+struct MemoryReport {
+  nlohmann::json json;  // DIR/memory.json
+  std::string summary;  // the line printed at the end
+};
+
+std::string GrowthText(const std::optional<double>& growth) {
+  return growth ? fmt::format("{:+.1f}%", *growth * 100) : std::string("n/a");
+}
+
+MemoryReport MakeMemoryReport(const MemorySampler& memory, double warmup_end_s) {
+  const auto& samples = memory.samples();
+  auto growth = [&](double (*value)(const MemorySample&)) {
+    return GrowthAfterWarmup(samples, warmup_end_s, kMemoryGrowthWindow, value);
+  };
+  auto as_json = [](const std::optional<double>& value) {
+    return value ? nlohmann::json(*value) : nlohmann::json(nullptr);
+  };
+  const auto node = growth([](const MemorySample& s) { return double(s.node_rss_bytes); });
+  const auto total = growth(
+      [](const MemorySample& s) { return double(s.node_rss_bytes + s.functions_rss_bytes); });
+  MemoryReport report;
+  nlohmann::json& json = report.json;
+  json["interval_s"] = ToSeconds(memory.interval());
+  json["warmup"] = {{"end_s", warmup_end_s},
+                    {"definition",
+                     "the first third of the replay, the window the execution profiles are "
+                     "learned in"}};
+  json["growth_window_samples"] = kMemoryGrowthWindow;
+  json["growth"] = {
+      {"definition",
+       "(mean of the last W samples - mean of the last W samples at or before the end of the "
+       "warm-up) / the latter"},
+      {"node", as_json(node)},
+      {"node_and_functions", as_json(total)},
+      {"node_anon",
+       as_json(growth([](const MemorySample& s) { return double(s.node_rss_anon_bytes); }))},
+      {"node_shmem",
+       as_json(growth([](const MemorySample& s) { return double(s.node_rss_shmem_bytes); }))},
+      {"functions",
+       as_json(growth([](const MemorySample& s) { return double(s.functions_rss_bytes); }))}};
+  json["samples"] = nlohmann::json::array();
+  for (const MemorySample& s : samples) {
+    json["samples"].push_back({{"t_s", s.t_s},
+                               {"node_rss_bytes", s.node_rss_bytes},
+                               {"node_rss_anon_bytes", s.node_rss_anon_bytes},
+                               {"node_rss_shmem_bytes", s.node_rss_shmem_bytes},
+                               {"functions_rss_bytes", s.functions_rss_bytes},
+                               {"functions_rss_anon_bytes", s.functions_rss_anon_bytes},
+                               {"functions_rss_shmem_bytes", s.functions_rss_shmem_bytes},
+                               {"processes", s.processes}});
+  }
+  if (samples.empty()) {
+    report.summary = "memory: no sample";
+    return report;
+  }
+  const MemorySample& last = samples.back();
+  report.summary = fmt::format(
+      "memory growth after warm-up ({:.0f} s): node {}, node and functions {}; at the end node "
+      "{} ({} anon, {} shmem), functions {} in {} processes; {} samples every {:g} s",
+      warmup_end_s, GrowthText(node), GrowthText(total), FormatBytes(last.node_rss_bytes),
+      FormatBytes(last.node_rss_anon_bytes), FormatBytes(last.node_rss_shmem_bytes),
+      FormatBytes(last.functions_rss_bytes), last.processes, samples.size(),
+      ToSeconds(memory.interval()));
+  return report;
+}
+
 int RunReplay(const ReplayFlags& flags) {
   if (flags.device == "cuda") {
     return Fail(2,
@@ -140,6 +215,11 @@ int RunReplay(const ReplayFlags& flags) {
   auto duration = ParseDuration(flags.duration);
   if (!duration.ok() || *duration <= Duration::zero() || *duration > std::chrono::hours(24)) {
     return Fail(2, "--duration: a duration in (0, 24h] such as 2m");
+  }
+  auto memory_interval = ParseDuration(flags.memory_interval);
+  if (!memory_interval.ok() || *memory_interval < milliseconds(100) ||
+      *memory_interval > std::chrono::hours(1)) {
+    return Fail(2, "--memory-interval: a duration from 100ms to 1h such as 10s");
   }
   auto gpu_memory = ParseBytes(flags.gpu_memory);
   if (!gpu_memory.ok() || *gpu_memory < 256 * kMiB || *gpu_memory > 1024 * kGiB) {
@@ -283,12 +363,15 @@ int RunReplay(const ReplayFlags& flags) {
 
   std::size_t submitted = 0;
   std::vector<std::unique_ptr<boost::asio::steady_timer>> arrivals;
-  for (const Request& request : requests) {
-    if (const Status added = replay.Add(request.id, request.function); !added.ok()) {
-      return Fail(1, added.ToString());
-    }
-  }
-  // Arrivals on the executor's clock: one timer at a time, re-armed for the next.
+  // Resident memory on the loop, every --memory-interval, on the replay's clock. The warm-up is the
+  // first third, the window the profiles are learned in.
+  MemorySampler memory((*node)->loop(), *memory_interval,
+                       [&executor] { return ToSeconds(executor.Now() - TimePoint{}); },
+                       [&host] { return host.pids(); });
+  memory.Start();
+  // Arrivals on the executor's clock: one timer at a time, re-armed for the next. A request's input
+  // is made as it arrives and dropped once answered, so the client (in the node's process) holds
+  // only the requests in flight and the node's memory figures are not those of the whole trace.
   std::function<void()> arm;
   auto timer = std::make_unique<boost::asio::steady_timer>((*node)->loop());
   arm = [&] {
@@ -302,6 +385,10 @@ int RunReplay(const ReplayFlags& flags) {
         live.arrival = executor.Now();
         live.deadline = live.arrival + (requests[submitted].deadline - requests[submitted].arrival);
         ++submitted;
+        if (const Status added = replay.Add(live.id, live.function); !added.ok()) {
+          replay.Fail(live.id, added);
+          continue;
+        }
         executor.Submit(live);
       }
       arm();
@@ -332,6 +419,7 @@ int RunReplay(const ReplayFlags& flags) {
     }
   }
   const TimePoint end = executor.Now();
+  memory.Stop();
   if (!executor.violation().ok()) {
     executor.Shutdown();
     return Fail(1, executor.violation().ToString());
@@ -383,9 +471,13 @@ int RunReplay(const ReplayFlags& flags) {
   summary["wrong_outputs"] = replay.wrong;
   summary["answered"] = replay.answered;
   summary["failed"] = replay.failed;
+  const double warmup_end_s = ToSeconds(third - TimePoint{});
+  const MemoryReport memory_report = MakeMemoryReport(memory, warmup_end_s);
   const auto out = std::filesystem::path(flags.out);
   const std::vector<std::pair<std::string, std::string>> files = {
-      {"summary.json", summary.dump(2) + "\n"}, {"fidelity.json", FidelityJson(fidelity)}};
+      {"summary.json", summary.dump(2) + "\n"},
+      {"fidelity.json", FidelityJson(fidelity)},
+      {"memory.json", memory_report.json.dump(2) + "\n"}};
   for (const auto& [name, text] : files) {
     std::ofstream file(out / name);
     file << text;
@@ -404,6 +496,10 @@ int RunReplay(const ReplayFlags& flags) {
       "ms; SLO live %.4f sim %.4f\n",
       fidelity.live.gpu_seconds, fidelity.sim.gpu_seconds, fidelity.live.p50_ms,
       fidelity.sim.p50_ms, fidelity.live.slo_attainment, fidelity.sim.slo_attainment);
+  std::printf("%s\n", memory_report.summary.c_str());
+  if (!memory.error().ok()) {
+    std::fprintf(stderr, "memory sampling: %s\n", memory.error().ToString().c_str());
+  }
   if (replay.wrong > 0) return Fail(1, fmt::format("{} wrong answers", replay.wrong));
   if (replay.failed > 0) {
     return Fail(1, fmt::format("{} requests failed; the functions' logs are in {}/run/logs",
@@ -439,7 +535,11 @@ void AddNodeReplayCommand(CLI::App& node, CommandContext& context) {
                   "Slices are multiples of this: a multiple of 2Mi, at most 64Gi (the policy and "
                   "the node's vGPU manager get the same)")
       ->capture_default_str();
-  cmd->add_option("--out", flags->out, "Folder for summary.json, fidelity.json, run/")->required();
+  cmd->add_option("--memory-interval", flags->memory_interval,
+                  "Sample resident memory this often (100ms to 1h)")
+      ->capture_default_str();
+  cmd->add_option("--out", flags->out, "Folder for summary.json, fidelity.json, memory.json, run/")
+      ->required();
   cmd->callback([flags, &context] { context.exit_code = RunReplay(*flags); });
 }
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # gshare node replay end to end: the bundled example functions as real processes on two emulated
 # GPUs, a 10-second generated trace, every answer checked (zero wrong outputs, every request
-# answered), the report layouts; and clear errors (exit 2) for bad input.
+# answered), the report layouts (memory.json among them); and clear errors (exit 2) for bad input.
 # Usage: node_replay_test.sh GSHARE_BINARY SOURCE_DIR
 set -u
 gshare="$1"
@@ -23,7 +23,8 @@ cp "$src/examples/catalog.yaml" "$work/catalog.yaml"
   --out "$work/trace" >/dev/null || { echo "FAIL workload"; exit 1; }
 rows=$(($(wc -l <"$work/trace/invocations.csv") - 1))
 "$gshare" node replay --catalog "$work/catalog.yaml" --trace "$work/trace/invocations.csv" \
-  --duration 10s --out "$work/replay" >"$work/replay.stdout" 2>"$work/replay.stderr"
+  --duration 10s --memory-interval 1s --out "$work/replay" >"$work/replay.stdout" \
+  2>"$work/replay.stderr"
 rc=$?
 check replay_exit [ "$rc" -eq 0 ]
 [ "$rc" -eq 0 ] || cat "$work/replay.stderr"
@@ -43,6 +44,34 @@ for side in ("live", "sim"):
 assert set(f["relative_error"]) == {"gpu_seconds", "p50_ms", "p99_ms"}
 assert abs(f["slo_attainment_diff"] - (f["sim"]["slo_attainment"] - f["live"]["slo_attainment"])) < 1e-12
 PY
+# Memory samples every second: one at the start, and (the replay lasts until its last request,
+# near the end of the 10 s, is answered) some after the warm-up of 10 s / 3, so growth is a number.
+check memory_report python3 - "$work/replay" <<'PY'
+import json, sys
+m = json.load(open(f"{sys.argv[1]}/memory.json"))
+assert m["interval_s"] == 1, m["interval_s"]
+assert abs(m["warmup"]["end_s"] - 10 / 3) < 1e-6, m["warmup"]
+assert m["growth_window_samples"] == 3
+samples = m["samples"]
+assert len(samples) >= 2, len(samples)
+keys = {"t_s", "node_rss_bytes", "node_rss_anon_bytes", "node_rss_shmem_bytes",
+        "functions_rss_bytes", "functions_rss_anon_bytes", "functions_rss_shmem_bytes",
+        "processes"}
+times = [s["t_s"] for s in samples]
+assert times == sorted(times) and times[0] >= 0, times
+for s in samples:
+    assert set(s) == keys, set(s)
+    assert s["node_rss_bytes"] > 0
+    assert s["node_rss_anon_bytes"] + s["node_rss_shmem_bytes"] <= s["node_rss_bytes"] + (1 << 20)
+    assert (s["processes"] == 0) == (s["functions_rss_bytes"] == 0), s
+assert any(s["processes"] > 0 for s in samples)
+g = m["growth"]
+assert any(t > m["warmup"]["end_s"] for t in times)
+for key in ("node", "node_and_functions", "node_anon", "node_shmem", "functions"):
+    assert g[key] is None or isinstance(g[key], float), (key, g[key])
+assert isinstance(g["node"], float) and g["node"] > -1, g
+PY
+check memory_summary grep -q "memory growth after warm-up" "$work/replay.stdout"
 check weights_written [ -s "$work/weights/mlp.safetensors" ] && [ -s "$work/weights/cnn.safetensors" ]
 check logs_written compgen -G "$work/replay/run/logs/*.log"
 
@@ -64,6 +93,9 @@ expect_error cuda "CUDA switch driver" "${replay[@]}" --device cuda
 expect_error zero_duration "duration" "${replay[@]}" --duration 0s
 expect_error unpaced "paced link" "${replay[@]}" --link-bandwidth 0
 expect_error speedup "speedup" "${replay[@]}" --speedup nan
+expect_error memory_interval_nan "memory-interval" "${replay[@]}" --memory-interval nans
+expect_error memory_interval_zero "memory-interval" "${replay[@]}" --memory-interval 0s
+expect_error memory_interval_long "memory-interval" "${replay[@]}" --memory-interval 2h
 expect_error simulation_only "bundled runtimes" node replay \
   --catalog "$src/data/examples/small-catalog.yaml" \
   --trace "$src/data/traces/azure-llm-2023/AzureLLMInferenceTrace_code.csv" \
