@@ -106,7 +106,7 @@ class ReplayRequests final : public RequestSource {
   }
   void Answer(RequestId id, InferResponse response) override {
     auto it = inputs_.find(id);
-    if (it == inputs_.end()) return;
+    if (it == inputs_.end()) return Stray(id, "an answer");
     ++answered;
     const Status right =
         response.outputs.size() == 1
@@ -121,6 +121,7 @@ class ReplayRequests final : public RequestSource {
     inputs_.erase(it);
   }
   void Fail(RequestId id, const Status& status) override {
+    if (!inputs_.contains(id)) return Stray(id, "a failure");
     if (++failed <= 3) {
       std::fprintf(stderr, "request %llu failed: %s\n", static_cast<unsigned long long>(id),
                    status.ToString().c_str());
@@ -128,9 +129,18 @@ class ReplayRequests final : public RequestSource {
     inputs_.erase(id);
   }
 
+  // An answer or failure for a request already answered (or never made): a second answer.
+  void Stray(RequestId id, const char* what) {
+    if (++stray <= 3) {
+      std::fprintf(stderr, "%s for request %llu, which was already answered\n", what,
+                   static_cast<unsigned long long>(id));
+    }
+  }
+
   std::uint64_t answered = 0;
   std::uint64_t failed = 0;
   std::uint64_t wrong = 0;
+  std::uint64_t stray = 0;  // answers beyond the first
 
  private:
   const std::string& ModelOf(FunctionId function) const { return models_[function]; }
@@ -471,6 +481,7 @@ int RunReplay(const ReplayFlags& flags) {
   summary["wrong_outputs"] = replay.wrong;
   summary["answered"] = replay.answered;
   summary["failed"] = replay.failed;
+  summary["answered_twice"] = replay.stray;
   const double warmup_end_s = ToSeconds(third - TimePoint{});
   const MemoryReport memory_report = MakeMemoryReport(memory, warmup_end_s);
   const auto out = std::filesystem::path(flags.out);
@@ -501,6 +512,9 @@ int RunReplay(const ReplayFlags& flags) {
     std::fprintf(stderr, "memory sampling: %s\n", memory.error().ToString().c_str());
   }
   if (replay.wrong > 0) return Fail(1, fmt::format("{} wrong answers", replay.wrong));
+  if (replay.stray > 0) {
+    return Fail(1, fmt::format("{} answers to requests already answered", replay.stray));
+  }
   if (replay.failed > 0) {
     return Fail(1, fmt::format("{} requests failed; the functions' logs are in {}/run/logs",
                                replay.failed, flags.out));

@@ -73,7 +73,7 @@ assert isinstance(g["node"], float) and g["node"] > -1, g
 PY
 check memory_summary grep -q "memory growth after warm-up" "$work/replay.stdout"
 check weights_written [ -s "$work/weights/mlp.safetensors" ] && [ -s "$work/weights/cnn.safetensors" ]
-check logs_written compgen -G "$work/replay/run/logs/*.log"
+check logs_written compgen -G "$work/replay/run/logs/*/*.log"
 
 # expect_error NAME PATTERN ARGS...: exit 2 and a message naming what is wrong.
 expect_error() {

@@ -52,8 +52,15 @@ int RunAdd(const TenantFlags& flags) {
   if (!keys.ok()) return Fail(keys.status());
   auto key = (*keys)->AddTenant(flags.name);
   if (!key.ok()) return Fail(key.status());
-  // The key alone on stdout, so that a script can take it; it is stored nowhere.
+  // The key alone on stdout, so that a script can take it; it is stored nowhere. A key that could
+  // not be written is a tenant nobody can use: it is removed again.
   std::printf("%s\n", key->c_str());
+  if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
+    const Status removed = (*keys)->RemoveTenant(flags.name);
+    return Fail(IoError(fmt::format(
+        "could not write the new key of tenant '{}' to standard output; the tenant was {}",
+        flags.name, removed.ok() ? "removed again" : "kept: " + removed.ToString())));
+  }
   std::fprintf(stderr,
                "gshare tenant: added tenant '%s'; its API key is printed above and only now\n",
                flags.name.c_str());

@@ -50,7 +50,7 @@ std::string_view ControlTypeName(ControlType type) {
 
 Result<std::pair<ControlChannel, UniqueFd>> ControlChannel::CreatePair() {
   int fds[2];
-  if (::socketpair(AF_UNIX, SOCK_SEQPACKET, 0, fds) != 0) {
+  if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, fds) != 0) {
     return IoError(fmt::format("control channel: socketpair: {}", std::strerror(errno)));
   }
   UniqueFd node(fds[0]);

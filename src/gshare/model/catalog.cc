@@ -341,6 +341,14 @@ Status ParseProcessFields(const Where& where, const YAML::Node& item,
   return Status::Ok();
 }
 
+// [A-Za-z0-9][A-Za-z0-9._-]*: safe as a file name and in a request path.
+bool IsPlainName(std::string_view text) {
+  if (text.empty() || !std::isalnum(static_cast<unsigned char>(text.front()))) return false;
+  return std::all_of(text.begin(), text.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-';
+  });
+}
+
 Result<FunctionSpec> ParseFunction(const Where& where, const YAML::Node& item,
                                    const std::vector<GpuType>& types,
                                    const std::filesystem::path& base_dir,
@@ -441,6 +449,21 @@ Result<FunctionSpec> ParseFunction(const Where& where, const YAML::Node& item,
     }
   }
   GSHARE_RETURN_IF_ERROR(ParseProcessFields(where, item, base_dir, spec));
+  if (spec.IsLive()) {
+    // A live node makes file names (logs) and request paths of these: plain names only.
+    for (const auto& [field, value] :
+         {std::pair<const char*, const std::string&>{"name", spec.name},
+          {"tenant", spec.tenant},
+          {"model", spec.model}}) {
+      if (!IsPlainName(value)) {
+        const YAML::Node n = item[field];
+        return FieldError(where, field, n ? n : item,
+                          fmt::format("'{}': a live function's {} is letters, digits, '.', '_' "
+                                      "and '-', starting with a letter or digit",
+                                      value, field));
+      }
+    }
+  }
   return spec;
 }
 

@@ -610,6 +610,29 @@ TEST(CatalogProcessTest, PathAndTimeoutErrors) {
             std::string::npos);
   EXPECT_NE(ProcessErrorOf("    host_memory: 1Gi\n").find("needs a command or a runtime"),
             std::string::npos);
+  // A live function's names become file names and request paths: plain names only.
+  for (const char* bad : {"../x", "a b", "a/b", ".hidden", "x\r\ny"}) {
+    const std::string text = fmt::format(
+        "functions:\n  - name: \"{}\"\n    model_size: 1Mi\n    exec_latency: 1ms\n"
+        "    runtime: echo\n",
+        bad);
+    auto catalog = ParseCatalog(text, "live.yaml", "/srv/catalogs");
+    ASSERT_FALSE(catalog.ok()) << bad;
+    EXPECT_NE(catalog.status().message().find("a live function's name is letters"),
+              std::string::npos)
+        << catalog.status().ToString();
+  }
+  EXPECT_NE(ProcessErrorOf("    runtime: echo\n    tenant: \"t/../u\"\n")
+                .find("a live function's tenant"),
+            std::string::npos);
+  EXPECT_NE(
+      ProcessErrorOf("    runtime: echo\n    model: \"m x\"\n").find("a live function's model"),
+      std::string::npos);
+  // A simulation-only function keeps any name (traces name functions as they please).
+  EXPECT_TRUE(ParseCatalog("functions:\n  - name: \"a b/c\"\n    model_size: 1Mi\n"
+                           "    exec_latency: 1ms\n",
+                           "sim.yaml")
+                  .ok());
   // Relative paths need a catalog file's folder.
   auto no_folder = ParseCatalog(
       "functions:\n  - name: f\n    model_size: 1Mi\n    exec_latency: 1ms\n    runtime: mlp\n"

@@ -34,7 +34,25 @@ Status WriteAll(int fd, std::string_view content, const std::filesystem::path& p
 Status EnsureDataDir(const std::filesystem::path& dir) {
   if (dir.empty()) return InvalidArgument("the data directory is not given");
   std::error_code error;
-  if (std::filesystem::is_directory(dir, error)) return Status::Ok();
+  if (std::filesystem::is_directory(dir, error)) {
+    // Its secrets are trusted only in a folder of the server's own that no one else may write.
+    struct stat info {};
+    if (::stat(dir.c_str(), &info) != 0) {
+      return IoError(fmt::format("{}: cannot stat: {}", dir.string(), ErrnoText(errno)));
+    }
+    if (info.st_uid != ::geteuid()) {
+      return FailedPrecondition(fmt::format(
+          "{}: belongs to uid {}, not to this server's uid {}; a data directory must be the "
+          "server's own",
+          dir.string(), info.st_uid, ::geteuid()));
+    }
+    if ((info.st_mode & 0022) != 0) {
+      return FailedPrecondition(
+          fmt::format("{}: mode {:04o} lets other users write into it; run `chmod 700 {}`",
+                      dir.string(), info.st_mode & 07777, dir.string()));
+    }
+    return Status::Ok();
+  }
   if (std::filesystem::exists(dir, error)) {
     return InvalidArgument(fmt::format("{}: exists and is not a directory", dir.string()));
   }
@@ -71,6 +89,12 @@ Result<std::string> ReadPrivateFile(const std::filesystem::path& path, std::size
   }
   if (!S_ISREG(info.st_mode)) {
     return FailedPrecondition(fmt::format("{}: is not a regular file", path.string()));
+  }
+  if (info.st_uid != ::geteuid()) {
+    return FailedPrecondition(
+        fmt::format("{}: belongs to uid {}, not to this server's uid {}; a secret file must be "
+                    "the server's own",
+                    path.string(), info.st_uid, ::geteuid()));
   }
   if ((info.st_mode & 0077) != 0) {
     return FailedPrecondition(

@@ -23,13 +23,14 @@ inline constexpr std::string_view kRegistryFileName = "gshare.db";
 inline constexpr std::string_view kServerSecretFileName = "server.secret";
 inline constexpr std::string_view kAdminKeyFileName = "admin.key";
 
-// Creates `dir` (and missing parents) with mode 0700 where it is missing; an existing directory
-// is used as it is. An error when `dir` exists and is not a directory.
+// Creates `dir` (and missing parents) with mode 0700 where it is missing. An existing directory
+// must belong to this process's uid and not be writable by the group or others
+// (FailedPrecondition otherwise); an error when `dir` exists and is not a directory.
 Status EnsureDataDir(const std::filesystem::path& dir);
 
 // Reads a secret file of at most `max_bytes`. NotFound when it does not exist;
-// FailedPrecondition when it is not a regular file or its mode grants the group or others any
-// access (the message says how to fix it).
+// FailedPrecondition when it is not a regular file, belongs to another uid, or its mode grants the
+// group or others any access (the message says how to fix it).
 Result<std::string> ReadPrivateFile(const std::filesystem::path& path, std::size_t max_bytes);
 
 // Creates `path` holding `content`, with mode 0600, unless it exists. Atomic against other

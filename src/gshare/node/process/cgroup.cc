@@ -153,6 +153,10 @@ Result<std::unique_ptr<InstanceCgroup>> InstanceCgroup::Create(const std::string
 }
 
 InstanceCgroup::~InstanceCgroup() {
+  // Whatever is left in it (a descendant that left the process group) is killed first, where the
+  // kernel offers cgroup.kill (5.14 and later); the rmdir then fails only while they die.
+  if (access((dir_ + "/cgroup.kill").c_str(), W_OK) == 0)
+    (void)WriteFile(dir_ + "/cgroup.kill", "1");
   if (rmdir(dir_.c_str()) != 0) {
     spdlog::warn("removing cgroup {}: {}", dir_, std::strerror(errno));
   }

@@ -7,7 +7,8 @@
 // cgroup; running the node in a delegated cgroup of its own (systemd Delegate=yes) fixes that.
 // Every "no" comes with one reason line for the log.
 //
-// InstanceCgroup is one child cgroup per instance (memory.max, pids.max), removed when destroyed;
+// InstanceCgroup is one child cgroup per instance (memory.max, pids.max), removed when destroyed
+// (what is still in it is killed through cgroup.kill first, where the kernel has it);
 // ProcessSpec::cgroup_procs_path points the child at it (the child moves itself in before exec).
 // Not thread-safe; file errors are Status values naming the file.
 #pragma once

@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <string>
@@ -52,6 +53,7 @@ enum ChildStep : int {
   kStepSetUid,
   kStepPrctl,
   kStepPassFds,
+  kStepCloseFds,
   kStepExec,
 };
 
@@ -67,6 +69,8 @@ const char* StepName(int step) {
       return "redirecting stderr";
     case kStepWorkingDir:
       return "chdir";
+    case kStepCgroup:
+      return "joining the cgroup";
     case kStepLimits:
       return "setrlimit";
     case kStepSetGroups:
@@ -79,6 +83,8 @@ const char* StepName(int step) {
       return "prctl";
     case kStepPassFds:
       return "passing descriptors";
+    case kStepCloseFds:
+      return "closing the node's descriptors";
     case kStepExec:
       return "execve";
     default:
@@ -117,7 +123,8 @@ Result<std::unique_ptr<ChildProcess>> ChildProcess::Spawn(boost::asio::io_contex
 
   OwnedFd log(spec.log_path.empty()
                   ? open("/dev/null", O_WRONLY | O_CLOEXEC)
-                  : open(spec.log_path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0640));
+                  : open(spec.log_path.c_str(),
+                         O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
   if (log.get() < 0) {
     return IoError(fmt::format("opening log {}: {}", spec.log_path, std::strerror(errno)));
   }
@@ -138,10 +145,6 @@ Result<std::unique_ptr<ChildProcess>> ChildProcess::Spawn(boost::asio::io_contex
   const rlimit no_core{0, 0};
   const rlimit open_files{static_cast<rlim_t>(spec.limits.open_files),
                           static_cast<rlim_t>(spec.limits.open_files)};
-  const bool limit_address_space = spec.limits.address_space_bytes.has_value();
-  const rlimit address_space{
-      static_cast<rlim_t>(spec.limits.address_space_bytes.value_or(RLIM_INFINITY)),
-      static_cast<rlim_t>(spec.limits.address_space_bytes.value_or(RLIM_INFINITY))};
   const char* working_dir = spec.working_dir.empty() ? nullptr : spec.working_dir.c_str();
   const std::optional<ProcessIdentity> identity = spec.identity;
   for (const int fd : spec.pass_fds) {
@@ -150,6 +153,11 @@ Result<std::unique_ptr<ChildProcess>> ChildProcess::Spawn(boost::asio::io_contex
   const std::vector<int> pass_fds = spec.pass_fds;
   const int first_free = 3 + static_cast<int>(pass_fds.size());
   std::vector<int> moved(pass_fds.size(), -1);  // filled in the child (no allocation there)
+  const pid_t parent = getpid();
+  rlimit node_files{};
+  getrlimit(RLIMIT_NOFILE, &node_files);
+  const int descriptor_bound = static_cast<int>(std::min<rlim_t>(
+      node_files.rlim_cur == RLIM_INFINITY ? 1 << 20 : node_files.rlim_cur, 1 << 20));
 
   const pid_t pid = fork();
   if (pid < 0) return IoError(fmt::format("fork: {}", std::strerror(errno)));
@@ -161,9 +169,7 @@ Result<std::unique_ptr<ChildProcess>> ChildProcess::Spawn(boost::asio::io_contex
     if (dup2(null_in.get(), STDIN_FILENO) < 0) Fail(report, kStepStdin);
     if (dup2(log.get(), STDOUT_FILENO) < 0) Fail(report, kStepStdout);
     if (dup2(log.get(), STDERR_FILENO) < 0) Fail(report, kStepStderr);
-    if (working_dir != nullptr && chdir(working_dir) != 0) Fail(report, kStepWorkingDir);
-    if (setrlimit(RLIMIT_CORE, &no_core) != 0 || setrlimit(RLIMIT_NOFILE, &open_files) != 0 ||
-        (limit_address_space && setrlimit(RLIMIT_AS, &address_space) != 0)) {
+    if (setrlimit(RLIMIT_CORE, &no_core) != 0 || setrlimit(RLIMIT_NOFILE, &open_files) != 0) {
       Fail(report, kStepLimits);
     }
     // "0" moves the writer itself; done before dropping privileges.
@@ -175,10 +181,14 @@ Result<std::unique_ptr<ChildProcess>> ChildProcess::Spawn(boost::asio::io_contex
       if (setgid(identity->gid) != 0) Fail(report, kStepSetGid);
       if (setuid(identity->uid) != 0) Fail(report, kStepSetUid);
     }
-    // After setuid: a credential change clears the parent-death signal.
+    // With the function's own rights: a folder its uid may not enter is refused.
+    if (working_dir != nullptr && chdir(working_dir) != 0) Fail(report, kStepWorkingDir);
+    // After setuid: a credential change clears the parent-death signal. A node that died before
+    // this line sends none: the parent changed, so the child ends here.
     if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0 || prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0) {
       Fail(report, kStepPrctl);
     }
+    if (getppid() != parent) Fail(report, kStepPrctl);
     // The passed descriptors: first out of the way of their targets (above every target), then
     // onto 3, 4, ... (dup2 clears close-on-exec there).
     for (std::size_t i = 0; i < pass_fds.size(); ++i) {
@@ -189,8 +199,14 @@ Result<std::unique_ptr<ChildProcess>> ChildProcess::Spawn(boost::asio::io_contex
       if (dup2(moved[i], 3 + static_cast<int>(i)) < 0) Fail(report, kStepPassFds);
     }
     // Every other descriptor above stderr is closed at exec (the status pipe is already
-    // O_CLOEXEC, so an exec failure can still be reported).
-    syscall(SYS_close_range, static_cast<unsigned>(first_free), ~0u, 4u /* CLOSE_RANGE_CLOEXEC */);
+    // O_CLOEXEC, so an exec failure can still be reported). Where close_range is missing (kernels
+    // before 5.11, some seccomp profiles), each descriptor up to the node's limit is marked.
+    if (syscall(SYS_close_range, static_cast<unsigned>(first_free), ~0u,
+                4u /* CLOSE_RANGE_CLOEXEC */) != 0) {
+      for (int fd = first_free; fd < descriptor_bound; ++fd) {
+        if (fcntl(fd, F_SETFD, FD_CLOEXEC) != 0 && errno != EBADF) Fail(report, kStepCloseFds);
+      }
+    }
     execve(argv[0], argv.data(), envp.data());
     Fail(report, kStepExec);
   }

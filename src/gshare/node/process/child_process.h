@@ -2,12 +2,14 @@
 // blocking the node's event loop.
 //
 // Spawn forks and, in the child, before exec: makes a new process group, points stdin at
-// /dev/null and stdout/stderr at the log file (O_APPEND), changes directory, applies the limits,
-// joins the instance's cgroup (ProcessSpec::cgroup_procs_path), drops to the identity if one is
-// given (setgroups({}), setgid, setuid), sets PR_SET_DUMPABLE 0 and PR_SET_PDEATHSIG SIGKILL,
-// closes every other descriptor on exec. A failure of any of these steps or of exec is reported by
-// Spawn as a Status naming the step (kIo, or kNotFound for a missing program); the child then never
-// runs the program.
+// /dev/null and stdout/stderr at the log file (O_APPEND), applies the limits, joins the
+// instance's cgroup (ProcessSpec::cgroup_procs_path), drops to the identity if one is given
+// (setgroups({}), setgid, setuid), changes directory with the identity's rights, sets
+// PR_SET_DUMPABLE 0 and PR_SET_PDEATHSIG SIGKILL (and ends if the node is already gone), gives
+// the passed descriptors their numbers from 3 and marks every other descriptor close-on-exec. A
+// failure of any of these steps or of exec is reported by Spawn as a Status naming the step (kIo,
+// or kNotFound for a missing program); the child then never runs the program. Spawn itself waits
+// (on the status pipe) until the child has exec'd or failed: a short block of the caller's thread.
 //
 // Note: the kernel sets the dumpable flag back to 1 at execve when the real and effective ids
 // agree, so PR_SET_DUMPABLE before exec protects only the moment between fork and exec; the

@@ -2,6 +2,7 @@
 
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -109,6 +110,36 @@ TEST_F(ChildProcessTest, OwnProcessGroupAndSignalToTheGroup) {
   const int status = WaitForExit(**child);
   ASSERT_TRUE(WIFSIGNALED(status));
   EXPECT_EQ(WTERMSIG(status), SIGTERM);
+}
+
+TEST_F(ChildProcessTest, PassedDescriptorsGetTheirNumbersAndNoOtherCrosses) {
+  // Descriptors of the node without close-on-exec (as a library might leave them) stay behind.
+  int leaked[2];
+  ASSERT_EQ(pipe(leaked), 0);
+  int passed[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, passed), 0);
+  ProcessSpec spec = Shell("ls /proc/$$/fd; test -S /proc/$$/fd/3 && echo socket");
+  spec.pass_fds = {passed[1]};
+  auto child = ChildProcess::Spawn(io_, spec);
+  ASSERT_TRUE(child.ok()) << child.status().ToString();
+  const int status = WaitForExit(**child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(Log(), "0\n1\n2\n3\nsocket\n");
+  for (const int fd : {leaked[0], leaked[1], passed[0], passed[1]}) close(fd);
+}
+
+TEST_F(ChildProcessTest, TheWorkingFolderIsEnteredWithTheFunctionsRights) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to switch uid";
+  const std::string closed = dir_ + "/root-only";
+  ASSERT_EQ(mkdir(closed.c_str(), 0700), 0);
+  ASSERT_EQ(chmod(dir_.c_str(), 0711), 0);
+  ProcessSpec spec = Shell("pwd");
+  spec.identity = ProcessIdentity{70123, 70123};
+  spec.working_dir = closed;
+  auto child = ChildProcess::Spawn(io_, spec);
+  ASSERT_FALSE(child.ok());
+  EXPECT_NE(child.status().message().find("chdir failed"), std::string::npos)
+      << child.status().ToString();
 }
 
 TEST_F(ChildProcessTest, DestructorKillsTheGroup) {

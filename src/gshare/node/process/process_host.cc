@@ -46,6 +46,10 @@ std::string FunctionName(const InstanceCommand& command) {
   return command.name.empty() ? command.model : command.name;
 }
 
+std::string TenantFolder(const InstanceCommand& command) {
+  return command.tenant.empty() ? "default" : command.tenant;
+}
+
 }  // namespace
 
 ProcessHost::ProcessHost(boost::asio::io_context& loop, std::vector<InstanceCommand> commands,
@@ -154,7 +158,9 @@ Status ProcessHost::SpawnNow(Process& process) {
   const InstanceCommand& command = commands_[process.function];
   if (command.argv.empty()) return InvalidArgument("an instance command without a program");
   if (!identities_) return identity_error_;
-  const std::filesystem::path logs = std::filesystem::path(run_dir_) / "logs";
+  // One folder per tenant: two tenants' functions of one name never share a log.
+  const std::filesystem::path logs =
+      std::filesystem::path(run_dir_) / "logs" / TenantFolder(command);
   std::error_code error;
   std::filesystem::create_directories(logs, error);
   if (error) return IoError(fmt::format("{}: {}", logs.string(), error.message()));
@@ -163,9 +169,12 @@ Status ProcessHost::SpawnNow(Process& process) {
                           identities_->ForTenant(command.tenant));
   // The instance's folder (its socket) belongs to its uid.
   const std::string dir = std::filesystem::path(process.socket_path).parent_path().string();
+  std::filesystem::remove_all(dir, error);  // nothing of an earlier run's instance is reused
   std::filesystem::create_directories(dir, error);
   if (error) return IoError(fmt::format("{}: {}", dir, error.message()));
-  ::chmod(dir.c_str(), 0700);
+  if (::chmod(dir.c_str(), 0700) != 0) {
+    return IoError(fmt::format("chmod {}: {}", dir, std::strerror(errno)));
+  }
   if (identity && ::chown(dir.c_str(), identity->uid, identity->gid) != 0) {
     return IoError(fmt::format("chown {}: {}", dir, std::strerror(errno)));
   }
@@ -186,7 +195,7 @@ Status ProcessHost::SpawnNow(Process& process) {
   spec.pass_fds = {process.launch.control.get()};
   if (cgroups_.enabled) {
     auto cgroup = InstanceCgroup::Create(
-        cgroups_.parent_dir, fmt::format("gshare-instance-{}", process.id),
+        cgroups_.parent_dir, fmt::format("gshare-{}-instance-{}", ::getpid(), process.id),
         {.memory_max_bytes = command.memory_max_bytes, .pids_max = options_.pids_max});
     if (!cgroup.ok()) return cgroup.status().WithContext("the instance's cgroup");
     process.cgroup = std::move(cgroup).value();
@@ -217,9 +226,9 @@ Status ProcessHost::Start(InstanceLaunch launch) {
       if (since < options_.restart_backoff_max) {
         return Unavailable(fmt::format(
             "function {} is in a crash loop ({} crashes in a row; the last: {}); see its log, "
-            "logs/{}.log; it is tried again {} ms after its last crash",
+            "logs/{}/{}.log; it is tried again {} ms after its last crash",
             FunctionName(command), restarts.consecutive, restarts.last_reason,
-            FunctionName(command), options_.restart_backoff_max.count()));
+            TenantFolder(command), FunctionName(command), options_.restart_backoff_max.count()));
       }
     } else {
       delay = std::max(std::chrono::milliseconds(0), DelayAfter(restarts.consecutive) - since);

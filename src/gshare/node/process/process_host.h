@@ -5,7 +5,8 @@
 //    the control channel; GSHARE_DEVICE_BASE and GSHARE_DEVICE_RESERVE; GSHARE_SOCKET, where it
 //    serves the function protocol; OPENBLAS_NUM_THREADS = 1), and a PATH; nothing else of the
 //    node's environment, and no descriptor of the node's but its control channel;
-//  - standard output and error go to <run dir>/logs/<function>.log (appended); standard input is
+//  - standard output and error go to <run dir>/logs/<tenant>/<function>.log (appended, mode 0600,
+//    never through a symbolic link); standard input is
 //    /dev/null; it leads its own process group; it dumps no core; it has an open-files limit;
 //  - when the node runs as root, every tenant's instances run as a uid and gid of their own
 //    (TenantIdentities: first_uid + the tenant's index, no supplementary groups); otherwise as the
@@ -60,7 +61,7 @@ struct InstanceCommand {
   std::map<std::string, std::string> env;
   std::string working_dir;  // empty: the run directory
   std::string model;        // the protocol's model name
-  std::string name;         // the function's name: its log is <run dir>/logs/<name>.log
+  std::string name;         // the function's name: its log is <run dir>/logs/<tenant>/<name>.log
   std::string tenant;
   std::optional<std::uint64_t> memory_max_bytes;  // the instance cgroup's memory.max, if any
 };

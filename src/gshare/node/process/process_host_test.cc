@@ -177,7 +177,8 @@ void ProcessHostTest::Replay(const std::string& policy_name, int kill_at, int& a
     kill_when_due();
     if (std::chrono::steady_clock::now() > give_up) {
       std::string logs;
-      for (const auto& entry : std::filesystem::directory_iterator(dir_ / "run" / "logs")) {
+      for (const auto& entry :
+           std::filesystem::recursive_directory_iterator(dir_ / "run" / "logs")) {
         std::ifstream in(entry.path());
         logs += entry.path().filename().string() + ":\n" +
                 std::string(std::istreambuf_iterator<char>(in), {}) + "\n";

@@ -153,7 +153,7 @@ TEST_F(ProcessLifecycleTest, StartReadyStop) {
   EXPECT_TRUE(seen_[1].exit->ok()) << seen_[1].exit->ToString();
   EXPECT_EQ(host_->running(), 0u);
   EXPECT_EQ(host_->FunctionRestarts(0).consecutive_crashes, 0);
-  EXPECT_TRUE(std::filesystem::exists(dir_ / "run" / "logs" / "life.log"));
+  EXPECT_TRUE(std::filesystem::exists(dir_ / "run" / "logs" / "t" / "life.log"));
   EXPECT_FALSE(std::filesystem::exists(dir_ / "run" / "instances" / "1"));
 }
 
@@ -187,7 +187,7 @@ TEST_F(ProcessLifecycleTest, CrashesRestartWithDoublingBackoffUntilACrashLoop) {
   const Status refused = Start(5);
   EXPECT_EQ(refused.code(), StatusCode::kUnavailable);
   EXPECT_NE(refused.message().find("crash loop"), std::string::npos) << refused.ToString();
-  EXPECT_NE(refused.message().find("logs/life.log"), std::string::npos) << refused.ToString();
+  EXPECT_NE(refused.message().find("logs/t/life.log"), std::string::npos) << refused.ToString();
   EXPECT_EQ(host_->running(), 0u);
 
   // After restart_backoff_max since the last crash, one try is allowed; a clean stop after it was

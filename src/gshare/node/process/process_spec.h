@@ -19,12 +19,11 @@ struct ProcessIdentity {
 };
 
 // setrlimit values applied in the child. Core dumps are always off (RLIMIT_CORE 0): a dump would
-// hold the function's memory outside its sandbox. No address-space limit by default: device memory
-// is memfd segments mapped at fixed, reserved addresses and CUDA reserves large virtual ranges, so
+// hold the function's memory outside its sandbox. No address-space limit: device memory is memfd
+// segments mapped at fixed, reserved addresses and CUDA reserves large virtual ranges, so
 // RLIMIT_AS would refuse those mappings; memory is bounded by a cgroup where one is delegated.
 struct ProcessLimits {
-  std::uint64_t open_files = 1024;                   // RLIMIT_NOFILE
-  std::optional<std::uint64_t> address_space_bytes;  // RLIMIT_AS, off unless set
+  std::uint64_t open_files = 1024;  // RLIMIT_NOFILE
 };
 
 struct ProcessSpec {
