@@ -372,7 +372,6 @@ int RunReplay(const ReplayFlags& flags) {
   executor.set_scheduler(policy->get());
 
   std::size_t submitted = 0;
-  std::vector<std::unique_ptr<boost::asio::steady_timer>> arrivals;
   // Resident memory on the loop, every --memory-interval, on the replay's clock. The warm-up is the
   // first third, the window the profiles are learned in.
   MemorySampler memory((*node)->loop(), *memory_interval,
