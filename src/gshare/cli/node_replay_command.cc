@@ -419,8 +419,20 @@ int RunReplay(const ReplayFlags& flags) {
                    static_cast<unsigned long long>(replay.answered));
     }
     if (std::chrono::steady_clock::now() > give_up) {
+      const std::string state = executor.DebugState();
       executor.Shutdown();
-      return Fail(1, "the replay did not finish:\n" + executor.DebugState());
+      std::string hint;
+      if (flags.policy == "keepalive") {
+        hint = fmt::format(
+            "\nkeepalive never takes an idle instance's GPU from another function: with more "
+            "functions waiting than the {} GPUs, they wait for a keep-alive to end; faascache "
+            "evicts, or give more --gpus",
+            flags.gpus);
+      }
+      return Fail(1, fmt::format("the replay did not finish: {} of {} requests unanswered after {} "
+                                 "s\n{}{}",
+                                 requests.size() - replay.answered - replay.failed, requests.size(),
+                                 ToSeconds(executor.Now() - TimePoint{}), state, hint));
     }
     if (!executor.violation().ok()) {
       executor.Shutdown();
