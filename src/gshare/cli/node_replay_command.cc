@@ -429,10 +429,11 @@ int RunReplay(const ReplayFlags& flags) {
             "evicts, or give more --gpus",
             flags.gpus);
       }
-      return Fail(1, fmt::format("the replay did not finish: {} of {} requests unanswered after {:.0f} "
-                                 "s\n{}{}",
-                                 requests.size() - replay.answered - replay.failed, requests.size(),
-                                 ToSeconds(executor.Now() - TimePoint{}), state, hint));
+      return Fail(
+          1, fmt::format("the replay did not finish: {} of {} requests unanswered after {:.0f} "
+                         "s\n{}{}",
+                         requests.size() - replay.answered - replay.failed, requests.size(),
+                         ToSeconds(executor.Now() - TimePoint{}), state, hint));
     }
     if (!executor.violation().ok()) {
       executor.Shutdown();
