@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 namespace gshare::net {
 
@@ -19,6 +21,9 @@ struct HttpResponse {
   int status = 200;
   std::string body;
   std::string content_type = "application/json";
+  // Further header fields (`WWW-Authenticate`, `Allow`), written after Content-Type. The server
+  // sets the framing fields (Content-Length, Connection) itself; the handler must not name them.
+  std::vector<std::pair<std::string, std::string>> headers{};  // {}: may be left out of {...}
 };
 
 struct HttpLimits {

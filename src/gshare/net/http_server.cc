@@ -357,6 +357,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     response_ =
         http::response<http::string_body>(static_cast<http::status>(response.status), version);
     response_.set(http::field::content_type, response.content_type);
+    for (const auto& [name, value] : response.headers) response_.set(name, value);
     response_.keep_alive(keep_alive_);
     response_.body() = std::move(response.body);
     response_.prepare_payload();

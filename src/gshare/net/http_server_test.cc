@@ -174,6 +174,24 @@ TEST(HttpServerTest, KeepsAliveAndAnswersInOrder) {
   EXPECT_EQ(server->connections(), 1u);
 }
 
+TEST(HttpServerTest, WritesTheHandlersHeaderFields) {
+  auto server = StartServer([](ServerRequest, Responder responder) {
+    HttpResponse response = JsonErrorResponse(401, "no key");
+    response.headers.emplace_back("WWW-Authenticate", "Bearer");
+    response.headers.emplace_back("X-Extra", "1");
+    responder.Respond(std::move(response));
+  });
+  ASSERT_NE(server, nullptr);
+  Client client(server->port());
+  client.Write(Request("GET", "/v2"));
+  auto answer = client.Read();
+  ASSERT_TRUE(answer);
+  EXPECT_EQ(answer->result_int(), 401);
+  EXPECT_EQ((*answer)[http::field::www_authenticate], "Bearer");
+  EXPECT_EQ((*answer)["X-Extra"], "1");
+  EXPECT_EQ((*answer)[http::field::content_type], "application/json");
+}
+
 TEST(HttpServerTest, HonoursConnectionCloseAndHttp10) {
   auto server = StartServer(Echo);
   ASSERT_NE(server, nullptr);

@@ -85,6 +85,7 @@ struct UnixHttpServer::Impl {
       keep_alive = false;
       http::response<http::string_body> out{static_cast<http::status>(response.status), 11};
       out.set(http::field::content_type, response.content_type);
+      for (const auto& [name, value] : response.headers) out.set(name, value);
       out.keep_alive(keep_alive);
       out.body() = std::move(response.body);
       out.prepare_payload();

@@ -23,6 +23,7 @@
 
 #include "gshare/common/mutex.h"
 #include "gshare/common/status.h"
+#include "gshare/serve/authenticator.h"
 #include "gshare/serve/registry.h"
 
 namespace gshare::serve {
@@ -79,7 +80,7 @@ Result<AdminKey> LoadOrCreateAdminKey(const std::filesystem::path& data_dir,
 // only to read the index (no database access; the HMAC is computed before). The methods that
 // change keys hold a second mutex for their whole run, which orders them, and write the registry
 // first and the index after, so the index never names a key the registry has replaced.
-class TenantKeys {
+class TenantKeys final : public Authenticator {
  public:
   // Loads every tenant's key hash from `registry`, which must outlive the returned object.
   static Result<std::unique_ptr<TenantKeys>> Open(Registry& registry, ServerSecret secret);
@@ -95,7 +96,7 @@ class TenantKeys {
   Status Reload() EXCLUDES(change_mutex_, mutex_);
 
   // The tenant whose key `key` is, or nothing.
-  std::optional<std::string> Authenticate(std::string_view key) const EXCLUDES(mutex_);
+  std::optional<std::string> Authenticate(std::string_view key) const override EXCLUDES(mutex_);
   // Whether `key` hashes to `expected` (the admin key's hash, say), in constant time.
   bool Matches(std::string_view key, const KeyHash& expected) const;
   const ServerSecret& secret() const { return secret_; }

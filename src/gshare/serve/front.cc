@@ -1,0 +1,251 @@
+#include "gshare/serve/front.h"
+
+#include <cctype>
+#include <nlohmann/json.hpp>
+#include <utility>
+
+namespace gshare::serve {
+namespace {
+
+using net::HttpResponse;
+using net::JsonErrorResponse;
+
+// Writes `body` with any byte that is not valid UTF-8 replaced, so that a name from the backend
+// cannot make serialization throw.
+HttpResponse JsonResponse(int status, const nlohmann::json& body) {
+  return {status, body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)};
+}
+
+// The path of `target` split at '/', without its query; nothing when the path does not start with
+// '/' or has an empty segment ("//", a trailing '/'), which no route has.
+std::optional<std::vector<std::string_view>> PathSegments(std::string_view target) {
+  target = target.substr(0, target.find('?'));
+  if (target.empty() || target.front() != '/') return std::nullopt;
+  std::vector<std::string_view> segments;
+  std::size_t begin = 1;
+  while (true) {
+    const std::size_t end = target.find('/', begin);
+    const std::string_view segment = target.substr(begin, end - begin);
+    if (segment.empty()) return std::nullopt;
+    segments.push_back(segment);
+    if (end == std::string_view::npos) return segments;
+    begin = end + 1;
+  }
+}
+
+bool EqualsIgnoringCase(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    if (std::tolower(static_cast<unsigned char>(a[i])) !=
+        std::tolower(static_cast<unsigned char>(b[i]))) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// The token of an `Authorization: Bearer <token>` value (the scheme's case does not matter), or
+// nothing for another scheme or an empty token.
+std::optional<std::string_view> BearerToken(std::string_view value) {
+  constexpr std::string_view kScheme = "Bearer";
+  if (value.size() <= kScheme.size() ||
+      !EqualsIgnoringCase(value.substr(0, kScheme.size()), kScheme) ||
+      value[kScheme.size()] != ' ') {
+    return std::nullopt;
+  }
+  value.remove_prefix(kScheme.size());
+  while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) value.remove_prefix(1);
+  while (!value.empty() && (value.back() == ' ' || value.back() == '\t')) value.remove_suffix(1);
+  if (value.empty()) return std::nullopt;
+  return value;
+}
+
+HttpResponse Unauthorized(std::string_view message, std::string challenge) {
+  HttpResponse response = JsonErrorResponse(401, message);
+  response.headers.emplace_back("WWW-Authenticate", std::move(challenge));
+  return response;
+}
+
+HttpResponse MethodNotAllowed(std::string allowed) {
+  HttpResponse response =
+      JsonErrorResponse(405, "method not allowed; this endpoint takes " + allowed);
+  response.headers.emplace_back("Allow", std::move(allowed));
+  return response;
+}
+
+// The one answer for a model the caller cannot see, whether or not another tenant has it.
+HttpResponse ModelNotFound(std::string_view name) {
+  return JsonErrorResponse(404, "model '" + std::string(name) + "' not found");
+}
+
+int HttpStatusFor(StatusCode code) {
+  switch (code) {
+    case StatusCode::kInvalidArgument:
+    case StatusCode::kOutOfRange:
+      return 400;
+    case StatusCode::kNotFound:
+      return 404;
+    case StatusCode::kResourceExhausted:
+      return 429;
+    case StatusCode::kUnavailable:
+      return 503;
+    case StatusCode::kDeadlineExceeded:
+      return 504;
+    default:
+      return 500;
+  }
+}
+
+nlohmann::json TensorsJson(const std::vector<TensorMetadata>& tensors) {
+  nlohmann::json array = nlohmann::json::array();
+  for (const TensorMetadata& tensor : tensors) {
+    array.push_back(
+        {{"name", tensor.name}, {"datatype", tensor.datatype}, {"shape", tensor.shape}});
+  }
+  return array;
+}
+
+}  // namespace
+
+Front::Front(FrontOptions options, const Authenticator& authenticator, InferenceBackend& backend,
+             const Clock& clock)
+    : options_(std::move(options)),
+      authenticator_(authenticator),
+      backend_(backend),
+      clock_(clock) {}
+
+net::HttpServer::Handler Front::Handler() {
+  return [this](net::ServerRequest request, net::Responder responder) {
+    Handle(std::move(request), std::move(responder));
+  };
+}
+
+void Front::Handle(net::ServerRequest request, net::Responder responder) {
+  const auto path = PathSegments(request.target);
+  if (!path || (*path)[0] != "v2") return responder.Respond(JsonErrorResponse(404, "not found"));
+  const std::vector<std::string_view>& segments = *path;
+  const bool get = request.method == "GET" || request.method == "HEAD";
+
+  if (segments.size() == 3 && segments[1] == "health" &&
+      (segments[2] == "live" || segments[2] == "ready")) {
+    if (!get) return responder.Respond(MethodNotAllowed("GET, HEAD"));
+    if (segments[2] == "live") return responder.Respond(JsonResponse(200, {{"live", true}}));
+    if (!backend_.Ready()) {
+      return responder.Respond(JsonErrorResponse(503, "the server is not ready"));
+    }
+    return responder.Respond(JsonResponse(200, {{"ready", true}}));
+  }
+
+  // /v2, or /v2/models/{name}[/versions/{version}][/ready|/infer].
+  const bool server_metadata = segments.size() == 1;
+  std::string_view name;
+  std::optional<std::string_view> version;
+  std::string_view action;
+  if (!server_metadata) {
+    if (segments.size() < 3 || segments[1] != "models") {
+      return responder.Respond(JsonErrorResponse(404, "not found"));
+    }
+    name = segments[2];
+    std::size_t next = 3;
+    if (next < segments.size() && segments[next] == "versions") {
+      if (next + 1 >= segments.size())
+        return responder.Respond(JsonErrorResponse(404, "not found"));
+      version = segments[next + 1];
+      next += 2;
+    }
+    if (next + 1 == segments.size() && (segments[next] == "ready" || segments[next] == "infer")) {
+      action = segments[next];
+    } else if (next != segments.size()) {
+      return responder.Respond(JsonErrorResponse(404, "not found"));
+    }
+  }
+  if (action == "infer") {
+    if (request.method != "POST") return responder.Respond(MethodNotAllowed("POST"));
+  } else if (!get) {
+    return responder.Respond(MethodNotAllowed("GET, HEAD"));
+  }
+
+  if (request.authorization.empty()) {
+    return responder.Respond(
+        Unauthorized("an API key is required: Authorization: Bearer <key>", "Bearer"));
+  }
+  const std::optional<std::string_view> key = BearerToken(request.authorization);
+  std::optional<std::string> tenant;
+  if (key) tenant = authenticator_.Authenticate(*key);
+  if (!tenant) {
+    return responder.Respond(
+        Unauthorized("the API key is not valid", "Bearer error=\"invalid_token\""));
+  }
+
+  if (server_metadata) {
+    return responder.Respond(
+        JsonResponse(200, {{"name", options_.server_name},
+                           {"version", options_.server_version.empty() ? std::string(GSHARE_VERSION)
+                                                                       : options_.server_version},
+                           {"extensions", nlohmann::json::array()}}));
+  }
+  HandleModel(request, std::move(responder), *tenant, name, version, action);
+}
+
+void Front::HandleModel(const net::ServerRequest& request, net::Responder responder,
+                        const std::string& tenant, std::string_view name,
+                        std::optional<std::string_view> version, std::string_view action) {
+  // Checked before the model is looked up, so the answer is the same whether it exists or not.
+  if (version && *version != kModelVersion) {
+    return responder.Respond(JsonErrorResponse(
+        404, "model '" + std::string(name) + "' has no version '" + std::string(*version) + "'"));
+  }
+  const std::optional<ModelInfo> model = backend_.FindModel(tenant, name);
+  if (!model) return responder.Respond(ModelNotFound(name));
+
+  if (action.empty()) {
+    return responder.Respond(
+        JsonResponse(200, {{"name", model->name},
+                           {"versions", nlohmann::json::array({std::string(kModelVersion)})},
+                           {"platform", model->platform},
+                           {"inputs", TensorsJson(model->inputs)},
+                           {"outputs", TensorsJson(model->outputs)}}));
+  }
+  if (!model->ready) {
+    return responder.Respond(JsonErrorResponse(503, "model '" + model->name + "' is not ready"));
+  }
+  if (action == "ready") {
+    return responder.Respond(JsonResponse(200, {{"name", model->name}, {"ready", true}}));
+  }
+  Infer(request, std::move(responder), tenant, *model);
+}
+
+void Front::Infer(const net::ServerRequest& request, net::Responder responder,
+                  const std::string& tenant, const ModelInfo& model) {
+  if (request.body.size() > options_.parse_limits.max_text_bytes) {
+    return responder.Respond(JsonErrorResponse(413, "the inference request is too large"));
+  }
+  Result<InferRequest> parsed = ParseInferRequest(request.body, options_.parse_limits);
+  if (!parsed.ok()) return responder.Respond(JsonErrorResponse(400, parsed.status().message()));
+
+  const TimePoint deadline = clock_.Now() + model.slo;
+  std::optional<std::string> id = parsed->id;
+  backend_.Infer(
+      tenant, model.name, std::move(parsed).value(), deadline,
+      [responder = std::move(responder), id = std::move(id),
+       name = model.name](Result<InferResponse> result) {
+        if (!result.ok()) {
+          const Status& status = result.status();
+          if (status.code() == StatusCode::kNotFound) return responder.Respond(ModelNotFound(name));
+          return responder.Respond(
+              JsonErrorResponse(HttpStatusFor(status.code()), status.message()));
+        }
+        InferResponse response = std::move(result).value();
+        response.model_name = name;
+        response.model_version = std::string(kModelVersion);
+        response.id = id;
+        Result<std::string> text = SerializeInferResponse(response);
+        if (!text.ok()) {
+          return responder.Respond(JsonErrorResponse(
+              500, "the model's answer cannot be written as JSON: " + text.status().message()));
+        }
+        responder.Respond({200, std::move(text).value()});
+      });
+}
+
+}  // namespace gshare::serve

@@ -1,0 +1,110 @@
+// Front: the Open Inference Protocol (KServe v2) REST endpoints of `gshare serve`, as the handler
+// of an HttpServer (net/http_server.h). It routes, authenticates, parses and validates, and hands
+// each inference to an InferenceBackend; it runs nothing itself. docs/serve.md lists the
+// endpoints and the status of every error.
+//
+// Keys: every endpoint but /v2/health/* needs `Authorization: Bearer <key>`, resolved to a tenant
+// by an Authenticator. A tenant sees only its own models: another tenant's model gets the very
+// bytes an unknown name gets, so no answer tells whether a name exists elsewhere.
+//
+// Threading: Handle runs on the server's io threads and never blocks; the backend's callback may
+// run on any thread, before or after Infer returns. The Front, its Authenticator, its backend and
+// its clock must outlive the server whose handler it is.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "gshare/common/clock.h"
+#include "gshare/common/status.h"
+#include "gshare/common/units.h"
+#include "gshare/net/http_server.h"
+#include "gshare/protocol/infer.h"
+#include "gshare/protocol/kserve_json.h"
+#include "gshare/serve/authenticator.h"
+
+namespace gshare::serve {
+
+// The one model version the front serves: a function is one model with one version.
+inline constexpr std::string_view kModelVersion = "1";
+
+// One input or output of a model, as the metadata endpoint describes it.
+struct TensorMetadata {
+  std::string name;
+  std::string datatype;             // a protocol datatype name: "FP32", "BYTES"
+  std::vector<std::int64_t> shape;  // -1 for a dimension of any size
+};
+
+// A model as one tenant sees it.
+struct ModelInfo {
+  std::string name;
+  bool ready = false;  // it can take requests now
+  // A request's deadline is its arrival plus this (the function's SLO).
+  Duration slo{};
+  // For the metadata endpoint; may be left empty ({}: and out of a {...}).
+  std::string platform{};  // the runtime
+  std::vector<TensorMetadata> inputs{};
+  std::vector<TensorMetadata> outputs{};
+};
+
+// What the front serves from. The server's implementation is the live node behind the scheduler;
+// tests give a fake. Every method is called from the server's io threads at once and must not
+// block.
+class InferenceBackend {
+ public:
+  using InferCallback = std::function<void(Result<InferResponse>)>;
+
+  virtual ~InferenceBackend() = default;
+
+  // Whether the server can take inference requests at all (/v2/health/ready).
+  virtual bool Ready() const = 0;
+  // The model `name` of `tenant`, or nothing where the tenant has none by that name (whether or
+  // not another tenant has).
+  virtual std::optional<ModelInfo> FindModel(std::string_view tenant,
+                                             std::string_view name) const = 0;
+  // Runs `request` on `tenant`'s model `model`, calling `done` exactly once, from any thread,
+  // possibly before Infer returns. The error codes the front maps to HTTP statuses:
+  // InvalidArgument or OutOfRange (the request does not fit the model) 400, NotFound 404,
+  // ResourceExhausted (overload, over quota) 429, Unavailable 503, DeadlineExceeded (it could not
+  // start before `deadline`, and never ran) 504, anything else 500. The message reaches the
+  // client as it is, except NotFound's, which the front replaces so that it leaks nothing.
+  virtual void Infer(std::string_view tenant, std::string_view model, InferRequest request,
+                     TimePoint deadline, InferCallback done) = 0;
+};
+
+struct FrontOptions {
+  std::string server_name = "gshare";
+  std::string server_version;  // empty: this build's version
+  // Bounds on an inference request's JSON; a body past max_text_bytes is answered 413.
+  ParseLimits parse_limits{};
+};
+
+class Front {
+ public:
+  // `authenticator`, `backend` and `clock` must outlive the Front.
+  Front(FrontOptions options, const Authenticator& authenticator, InferenceBackend& backend,
+        const Clock& clock);
+
+  // Answers one request through `responder` (now, or later for an inference).
+  void Handle(net::ServerRequest request, net::Responder responder);
+  // Handle, as an HttpServer::Handler bound to this Front.
+  net::HttpServer::Handler Handler();
+
+ private:
+  void HandleModel(const net::ServerRequest& request, net::Responder responder,
+                   const std::string& tenant, std::string_view name,
+                   std::optional<std::string_view> version, std::string_view action);
+  void Infer(const net::ServerRequest& request, net::Responder responder, const std::string& tenant,
+             const ModelInfo& model);
+
+  const FrontOptions options_;
+  const Authenticator& authenticator_;
+  InferenceBackend& backend_;
+  const Clock& clock_;
+};
+
+}  // namespace gshare::serve

@@ -1,0 +1,625 @@
+#include "gshare/serve/front.h"
+
+#include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+
+#include <boost/asio/connect.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/http.hpp>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <mutex>
+#include <sstream>
+#include <thread>
+
+#include "gshare/serve/api_keys.h"
+#include "gshare/serve/registry.h"
+#include "gshare/serve/temp_dir_for_test.h"
+
+namespace gshare::serve {
+namespace {
+
+namespace asio = boost::asio;
+namespace http = boost::beast::http;
+using tcp = asio::ip::tcp;
+using Response = http::response<http::string_body>;
+using nlohmann::json;
+
+constexpr std::string_view kAlphaKey = "alpha-key";
+constexpr std::string_view kBetaKey = "beta-key";
+const TimePoint kNow{std::chrono::seconds(1000)};
+
+class FixedClock final : public Clock {
+ public:
+  TimePoint Now() const override { return kNow; }
+};
+
+class MapAuthenticator final : public Authenticator {
+ public:
+  std::optional<std::string> Authenticate(std::string_view key) const override {
+    if (key == kAlphaKey) return "alpha";
+    if (key == kBetaKey) return "beta";
+    return std::nullopt;
+  }
+};
+
+// Models by tenant and name. Infer echoes the inputs as outputs; with a "code" parameter it fails
+// with that StatusCode instead; with "nan" it answers an FP32 NaN (which JSON cannot carry); a
+// model named "later" answers from a thread of its own, after Infer has returned.
+class FakeBackend final : public InferenceBackend {
+ public:
+  ~FakeBackend() override { JoinThreads(); }
+
+  void Add(std::string tenant, ModelInfo model) {
+    std::lock_guard lock(mutex_);
+    models_[{std::move(tenant), model.name}] = std::move(model);
+  }
+  void Remove(const std::string& tenant, const std::string& name) {
+    std::lock_guard lock(mutex_);
+    models_.erase({tenant, name});
+  }
+  void SetReady(bool ready) {
+    std::lock_guard lock(mutex_);
+    ready_ = ready;
+  }
+  void JoinThreads() {
+    std::vector<std::thread> threads;
+    {
+      std::lock_guard lock(mutex_);
+      threads.swap(threads_);
+    }
+    for (std::thread& thread : threads) thread.join();
+  }
+
+  struct Call {
+    std::string tenant;
+    std::string model;
+    InferRequest request;
+    TimePoint deadline;
+  };
+  std::vector<Call> calls() const {
+    std::lock_guard lock(mutex_);
+    return calls_;
+  }
+
+  bool Ready() const override {
+    std::lock_guard lock(mutex_);
+    return ready_;
+  }
+  std::optional<ModelInfo> FindModel(std::string_view tenant,
+                                     std::string_view name) const override {
+    std::lock_guard lock(mutex_);
+    auto it = models_.find({std::string(tenant), std::string(name)});
+    if (it == models_.end()) return std::nullopt;
+    return it->second;
+  }
+  void Infer(std::string_view tenant, std::string_view model, InferRequest request,
+             TimePoint deadline, InferCallback done) override {
+    Result<InferResponse> result = Run(request);
+    std::lock_guard lock(mutex_);
+    calls_.push_back({std::string(tenant), std::string(model), std::move(request), deadline});
+    if (model == "later") {
+      threads_.emplace_back([done = std::move(done), result = std::move(result)]() mutable {
+        done(std::move(result));
+      });
+      return;
+    }
+    done(std::move(result));
+  }
+
+ private:
+  static Result<InferResponse> Run(const InferRequest& request) {
+    if (request.parameters && request.parameters->contains("code")) {
+      const auto code = static_cast<StatusCode>(request.parameters->at("code").get<int>());
+      return Status(code, "the backend says no");
+    }
+    InferResponse response;
+    response.model_name = "whatever the backend says";
+    response.id = "not the request's";
+    if (request.parameters && request.parameters->contains("nan")) {
+      const float nan = std::numeric_limits<float>::quiet_NaN();
+      auto tensor = Tensor::FromValues<float>("y", {1}, std::span<const float>(&nan, 1));
+      if (!tensor.ok()) return tensor.status();
+      response.outputs.push_back(std::move(tensor).value());
+      return response;
+    }
+    response.outputs = request.inputs;
+    return response;
+  }
+
+  mutable std::mutex mutex_;
+  bool ready_ = true;
+  std::map<std::pair<std::string, std::string>, ModelInfo> models_;
+  std::vector<Call> calls_;
+  std::vector<std::thread> threads_;
+};
+
+// A plain synchronous client on one connection. Reads give up after 30 s (a safety net so that a
+// broken server fails the test instead of hanging it; no assertion depends on it).
+class Client {
+ public:
+  explicit Client(std::uint16_t port) : socket_(io_) {
+    boost::system::error_code error;
+    socket_.connect({asio::ip::make_address("127.0.0.1"), port}, error);
+    EXPECT_FALSE(error) << error.message();
+    const timeval limit{30, 0};
+    ::setsockopt(socket_.native_handle(), SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof(limit));
+  }
+
+  // Sends one request and reads its answer; nullopt when the connection ended instead.
+  std::optional<Response> Send(std::string_view method, std::string_view target,
+                               std::optional<std::string_view> key = std::nullopt,
+                               std::string_view body = "") {
+    std::string raw =
+        std::string(method) + " " + std::string(target) + " HTTP/1.1\r\nHost: test\r\n";
+    if (key) raw += "Authorization: Bearer " + std::string(*key) + "\r\n";
+    if (!body.empty() || method == "POST") {
+      raw += "Content-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
+             "\r\n";
+    }
+    raw += "\r\n";
+    raw += body;
+    return SendRaw(raw, method == "HEAD");
+  }
+  std::optional<Response> SendRaw(std::string_view raw, bool head = false) {
+    boost::system::error_code error;
+    asio::write(socket_, asio::buffer(raw.data(), raw.size()), error);
+    http::response_parser<http::string_body> parser;
+    parser.body_limit(64 << 20);
+    parser.skip(head);
+    http::read(socket_, buffer_, parser, error);
+    if (error) return std::nullopt;
+    return parser.release();
+  }
+
+ private:
+  asio::io_context io_;
+  tcp::socket socket_;
+  boost::beast::flat_buffer buffer_;
+};
+
+// The whole answer as it came on the wire (status line, every field, body).
+std::string Wire(const Response& response) {
+  std::ostringstream out;
+  out << response;
+  return out.str();
+}
+
+std::string ErrorOf(const Response& response) {
+  const json body = json::parse(response.body(), nullptr, false);
+  if (!body.is_object() || !body.contains("error") || !body["error"].is_string()) {
+    return "<not an error body: " + response.body() + ">";
+  }
+  return body["error"].get<std::string>();
+}
+
+constexpr std::string_view kEchoRequest = R"({
+  "id": "request-42",
+  "inputs": [{"name": "x", "datatype": "FP32", "shape": [2, 2], "data": [1, 2, 3, 4]}]
+})";
+
+class FrontTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ModelInfo mlp{.name = "mlp",
+                  .ready = true,
+                  .slo = std::chrono::milliseconds(250),
+                  .platform = "gshare_echo",
+                  .inputs = {{"x", "FP32", {-1, 2}}},
+                  .outputs = {{"y", "FP32", {-1, 2}}}};
+    backend_.Add("alpha", mlp);
+    backend_.Add("alpha", {.name = "later", .ready = true, .slo = std::chrono::seconds(1)});
+    backend_.Add("alpha", {.name = "cold", .ready = false, .slo = std::chrono::seconds(1)});
+    backend_.Add("alpha", {.name = "private", .ready = true, .slo = std::chrono::seconds(1)});
+    Start({}, {});
+  }
+  void TearDown() override {
+    backend_.JoinThreads();
+    server_.reset();
+  }
+
+  void Start(net::HttpServerLimits limits, FrontOptions options) {
+    server_.reset();
+    front_ = std::make_unique<Front>(std::move(options), authenticator_, backend_, clock_);
+    net::HttpServerOptions server_options;
+    server_options.host = "127.0.0.1";
+    server_options.port = 0;
+    server_options.io_threads = 2;
+    server_options.limits = limits;
+    auto server = net::HttpServer::Start(std::move(server_options), front_->Handler());
+    ASSERT_TRUE(server.ok()) << server.status().ToString();
+    server_ = std::move(server).value();
+  }
+
+  Client Connect() { return Client(server_->port()); }
+
+  FixedClock clock_;
+  MapAuthenticator authenticator_;
+  FakeBackend backend_;
+  std::unique_ptr<Front> front_;
+  std::unique_ptr<net::HttpServer> server_;
+};
+
+TEST_F(FrontTest, HealthNeedsNoKey) {
+  Client client = Connect();
+  auto live = client.Send("GET", "/v2/health/live");
+  ASSERT_TRUE(live);
+  EXPECT_EQ(live->result_int(), 200u);
+  EXPECT_EQ(json::parse(live->body()), json({{"live", true}}));
+  auto ready = client.Send("GET", "/v2/health/ready");
+  ASSERT_TRUE(ready);
+  EXPECT_EQ(ready->result_int(), 200u);
+  EXPECT_EQ(json::parse(ready->body()), json({{"ready", true}}));
+  auto head = client.Send("HEAD", "/v2/health/live");
+  ASSERT_TRUE(head);
+  EXPECT_EQ(head->result_int(), 200u);
+
+  backend_.SetReady(false);
+  auto not_ready = client.Send("GET", "/v2/health/ready");
+  ASSERT_TRUE(not_ready);
+  EXPECT_EQ(not_ready->result_int(), 503u);
+  EXPECT_EQ(ErrorOf(*not_ready), "the server is not ready");
+  auto still_live = client.Send("GET", "/v2/health/live");
+  ASSERT_TRUE(still_live);
+  EXPECT_EQ(still_live->result_int(), 200u);
+}
+
+TEST_F(FrontTest, ServerMetadata) {
+  Client client = Connect();
+  auto answer = client.Send("GET", "/v2", kAlphaKey);
+  ASSERT_TRUE(answer);
+  EXPECT_EQ(answer->result_int(), 200u);
+  EXPECT_EQ((*answer)[http::field::content_type], "application/json");
+  const json body = json::parse(answer->body());
+  EXPECT_EQ(body["name"], "gshare");
+  ASSERT_TRUE(body["version"].is_string());
+  EXPECT_FALSE(body["version"].get<std::string>().empty());
+  EXPECT_TRUE(body["extensions"].is_array());
+
+  Start({}, {.server_name = "edge", .server_version = "9.9"});
+  Client other = Connect();
+  auto named = other.Send("GET", "/v2?verbose=1", kBetaKey);
+  ASSERT_TRUE(named);
+  EXPECT_EQ(json::parse(named->body())["name"], "edge");
+  EXPECT_EQ(json::parse(named->body())["version"], "9.9");
+}
+
+TEST_F(FrontTest, EverythingButHealthNeedsAKey) {
+  Client client = Connect();
+  for (const auto& [method, target] : std::vector<std::pair<std::string, std::string>>{
+           {"GET", "/v2"},
+           {"GET", "/v2/models/mlp"},
+           {"GET", "/v2/models/mlp/versions/1"},
+           {"GET", "/v2/models/mlp/ready"},
+           {"GET", "/v2/models/nosuch/ready"},
+           {"POST", "/v2/models/mlp/infer"},
+           {"POST", "/v2/models/mlp/versions/1/infer"}}) {
+    SCOPED_TRACE(method + " " + target);
+    const std::string body = method == "POST" ? std::string(kEchoRequest) : "";
+    auto missing = client.Send(method, target, std::nullopt, body);
+    ASSERT_TRUE(missing);
+    EXPECT_EQ(missing->result_int(), 401u);
+    EXPECT_EQ((*missing)[http::field::www_authenticate], "Bearer");
+    EXPECT_NE(ErrorOf(*missing).find("API key"), std::string::npos);
+
+    auto wrong = client.Send(method, target, "not-a-key", body);
+    ASSERT_TRUE(wrong);
+    EXPECT_EQ(wrong->result_int(), 401u);
+    EXPECT_TRUE((*wrong)[http::field::www_authenticate].starts_with("Bearer"));
+    EXPECT_EQ(ErrorOf(*wrong), "the API key is not valid");
+  }
+  // Another scheme, or Bearer with no token, is no key.
+  for (const std::string_view authorization :
+       {"Basic YWxwaGEta2V5", "Bearer", "Bearer   ", "alpha-key", "BearerAlpha-key"}) {
+    SCOPED_TRACE(authorization);
+    auto answer = client.SendRaw("GET /v2 HTTP/1.1\r\nHost: test\r\nAuthorization: " +
+                                 std::string(authorization) + "\r\n\r\n");
+    ASSERT_TRUE(answer);
+    EXPECT_EQ(answer->result_int(), 401u);
+  }
+  // The scheme's case does not matter; spaces before the token do not either.
+  auto lower =
+      client.SendRaw("GET /v2 HTTP/1.1\r\nHost: test\r\nAuthorization: bearer  alpha-key\r\n\r\n");
+  ASSERT_TRUE(lower);
+  EXPECT_EQ(lower->result_int(), 200u);
+  EXPECT_TRUE(backend_.calls().empty());
+}
+
+TEST_F(FrontTest, ModelMetadata) {
+  Client client = Connect();
+  auto plain = client.Send("GET", "/v2/models/mlp", kAlphaKey);
+  ASSERT_TRUE(plain);
+  EXPECT_EQ(plain->result_int(), 200u);
+  const json expected = {{"name", "mlp"},
+                         {"versions", {"1"}},
+                         {"platform", "gshare_echo"},
+                         {"inputs", {{{"name", "x"}, {"datatype", "FP32"}, {"shape", {-1, 2}}}}},
+                         {"outputs", {{{"name", "y"}, {"datatype", "FP32"}, {"shape", {-1, 2}}}}}};
+  EXPECT_EQ(json::parse(plain->body()), expected);
+  auto versioned = client.Send("GET", "/v2/models/mlp/versions/1", kAlphaKey);
+  ASSERT_TRUE(versioned);
+  EXPECT_EQ(versioned->result_int(), 200u);
+  EXPECT_EQ(versioned->body(), plain->body());
+  // A model that is not ready still has metadata.
+  auto cold = client.Send("GET", "/v2/models/cold", kAlphaKey);
+  ASSERT_TRUE(cold);
+  EXPECT_EQ(cold->result_int(), 200u);
+  EXPECT_EQ(json::parse(cold->body())["inputs"], json::array());
+}
+
+TEST_F(FrontTest, ModelReady) {
+  Client client = Connect();
+  for (const std::string target : {"/v2/models/mlp/ready", "/v2/models/mlp/versions/1/ready"}) {
+    auto ready = client.Send("GET", target, kAlphaKey);
+    ASSERT_TRUE(ready);
+    EXPECT_EQ(ready->result_int(), 200u);
+    EXPECT_EQ(json::parse(ready->body()), json({{"name", "mlp"}, {"ready", true}}));
+  }
+  auto cold = client.Send("GET", "/v2/models/cold/ready", kAlphaKey);
+  ASSERT_TRUE(cold);
+  EXPECT_EQ(cold->result_int(), 503u);
+  EXPECT_EQ(ErrorOf(*cold), "model 'cold' is not ready");
+}
+
+TEST_F(FrontTest, OnlyVersionOneExists) {
+  Client client = Connect();
+  for (const std::string target :
+       {"/v2/models/mlp/versions/2", "/v2/models/mlp/versions/2/ready",
+        "/v2/models/mlp/versions/01", "/v2/models/mlp/versions/latest/ready"}) {
+    SCOPED_TRACE(target);
+    auto answer = client.Send("GET", target, kAlphaKey);
+    ASSERT_TRUE(answer);
+    EXPECT_EQ(answer->result_int(), 404u);
+  }
+  auto infer = client.Send("POST", "/v2/models/mlp/versions/2/infer", kAlphaKey, kEchoRequest);
+  ASSERT_TRUE(infer);
+  EXPECT_EQ(infer->result_int(), 404u);
+  EXPECT_EQ(ErrorOf(*infer), "model 'mlp' has no version '2'");
+  EXPECT_TRUE(backend_.calls().empty());
+}
+
+TEST_F(FrontTest, InferEchoesTheRequestId) {
+  Client client = Connect();
+  for (const std::string target : {"/v2/models/mlp/infer", "/v2/models/mlp/versions/1/infer"}) {
+    SCOPED_TRACE(target);
+    auto answer = client.Send("POST", target, kAlphaKey, kEchoRequest);
+    ASSERT_TRUE(answer);
+    ASSERT_EQ(answer->result_int(), 200u) << answer->body();
+    EXPECT_EQ((*answer)[http::field::content_type], "application/json");
+    auto response = ParseInferResponse(answer->body());
+    ASSERT_TRUE(response.ok()) << response.status().ToString();
+    EXPECT_EQ(response->id, "request-42");
+    EXPECT_EQ(response->model_name, "mlp");
+    EXPECT_EQ(response->model_version, "1");
+    auto request = ParseInferRequest(kEchoRequest);
+    ASSERT_TRUE(request.ok());
+    EXPECT_EQ(response->outputs, request->inputs);
+  }
+  const auto calls = backend_.calls();
+  ASSERT_EQ(calls.size(), 2u);
+  EXPECT_EQ(calls[0].tenant, "alpha");
+  EXPECT_EQ(calls[0].model, "mlp");
+  EXPECT_EQ(calls[0].request.id, "request-42");
+  // The deadline is the arrival plus the model's SLO.
+  EXPECT_EQ(calls[0].deadline, kNow + std::chrono::milliseconds(250));
+
+  // Without an id, the answer has none (the backend's is not passed on).
+  auto no_id =
+      client.Send("POST", "/v2/models/mlp/infer", kAlphaKey,
+                  R"({"inputs": [{"name": "x", "datatype": "INT8", "shape": [1], "data": [7]}]})");
+  ASSERT_TRUE(no_id);
+  ASSERT_EQ(no_id->result_int(), 200u);
+  EXPECT_FALSE(json::parse(no_id->body()).contains("id"));
+}
+
+TEST_F(FrontTest, InferAnsweredFromAnotherThread) {
+  Client client = Connect();
+  auto answer = client.Send("POST", "/v2/models/later/infer", kAlphaKey, kEchoRequest);
+  ASSERT_TRUE(answer);
+  ASSERT_EQ(answer->result_int(), 200u) << answer->body();
+  EXPECT_EQ(json::parse(answer->body())["id"], "request-42");
+  EXPECT_EQ(json::parse(answer->body())["model_name"], "later");
+}
+
+TEST_F(FrontTest, InferOnAModelThatIsNotReadyIs503) {
+  Client client = Connect();
+  auto answer = client.Send("POST", "/v2/models/cold/infer", kAlphaKey, kEchoRequest);
+  ASSERT_TRUE(answer);
+  EXPECT_EQ(answer->result_int(), 503u);
+  EXPECT_TRUE(backend_.calls().empty());
+}
+
+TEST_F(FrontTest, AnotherTenantsModelLooksExactlyLikeAnUnknownOne) {
+  const std::vector<std::pair<std::string, std::string>> requests = {
+      {"GET", "/v2/models/private"},           {"GET", "/v2/models/private/versions/1"},
+      {"GET", "/v2/models/private/ready"},     {"GET", "/v2/models/private/versions/1/ready"},
+      {"POST", "/v2/models/private/infer"},    {"POST", "/v2/models/private/versions/1/infer"},
+      {"GET", "/v2/models/private/versions/7"}};
+  auto ask_as_beta = [&] {
+    Client client = Connect();
+    std::vector<std::string> wires;
+    for (const auto& [method, target] : requests) {
+      auto answer = client.Send(method, target, kBetaKey, method == "POST" ? kEchoRequest : "");
+      wires.push_back(answer ? Wire(*answer) : "<no answer>");
+    }
+    return wires;
+  };
+  // Alpha sees its model; beta, asking for the same names, gets 404s.
+  Client alpha = Connect();
+  auto own = alpha.Send("GET", "/v2/models/private", kAlphaKey);
+  ASSERT_TRUE(own);
+  EXPECT_EQ(own->result_int(), 200u);
+  const std::vector<std::string> while_alpha_has_it = ask_as_beta();
+  for (const std::string& wire : while_alpha_has_it) {
+    EXPECT_TRUE(wire.starts_with("HTTP/1.1 404")) << wire;
+  }
+  // The same questions once nobody has the name: the same bytes.
+  backend_.Remove("alpha", "private");
+  const std::vector<std::string> once_nobody_has_it = ask_as_beta();
+  EXPECT_EQ(while_alpha_has_it, once_nobody_has_it);
+  EXPECT_TRUE(backend_.calls().empty());
+}
+
+TEST_F(FrontTest, WrongMethodIs405) {
+  Client client = Connect();
+  for (const auto& [method, target, allowed] :
+       std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"POST", "/v2/health/live", "GET, HEAD"},
+           {"DELETE", "/v2/health/ready", "GET, HEAD"},
+           {"POST", "/v2", "GET, HEAD"},
+           {"PUT", "/v2/models/mlp", "GET, HEAD"},
+           {"POST", "/v2/models/mlp/ready", "GET, HEAD"},
+           {"GET", "/v2/models/mlp/infer", "POST"},
+           {"GET", "/v2/models/mlp/versions/1/infer", "POST"}}) {
+    SCOPED_TRACE(method + " " + target);
+    auto answer = client.Send(method, target, kAlphaKey);
+    ASSERT_TRUE(answer);
+    EXPECT_EQ(answer->result_int(), 405u);
+    EXPECT_EQ((*answer)[http::field::allow], allowed);
+    EXPECT_FALSE(ErrorOf(*answer).empty());
+  }
+}
+
+TEST_F(FrontTest, UnknownPathsAre404) {
+  Client client = Connect();
+  for (const std::string target :
+       {"/", "/v1/models/mlp", "/v2/", "/v2/models", "/v2/models/", "/v2/models//infer",
+        "/v2/models/mlp/", "/v2/models/mlp/predict", "/v2/models/mlp/versions",
+        "/v2/models/mlp/versions/1/infer/more", "/v2/health", "/v2/health/dead",
+        "/v2/repository/index"}) {
+    SCOPED_TRACE(target);
+    auto answer = client.Send("GET", target, kAlphaKey);
+    ASSERT_TRUE(answer);
+    EXPECT_EQ(answer->result_int(), 404u);
+    EXPECT_FALSE(ErrorOf(*answer).empty());
+  }
+  auto unknown = client.Send("GET", "/v2/models/nosuch/ready", kAlphaKey);
+  ASSERT_TRUE(unknown);
+  EXPECT_EQ(unknown->result_int(), 404u);
+  EXPECT_EQ(ErrorOf(*unknown), "model 'nosuch' not found");
+}
+
+TEST_F(FrontTest, MalformedRequestsAre400AndTheServerServesOn) {
+  Client client = Connect();
+  for (const std::string body : {
+           "{not json",
+           "",
+           "[]",
+           R"({"inputs": "x"})",
+           R"({"id": 7, "inputs": []})",
+           R"({"inputs": [{"name": "x", "datatype": "FP31", "shape": [1], "data": [1]}]})",
+           R"({"inputs": [{"name": "x", "datatype": "FP32", "shape": [2], "data": ["a", "b"]}]})",
+           R"({"inputs": [{"name": "x", "datatype": "INT8", "shape": [1], "data": [300]}]})",
+           R"({"inputs": [{"name": "x", "datatype": "BOOL", "shape": [1], "data": [1]}]})",
+           R"({"inputs": [{"name": "x", "datatype": "BYTES", "shape": [1], "data": [1]}]})",
+           R"({"inputs": [{"name": "x", "datatype": "FP32", "shape": [3], "data": [1, 2]}]})",
+           R"({"inputs": [{"name": "x", "datatype": "FP32", "shape": [-1], "data": []}]})",
+       }) {
+    SCOPED_TRACE(body);
+    auto answer = client.Send("POST", "/v2/models/mlp/infer", kAlphaKey, body);
+    ASSERT_TRUE(answer);
+    EXPECT_EQ(answer->result_int(), 400u);
+    EXPECT_FALSE(ErrorOf(*answer).empty());
+  }
+  EXPECT_TRUE(backend_.calls().empty());
+  // The same connection, and a new one, are served.
+  auto after = client.Send("POST", "/v2/models/mlp/infer", kAlphaKey, kEchoRequest);
+  ASSERT_TRUE(after);
+  EXPECT_EQ(after->result_int(), 200u);
+  Client fresh = Connect();
+  auto health = fresh.Send("GET", "/v2/health/ready");
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->result_int(), 200u);
+}
+
+TEST_F(FrontTest, BackendErrorsMapToStatuses) {
+  Client client = Connect();
+  const std::vector<std::pair<StatusCode, unsigned>> cases = {
+      {StatusCode::kInvalidArgument, 400u},
+      {StatusCode::kOutOfRange, 400u},
+      {StatusCode::kResourceExhausted, 429u},
+      {StatusCode::kUnavailable, 503u},
+      {StatusCode::kDeadlineExceeded, 504u},
+      {StatusCode::kInternal, 500u},
+      {StatusCode::kIo, 500u},
+      {StatusCode::kFailedPrecondition, 500u}};
+  for (const auto& [code, status] : cases) {
+    SCOPED_TRACE(std::string(StatusCodeName(code)));
+    const std::string body = R"({"id": "a", "parameters": {"code": )" +
+                             std::to_string(static_cast<int>(code)) + R"(}, "inputs": []})";
+    auto answer = client.Send("POST", "/v2/models/mlp/infer", kAlphaKey, body);
+    ASSERT_TRUE(answer);
+    EXPECT_EQ(answer->result_int(), status);
+    EXPECT_EQ(ErrorOf(*answer), "the backend says no");
+  }
+  // NotFound from the backend (the model went away meanwhile) is the front's own 404.
+  const std::string gone = R"({"parameters": {"code": )" +
+                           std::to_string(static_cast<int>(StatusCode::kNotFound)) +
+                           R"(}, "inputs": []})";
+  auto answer = client.Send("POST", "/v2/models/mlp/infer", kAlphaKey, gone);
+  ASSERT_TRUE(answer);
+  EXPECT_EQ(answer->result_int(), 404u);
+  EXPECT_EQ(ErrorOf(*answer), "model 'mlp' not found");
+  // An answer JSON cannot carry (a NaN) is a 500.
+  auto nan = client.Send("POST", "/v2/models/mlp/infer", kAlphaKey,
+                         R"({"parameters": {"nan": true}, "inputs": []})");
+  ASSERT_TRUE(nan);
+  EXPECT_EQ(nan->result_int(), 500u);
+}
+
+TEST_F(FrontTest, TooLargeIs413) {
+  // Past the server's body limit: the server answers before the front sees it.
+  Start({.body_bytes = 1024}, {});
+  Client client = Connect();
+  const std::string big = R"({"inputs": [], "padding": ")" + std::string(2048, 'x') + R"("})";
+  auto server_limit = client.Send("POST", "/v2/models/mlp/infer", kAlphaKey, big);
+  ASSERT_TRUE(server_limit);
+  EXPECT_EQ(server_limit->result_int(), 413u);
+  EXPECT_FALSE(ErrorOf(*server_limit).empty());
+
+  // Past the front's JSON limit, under the server's.
+  FrontOptions small;
+  small.parse_limits.max_text_bytes = 512;
+  Start({}, small);
+  Client other = Connect();
+  auto front_limit = other.Send("POST", "/v2/models/mlp/infer", kAlphaKey, big);
+  ASSERT_TRUE(front_limit);
+  EXPECT_EQ(front_limit->result_int(), 413u);
+  auto fits = other.Send("POST", "/v2/models/mlp/infer", kAlphaKey, kEchoRequest);
+  ASSERT_TRUE(fits);
+  EXPECT_EQ(fits->result_int(), 200u);
+  EXPECT_EQ(backend_.calls().size(), 1u);
+}
+
+TEST_F(FrontTest, TheRegistrysKeysAuthenticate) {
+  TempDirForTest dir;
+  ASSERT_FALSE(dir.path().empty());
+  auto registry = Registry::Open(dir.path());
+  ASSERT_TRUE(registry.ok()) << registry.status().ToString();
+  auto keys = TenantKeys::Open(**registry, ServerSecret::FromBytes(std::string(32, 's')));
+  ASSERT_TRUE(keys.ok()) << keys.status().ToString();
+  auto alpha_key = (*keys)->AddTenant("alpha");
+  ASSERT_TRUE(alpha_key.ok()) << alpha_key.status().ToString();
+
+  server_.reset();
+  Front front({}, **keys, backend_, clock_);
+  net::HttpServerOptions options;
+  options.port = 0;
+  options.io_threads = 1;
+  auto server = net::HttpServer::Start(std::move(options), front.Handler());
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  Client client((*server)->port());
+  auto own = client.Send("GET", "/v2/models/mlp", *alpha_key);
+  ASSERT_TRUE(own);
+  EXPECT_EQ(own->result_int(), 200u);
+  auto wrong = client.Send("GET", "/v2/models/mlp", kAlphaKey);
+  ASSERT_TRUE(wrong);
+  EXPECT_EQ(wrong->result_int(), 401u);
+}
+
+}  // namespace
+}  // namespace gshare::serve
