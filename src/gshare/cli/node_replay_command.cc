@@ -122,6 +122,11 @@ class ReplayRequests final : public RequestSource {
   }
   void Fail(RequestId id, const Status& status) override {
     if (!inputs_.contains(id)) return Stray(id, "a failure");
+    Failed(id, status);
+  }
+  // A request whose input could not be made: it fails without reaching the node.
+  void NotMade(RequestId id, const Status& status) { Failed(id, status); }
+  void Failed(RequestId id, const Status& status) {
     if (++failed <= 3) {
       std::fprintf(stderr, "request %llu failed: %s\n", static_cast<unsigned long long>(id),
                    status.ToString().c_str());
@@ -395,7 +400,7 @@ int RunReplay(const ReplayFlags& flags) {
         live.deadline = live.arrival + (requests[submitted].deadline - requests[submitted].arrival);
         ++submitted;
         if (const Status added = replay.Add(live.id, live.function); !added.ok()) {
-          replay.Fail(live.id, added);
+          replay.NotMade(live.id, added);
           continue;
         }
         executor.Submit(live);

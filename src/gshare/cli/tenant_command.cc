@@ -2,6 +2,8 @@
 #include <fmt/chrono.h>
 #include <fmt/format.h>
 
+#include <csignal>
+
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -54,6 +56,7 @@ int RunAdd(const TenantFlags& flags) {
   if (!key.ok()) return Fail(key.status());
   // The key alone on stdout, so that a script can take it; it is stored nowhere. A key that could
   // not be written is a tenant nobody can use: it is removed again.
+  std::signal(SIGPIPE, SIG_IGN);  // a reader gone is an error to handle here, not a kill
   std::printf("%s\n", key->c_str());
   if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
     const Status removed = (*keys)->RemoveTenant(flags.name);

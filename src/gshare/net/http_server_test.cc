@@ -174,6 +174,17 @@ TEST(HttpServerTest, KeepsAliveAndAnswersInOrder) {
   EXPECT_EQ(server->connections(), 1u);
 }
 
+TEST(HttpMessageTest, ErrorBodiesAreValidJsonWhateverTheMessageHolds) {
+  EXPECT_EQ(JsonErrorResponse(400, "a \"b\" \\ \n").body,
+            "{\"error\": \"a \\\"b\\\" \\\\ \\u000a\"}");
+  // Well-formed UTF-8 passes; a stray continuation byte, a truncated sequence, an overlong form
+  // and a surrogate each become U+FFFD.
+  EXPECT_EQ(JsonErrorResponse(400, "caf\xc3\xa9 \xe2\x82\xac").body,
+            "{\"error\": \"caf\xc3\xa9 \xe2\x82\xac\"}");
+  EXPECT_EQ(JsonErrorResponse(400, "x\x80y\xe2\x82 \xc0\xaf \xed\xa0\x80").body,
+            "{\"error\": \"x\\ufffdy\\ufffd\\ufffd \\ufffd\\ufffd \\ufffd\\ufffd\\ufffd\"}");
+}
+
 TEST(HttpServerTest, WritesTheHandlersHeaderFields) {
   auto server = StartServer([](ServerRequest, Responder responder) {
     HttpResponse response = JsonErrorResponse(401, "no key");

@@ -54,6 +54,7 @@ enum ChildStep : int {
   kStepPrctl,
   kStepPassFds,
   kStepCloseFds,
+  kStepParentGone,
   kStepExec,
 };
 
@@ -85,6 +86,8 @@ const char* StepName(int step) {
       return "passing descriptors";
     case kStepCloseFds:
       return "closing the node's descriptors";
+    case kStepParentGone:
+      return "checking that the node is still there";
     case kStepExec:
       return "execve";
     default:
@@ -188,7 +191,10 @@ Result<std::unique_ptr<ChildProcess>> ChildProcess::Spawn(boost::asio::io_contex
     if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0 || prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0) {
       Fail(report, kStepPrctl);
     }
-    if (getppid() != parent) Fail(report, kStepPrctl);
+    if (getppid() != parent) {
+      errno = ESRCH;
+      Fail(report, kStepParentGone);
+    }
     // The passed descriptors: first out of the way of their targets (above every target), then
     // onto 3, 4, ... (dup2 clears close-on-exec there).
     for (std::size_t i = 0; i < pass_fds.size(); ++i) {

@@ -170,6 +170,7 @@ Status ProcessHost::SpawnNow(Process& process) {
   // The instance's folder (its socket) belongs to its uid.
   const std::string dir = std::filesystem::path(process.socket_path).parent_path().string();
   std::filesystem::remove_all(dir, error);  // nothing of an earlier run's instance is reused
+  if (error) return IoError(fmt::format("{}: {}", dir, error.message()));
   std::filesystem::create_directories(dir, error);
   if (error) return IoError(fmt::format("{}: {}", dir, error.message()));
   if (::chmod(dir.c_str(), 0700) != 0) {
