@@ -27,6 +27,7 @@ enum class StatusCode {
   kDeadlineExceeded,    // a time limit ran out
   kInternal,            // a broken invariant: a bug in gshare
   kIo,                  // the operating system refused a file or socket operation
+  kPermissionDenied,    // the caller may not do this (a tenant's key on an admin's operation)
 };
 
 std::string_view StatusCodeName(StatusCode code);
@@ -72,6 +73,9 @@ inline Status DeadlineExceeded(std::string m) {
 }
 inline Status Internal(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
 inline Status IoError(std::string m) { return {StatusCode::kIo, std::move(m)}; }
+inline Status PermissionDenied(std::string m) {
+  return {StatusCode::kPermissionDenied, std::move(m)};
+}
 
 // A value of type T or an error Status. Constructing from an OK Status is a bug (asserted).
 template <typename T>

@@ -97,8 +97,8 @@ class FakeBackend final : public InferenceBackend {
     if (it == models_.end()) return std::nullopt;
     return it->second;
   }
-  void Infer(std::string_view tenant, std::string_view model, InferRequest request,
-             TimePoint deadline, InferCallback done) override {
+  std::uint64_t Infer(std::string_view tenant, std::string_view model, InferRequest request,
+                      TimePoint deadline, InferCallback done) override {
     Result<InferResponse> result = Run(request);
     std::lock_guard lock(mutex_);
     calls_.push_back({std::string(tenant), std::string(model), std::move(request), deadline});
@@ -106,9 +106,14 @@ class FakeBackend final : public InferenceBackend {
       threads_.emplace_back([done = std::move(done), result = std::move(result)]() mutable {
         done(std::move(result));
       });
-      return;
+      return calls_.size();
     }
     done(std::move(result));
+    return calls_.size();
+  }
+  void Cancel(std::uint64_t ticket) override {
+    std::lock_guard lock(mutex_);
+    cancelled_.push_back(ticket);
   }
 
  private:
@@ -135,6 +140,7 @@ class FakeBackend final : public InferenceBackend {
   bool ready_ = true;
   std::map<std::pair<std::string, std::string>, ModelInfo> models_;
   std::vector<Call> calls_;
+  std::vector<std::uint64_t> cancelled_;
   std::vector<std::thread> threads_;
 };
 

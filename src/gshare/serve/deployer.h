@@ -1,0 +1,59 @@
+// Deployer: what function management changes on the node. The management API (management_api.h)
+// writes the registry and tells the deployer; the server's deployer is the live backend, which
+// serves what the registry holds (at start, every function in it). Tests give a fake.
+//
+// Order of a change: Admit (before anything is written), the registry write, then Deploy or
+// Undeploy. A Deploy that fails after the write is undone in the registry by the caller.
+//
+// Threading: every method may be called from any thread, concurrently; none blocks on a request
+// (Deploy may wait for the node's loop to take the change, never for a model to load).
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "gshare/common/status.h"
+#include "gshare/model/function_spec.h"
+
+namespace gshare::serve {
+
+// A deployed function's state, as the Triton repository index reports it.
+enum class ModelState {
+  kLoading,      // its first instance is starting; requests get 503 until it is ready
+  kReady,        // requests are served
+  kUnavailable,  // unloaded, or its instance failed to start (the reason says which)
+};
+std::string_view ModelStateName(ModelState state);  // "LOADING", "READY", "UNAVAILABLE"
+
+struct ModelStatus {
+  ModelState state = ModelState::kUnavailable;
+  std::string reason;  // why it is unavailable; empty otherwise
+};
+
+class Deployer {
+ public:
+  virtual ~Deployer() = default;
+
+  // Whether `spec` may run on this node, checked before it is written. `by_admin`: the admin key
+  // asks. A spec with `command` (arbitrary code on the node) is the admin's only: PermissionDenied
+  // for a tenant. InvalidArgument when the node cannot run it (a runtime not installed here, a
+  // model file that is not a readable regular file inside the tenant's model folder).
+  virtual Status Admit(const FunctionSpec& spec, bool by_admin) const = 0;
+  // Serves `spec` (its tenant and name identify it): a new function, or a new spec for a deployed
+  // one, whose requests in flight finish on the old spec. Returns once the node has taken the
+  // change; the function is kLoading until its first instance is ready.
+  virtual Status Deploy(const FunctionSpec& spec) = 0;
+  // Stops serving the function: new requests get 404 at once, those in flight finish, then its
+  // instances stop. NotFound when it is not deployed.
+  virtual Status Undeploy(std::string_view tenant, std::string_view name) = 0;
+  // Triton's load: makes an unloaded (or failed) function ready again, warming an instance.
+  // NotFound when it is not deployed.
+  virtual Status Load(std::string_view tenant, std::string_view name) = 0;
+  // Triton's unload: the function stays deployed but takes no requests (503) until loaded; its
+  // instances stop once their requests are answered. NotFound when it is not deployed.
+  virtual Status Unload(std::string_view tenant, std::string_view name) = 0;
+  // NotFound when it is not deployed.
+  virtual Result<ModelStatus> StatusOf(std::string_view tenant, std::string_view name) const = 0;
+};
+
+}  // namespace gshare::serve
