@@ -4,11 +4,13 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <boost/asio/post.hpp>
 #include <utility>
 
 #include "gshare/common/units.h"
 #include "gshare/fn/control_channel.h"
+#include "gshare/metrics/gshare_metrics.h"
 
 namespace gshare {
 namespace {
@@ -18,6 +20,13 @@ std::uint64_t PageBytes() { return static_cast<std::uint64_t>(::sysconf(_SC_PAGE
 std::uint64_t RoundUp(std::uint64_t value, std::uint64_t to) { return (value + to - 1) / to * to; }
 
 }  // namespace
+
+template <typename F>
+void LiveExecutor::Account(F&& f) {
+  f(meter_);
+  if (window_meter_) f(*window_meter_);
+  if (options_.feed != nullptr) f(*options_.feed);
+}
 
 // A slice of the vGPU manager, bound to an instance, with its segment allocated through the
 // manager. Shared by the executor's slice and the switch operations in flight on the segment: the
@@ -72,6 +81,7 @@ LiveExecutor::LiveExecutor(NodeResources resources, const FunctionRegistry& func
       options_(std::move(options)),
       meter_(std::span<const GpuType>(&options_.gpu_type, 1), options_.accounting_start),
       device_held_(resources.devices.size(), false) {
+  run_timeouts_ = options_.run_timeouts;
   if (options_.window_start) {
     window_meter_ = std::make_unique<Meter>(std::span<const GpuType>(&options_.gpu_type, 1),
                                             *options_.window_start);
@@ -142,7 +152,7 @@ bool LiveExecutor::Busy() const {
   }
   for (const auto& [id, instance] : instances_) {
     if (instance.state == InstanceState::kDetaching || instance.state == InstanceState::kStarting ||
-        instance.state == InstanceState::kReserved) {
+        instance.state == InstanceState::kReserved || instance.state == InstanceState::kPreparing) {
       return true;
     }
   }
@@ -183,6 +193,55 @@ void LiveExecutor::Submit(const Request& request) {
   if (scheduler_ != nullptr) scheduler_->OnRequest(request);
 }
 
+bool LiveExecutor::Withdraw(RequestId request, const Status& status) {
+  if (shut_down_) return false;
+  auto it = requests_.find(request);
+  if (it == requests_.end() || running_.contains(request) || withdrawn_.contains(request)) {
+    return false;
+  }
+  Account([&](auto& m) { m.Answered(Now(), it->second, false); });
+  withdrawn_.insert(request);
+  host_.Fail(request, status);
+  return true;
+}
+
+void LiveExecutor::SetRunTimeout(FunctionId function, Duration timeout) {
+  if (function >= run_timeouts_.size()) run_timeouts_.resize(std::size_t{function} + 1);
+  run_timeouts_[function] = timeout;
+}
+
+void LiveExecutor::FunctionRemoved(FunctionId function) {
+  std::vector<InstanceId> idle;
+  for (const auto& [id, instance] : instances_) {
+    if (instance.function == function && instance.state == InstanceState::kIdle) {
+      idle.push_back(id);
+    }
+  }
+  for (const InstanceId id : idle) StopInstance(instances_.at(id));
+}
+
+void LiveExecutor::Prepare(FunctionId function, std::function<void(Status)> done) {
+  const auto fail = [this, &done](Status status) {
+    boost::asio::post(resources_.loop,
+                      [done = std::move(done), status = std::move(status)] { done(status); });
+  };
+  if (shut_down_) return fail(Unavailable("the node is shutting down"));
+  if (function >= functions_.size() || !functions_.active(function)) {
+    return fail(NotFound(fmt::format("Prepare: function {} is not served", function)));
+  }
+  const InstanceId instance_id = next_instance_++;
+  Instance& instance = instances_[instance_id];
+  instance.id = instance_id;
+  instance.function = function;
+  instance.state = InstanceState::kPreparing;
+  instance.started = Now();
+  if (const Status launched = LaunchInstance(instance, functions_[function].gpu_memory_bytes);
+      !launched.ok()) {
+    return fail(launched);  // LaunchInstance forgot the instance
+  }
+  instances_.at(instance_id).on_prepared = std::move(done);
+}
+
 Result<GpuId> LiveExecutor::AcquireGpu(GpuTypeId type, Duration startup) {
   if (type != 0) return InvalidArgument(fmt::format("the node has no GPU type {}", type));
   std::size_t device = 0;
@@ -198,7 +257,7 @@ Result<GpuId> LiveExecutor::AcquireGpu(GpuTypeId type, Duration startup) {
   gpu.held = true;
   gpu.ready = startup <= Duration::zero();
   gpu.arbiter = std::make_unique<ComputeArbiter>(options_.quantum);
-  Account([&](Meter& m) { m.GpuAcquired(Now(), 0); });
+  Account([&](auto& m) { m.GpuAcquired(Now(), 0); });
   if (!gpu.ready) {
     auto timer = std::make_unique<boost::asio::steady_timer>(resources_.loop, startup);
     const std::uint64_t key = next_timer_++;
@@ -224,7 +283,7 @@ void LiveExecutor::ReleaseGpu(GpuId id) {
     return Violation(Internal(fmt::format("ReleaseGpu: GPU {} still has slices", id)));
   }
   gpu.held = false;
-  Account([&](Meter& m) { m.GpuReleased(Now(), 0); });
+  Account([&](auto& m) { m.GpuReleased(Now(), 0); });
   // The device is free once the instances leaving it have unmapped.
   if (gpu.leaving == 0) device_held_[gpu.device] = false;
 }
@@ -298,7 +357,7 @@ void LiveExecutor::Restore(GpuId id, FunctionId function, std::uint64_t reserve_
     Slice& doomed = gpu->slices[function];
     doomed.reserve_bytes = reserve_bytes;
     doomed.state = SliceState::kRestoring;
-    Account([&](Meter& m) { m.Reserved(Now(), function, static_cast<double>(reserve_bytes)); });
+    Account([&](auto& m) { m.Reserved(Now(), function, static_cast<double>(reserve_bytes)); });
     const Status why = FailedPrecondition(fmt::format(
         "'{}': {} instances in a row died before they were ready (last: {}); see its log",
         spec.name, failing->second.in_a_row, failing->second.why.message()));
@@ -333,8 +392,8 @@ void LiveExecutor::Restore(GpuId id, FunctionId function, std::uint64_t reserve_
   slice.instance = bound->id;
   slice.reserve_bytes = reserve_bytes;
   slice.state = SliceState::kWaitingMemory;
-  Account([&](Meter& m) { m.Reserved(Now(), function, static_cast<double>(reserve_bytes)); });
-  Account([&](Meter& m) { m.Restored(Now(), function, spec.model_bytes); });
+  Account([&](auto& m) { m.Reserved(Now(), function, static_cast<double>(reserve_bytes)); });
+  Account([&](auto& m) { m.Restored(Now(), function, spec.model_bytes); });
   boost::asio::post(resources_.loop, [this, id, function] {
     if (!shut_down_) StartSliceMemory(id, function);
   });
@@ -390,9 +449,19 @@ void LiveExecutor::BindInstance(GpuId id, FunctionId function) {
 void LiveExecutor::StartInstance(GpuId id, FunctionId function) {
   Slice& slice = gpus_[id].slices.at(function);
   Instance& instance = instances_.at(slice.instance);
+  if (const Status launched = LaunchInstance(instance, slice.reserve_bytes); !launched.ok()) {
+    return RestoreFinished(id, function, launched);  // the slice is gone and its memory free
+  }
+}
+
+Status LiveExecutor::LaunchInstance(Instance& instance, std::uint64_t reserve_bytes) {
   const InstanceId instance_id = instance.id;
+  const FunctionId function = instance.function;
   auto pair = fn::ControlChannel::CreatePair();
-  if (!pair.ok()) return RestoreFinished(id, function, pair.status());
+  if (!pair.ok()) {
+    instances_.erase(instance_id);
+    return pair.status();
+  }
   instance.switcher = EmulatedSwitch::Create(
       {resources_.loop, resources_.copies, resources_.engine, resources_.snapshots},
       fmt::format("instance-{}", instance_id), std::move(pair->first),
@@ -407,6 +476,7 @@ void LiveExecutor::StartInstance(GpuId id, FunctionId function) {
     auto it = instances_.find(instance_id);
     if (it == instances_.end()) return;
     it->second.ready = true;
+    start_failures_.erase(it->second.function);  // the count is of failures in a row
     MaybeRestoreDone(it->second);
   };
   launch.on_exit = [this, instance_id](Status status) {
@@ -416,16 +486,19 @@ void LiveExecutor::StartInstance(GpuId id, FunctionId function) {
   if (const Status started = host_.Start(std::move(launch)); !started.ok()) {
     instance.switcher->Close();
     instances_.erase(instance_id);
-    return RestoreFinished(id, function, started);  // the slice is gone and its memory free
+    return started;
   }
-  auto staging = resources_.staging.Allocate(SliceBytes(slice.reserve_bytes));
+  auto staging = resources_.staging.Allocate(SliceBytes(reserve_bytes));
   if (!staging.ok()) {
-    StopInstance(instance);
-    return RestoreFinished(id, function, staging.status());
+    // Stopped, and forgotten at once: its exit finds no instance.
+    instance.switcher->Close();
+    host_.Stop(instance_id);
+    instances_.erase(instance_id);
+    return staging.status();
   }
   instance.staging = std::move(staging).value();
   const std::shared_ptr<DeviceBuffer> keep_alive = instance.staging;
-  instance.switcher->Attach(*instance.staging, slice.reserve_bytes, &staging_compute_,
+  instance.switcher->Attach(*instance.staging, reserve_bytes, &staging_compute_,
                             [this, instance_id, keep_alive](Status status) {
                               if (shut_down_) return;
                               auto it = instances_.find(instance_id);
@@ -434,11 +507,16 @@ void LiveExecutor::StartInstance(GpuId id, FunctionId function) {
                               it->second.attached = true;
                               MaybeRestoreDone(it->second);
                             });
+  return Status::Ok();
 }
 
 void LiveExecutor::MaybeRestoreDone(Instance& instance) {
-  if (instance.state != InstanceState::kStarting || !instance.ready || !instance.attached) return;
-  // Loaded in host memory: into its snapshot, then onto the GPU like any restore.
+  if ((instance.state != InstanceState::kStarting && instance.state != InstanceState::kPreparing) ||
+      !instance.ready || !instance.attached) {
+    return;
+  }
+  // Loaded in host memory: into its snapshot, then onto the GPU like any restore (or idle, when
+  // prepared ahead of need).
   const InstanceId instance_id = instance.id;
   const std::shared_ptr<DeviceBuffer> keep_alive = instance.staging;
   instance.switcher->Checkpoint(true, [this, instance_id, keep_alive](Status status) {
@@ -447,6 +525,13 @@ void LiveExecutor::MaybeRestoreDone(Instance& instance) {
     if (it == instances_.end()) return;
     if (!status.ok()) return InstanceLost(instance_id, status);
     it->second.staging.reset();
+    if (it->second.state == InstanceState::kPreparing) {
+      std::function<void(Status)> done = std::move(it->second.on_prepared);
+      it->second.on_prepared = nullptr;
+      BecomeIdle(it->second);
+      if (done) done(Status::Ok());
+      return;
+    }
     RestoreFromStaging(instance_id);
   });
 }
@@ -483,7 +568,7 @@ void LiveExecutor::RestoreFinished(GpuId id, FunctionId function, const Status& 
   }
   // The slice is gone and its memory free; its instance, if it lives, is idle again.
   const InstanceId instance_id = it->second.instance;
-  Account([&](Meter& m) {
+  Account([&](auto& m) {
     m.Reserved(Now(), function, -static_cast<double>(it->second.reserve_bytes));
   });
   gpu.slices.erase(it);
@@ -513,7 +598,7 @@ EvictOutcome LiveExecutor::Evict(GpuId id, FunctionId function, EvictHint hint) 
   std::shared_ptr<SliceMemory> memory = std::move(slice->memory);
   ++gpu->leaving;
   Account(
-      [&](Meter& m) { m.Reserved(Now(), function, -static_cast<double>(slice->reserve_bytes)); });
+      [&](auto& m) { m.Reserved(Now(), function, -static_cast<double>(slice->reserve_bytes)); });
   gpu->slices.erase(function);
   instance.state = InstanceState::kDetaching;
   instance.switcher->Checkpoint(report, [this, instance_id, id, function, memory,
@@ -532,7 +617,7 @@ void LiveExecutor::Detached(InstanceId instance_id, GpuId id, FunctionId functio
                             std::uint64_t copied_bytes) {
   Gpu& gpu = gpus_[id];
   auto it = instances_.find(instance_id);
-  if (copied_bytes > 0) Account([&](Meter& m) { m.Checkpointed(Now(), function, copied_bytes); });
+  if (copied_bytes > 0) Account([&](auto& m) { m.Checkpointed(Now(), function, copied_bytes); });
   if (status.ok() || it == instances_.end() || !it->second.switcher->uses_buffer()) {
     --gpu.leaving;
     memory.reset();  // the slice is freed, unbound and destroyed
@@ -605,8 +690,8 @@ void LiveExecutor::Resize(GpuId id, FunctionId function, std::uint64_t new_bytes
   }
   const double delta = static_cast<double>(new_bytes) - static_cast<double>(slice->reserve_bytes);
   slice->reserve_bytes = new_bytes;
-  Account([&](Meter& m) { m.Reserved(Now(), function, delta); });
-  if (!slice->runs.empty()) Account([&](Meter& m) { m.Active(Now(), function, delta); });
+  Account([&](auto& m) { m.Reserved(Now(), function, delta); });
+  if (!slice->runs.empty()) Account([&](auto& m) { m.Active(Now(), function, delta); });
   // The function's allocations follow the new quota, within the slice's segment.
   instances_.at(slice->instance)
       .switcher->SetQuota(std::min<std::uint64_t>(new_bytes, slice->memory->segment_bytes()));
@@ -627,10 +712,32 @@ void LiveExecutor::Run(GpuId id, FunctionId function, std::span<const RequestId>
                                request, function)));
     }
   }
+  // Requests withdrawn since the scheduler queued them have been answered: they do not run, and
+  // a batch of nothing else ends at once.
+  std::vector<RequestId> live;
+  live.reserve(batch.size());
+  for (const RequestId request : batch) {
+    if (!withdrawn_.contains(request)) live.push_back(request);
+  }
+  if (live.empty()) {
+    std::vector<RequestId> done_batch(batch.begin(), batch.end());
+    for (const RequestId request : done_batch) {
+      withdrawn_.erase(request);
+      requests_.erase(request);
+    }
+    ++scheduler_timers_;  // Busy until the scheduler has heard
+    boost::asio::post(resources_.loop, [this, id, function, done_batch = std::move(done_batch)] {
+      --scheduler_timers_;
+      if (shut_down_ || scheduler_ == nullptr) return;
+      scheduler_->OnRunDone(id, function, done_batch, RunResult{Status::Ok(), Duration::zero()});
+    });
+    return;
+  }
+  for (const RequestId request : live) running_.insert(request);
   const std::uint64_t run_id = next_run_++;
   if (slice->runs.empty()) {
     Account(
-        [&](Meter& m) { m.Active(Now(), function, static_cast<double>(slice->reserve_bytes)); });
+        [&](auto& m) { m.Active(Now(), function, static_cast<double>(slice->reserve_bytes)); });
   }
   // A run that overlaps another on its GPU shares the compute: both say so to the profile learner.
   const bool shared = gpu->runs_in_flight > 0;
@@ -645,10 +752,9 @@ void LiveExecutor::Run(GpuId id, FunctionId function, std::span<const RequestId>
   run.started = Now();
   run.shared = shared;
   const InstanceId instance_id = slice->instance;
-  if (function < options_.run_timeouts.size() &&
-      options_.run_timeouts[function] > Duration::zero()) {
+  if (function < run_timeouts_.size() && run_timeouts_[function] > Duration::zero()) {
     run.timeout = std::make_unique<boost::asio::steady_timer>(resources_.loop,
-                                                              options_.run_timeouts[function]);
+                                                              run_timeouts_[function]);
     run.timeout->async_wait([this, instance_id](const boost::system::error_code& error) {
       if (error || shut_down_) return;
       auto it = instances_.find(instance_id);
@@ -658,7 +764,7 @@ void LiveExecutor::Run(GpuId id, FunctionId function, std::span<const RequestId>
       host_.Stop(instance_id);  // its exit returns the requests of its runs to the policy
     });
   }
-  host_.Infer(instance_id, batch, [this, id, function, instance_id, run_id](Status status) {
+  host_.Infer(instance_id, live, [this, id, function, instance_id, run_id](Status status) {
     if (shut_down_) return;
     auto it = gpus_[id].slices.find(function);
     if (it == gpus_[id].slices.end() || it->second.instance != instance_id) return;
@@ -666,22 +772,28 @@ void LiveExecutor::Run(GpuId id, FunctionId function, std::span<const RequestId>
     auto run_it = owner.runs.find(run_id);
     if (run_it == owner.runs.end()) return;  // cancelled: the instance died
     std::vector<RequestId> done_batch = std::move(run_it->second.batch);
+    for (const RequestId request : done_batch) running_.erase(request);
+    const int ran = static_cast<int>(std::count_if(
+        done_batch.begin(), done_batch.end(),
+        [this](RequestId request) { return !withdrawn_.contains(request); }));
     const Duration elapsed = Now() - run_it->second.started;
     const bool alone = !run_it->second.shared;
     owner.runs.erase(run_it);
     --gpus_[id].runs_in_flight;
     if (status.ok() && options_.on_run_observed) {
-      options_.on_run_observed(function, static_cast<int>(done_batch.size()), elapsed, alone);
+      options_.on_run_observed(function, ran, elapsed, alone);
     }
     if (owner.runs.empty()) {
       Account(
-          [&](Meter& m) { m.Active(Now(), function, -static_cast<double>(owner.reserve_bytes)); });
+          [&](auto& m) { m.Active(Now(), function, -static_cast<double>(owner.reserve_bytes)); });
     }
     if (status.ok()) {
       for (const RequestId request : done_batch) {
         auto request_it = requests_.find(request);
         if (request_it == requests_.end()) continue;
-        Account([&](Meter& m) { m.Answered(Now(), request_it->second, true); });
+        if (withdrawn_.erase(request) == 0) {
+          Account([&](auto& m) { m.Answered(Now(), request_it->second, true); });
+        }
         requests_.erase(request_it);
       }
     }
@@ -696,7 +808,11 @@ void LiveExecutor::FailRequest(RequestId request, const Status& status) {
   if (it == requests_.end()) {
     return Violation(Internal(fmt::format("FailRequest: request {} is not unanswered", request)));
   }
-  Account([&](Meter& m) { m.Answered(Now(), it->second, false); });
+  if (withdrawn_.erase(request) > 0) {  // its client has had its answer
+    requests_.erase(it);
+    return;
+  }
+  Account([&](auto& m) { m.Answered(Now(), it->second, false); });
   requests_.erase(it);
   host_.Fail(request, status);
 }
@@ -706,6 +822,8 @@ InstanceView LiveExecutor::Instances(FunctionId function) const {
   for (const auto& [id, instance] : instances_) {
     if (instance.function != function) continue;
     switch (instance.state) {
+      case InstanceState::kPreparing:  // neither: a restore cannot bind it until it is idle
+        break;
       case InstanceState::kStarting:
       case InstanceState::kReserved:
       case InstanceState::kBound:
@@ -745,6 +863,7 @@ void LiveExecutor::SetTimer(TimePoint at, std::uint64_t token) {
 
 void LiveExecutor::BecomeIdle(Instance& instance) {
   instance.state = InstanceState::kIdle;
+  if (!functions_.active(instance.function)) return StopInstance(instance);  // removed
   const std::uint64_t generation = ++instance.keep_generation;
   const InstanceId instance_id = instance.id;
   auto timer = std::make_unique<boost::asio::steady_timer>(resources_.loop, options_.instance_keep);
@@ -786,7 +905,7 @@ void LiveExecutor::InstanceLost(InstanceId instance_id, const Status& status) {
     if (!held.held && held.leaving == 0) device_held_[held.device] = false;
     RetryWaitingMemory(instance.orphan_gpu);
   }
-  if (instance.state == InstanceState::kStarting) {
+  if (instance.state == InstanceState::kStarting || instance.state == InstanceState::kPreparing) {
     StartFailures& failures = start_failures_[instance.function];
     ++failures.in_a_row;
     failures.last = Now();
@@ -794,6 +913,7 @@ void LiveExecutor::InstanceLost(InstanceId instance_id, const Status& status) {
   }
   if (instance.switcher) instance.switcher->Close();
   host_.Stop(instance_id);  // when the switch failed first, the process may still run
+  if (instance.on_prepared) instance.on_prepared(status);
   // A detach in flight reports through Detached. A slice bound to the instance (starting,
   // reserved, restored, or waiting for the instance's detach), whatever its state now, is gone.
   for (GpuId id = 0; id < gpus_.size(); ++id) {
@@ -805,11 +925,12 @@ void LiveExecutor::InstanceLost(InstanceId instance_id, const Status& status) {
       std::vector<RequestId> lost;
       for (auto& [run_id, run] : slice.runs) {
         lost.insert(lost.end(), run.batch.begin(), run.batch.end());
+        for (const RequestId request : run.batch) running_.erase(request);
         --gpu.runs_in_flight;
       }
       const double reserved = static_cast<double>(slice.reserve_bytes);
-      if (!slice.runs.empty()) Account([&](Meter& m) { m.Active(Now(), function, -reserved); });
-      Account([&](Meter& m) { m.Reserved(Now(), function, -reserved); });
+      if (!slice.runs.empty()) Account([&](auto& m) { m.Active(Now(), function, -reserved); });
+      Account([&](auto& m) { m.Reserved(Now(), function, -reserved); });
       if (slice.state == SliceState::kWaitingMemory) std::erase(gpu.waiting_memory, function);
       gpu.slices.erase(slice_it);
       RetryWaitingMemory(id);

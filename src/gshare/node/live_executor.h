@@ -61,6 +61,7 @@
 #include <memory>
 #include <optional>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "gshare/common/clock.h"
@@ -78,6 +79,9 @@
 #include "gshare/sched/scheduler.h"
 
 namespace gshare {
+namespace metrics {
+class MeterFeed;
+}
 
 // What the live executor drives; owned by the node.
 struct NodeResources {
@@ -114,6 +118,9 @@ struct LiveExecutorOptions {
   // A run that has not ended after this long (by FunctionId; missing or zero: no limit) stops its
   // instance: the instance dies, and its requests go back to the policy (OnInstanceDied).
   std::vector<Duration> run_timeouts;
+  // Fed exactly as the meters are (the server's Prometheus accounting); none when null. Must
+  // outlive the executor.
+  metrics::MeterFeed* feed = nullptr;
 };
 
 class LiveExecutor final : public Executor {
@@ -126,6 +133,26 @@ class LiveExecutor final : public Executor {
 
   // A request arrives now (its arrival and deadline are set by the caller from Now()).
   void Submit(const Request& request);
+  // Takes back a submitted request that has not started (its deadline passed, its client went
+  // away): it is answered at once with `status` through the host (InstanceHost::Fail) and counted
+  // as answered late, and it never runs. The scheduler is not told: it still holds the request,
+  // and a batch it later runs leaves the request out (a batch of withdrawn requests only ends at
+  // once, OK). False, and nothing changes, when the request is running or already answered.
+  bool Withdraw(RequestId request, const Status& status);
+  // Starts an instance of `function` in host memory ahead of its first request: its process
+  // starts, loads its model into staging, answers its readiness check, is checkpointed into its
+  // snapshot and stays idle (as an instance whose slice was evicted), so that the first restore
+  // copies instead of starting a process. `done` (on the loop, never inside the call) tells how it
+  // ended. Until then the instance counts as bound (it may become a new slice's instance only once
+  // it is idle).
+  // Not called after Shutdown.
+  void Prepare(FunctionId function, std::function<void(Status)> done);
+  // A run of `function` that has not ended after `timeout` stops its instance (as
+  // LiveExecutorOptions::run_timeouts, for a function added while the node runs; zero: no limit).
+  void SetRunTimeout(FunctionId function, Duration timeout);
+  // The owner removed `function` from the registry (and told the scheduler): its idle instances
+  // stop now, the others as soon as they become idle.
+  void FunctionRemoved(FunctionId function);
   // Requests submitted and not yet answered.
   std::size_t unanswered() const { return requests_.size(); }
   // Whether anything is in flight that will reach the scheduler: a restore, an eviction's copy,
@@ -161,7 +188,16 @@ class LiveExecutor final : public Executor {
   // kStarting: its process starts on its first slice. kReserved: bound to a slice whose memory or
   // restore has not begun. kBound: restored (or restoring) on its slice. kDetaching: leaving a
   // slice (counted idle unless `rebind`). kIdle: in host memory only. kStopping: going away.
-  enum class InstanceState { kStarting, kReserved, kBound, kDetaching, kIdle, kStopping };
+  // kPreparing: starting in host memory with no slice (Prepare).
+  enum class InstanceState {
+    kPreparing,
+    kStarting,
+    kReserved,
+    kBound,
+    kDetaching,
+    kIdle,
+    kStopping
+  };
   class SliceMemory;  // a slice of the vGPU manager with its segment (live_executor.cc)
   struct Instance {
     InstanceId id = 0;
@@ -179,6 +215,7 @@ class LiveExecutor final : public Executor {
     std::shared_ptr<SliceMemory> orphan;  // the slice it held when a checkpoint failed
     GpuId orphan_gpu = 0;
     std::shared_ptr<DeviceBuffer> staging;  // where it loads its model when it starts
+    std::function<void(Status)> on_prepared;  // kPreparing: Prepare's callback
   };
   enum class SliceState { kWaitingMemory, kRestoring, kResident };
   struct RunInFlight {
@@ -213,6 +250,9 @@ class LiveExecutor final : public Executor {
   void StartSliceMemory(GpuId gpu, FunctionId function);
   void BindInstance(GpuId gpu, FunctionId function);
   void StartInstance(GpuId gpu, FunctionId function);
+  // Starts `instance`'s process on a new staging segment of `reserve_bytes` and attaches it there.
+  // On an error the instance is forgotten (and its process stopped).
+  Status LaunchInstance(Instance& instance, std::uint64_t reserve_bytes);
   void MaybeRestoreDone(Instance& instance);
   void RestoreFromStaging(InstanceId id);
   void RestoreFinished(GpuId gpu, FunctionId function, const Status& status);
@@ -243,14 +283,12 @@ class LiveExecutor final : public Executor {
   SteadyClock clock_;
   Meter meter_;
   std::unique_ptr<Meter> window_meter_;
-  // Feeds every meter.
+  // Feeds every meter and the feed (F takes `auto&`: Meter and MeterFeed have the same calls).
   template <typename F>
-  void Account(F&& f) {
-    f(meter_);
-    if (window_meter_) f(*window_meter_);
-  }
+  void Account(F&& f);
   Scheduler* scheduler_ = nullptr;
   Status violation_;
+  std::vector<Duration> run_timeouts_;  // by FunctionId
   bool shut_down_ = false;
 
   ComputeArbiter staging_compute_;  // the host's compute, for models loading into staging
@@ -260,6 +298,8 @@ class LiveExecutor final : public Executor {
   InstanceId next_instance_ = 1;
   std::uint64_t next_run_ = 1;
   std::unordered_map<RequestId, Request> requests_;
+  std::unordered_set<RequestId> running_;    // in a run in flight
+  std::unordered_set<RequestId> withdrawn_;  // answered by Withdraw; still the scheduler's
   std::map<std::uint64_t, std::unique_ptr<boost::asio::steady_timer>> timers_;
   std::uint64_t next_timer_ = 0;
   int scheduler_timers_ = 0;  // timers set by SetTimer or GPU startups, not yet fired

@@ -35,6 +35,7 @@ class InProcessHost final : public InstanceHost {
   }
 
   Status Start(InstanceLaunch launch) override {
+    ++started;
     if (crash_at_start) {  // the process dies before it says hello
       Post([exit = launch.on_exit] { exit(Unavailable("exited with status 1")); });
       return Status::Ok();
@@ -71,6 +72,7 @@ class InProcessHost final : public InstanceHost {
 
   std::map<RequestId, Status> failed;
   std::map<RequestId, int> answered;
+  int started = 0;    // instances started
   int hang_runs = 0;  // the next runs that never end on their own (the instance must be stopped)
   bool crash_at_start = false;  // every instance dies at once
 
@@ -201,6 +203,7 @@ class LiveHarness final : public testing::ExecutorHarness {
   VGpuManager& vgpus() { return *world_->vgpus; }
   const FunctionRegistry& functions() const { return world_->functions; }
   InProcessHost& host() { return *world_->host; }
+  boost::asio::io_context& loop() { return world_->loop; }
 
   Status Run(Scheduler& scheduler) override {
     World& w = *world_;
@@ -301,6 +304,7 @@ class ScriptedScheduler final : public testing::NullScheduler {
   std::function<void(GpuId, FunctionId, const Status&)> on_restore;
   std::function<void(GpuId, FunctionId)> on_run;
   std::function<void(GpuId, FunctionId, const Status&)> on_evict;
+  std::vector<std::vector<RequestId>> runs_done;  // the batches of OnRunDone, in order
 
   void OnRequest(const Request& r) override {
     if (on_request) on_request(r);
@@ -308,7 +312,10 @@ class ScriptedScheduler final : public testing::NullScheduler {
   void OnRestoreDone(GpuId g, FunctionId f, const Status& s) override {
     if (on_restore) on_restore(g, f, s);
   }
-  void OnRunDone(GpuId g, FunctionId f, std::span<const RequestId>, const RunResult&) override {
+  void OnRunDone(GpuId g, FunctionId f, std::span<const RequestId> batch,
+                 const RunResult& result) override {
+    EXPECT_TRUE(result.status.ok()) << result.status.ToString();
+    runs_done.emplace_back(batch.begin(), batch.end());
     if (on_run) on_run(g, f);
   }
   void OnEvictDone(GpuId g, FunctionId f, const Status& s) override {
@@ -484,6 +491,113 @@ TEST(LiveExecutorVGpu, AnAllocationBeyondASlicesQuotaFails) {
   EXPECT_EQ(restored, 2);
   h.Drain();
   EXPECT_TRUE(vgpus.slices().empty());
+}
+
+// A request withdrawn before it starts (its deadline passed, its client left) is answered at once
+// with the given status and never runs: a batch holding it runs the others, and a batch of nothing
+// else ends at once; the scheduler hears of every request of its batches, and each request is
+// answered exactly once.
+TEST(LiveExecutorWithdraw, AWithdrawnRequestIsAnsweredOnceAndNeverRuns) {
+  LiveHarness h;
+  h.Build(testing::ContractGpu(), testing::ContractFunctions(),
+          {testing::ContractRequest(0, 0, 0.0), testing::ContractRequest(1, 0, 0.0),
+           testing::ContractRequest(2, 0, 0.0)});
+  LiveExecutor& e = h.live();
+  ScriptedScheduler s;
+  GpuId gpu = 0;
+  int arrived = 0;
+  bool first_withdrawal = false;
+  bool second_withdrawal = true;
+  s.on_request = [&](const Request&) {
+    if (++arrived < 3) return;
+    first_withdrawal = e.Withdraw(0, DeadlineExceeded("late"));
+    second_withdrawal = e.Withdraw(0, DeadlineExceeded("late again"));
+    EXPECT_TRUE(e.Withdraw(2, Cancelled("gone")));
+    auto acquired = e.AcquireGpu(0, Duration::zero());
+    ASSERT_TRUE(acquired.ok()) << acquired.status().ToString();
+    gpu = *acquired;
+    e.Restore(gpu, 0, 300 * kMiB);
+  };
+  s.on_restore = [&](GpuId, FunctionId, const Status& status) {
+    ASSERT_TRUE(status.ok()) << status.ToString();
+    const RequestId batch[] = {0, 1};
+    e.Run(gpu, 0, batch);
+  };
+  s.on_run = [&](GpuId, FunctionId) {
+    if (s.runs_done.size() != 1) return;
+    EXPECT_FALSE(e.Withdraw(1, Cancelled("answered already")));
+    const RequestId only_withdrawn[] = {2};
+    e.Run(gpu, 0, only_withdrawn);
+  };
+  const Status ran = h.Run(s);
+  ASSERT_TRUE(ran.ok()) << ran.ToString();
+  EXPECT_TRUE(first_withdrawal);
+  EXPECT_FALSE(second_withdrawal);
+  EXPECT_EQ(s.runs_done, (std::vector<std::vector<RequestId>>{{0, 1}, {2}}));
+  EXPECT_EQ(h.host().answered, (std::map<RequestId, int>{{1, 1}}));
+  ASSERT_EQ(h.host().failed.size(), 2u);
+  EXPECT_EQ(h.host().failed.at(0).code(), StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(h.host().failed.at(0).message(), "late");
+  EXPECT_EQ(h.host().failed.at(2).code(), StatusCode::kCancelled);
+  const MeterTotals totals = e.meter().Totals(e.Now());
+  EXPECT_EQ(totals.requests, 3u);
+  EXPECT_EQ(totals.failed, 2u);
+  EXPECT_EQ(e.unanswered(), 0u);
+}
+
+// Prepare starts an instance in host memory ahead of need: it ends idle, and the first restore
+// binds it (a copy) instead of starting another process.
+TEST(LiveExecutorPrepare, APreparedInstanceIsIdleAndTheFirstRestoreBindsIt) {
+  LiveHarness h;
+  h.Build(testing::ContractGpu(), testing::ContractFunctions(),
+          {testing::ContractRequest(0, 0, 0.0)});
+  LiveExecutor& e = h.live();
+  std::optional<Status> prepared;
+  e.Prepare(0, [&](Status status) { prepared = status; });
+  EXPECT_FALSE(prepared.has_value());  // never inside the call
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (!prepared && std::chrono::steady_clock::now() < give_up) {
+    h.loop().run_one_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_TRUE(prepared.has_value());
+  ASSERT_TRUE(prepared->ok()) << prepared->ToString();
+  EXPECT_EQ(e.Instances(0).idle, 1);
+  EXPECT_EQ(e.Instances(0).bound, 0);
+  EXPECT_EQ(h.host().started, 1);
+
+  ScriptedScheduler s;
+  GpuId gpu = 0;
+  s.on_request = [&](const Request&) {
+    auto acquired = e.AcquireGpu(0, Duration::zero());
+    ASSERT_TRUE(acquired.ok()) << acquired.status().ToString();
+    gpu = *acquired;
+    e.Restore(gpu, 0, 300 * kMiB);
+  };
+  s.on_restore = [&](GpuId, FunctionId, const Status& status) {
+    ASSERT_TRUE(status.ok()) << status.ToString();
+    const RequestId batch[] = {0};
+    e.Run(gpu, 0, batch);
+  };
+  const Status ran = h.Run(s);
+  ASSERT_TRUE(ran.ok()) << ran.ToString();
+  EXPECT_EQ(h.host().answered, (std::map<RequestId, int>{{0, 1}}));
+  EXPECT_EQ(h.host().started, 1);
+}
+
+// Preparing a function whose instances die at start reports the failure through the callback.
+TEST(LiveExecutorPrepare, AFailedStartIsReported) {
+  LiveHarness h;
+  h.Build(testing::ContractGpu(), testing::ContractFunctions(), {});
+  h.host().crash_at_start = true;
+  std::optional<Status> prepared;
+  h.live().Prepare(0, [&](Status status) { prepared = status; });
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (!prepared && std::chrono::steady_clock::now() < give_up) {
+    h.loop().run_one_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_TRUE(prepared.has_value());
+  EXPECT_EQ(prepared->code(), StatusCode::kUnavailable) << prepared->ToString();
+  EXPECT_EQ(h.live().Instances(0).idle, 0);
 }
 
 // Every policy, unchanged, schedules real (in-process) instances on the live executor: three

@@ -213,8 +213,13 @@ Status ProcessHost::SpawnNow(Process& process) {
   return Status::Ok();
 }
 
+void ProcessHost::SetCommand(FunctionId function, InstanceCommand command) {
+  if (function >= commands_.size()) commands_.resize(static_cast<std::size_t>(function) + 1);
+  commands_[function] = std::move(command);
+}
+
 Status ProcessHost::Start(InstanceLaunch launch) {
-  if (launch.function >= commands_.size()) {
+  if (launch.function >= commands_.size() || commands_[launch.function].argv.empty()) {
     return InvalidArgument(fmt::format("no command for function {}", launch.function));
   }
   const InstanceCommand& command = commands_[launch.function];

@@ -111,6 +111,11 @@ class ProcessHost final : public InstanceHost {
               RequestSource& requests, ProcessHostOptions options);
   ~ProcessHost() override;
 
+  // How instances of `function` start: for a function added while the node runs, set once before
+  // its first Start (the command of a running instance is read while it runs). Ids below
+  // `function` that have none get an empty command, which Start refuses.
+  void SetCommand(FunctionId function, InstanceCommand command);
+
   Status Start(InstanceLaunch launch) override;
   void Infer(InstanceId instance, std::span<const RequestId> batch,
              std::function<void(Status)> done) override;
@@ -163,7 +168,7 @@ class ProcessHost final : public InstanceHost {
   void CountCrash(FunctionId function, const Process& process, const std::string& reason);
 
   boost::asio::io_context& loop_;
-  const std::vector<InstanceCommand> commands_;
+  std::vector<InstanceCommand> commands_;  // by FunctionId
   RequestSource& requests_;
   const ProcessHostOptions options_;
   std::string run_dir_;                         // options_.run_dir, absolute
