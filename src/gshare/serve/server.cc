@@ -1,0 +1,131 @@
+#include "gshare/serve/server.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "gshare/serve/data_dir.h"
+#include "gshare/serve/http_util.h"
+
+namespace gshare::serve {
+
+Result<std::unique_ptr<Server>> Server::Start(ServerOptions options) {
+  auto server = std::unique_ptr<Server>(new Server());
+  Server& s = *server;
+  GSHARE_RETURN_IF_ERROR(EnsureDataDir(options.data_dir));
+  GSHARE_ASSIGN_OR_RETURN(s.registry_, Registry::Open(options.data_dir));
+  GSHARE_ASSIGN_OR_RETURN(ServerSecret secret, ServerSecret::LoadOrCreate(options.data_dir));
+  if (!options.admin_key.empty()) {
+    if (options.admin_key.size() < 16 || options.admin_key.size() > kMaxApiKeyBytes) {
+      return InvalidArgument(
+          fmt::format("the admin key must have 16 to {} characters", kMaxApiKeyBytes));
+    }
+    s.admin_key_ = AdminKey{options.admin_key, false};
+  } else {
+    GSHARE_ASSIGN_OR_RETURN(s.admin_key_,
+                            LoadOrCreateAdminKey(options.data_dir, options.admin_key_file));
+  }
+  s.admin_hash_ = secret.Hash(s.admin_key_.key);
+  GSHARE_ASSIGN_OR_RETURN(s.keys_, TenantKeys::Open(*s.registry_, std::move(secret)));
+  GSHARE_ASSIGN_OR_RETURN(s.metrics_, metrics::GshareMetrics::Create());
+
+  options.backend.policy_options.slice_granularity = options.node.slice_granularity;
+  options.backend.policy_options.instance_start = Duration::zero();  // the node's GPUs are there
+  GSHARE_ASSIGN_OR_RETURN(s.node_, NodeAgent::Create(options.node));
+  GSHARE_ASSIGN_OR_RETURN(
+      s.gpu_type_, s.node_->DescribeGpus(options.restore_overhead, options.price_per_hour_usd));
+  options.backend.data_dir = options.data_dir;
+  GSHARE_ASSIGN_OR_RETURN(s.backend_, LiveBackend::Create(*s.node_, s.gpu_type_, *s.metrics_,
+                                                          s.clock_, options.backend));
+  s.front_ = std::make_unique<Front>(FrontOptions{}, *s.keys_, *s.backend_, s.clock_);
+  ManagementApiOptions management;
+  management.data_dir = options.data_dir;
+  management.admin_key_hash = s.admin_hash_;
+  management.tenant_gpu_memory_bytes = options.tenant_gpu_memory_bytes;
+  s.management_ =
+      std::make_unique<ManagementApi>(management, *s.registry_, *s.keys_, *s.backend_);
+  GSHARE_ASSIGN_OR_RETURN(s.deployed_at_start_, s.management_->DeployAll());
+  s.options_ = std::move(options);
+  GSHARE_ASSIGN_OR_RETURN(
+      s.http_, net::HttpServer::Start(s.options_.http, [&s](net::ServerRequest request,
+                                                            net::Responder responder) {
+        s.Handle(std::move(request), std::move(responder));
+      }));
+  return server;
+}
+
+Server::~Server() {
+  if (http_ != nullptr && !waited_) {
+    BeginShutdown();
+    Wait();
+  }
+}
+
+void Server::BeginShutdown() {
+  if (http_ != nullptr) http_->BeginShutdown(options_.drain);
+}
+
+void Server::Wait() {
+  if (waited_) return;
+  waited_ = true;
+  if (http_ != nullptr) http_->Wait();
+  if (backend_ != nullptr) backend_->Shutdown();
+}
+
+void Server::Handle(net::ServerRequest request, net::Responder responder) {
+  const std::string_view path = std::string_view(request.target).substr(0, request.target.find('?'));
+  if (path == "/metrics") return HandleMetrics(request, responder);
+  if (path == "/api/v1/node") return HandleNode(request, responder);
+  if (ManagementApi::Serves(request.target)) {
+    return management_->Handle(std::move(request), std::move(responder));
+  }
+  front_->Handle(std::move(request), std::move(responder));
+}
+
+bool Server::AdminOnly(const net::ServerRequest& request, const net::Responder& responder,
+                       std::string_view why) {
+  if (request.method != "GET" && request.method != "HEAD") {
+    responder.Respond(MethodNotAllowed("GET, HEAD"));
+    return false;
+  }
+  if (request.authorization.empty()) {
+    responder.Respond(
+        Unauthorized("the admin key is required: Authorization: Bearer <key>", "Bearer"));
+    return false;
+  }
+  const std::optional<std::string_view> key = BearerToken(request.authorization);
+  if (key && keys_->Matches(*key, admin_hash_)) return true;
+  if (key && keys_->Authenticate(*key)) {
+    responder.Respond(net::JsonErrorResponse(403, why));
+  } else {
+    responder.Respond(Unauthorized("the API key is not valid", "Bearer error=\"invalid_token\""));
+  }
+  return false;
+}
+
+void Server::HandleNode(const net::ServerRequest& request, const net::Responder& responder) {
+  if (!AdminOnly(request, responder, "the node's description is served to the admin key only")) {
+    return;
+  }
+  const GpuType& gpu = gpu_type_;
+  responder.Respond(JsonResponse(
+      200, {{"policy", options_.backend.policy},
+            {"gpus", node_->inventory().devices().size()},
+            {"slice_granularity_bytes", options_.node.slice_granularity.bytes()},
+            {"gpu_type",
+             {{"name", gpu.name},
+              {"memory_bytes", gpu.memory_bytes},
+              {"h2d_bytes_per_second", gpu.h2d_bytes_per_second},
+              {"restore_overhead_seconds", ToSeconds(gpu.restore_overhead)},
+              {"price_per_hour_usd", gpu.price_per_hour_usd}}}}));
+}
+
+void Server::HandleMetrics(const net::ServerRequest& request, const net::Responder& responder) {
+  if (!AdminOnly(request, responder,
+                 "/metrics names every tenant's functions: it is served to the admin key only")) {
+    return;
+  }
+  backend_->PublishMetrics();
+  responder.Respond({200, metrics_->Expose(), std::string(metrics::Registry::kContentType)});
+}
+
+}  // namespace gshare::serve

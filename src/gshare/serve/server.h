@@ -1,0 +1,102 @@
+// Server: `gshare serve` composed: the data directory (registry, server secret, admin key), the
+// live node, the live backend, the KServe v2 front, the management API and /metrics, behind one
+// HTTP server. The command line is a thin shell over it, and tests start it in-process on a free
+// port.
+//
+// Routes: /metrics to the metrics and /api/v1/node to the node's description (the admin key only:
+// the metrics' labels name every tenant's functions); /v2/repository/... and /api/v1/... to the
+// management API (management_api.h); everything else to the front (front.h).
+//
+// Shutdown: BeginShutdown (any thread, a signal handler's included) stops accepting, answers 503
+// to new requests, lets the requests in flight finish for at most `drain`; Wait then stops the
+// backend (function processes end) and returns.
+//
+// Threading: Start, Wait and the destructor are called from one thread, never an io thread.
+#pragma once
+
+#include <chrono>
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include "gshare/common/clock.h"
+#include "gshare/metrics/gshare_metrics.h"
+#include "gshare/net/http_server.h"
+#include "gshare/node/node_agent.h"
+#include "gshare/serve/api_keys.h"
+#include "gshare/serve/front.h"
+#include "gshare/serve/live_backend.h"
+#include "gshare/serve/management_api.h"
+#include "gshare/serve/registry.h"
+
+namespace gshare::serve {
+
+struct ServerOptions {
+  std::filesystem::path data_dir = "gshare-data";
+  // The admin key: given (tests), else read from admin_key_file, else DATA_DIR/admin.key
+  // (generated at the first start).
+  std::string admin_key;
+  std::filesystem::path admin_key_file;
+  net::HttpServerOptions http;
+  NodeAgentOptions node;
+  // Price and fixed restore cost that describe the node's GPUs to the policy and the accounting.
+  Duration restore_overhead = std::chrono::milliseconds(1);
+  double price_per_hour_usd = 1.0;
+  LiveBackendOptions backend;  // its data_dir is data_dir
+  // Per-tenant quota on the sum of its functions' gpu_memory; 0: none.
+  std::uint64_t tenant_gpu_memory_bytes = 0;
+  std::chrono::milliseconds drain{30'000};
+};
+
+class Server {
+ public:
+  static Result<std::unique_ptr<Server>> Start(ServerOptions options);
+  ~Server();
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  std::uint16_t port() const { return http_->port(); }
+  // The admin key, and whether this start generated it (then print it once).
+  const AdminKey& admin_key() const { return admin_key_; }
+  // How many functions of the registry were deployed at the start.
+  std::size_t deployed_at_start() const { return deployed_at_start_; }
+  const GpuType& gpu_type() const { return gpu_type_; }
+  const NodeAgent& node() const { return *node_; }
+  // The HTTP server's loop, for a signal_set whose handler calls BeginShutdown.
+  boost::asio::io_context& io_context() { return http_->io_context(); }
+
+  void BeginShutdown();
+  // Blocks until the HTTP server has drained and the backend has stopped.
+  void Wait();
+
+ private:
+  Server() = default;
+  void Handle(net::ServerRequest request, net::Responder responder);
+  void HandleMetrics(const net::ServerRequest& request, const net::Responder& responder);
+  void HandleNode(const net::ServerRequest& request, const net::Responder& responder);
+  // True for a GET or HEAD with the admin key; otherwise answers (405, 401, or 403 with `why` for
+  // a tenant's key) and returns false.
+  bool AdminOnly(const net::ServerRequest& request, const net::Responder& responder,
+                 std::string_view why);
+
+  ServerOptions options_;
+  AdminKey admin_key_;
+  KeyHash admin_hash_{};
+  std::size_t deployed_at_start_ = 0;
+  GpuType gpu_type_;
+  SteadyClock clock_;
+  // Destroyed in reverse order: the HTTP server first (no handler runs after it), then the API
+  // and the front, the backend (its loop thread and processes), the node, the keys and the
+  // registry.
+  std::unique_ptr<Registry> registry_;
+  std::unique_ptr<TenantKeys> keys_;
+  std::unique_ptr<metrics::GshareMetrics> metrics_;
+  std::unique_ptr<NodeAgent> node_;
+  std::unique_ptr<LiveBackend> backend_;
+  std::unique_ptr<Front> front_;
+  std::unique_ptr<ManagementApi> management_;
+  std::unique_ptr<net::HttpServer> http_;
+  bool waited_ = false;
+};
+
+}  // namespace gshare::serve
