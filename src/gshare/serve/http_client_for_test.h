@@ -35,10 +35,10 @@ class HttpClientForTest {
     ::setsockopt(socket_.native_handle(), SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof(limit));
   }
 
-  // Sends one request and reads its answer; nullopt when the connection ended instead.
-  std::optional<HttpClientResponse> Send(std::string_view method, std::string_view target,
-                                         std::optional<std::string_view> key = std::nullopt,
-                                         std::string_view body = "") {
+  // The bytes of one request, a key given as Bearer.
+  static std::string Request(std::string_view method, std::string_view target,
+                             std::optional<std::string_view> key = std::nullopt,
+                             std::string_view body = "") {
     std::string raw =
         std::string(method) + " " + std::string(target) + " HTTP/1.1\r\nHost: test\r\n";
     if (key) raw += "Authorization: Bearer " + std::string(*key) + "\r\n";
@@ -48,17 +48,36 @@ class HttpClientForTest {
     }
     raw += "\r\n";
     raw += body;
-    return SendRaw(raw, method == "HEAD");
+    return raw;
+  }
+
+  // Sends one request and reads its answer; nullopt when the connection ended instead.
+  std::optional<HttpClientResponse> Send(std::string_view method, std::string_view target,
+                                         std::optional<std::string_view> key = std::nullopt,
+                                         std::string_view body = "") {
+    return SendRaw(Request(method, target, key, body), method == "HEAD");
   }
   std::optional<HttpClientResponse> SendRaw(std::string_view raw, bool head = false) {
+    Write(raw);
     boost::system::error_code error;
-    boost::asio::write(socket_, boost::asio::buffer(raw.data(), raw.size()), error);
     boost::beast::http::response_parser<boost::beast::http::string_body> parser;
     parser.body_limit(64 << 20);
     parser.skip(head);
     boost::beast::http::read(socket_, buffer_, parser, error);
     if (error) return std::nullopt;
     return parser.release();
+  }
+
+  // Writes `raw` without reading an answer.
+  void Write(std::string_view raw) {
+    boost::system::error_code error;
+    boost::asio::write(socket_, boost::asio::buffer(raw.data(), raw.size()), error);
+    EXPECT_FALSE(error) << error.message();
+  }
+  // Closes the connection, as a client that stops waiting does.
+  void Close() {
+    boost::system::error_code ignored;
+    socket_.close(ignored);
   }
 
  private:

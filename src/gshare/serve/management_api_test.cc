@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <atomic>
 #include <boost/beast/http.hpp>
+#include <condition_variable>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <set>
@@ -49,8 +51,13 @@ class FakeDeployer final : public Deployer {
     return Status::Ok();
   }
   Status Deploy(const FunctionSpec& spec) override {
-    std::lock_guard lock(mutex_);
+    std::unique_lock lock(mutex_);
     calls_.push_back(fmt::format("deploy {}/{}", spec.tenant, spec.name));
+    if (gate_closed_) {
+      ++held_;
+      changed_.notify_all();
+      changed_.wait(lock, [this] { return !gate_closed_; });
+    }
     if (deploy_error_ && deploy_failures_left_ != 0) {
       if (deploy_failures_left_ > 0) --deploy_failures_left_;
       return *deploy_error_;
@@ -104,6 +111,21 @@ class FakeDeployer final : public Deployer {
     std::lock_guard lock(mutex_);
     undeploy_error_ = std::move(error);
   }
+  // While the gate is closed, Deploy waits at it.
+  void CloseGate() {
+    std::lock_guard lock(mutex_);
+    gate_closed_ = true;
+  }
+  void OpenGate() {
+    std::lock_guard lock(mutex_);
+    gate_closed_ = false;
+    changed_.notify_all();
+  }
+  // Whether a Deploy has come to the closed gate within 30 s (a safety net; it comes at once).
+  bool WaitUntilHeld() {
+    std::unique_lock lock(mutex_);
+    return changed_.wait_for(lock, std::chrono::seconds(30), [this] { return held_ > 0; });
+  }
   void SetState(const std::string& tenant, const std::string& name, ModelStatus status) {
     std::lock_guard lock(mutex_);
     functions_.at({tenant, name}).status = std::move(status);
@@ -140,6 +162,9 @@ class FakeDeployer final : public Deployer {
   };
 
   mutable std::mutex mutex_;
+  std::condition_variable changed_;
+  bool gate_closed_ = false;
+  int held_ = 0;
   mutable std::vector<std::string> calls_;
   std::optional<Status> admit_error_;
   std::optional<Status> deploy_error_;
@@ -187,7 +212,11 @@ class ManagementApiTest : public ::testing::Test {
     net::HttpServerOptions server_options;
     server_options.port = 0;
     server_options.io_threads = 2;
-    auto server = net::HttpServer::Start(std::move(server_options), api_->Handler());
+    auto server = net::HttpServer::Start(
+        std::move(server_options), [this](net::ServerRequest request, net::Responder responder) {
+          if (observer_) observer_(request, responder);
+          api_->Handle(std::move(request), std::move(responder));
+        });
     ASSERT_TRUE(server.ok()) << server.status().ToString();
     server_ = std::move(server).value();
     client_.emplace(server_->port());
@@ -241,6 +270,8 @@ class ManagementApiTest : public ::testing::Test {
   std::string beta_key_;
   FakeDeployer deployer_;
   std::unique_ptr<ManagementApi> api_;
+  // Sees every request before the API does (set before the requests it is for are sent).
+  std::function<void(const net::ServerRequest&, const net::Responder&)> observer_;
   std::unique_ptr<net::HttpServer> server_;
   std::optional<HttpClientForTest> client_;
 };
@@ -848,6 +879,60 @@ TEST_F(ManagementApiTest, ConcurrentCreatesOfOneNameGiveOneCreated) {
   // The one created is the one deployed.
   EXPECT_EQ(CountCalls("deploy"), 1u);
   EXPECT_EQ(deployer_.Deployed("alpha", "mlp"), StoredSpec("alpha", "mlp"));
+}
+
+TEST_F(ManagementApiTest, ARequestWhoseClientLeftBeforeItsTurnIsNotCarriedOut) {
+  std::mutex mutex;
+  std::condition_variable changed;
+  bool second_arrived = false;
+  bool second_cancelled = false;
+  observer_ = [&](const net::ServerRequest& request, const net::Responder& responder) {
+    if (request.body.find("name: second") == std::string::npos) return;
+    responder.OnCancel([&] {
+      std::lock_guard lock(mutex);
+      second_cancelled = true;
+      changed.notify_all();
+    });
+    std::lock_guard lock(mutex);
+    second_arrived = true;
+    changed.notify_all();
+  };
+  // The worker is held in the first create's deploy, so the second waits its turn.
+  deployer_.CloseGate();
+  unsigned first_status = 0;
+  std::thread first([&] {
+    HttpClientForTest client(server_->port());
+    auto answer = client.Send("POST", "/api/v1/functions", alpha_key_, Spec("first"));
+    first_status = answer ? answer->result_int() : 0;
+  });
+  // Each wait gives up after 30 s (a safety net: the events come at once), so that a failure
+  // still opens the gate and joins.
+  const bool held = deployer_.WaitUntilHeld();
+  HttpClientForTest second(server_->port());
+  second.Write(HttpClientForTest::Request("POST", "/api/v1/functions", alpha_key_, Spec("second")));
+  bool arrived = false;
+  bool cancelled = false;
+  {
+    std::unique_lock lock(mutex);
+    arrived = changed.wait_for(lock, std::chrono::seconds(30), [&] { return second_arrived; });
+  }
+  second.Close();
+  {
+    std::unique_lock lock(mutex);
+    cancelled = changed.wait_for(lock, std::chrono::seconds(30), [&] { return second_cancelled; });
+  }
+  deployer_.OpenGate();
+  first.join();
+  ASSERT_TRUE(held && arrived && cancelled) << held << arrived << cancelled;
+  EXPECT_EQ(first_status, 201u);
+  // The cancellation ran on the second's connection after the handler had returned, so the second
+  // was queued by then; a request queued after it is answered only once the second had its turn.
+  auto listed = Send("GET", "/api/v1/functions", alpha_key_);
+  ASSERT_EQ(listed.result_int(), 200u);
+  EXPECT_EQ(json::parse(listed.body())["functions"].size(), 1u);
+  EXPECT_EQ(Names("alpha"), std::vector<std::string>{"first"});
+  EXPECT_EQ(CountCalls("admit alpha/second"), 0u);
+  EXPECT_EQ(CountCalls("deploy"), 1u);
 }
 
 TEST_F(ManagementApiTest, WrongMethodIs405) {
