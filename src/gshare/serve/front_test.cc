@@ -1,32 +1,24 @@
 #include "gshare/serve/front.h"
 
 #include <gtest/gtest.h>
-#include <sys/socket.h>
-#include <sys/time.h>
 
-#include <boost/asio/connect.hpp>
-#include <boost/asio/ip/tcp.hpp>
-#include <boost/asio/write.hpp>
-#include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http.hpp>
 #include <cmath>
 #include <limits>
 #include <map>
 #include <mutex>
-#include <sstream>
 #include <thread>
 
 #include "gshare/serve/api_keys.h"
+#include "gshare/serve/http_client_for_test.h"
 #include "gshare/serve/registry.h"
 #include "gshare/serve/temp_dir_for_test.h"
 
 namespace gshare::serve {
 namespace {
 
-namespace asio = boost::asio;
 namespace http = boost::beast::http;
-using tcp = asio::ip::tcp;
-using Response = http::response<http::string_body>;
+using Client = HttpClientForTest;
 using nlohmann::json;
 
 constexpr std::string_view kAlphaKey = "alpha-key";
@@ -143,65 +135,6 @@ class FakeBackend final : public InferenceBackend {
   std::vector<std::uint64_t> cancelled_;
   std::vector<std::thread> threads_;
 };
-
-// A plain synchronous client on one connection. Reads give up after 30 s (a safety net so that a
-// broken server fails the test instead of hanging it; no assertion depends on it).
-class Client {
- public:
-  explicit Client(std::uint16_t port) : socket_(io_) {
-    boost::system::error_code error;
-    socket_.connect({asio::ip::make_address("127.0.0.1"), port}, error);
-    EXPECT_FALSE(error) << error.message();
-    const timeval limit{30, 0};
-    ::setsockopt(socket_.native_handle(), SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof(limit));
-  }
-
-  // Sends one request and reads its answer; nullopt when the connection ended instead.
-  std::optional<Response> Send(std::string_view method, std::string_view target,
-                               std::optional<std::string_view> key = std::nullopt,
-                               std::string_view body = "") {
-    std::string raw =
-        std::string(method) + " " + std::string(target) + " HTTP/1.1\r\nHost: test\r\n";
-    if (key) raw += "Authorization: Bearer " + std::string(*key) + "\r\n";
-    if (!body.empty() || method == "POST") {
-      raw += "Content-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
-             "\r\n";
-    }
-    raw += "\r\n";
-    raw += body;
-    return SendRaw(raw, method == "HEAD");
-  }
-  std::optional<Response> SendRaw(std::string_view raw, bool head = false) {
-    boost::system::error_code error;
-    asio::write(socket_, asio::buffer(raw.data(), raw.size()), error);
-    http::response_parser<http::string_body> parser;
-    parser.body_limit(64 << 20);
-    parser.skip(head);
-    http::read(socket_, buffer_, parser, error);
-    if (error) return std::nullopt;
-    return parser.release();
-  }
-
- private:
-  asio::io_context io_;
-  tcp::socket socket_;
-  boost::beast::flat_buffer buffer_;
-};
-
-// The whole answer as it came on the wire (status line, every field, body).
-std::string Wire(const Response& response) {
-  std::ostringstream out;
-  out << response;
-  return out.str();
-}
-
-std::string ErrorOf(const Response& response) {
-  const json body = json::parse(response.body(), nullptr, false);
-  if (!body.is_object() || !body.contains("error") || !body["error"].is_string()) {
-    return "<not an error body: " + response.body() + ">";
-  }
-  return body["error"].get<std::string>();
-}
 
 constexpr std::string_view kEchoRequest = R"({
   "id": "request-42",

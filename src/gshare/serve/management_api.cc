@@ -1,0 +1,599 @@
+#include "gshare/serve/management_api.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <spdlog/spdlog.h>
+
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "gshare/common/units.h"
+#include "gshare/model/catalog.h"
+#include "gshare/serve/front.h"
+#include "gshare/serve/http_util.h"
+
+namespace gshare::serve {
+namespace {
+
+using net::HttpResponse;
+using net::JsonErrorResponse;
+using nlohmann::json;
+
+constexpr std::string_view kAdminKeyOnTenantEndpoint =
+    "the admin key is not a tenant's key; manage a tenant's functions at "
+    "/api/v1/tenants/{tenant}/functions";
+
+// The one answer for a function the caller cannot see in its namespace, whether or not another
+// tenant has one by that name.
+HttpResponse FunctionNotFound(std::string_view name) {
+  return JsonErrorResponse(404, "function '" + std::string(name) + "' not found");
+}
+
+// An error of the deployer or of a check on the caller's input: its message is for the caller.
+HttpResponse ErrorResponse(const Status& status) {
+  return JsonErrorResponse(HttpStatusFor(status.code()), status.message());
+}
+
+// An error of the registry. Its client errors (a taken name, an unknown tenant, a malformed name)
+// reach the caller as they are; its own failures (a locked or broken database) name the database
+// file and the statement, which are the server's business: they go to the log, and the caller
+// learns only that the registry failed.
+HttpResponse RegistryErrorResponse(const Status& status) {
+  const int http_status = HttpStatusFor(status.code());
+  if (http_status < 500) return ErrorResponse(status);
+  spdlog::error("management API: {}", status.ToString());
+  return JsonErrorResponse(http_status, http_status == 503
+                                            ? "the registry is busy; try again"
+                                            : "the registry failed; the server's log says why");
+}
+
+// The body as a JSON value, or 400 with the parser's message.
+Result<json> ParseJsonBody(std::string_view body) {
+  try {
+    return json::parse(body);
+  } catch (const json::exception& e) {
+    return InvalidArgument(fmt::format("the request body is not JSON: {}", e.what()));
+  }
+}
+
+// The deployer's state of a function, or UNAVAILABLE with the reason it cannot tell (a function
+// the registry holds but the node does not serve: its deploy at start failed).
+ModelStatus StatusOrUnavailable(const Deployer& deployer, std::string_view tenant,
+                                std::string_view name) {
+  Result<ModelStatus> status = deployer.StatusOf(tenant, name);
+  if (status.ok()) return std::move(status).value();
+  return ModelStatus{ModelState::kUnavailable, status.status().message()};
+}
+
+// A function as the API answers it: its record with the deployer's state.
+json FunctionJson(const Deployer& deployer, const FunctionRecord& record) {
+  const ModelStatus model = StatusOrUnavailable(deployer, record.tenant, record.name);
+  return {{"tenant", record.tenant},
+          {"name", record.name},
+          {"state", ModelStateName(model.state)},
+          {"reason", model.reason},
+          {"created_unix_ms", record.created_unix_ms},
+          {"updated_unix_ms", record.updated_unix_ms},
+          {"spec", record.spec_yaml}};
+}
+
+HttpResponse NoContent() { return {.status = 204, .body = ""}; }
+
+json TenantJson(const TenantRecord& tenant) {
+  return {{"name", tenant.name},
+          {"created_unix_ms", tenant.created_unix_ms},
+          {"functions", tenant.function_count}};
+}
+
+// `a + b`, or the largest value where it would overflow.
+std::uint64_t SaturatingAdd(std::uint64_t a, std::uint64_t b) {
+  return b > std::numeric_limits<std::uint64_t>::max() - a
+             ? std::numeric_limits<std::uint64_t>::max()
+             : a + b;
+}
+
+}  // namespace
+
+ManagementApi::ManagementApi(ManagementApiOptions options, Registry& registry, TenantKeys& keys,
+                             Deployer& deployer)
+    : options_(std::move(options)), registry_(registry), keys_(keys), deployer_(deployer) {
+  worker_ = std::thread([this] { Work(); });
+}
+
+ManagementApi::~ManagementApi() {
+  {
+    MutexLock lock(queue_mutex_);
+    stopping_ = true;
+  }
+  queue_changed_.NotifyAll();
+  worker_.join();
+}
+
+bool ManagementApi::Serves(std::string_view target) {
+  const std::string_view path = target.substr(0, target.find('?'));
+  for (const std::string_view prefix :
+       {std::string_view("/api"), std::string_view("/v2/repository")}) {
+    if (path.starts_with(prefix) && (path.size() == prefix.size() || path[prefix.size()] == '/')) {
+      return true;
+    }
+  }
+  return false;
+}
+
+net::HttpServer::Handler ManagementApi::Handler() {
+  return [this](net::ServerRequest request, net::Responder responder) {
+    Handle(std::move(request), std::move(responder));
+  };
+}
+
+std::optional<ManagementApi::Route> ManagementApi::Match(
+    const std::vector<std::string_view>& segments) {
+  Route route;
+  const auto functions = [&](std::size_t at) {
+    if (segments.size() == at + 1) {
+      route.get = Operation::kListFunctions;
+      route.post = Operation::kCreateFunction;
+    } else if (segments.size() == at + 2) {
+      route.get = Operation::kGetFunction;
+      route.put = Operation::kUpdateFunction;
+      route.remove = Operation::kDeleteFunction;
+      route.name = segments[at + 1];
+    }
+  };
+  const std::size_t count = segments.size();
+  if (count >= 3 && segments[0] == "api" && segments[1] == "v1") {
+    if (segments[2] == "functions") {
+      functions(2);
+    } else if (segments[2] == "tenants") {
+      route.admin_endpoint = true;
+      if (count == 3) {
+        route.get = Operation::kListTenants;
+        route.post = Operation::kAddTenant;
+      } else {
+        route.tenant = segments[3];
+        if (count == 4) {
+          route.get = Operation::kGetTenant;
+          route.remove = Operation::kRemoveTenant;
+        } else if (count == 5 && segments[4] == "keys") {
+          route.post = Operation::kRotateKey;
+        } else if (segments[4] == "functions") {
+          functions(4);
+        }
+      }
+    }
+  } else if (count == 3 && segments[0] == "v2" && segments[1] == "repository" &&
+             segments[2] == "index") {
+    route.post = Operation::kRepositoryIndex;
+  } else if (count == 5 && segments[0] == "v2" && segments[1] == "repository" &&
+             segments[2] == "models" && (segments[4] == "load" || segments[4] == "unload")) {
+    route.post = segments[4] == "load" ? Operation::kLoad : Operation::kUnload;
+    route.name = segments[3];
+  }
+  if (!route.get && !route.post && !route.put && !route.remove) return std::nullopt;
+  return route;
+}
+
+void ManagementApi::Handle(net::ServerRequest request, net::Responder responder) {
+  // The order of the checks depends on nothing a caller cannot see: the path, the method, the
+  // key, the key's role, the body's size; then the worker looks at names.
+  const auto path = PathSegments(request.target);
+  const std::optional<Route> route = path ? Match(*path) : std::nullopt;
+  if (!route) return responder.Respond(JsonErrorResponse(404, "not found"));
+
+  std::optional<Operation> operation;
+  if (request.method == "GET" || request.method == "HEAD") {
+    operation = route->get;
+  } else if (request.method == "POST") {
+    operation = route->post;
+  } else if (request.method == "PUT") {
+    operation = route->put;
+  } else if (request.method == "DELETE") {
+    operation = route->remove;
+  }
+  if (!operation) {
+    std::vector<std::string_view> allowed;
+    if (route->get) allowed.insert(allowed.end(), {"GET", "HEAD"});
+    if (route->post) allowed.push_back("POST");
+    if (route->put) allowed.push_back("PUT");
+    if (route->remove) allowed.push_back("DELETE");
+    return responder.Respond(MethodNotAllowed(fmt::format("{}", fmt::join(allowed, ", "))));
+  }
+
+  // Keys: the admin's, or a tenant's.
+  if (request.authorization.empty()) {
+    return responder.Respond(
+        Unauthorized("an API key is required: Authorization: Bearer <key>", "Bearer"));
+  }
+  const std::optional<std::string_view> key = BearerToken(request.authorization);
+  const bool admin = key && keys_.Matches(*key, options_.admin_key_hash);
+  std::optional<std::string> tenant;
+  if (key && !admin) tenant = keys_.Authenticate(*key);
+  if (!admin && !tenant) {
+    return responder.Respond(
+        Unauthorized("the API key is not valid", "Bearer error=\"invalid_token\""));
+  }
+  if (route->admin_endpoint && !admin) {
+    return responder.Respond(JsonErrorResponse(403, "this endpoint needs the admin key"));
+  }
+  if (!route->admin_endpoint && admin) {
+    return responder.Respond(JsonErrorResponse(403, kAdminKeyOnTenantEndpoint));
+  }
+
+  if (request.body.size() > kMaxManagementBodyBytes) {
+    return responder.Respond(JsonErrorResponse(
+        413, fmt::format("the request body is {} bytes; a management request takes at most {}",
+                         request.body.size(), kMaxManagementBodyBytes)));
+  }
+  Job job{.operation = *operation,
+          .tenant = admin ? std::string(route->tenant) : *std::move(tenant),
+          .name = std::string(route->name),
+          .by_admin = admin,
+          .body = std::move(request.body),
+          .responder = std::move(responder)};
+  {
+    MutexLock lock(queue_mutex_);
+    if (!stopping_) {
+      queue_.push_back(std::move(job));
+      queue_changed_.NotifyOne();
+      return;
+    }
+  }
+  job.responder.Respond(JsonErrorResponse(503, "the server is shutting down"));
+}
+
+void ManagementApi::Work() {
+  while (true) {
+    std::optional<Job> job;
+    std::deque<Job> left;
+    {
+      MutexLock lock(queue_mutex_);
+      queue_changed_.Wait(queue_mutex_,
+                          [this]() REQUIRES(queue_mutex_) { return stopping_ || !queue_.empty(); });
+      if (!stopping_) {
+        job = std::move(queue_.front());
+        queue_.pop_front();
+      } else {
+        left.swap(queue_);
+      }
+    }
+    if (!job) {
+      for (const Job& unanswered : left) {
+        unanswered.responder.Respond(JsonErrorResponse(503, "the server is shutting down"));
+      }
+      return;
+    }
+    // A client that went away learns nothing from the answer, so a change it asked for is not
+    // made: it may ask again and get the answer this time.
+    if (job->responder.Cancelled()) continue;
+    HttpResponse response;
+    {
+      MutexLock change(change_mutex_);
+      response = Execute(*job);
+    }
+    job->responder.Respond(std::move(response));
+  }
+}
+
+HttpResponse ManagementApi::Execute(const Job& job) {
+  // An admin path names a tenant, which must exist: otherwise a spec would be admitted against
+  // the model folder of a tenant nobody has.
+  const bool function_operation =
+      job.operation == Operation::kListFunctions || job.operation == Operation::kCreateFunction ||
+      job.operation == Operation::kGetFunction || job.operation == Operation::kUpdateFunction ||
+      job.operation == Operation::kDeleteFunction;
+  if (job.by_admin && function_operation) {
+    const Result<TenantRecord> tenant = registry_.GetTenant(job.tenant);
+    if (!tenant.ok()) return RegistryErrorResponse(tenant.status());
+  }
+  switch (job.operation) {
+    case Operation::kListFunctions:
+      return ListFunctions(job.tenant);
+    case Operation::kCreateFunction:
+      return CreateFunction(job.tenant, job.body, job.by_admin);
+    case Operation::kGetFunction:
+      return GetFunction(job.tenant, job.name);
+    case Operation::kUpdateFunction:
+      return UpdateFunction(job.tenant, job.name, job.body, job.by_admin);
+    case Operation::kDeleteFunction:
+      return DeleteFunction(job.tenant, job.name);
+    case Operation::kRepositoryIndex:
+      return RepositoryIndex(job.tenant, job.body);
+    case Operation::kLoad:
+      return LoadOrUnload(job.tenant, job.name, job.body, /*load=*/true);
+    case Operation::kUnload:
+      return LoadOrUnload(job.tenant, job.name, job.body, /*load=*/false);
+    case Operation::kListTenants:
+      return ListTenants();
+    case Operation::kAddTenant:
+      return AddTenant(job.body);
+    case Operation::kGetTenant:
+      return GetTenant(job.tenant);
+    case Operation::kRemoveTenant:
+      return RemoveTenant(job.tenant);
+    case Operation::kRotateKey:
+      return RotateKey(job.tenant);
+  }
+  return JsonErrorResponse(500, "an operation the management API does not know");
+}
+
+Result<FunctionSpec> ManagementApi::AdmitSpec(const std::string& tenant, std::string_view body,
+                                              bool by_admin) const {
+  GSHARE_ASSIGN_OR_RETURN(
+      FunctionSpec spec,
+      ParseFunctionEntry(body, "the request body", tenant, options_.data_dir / "models" / tenant));
+  if (spec.tenant != tenant) {
+    return InvalidArgument(fmt::format(
+        "the request body: function ({}): tenant: '{}' is not this namespace's tenant '{}'",
+        spec.name, spec.tenant, tenant));
+  }
+  GSHARE_RETURN_IF_ERROR(deployer_.Admit(spec, by_admin));
+  return spec;
+}
+
+Status ManagementApi::CheckQuota(const FunctionSpec& spec) {
+  const std::uint64_t quota = options_.tenant_gpu_memory_bytes;
+  if (quota == 0) return Status::Ok();
+  GSHARE_ASSIGN_OR_RETURN(const std::vector<FunctionRecord> records,
+                          registry_.ListFunctions(spec.tenant));
+  std::uint64_t others = 0;
+  for (const FunctionRecord& record : records) {
+    if (record.name == spec.name) continue;
+    const Result<FunctionSpec> other = ParseFunctionEntry(
+        record.spec_yaml, fmt::format("the registry's {}/{}", record.tenant, record.name),
+        record.tenant);
+    // A stored spec was valid when written; one that no longer parses is the server's problem
+    // (a GPU type this build dropped, say), not the caller's input.
+    if (!other.ok()) return Internal(other.status().message());
+    others = SaturatingAdd(others, other->gpu_memory_bytes);
+  }
+  const std::uint64_t total = SaturatingAdd(others, spec.gpu_memory_bytes);
+  if (total > quota) {
+    return ResourceExhausted(fmt::format(
+        "function '{}' needs {} of GPU memory and tenant '{}' holds {} in its other functions: "
+        "{} in all, over the tenant's quota of {}",
+        spec.name, FormatBytes(spec.gpu_memory_bytes), spec.tenant, FormatBytes(others),
+        FormatBytes(total), FormatBytes(quota)));
+  }
+  return Status::Ok();
+}
+
+HttpResponse ManagementApi::ListFunctions(const std::string& tenant) {
+  const Result<std::vector<FunctionRecord>> records = registry_.ListFunctions(tenant);
+  if (!records.ok()) return RegistryErrorResponse(records.status());
+  json functions = json::array();
+  for (const FunctionRecord& record : *records) {
+    functions.push_back(FunctionJson(deployer_, record));
+  }
+  return JsonResponse(200, {{"functions", std::move(functions)}});
+}
+
+HttpResponse ManagementApi::GetFunction(const std::string& tenant, const std::string& name) {
+  const Result<FunctionRecord> record = registry_.GetFunction(tenant, name);
+  if (record.status().code() == StatusCode::kNotFound) return FunctionNotFound(name);
+  if (!record.ok()) return RegistryErrorResponse(record.status());
+  return JsonResponse(200, FunctionJson(deployer_, *record));
+}
+
+HttpResponse ManagementApi::CreateFunction(const std::string& tenant, std::string_view body,
+                                           bool by_admin) {
+  const Result<FunctionSpec> spec = AdmitSpec(tenant, body, by_admin);
+  if (!spec.ok()) return ErrorResponse(spec.status());
+  const Status quota = CheckQuota(*spec);
+  if (!quota.ok()) {
+    return quota.code() == StatusCode::kResourceExhausted ? ErrorResponse(quota)
+                                                          : RegistryErrorResponse(quota);
+  }
+  const Result<FunctionRecord> record = registry_.CreateFunction(tenant, FunctionSpecToYaml(*spec));
+  if (!record.ok()) return RegistryErrorResponse(record.status());
+  const Status deployed = deployer_.Deploy(*spec);
+  if (!deployed.ok()) {
+    const Status undone = registry_.DeleteFunction(tenant, spec->name);
+    if (!undone.ok()) {
+      spdlog::error("function {}/{} failed to deploy and stays in the registry: {}", tenant,
+                    spec->name, undone.ToString());
+    }
+    return ErrorResponse(deployed);
+  }
+  spdlog::info("function {}/{} created", tenant, spec->name);
+  return JsonResponse(201, FunctionJson(deployer_, *record));
+}
+
+HttpResponse ManagementApi::UpdateFunction(const std::string& tenant, const std::string& name,
+                                           std::string_view body, bool by_admin) {
+  const Result<FunctionRecord> old = registry_.GetFunction(tenant, name);
+  if (old.status().code() == StatusCode::kNotFound) return FunctionNotFound(name);
+  if (!old.ok()) return RegistryErrorResponse(old.status());
+  const Result<FunctionSpec> spec = AdmitSpec(tenant, body, by_admin);
+  if (!spec.ok()) return ErrorResponse(spec.status());
+  if (spec->name != name) {
+    return JsonErrorResponse(
+        400, fmt::format("the request body: name: '{}' is not the function being updated, '{}'",
+                         spec->name, name));
+  }
+  const Status quota = CheckQuota(*spec);
+  if (!quota.ok()) {
+    return quota.code() == StatusCode::kResourceExhausted ? ErrorResponse(quota)
+                                                          : RegistryErrorResponse(quota);
+  }
+  const Result<FunctionRecord> record =
+      registry_.UpdateFunction(tenant, name, FunctionSpecToYaml(*spec));
+  if (!record.ok()) return RegistryErrorResponse(record.status());
+  const Status deployed = deployer_.Deploy(*spec);
+  if (!deployed.ok()) {
+    // The old spec goes back into the registry and onto the node, so the function is what it
+    // was before the request (its updated time excepted).
+    Status restored = registry_.UpdateFunction(tenant, name, old->spec_yaml).status();
+    if (restored.ok()) {
+      Result<FunctionSpec> old_spec = ParseFunctionEntry(old->spec_yaml, "the registry", tenant);
+      restored = old_spec.ok() ? deployer_.Deploy(*old_spec) : old_spec.status();
+    }
+    if (!restored.ok()) {
+      spdlog::error(
+          "function {}/{}: the new spec failed to deploy and the old one could not be "
+          "restored: {}",
+          tenant, name, restored.ToString());
+    }
+    return ErrorResponse(deployed);
+  }
+  spdlog::info("function {}/{} updated", tenant, name);
+  return JsonResponse(200, FunctionJson(deployer_, *record));
+}
+
+HttpResponse ManagementApi::DeleteFunction(const std::string& tenant, const std::string& name) {
+  const Status removed = registry_.DeleteFunction(tenant, name);
+  if (removed.code() == StatusCode::kNotFound) return FunctionNotFound(name);
+  if (!removed.ok()) return RegistryErrorResponse(removed);
+  const Status undeployed = deployer_.Undeploy(tenant, name);
+  if (!undeployed.ok() && undeployed.code() != StatusCode::kNotFound) {
+    spdlog::error("function {}/{} is removed from the registry but still deployed: {}", tenant,
+                  name, undeployed.ToString());
+    return JsonErrorResponse(
+        HttpStatusFor(undeployed.code()),
+        fmt::format("function '{}' is removed, but the node could not stop it: {}", name,
+                    undeployed.message()));
+  }
+  spdlog::info("function {}/{} deleted", tenant, name);
+  return NoContent();
+}
+
+HttpResponse ManagementApi::RepositoryIndex(const std::string& tenant, std::string_view body) {
+  bool ready_only = false;
+  if (!body.empty()) {
+    const Result<json> parsed = ParseJsonBody(body);
+    if (!parsed.ok()) return ErrorResponse(parsed.status());
+    if (!parsed->is_object()) {
+      return JsonErrorResponse(400, "the request body is not a JSON object");
+    }
+    if (parsed->contains("ready")) {
+      const json& ready = parsed->at("ready");
+      if (!ready.is_boolean()) return JsonErrorResponse(400, "'ready' is not a boolean");
+      ready_only = ready.get<bool>();
+    }
+  }
+  const Result<std::vector<FunctionRecord>> records = registry_.ListFunctions(tenant);
+  if (!records.ok()) return RegistryErrorResponse(records.status());
+  json models = json::array();
+  for (const FunctionRecord& record : *records) {
+    const ModelStatus model = StatusOrUnavailable(deployer_, tenant, record.name);
+    if (ready_only && model.state != ModelState::kReady) continue;
+    models.push_back({{"name", record.name},
+                      {"version", kModelVersion},
+                      {"state", ModelStateName(model.state)},
+                      {"reason", model.reason}});
+  }
+  return JsonResponse(200, models);
+}
+
+HttpResponse ManagementApi::LoadOrUnload(const std::string& tenant, const std::string& name,
+                                         std::string_view body, bool load) {
+  const Result<FunctionRecord> record = registry_.GetFunction(tenant, name);
+  if (record.status().code() == StatusCode::kNotFound) return ModelNotFound(name);
+  if (!record.ok()) return RegistryErrorResponse(record.status());
+  if (!body.empty()) {
+    const Result<json> parsed = ParseJsonBody(body);
+    if (!parsed.ok()) return ErrorResponse(parsed.status());
+    if (!parsed->is_object()) {
+      return JsonErrorResponse(400, "the request body is not a JSON object");
+    }
+    if (parsed->contains("parameters")) {
+      return JsonErrorResponse(
+          400,
+          "load parameters (a configuration or files given with the request) are not supported; "
+          "change a function's spec with PUT /api/v1/functions/{name}");
+    }
+  }
+  const Status done = load ? deployer_.Load(tenant, name) : deployer_.Unload(tenant, name);
+  if (done.code() == StatusCode::kNotFound) return ModelNotFound(name);
+  if (!done.ok()) return ErrorResponse(done);
+  spdlog::info("function {}/{} {}", tenant, name, load ? "loaded" : "unloaded");
+  return JsonResponse(200, json::object());
+}
+
+HttpResponse ManagementApi::ListTenants() {
+  const Result<std::vector<TenantRecord>> tenants = registry_.ListTenants();
+  if (!tenants.ok()) return RegistryErrorResponse(tenants.status());
+  json list = json::array();
+  for (const TenantRecord& tenant : *tenants) list.push_back(TenantJson(tenant));
+  return JsonResponse(200, {{"tenants", std::move(list)}});
+}
+
+HttpResponse ManagementApi::GetTenant(const std::string& tenant) {
+  const Result<TenantRecord> record = registry_.GetTenant(tenant);
+  if (!record.ok()) return RegistryErrorResponse(record.status());
+  return JsonResponse(200, TenantJson(*record));
+}
+
+HttpResponse ManagementApi::AddTenant(std::string_view body) {
+  const Result<json> parsed = ParseJsonBody(body);
+  if (!parsed.ok()) return ErrorResponse(parsed.status());
+  if (!parsed->is_object() || !parsed->contains("name") || !parsed->at("name").is_string()) {
+    return JsonErrorResponse(400, "the request body is not {\"name\": \"<tenant>\"}");
+  }
+  const std::string name = parsed->at("name").get<std::string>();
+  const Result<std::string> key = keys_.AddTenant(name);
+  if (!key.ok()) return RegistryErrorResponse(key.status());
+  spdlog::info("tenant {} added", name);
+  return JsonResponse(201, {{"name", name}, {"key", *key}});
+}
+
+HttpResponse ManagementApi::RemoveTenant(const std::string& tenant) {
+  const Result<std::vector<FunctionRecord>> records = registry_.ListFunctions(tenant);
+  if (!records.ok()) return RegistryErrorResponse(records.status());
+  // Its functions stop first: a function the node could not stop keeps the tenant, whose removal
+  // can be asked again (a function already stopped is then not deployed, which is fine).
+  for (const FunctionRecord& record : *records) {
+    const Status undeployed = deployer_.Undeploy(tenant, record.name);
+    if (!undeployed.ok() && undeployed.code() != StatusCode::kNotFound) {
+      spdlog::error("tenant {}: function {} could not be stopped: {}", tenant, record.name,
+                    undeployed.ToString());
+      return JsonErrorResponse(
+          HttpStatusFor(undeployed.code()),
+          fmt::format("tenant '{}' is kept: its function '{}' could not be stopped: {}", tenant,
+                      record.name, undeployed.message()));
+    }
+  }
+  const Status removed = keys_.RemoveTenant(tenant);
+  if (!removed.ok()) return RegistryErrorResponse(removed);
+  spdlog::info("tenant {} removed with its {} function(s)", tenant, records->size());
+  return NoContent();
+}
+
+HttpResponse ManagementApi::RotateKey(const std::string& tenant) {
+  const Result<std::string> key = keys_.RotateKey(tenant);
+  if (!key.ok()) return RegistryErrorResponse(key.status());
+  spdlog::info("tenant {} has a new key", tenant);
+  return JsonResponse(200, {{"name", tenant}, {"key", *key}});
+}
+
+Result<std::size_t> ManagementApi::DeployAll() {
+  MutexLock change(change_mutex_);
+  GSHARE_ASSIGN_OR_RETURN(const std::vector<TenantRecord> tenants, registry_.ListTenants());
+  std::size_t deployed = 0;
+  for (const TenantRecord& tenant : tenants) {
+    const Result<std::vector<FunctionRecord>> records = registry_.ListFunctions(tenant.name);
+    if (!records.ok()) {
+      // Removed since the list was read (by `gshare tenant` beside the server), or unreadable.
+      spdlog::warn("the functions of tenant {} are not deployed: {}", tenant.name,
+                   records.status().ToString());
+      continue;
+    }
+    for (const FunctionRecord& record : *records) {
+      Result<FunctionSpec> spec = ParseFunctionEntry(
+          record.spec_yaml, fmt::format("the registry's {}/{}", record.tenant, record.name),
+          record.tenant);
+      const Status status = spec.ok() ? deployer_.Deploy(*spec) : spec.status();
+      if (!status.ok()) {
+        spdlog::error("function {}/{} is not deployed: {}", record.tenant, record.name,
+                      status.ToString());
+        continue;
+      }
+      ++deployed;
+    }
+  }
+  return deployed;
+}
+
+}  // namespace gshare::serve

@@ -1,0 +1,178 @@
+// ManagementApi: the function and tenant management endpoints of `gshare serve`, as a handler of
+// its HttpServer (net/http_server.h) beside the inference Front (front.h). It checks keys and
+// bodies, writes the registry (registry.h, through TenantKeys for tenants and keys) and tells the
+// Deployer (deployer.h) what changed; it runs nothing itself. docs/serve.md lists the endpoints,
+// who may call them and the status of every error.
+//
+// Keys: every endpoint needs `Authorization: Bearer <key>`. A tenant's key manages that tenant's
+// own functions (/api/v1/functions, and Triton's repository extension under /v2/repository); the
+// admin key manages tenants, their keys and any tenant's functions (/api/v1/tenants). The admin
+// key is no tenant: it is refused on a tenant's endpoints (403), as a tenant's key is on the
+// admin's. A tenant sees only its own functions: another tenant's function gets the very bytes an
+// unknown name gets.
+//
+// A change is all or nothing as far as the caller can tell: a function spec is parsed, admitted
+// by the deployer and checked against the tenant's GPU memory quota before the registry is
+// written, and a deploy that fails after the write is undone in the registry (a create deletes
+// the record again, an update restores and redeploys the old spec), so the answer's status says
+// whether the change took.
+//
+// Threading: Handle runs on the server's io threads and never blocks: it routes and checks the
+// key there, then queues the request for the ManagementApi's one worker thread, which does the
+// registry and deployer work and answers. Requests are therefore handled one at a time, in the
+// order they arrived, which orders every change (a quota check and its write, a write and its
+// deploy) against every other; the server's max_in_flight bounds the queue. A request whose client
+// went away before its turn is not carried out (the client may ask again). DeployAll runs on
+// the calling thread, ordered with the worker's changes by a mutex. The ManagementApi, its
+// registry, keys and deployer must outlive the server whose handler it is; the registry and
+// the keys may be shared with other users (the Front authenticates through the same TenantKeys).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "gshare/common/mutex.h"
+#include "gshare/common/status.h"
+#include "gshare/net/http_server.h"
+#include "gshare/serve/api_keys.h"
+#include "gshare/serve/deployer.h"
+#include "gshare/serve/registry.h"
+
+namespace gshare::serve {
+
+// The largest request body a management endpoint reads (a function spec, a tenant's name); a
+// larger one is answered 413 before it is parsed.
+inline constexpr std::size_t kMaxManagementBodyBytes = 1 << 20;
+
+struct ManagementApiOptions {
+  // The server's data directory: a tenant's model files live in data_dir/models/<tenant>/, against
+  // which a spec's relative working_dir and model_files are resolved.
+  std::filesystem::path data_dir;
+  // The admin key's hash, TenantKeys::secret().Hash(admin key).
+  KeyHash admin_key_hash{};
+  // A tenant's quota: the sum of gpu_memory over its functions may not exceed it (429). 0: none.
+  std::uint64_t tenant_gpu_memory_bytes = 0;
+};
+
+class ManagementApi {
+ public:
+  // Starts the worker thread. `registry`, `keys` (over the same registry) and `deployer` must
+  // outlive the ManagementApi.
+  ManagementApi(ManagementApiOptions options, Registry& registry, TenantKeys& keys,
+                Deployer& deployer);
+  // Answers 503 to the requests still queued and joins the worker.
+  ~ManagementApi();
+  ManagementApi(const ManagementApi&) = delete;
+  ManagementApi& operator=(const ManagementApi&) = delete;
+
+  // Whether this handler serves `target`'s path: /api and /v2/repository and everything under
+  // them (the server sends the rest of /v2 to the Front).
+  static bool Serves(std::string_view target);
+
+  // Answers one request through `responder`, now (a routing or key error) or later from the
+  // worker thread.
+  void Handle(net::ServerRequest request, net::Responder responder) EXCLUDES(queue_mutex_);
+  // Handle, as an HttpServer::Handler bound to this ManagementApi.
+  net::HttpServer::Handler Handler();
+
+  // Deploys every function the registry holds (at server start). A function whose stored spec
+  // does not parse or whose deploy fails is logged and skipped; returns how many were deployed,
+  // or the registry's error when it cannot be listed.
+  Result<std::size_t> DeployAll() EXCLUDES(change_mutex_);
+
+ private:
+  // What a request asks, once routed.
+  enum class Operation {
+    kListFunctions,
+    kCreateFunction,
+    kGetFunction,
+    kUpdateFunction,
+    kDeleteFunction,
+    kRepositoryIndex,
+    kLoad,
+    kUnload,
+    kListTenants,
+    kAddTenant,
+    kGetTenant,
+    kRemoveTenant,
+    kRotateKey,
+  };
+
+  // An endpoint: the operation for each method it takes, and what its path names.
+  struct Route {
+    std::optional<Operation> get, post, put, remove;  // HEAD goes where GET does
+    bool admin_endpoint = false;                      // for the admin key only
+    std::string_view tenant;                          // the namespace an admin path names
+    std::string_view name;                            // the function, where the path names one
+  };
+
+  // The endpoint of a path split at '/' (PathSegments), or nothing. The route's views are into the
+  // path's text.
+  static std::optional<Route> Match(const std::vector<std::string_view>& segments);
+
+  // A request routed and authenticated on an io thread, waiting for the worker.
+  struct Job {
+    Operation operation;
+    std::string tenant;  // the namespace: the caller's own, or the one an admin path names
+    std::string name;    // the function, where the path names one
+    bool by_admin = false;
+    std::string body;
+    net::Responder responder;
+  };
+
+  void Work() EXCLUDES(queue_mutex_);
+  net::HttpResponse Execute(const Job& job) REQUIRES(change_mutex_);
+
+  // Function operations in `tenant`'s namespace; `by_admin`: the admin key asks.
+  net::HttpResponse ListFunctions(const std::string& tenant) REQUIRES(change_mutex_);
+  net::HttpResponse GetFunction(const std::string& tenant, const std::string& name)
+      REQUIRES(change_mutex_);
+  net::HttpResponse CreateFunction(const std::string& tenant, std::string_view body, bool by_admin)
+      REQUIRES(change_mutex_);
+  net::HttpResponse UpdateFunction(const std::string& tenant, const std::string& name,
+                                   std::string_view body, bool by_admin) REQUIRES(change_mutex_);
+  net::HttpResponse DeleteFunction(const std::string& tenant, const std::string& name)
+      REQUIRES(change_mutex_);
+  // Triton's repository extension, for a tenant's key.
+  net::HttpResponse RepositoryIndex(const std::string& tenant, std::string_view body)
+      REQUIRES(change_mutex_);
+  net::HttpResponse LoadOrUnload(const std::string& tenant, const std::string& name,
+                                 std::string_view body, bool load) REQUIRES(change_mutex_);
+  // Tenants, for the admin key.
+  net::HttpResponse ListTenants() REQUIRES(change_mutex_);
+  net::HttpResponse GetTenant(const std::string& tenant) REQUIRES(change_mutex_);
+  net::HttpResponse AddTenant(std::string_view body) REQUIRES(change_mutex_);
+  net::HttpResponse RemoveTenant(const std::string& tenant) REQUIRES(change_mutex_);
+  net::HttpResponse RotateKey(const std::string& tenant) REQUIRES(change_mutex_);
+
+  // A spec from a request body for `tenant`'s namespace: parsed, its tenant checked, admitted.
+  Result<FunctionSpec> AdmitSpec(const std::string& tenant, std::string_view body,
+                                 bool by_admin) const;
+  // ResourceExhausted when `spec` with the tenant's other functions (all but the one it names)
+  // would hold more GPU memory than the quota; the registry's error, or Internal for a stored spec
+  // that does not parse, when the others cannot be counted.
+  Status CheckQuota(const FunctionSpec& spec) REQUIRES(change_mutex_);
+
+  const ManagementApiOptions options_;
+  Registry& registry_;
+  TenantKeys& keys_;
+  Deployer& deployer_;
+
+  // Held for every request's work and by DeployAll: one change at a time.
+  Mutex change_mutex_;
+
+  Mutex queue_mutex_;
+  CondVar queue_changed_;
+  std::deque<Job> queue_ GUARDED_BY(queue_mutex_);
+  bool stopping_ GUARDED_BY(queue_mutex_) = false;
+  std::thread worker_;
+};
+
+}  // namespace gshare::serve
