@@ -391,6 +391,7 @@ void LiveExecutor::Restore(GpuId id, FunctionId function, std::uint64_t reserve_
   Slice& slice = gpu->slices[function];
   slice.instance = bound->id;
   slice.reserve_bytes = reserve_bytes;
+  slice.restore_began = Now();
   slice.state = SliceState::kWaitingMemory;
   Account([&](auto& m) { m.Reserved(Now(), function, static_cast<double>(reserve_bytes)); });
   Account([&](auto& m) { m.Restored(Now(), function, spec.model_bytes); });
@@ -563,6 +564,7 @@ void LiveExecutor::RestoreFinished(GpuId id, FunctionId function, const Status& 
   if (it == gpu.slices.end()) return;
   if (status.ok()) {
     it->second.state = SliceState::kResident;
+    if (options_.on_restored) options_.on_restored(function, Now() - it->second.restore_began);
     if (scheduler_ != nullptr) scheduler_->OnRestoreDone(id, function, status);
     return;
   }

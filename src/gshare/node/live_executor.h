@@ -110,6 +110,9 @@ struct LiveExecutorOptions {
   // Called when a run ends OK: its function, batch size, elapsed time, and whether it had its GPU's
   // compute to itself the whole time (the profile learner uses those).
   std::function<void(FunctionId, int, Duration, bool)> on_run_observed;
+  // Called when a restore ends OK: its function and the time from Restore to its end (a process
+  // start included when it needed one).
+  std::function<void(FunctionId, Duration)> on_restored;
   // A function whose instances died before they were ready this many times in a row fails its
   // restores at once (OnRestoreDone with the reason) for `start_failure_cooldown`, then gets
   // another try: a program that crashes at start cannot keep the node starting it forever.
@@ -228,6 +231,7 @@ class LiveExecutor final : public Executor {
     InstanceId instance = 0;
     std::uint64_t reserve_bytes = 0;
     SliceState state = SliceState::kWaitingMemory;
+    TimePoint restore_began{};  // when Restore was called
     std::shared_ptr<SliceMemory> memory;        // shared with the switch operations in flight
     std::map<std::uint64_t, RunInFlight> runs;  // in flight, by run id
   };

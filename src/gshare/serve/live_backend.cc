@@ -3,9 +3,12 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <boost/asio/post.hpp>
 #include <future>
 #include <system_error>
@@ -65,12 +68,24 @@ Result<std::unique_ptr<LiveBackend>> LiveBackend::Create(NodeAgent& node, const 
                                                          LiveBackendOptions options) {
   if (options.data_dir.empty()) return InvalidArgument("the live backend needs a data directory");
   std::error_code error;
+  // Function processes run as their tenants' uids where the server is root: they enter (not list)
+  // the data directory to reach their folders under run/ and their model files; the registry and
+  // the secrets in it are the server's alone (mode 0600).
+  const bool tenants_enter = ::geteuid() == 0;
+  const auto enterable = [&](const std::filesystem::path& folder) -> Status {
+    if (tenants_enter && ::chmod(folder.c_str(), 0711) != 0) {
+      return IoError(fmt::format("chmod {}: {}", folder.string(), std::strerror(errno)));
+    }
+    return Status::Ok();
+  };
+  GSHARE_RETURN_IF_ERROR(enterable(options.data_dir));
   for (const char* folder : {"run", "models", "runtimes"}) {
     std::filesystem::create_directories(options.data_dir / folder, error);
     if (error) {
       return IoError(fmt::format("cannot create {}: {}", (options.data_dir / folder).string(),
                                  error.message()));
     }
+    GSHARE_RETURN_IF_ERROR(enterable(options.data_dir / folder));
   }
   // The bundled runtimes' weights, from the fixed seed, where missing.
   for (const auto kind : {examples::ModelKind::kMlp, examples::ModelKind::kCnn}) {
@@ -80,6 +95,9 @@ Result<std::unique_ptr<LiveBackend>> LiveBackend::Create(NodeAgent& node, const 
     GSHARE_RETURN_IF_ERROR(
         examples::WriteExampleWeights(kind, examples::kDefaultWeightSeed, path.string()));
     spdlog::info("wrote {} (seed {})", path.string(), examples::kDefaultWeightSeed);
+    if (::chmod(path.c_str(), 0644) != 0) {  // public weights, read by every tenant's runtime
+      return IoError(fmt::format("chmod {}: {}", path.string(), std::strerror(errno)));
+    }
   }
   options.host.run_dir = (options.data_dir / "run").string();
   auto backend = std::unique_ptr<LiveBackend>(
@@ -93,6 +111,11 @@ Result<std::unique_ptr<LiveBackend>> LiveBackend::Create(NodeAgent& node, const 
   executor_options.gpu_type = gpu_type;
   executor_options.instance_keep = b.options_.instance_keep;
   executor_options.feed = b.feed_.get();
+  executor_options.on_restored = [&b](FunctionId version, Duration took) {
+    if (auto it = b.series_by_version_.find(version); it != b.series_by_version_.end()) {
+      it->second->RestoreFinished(took);
+    }
+  };
   b.executor_ = std::make_unique<LiveExecutor>(node.resources(), b.functions_, *b.host_,
                                                executor_options);
   auto policy =
@@ -429,6 +452,7 @@ void LiveBackend::AddVersion(const Key& key, Prepared prepared,
   const FunctionId version = functions_.Add(prepared.resolved);
   host_->SetCommand(version, std::move(prepared.command));
   executor_->SetRunTimeout(version, prepared.timeout);
+  series_by_version_[version] = series;
   feed_->Bind(version, std::move(series));
   versions_[version] = Version{key, 0, false};
   scheduler_->OnFunctionAdded(version);
@@ -485,6 +509,7 @@ void LiveBackend::MaybeRemove(FunctionId version) {
   scheduler_->OnFunctionRemoved(version);
   executor_->FunctionRemoved(version);
   feed_->Unbind(version);
+  series_by_version_.erase(version);
 }
 
 Status LiveBackend::Undeploy(std::string_view tenant, std::string_view name) {

@@ -170,6 +170,7 @@ class LiveBackend final : public InferenceBackend, public Deployer, private Requ
   std::unique_ptr<Scheduler> scheduler_;
   std::map<Key, FunctionId> current_;
   std::unordered_map<FunctionId, Version> versions_;
+  std::unordered_map<FunctionId, std::shared_ptr<metrics::FunctionSeries>> series_by_version_;
   std::unordered_map<RequestId, Pending> pending_;
   bool loop_stopped_ = false;
 

@@ -2,6 +2,10 @@
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include "gshare/serve/data_dir.h"
 #include "gshare/serve/http_util.h"
@@ -11,8 +15,20 @@ namespace gshare::serve {
 Result<std::unique_ptr<Server>> Server::Start(ServerOptions options) {
   auto server = std::unique_ptr<Server>(new Server());
   Server& s = *server;
+  // Whatever the server creates is its own (the registry, its journal, logs) unless it says
+  // otherwise: the data directory may be entered by tenants' uids (live_backend.h).
+  ::umask(077);
+  {
+    // Absolute: function processes start in their own folders and read files named under it.
+    std::error_code error;
+    options.data_dir = std::filesystem::absolute(options.data_dir, error);
+    if (error) return IoError(fmt::format("--data-dir: {}", error.message()));
+  }
   GSHARE_RETURN_IF_ERROR(EnsureDataDir(options.data_dir));
   GSHARE_ASSIGN_OR_RETURN(s.registry_, Registry::Open(options.data_dir));
+  if (::chmod(s.registry_->path().c_str(), 0600) != 0) {
+    return IoError(fmt::format("chmod {}: {}", s.registry_->path().string(), std::strerror(errno)));
+  }
   GSHARE_ASSIGN_OR_RETURN(ServerSecret secret, ServerSecret::LoadOrCreate(options.data_dir));
   if (!options.admin_key.empty()) {
     if (options.admin_key.size() < 16 || options.admin_key.size() > kMaxApiKeyBytes) {
