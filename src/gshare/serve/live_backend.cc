@@ -78,6 +78,21 @@ Result<std::unique_ptr<LiveBackend>> LiveBackend::Create(NodeAgent& node, const 
     }
     return Status::Ok();
   };
+  if (tenants_enter) {
+    for (auto parent = options.data_dir.parent_path();; parent = parent.parent_path()) {
+      struct stat info {};
+      if (::stat(parent.c_str(), &info) != 0) {
+        return IoError(fmt::format("stat {}: {}", parent.string(), std::strerror(errno)));
+      }
+      if ((info.st_mode & S_IXOTH) == 0) {
+        return FailedPrecondition(fmt::format(
+            "function processes run as their tenants' uids and must enter {}, but {} is closed "
+            "to them (mode {:o}): `chmod o+x {}`, or choose a data directory elsewhere",
+            options.data_dir.string(), parent.string(), info.st_mode & 07777, parent.string()));
+      }
+      if (parent == parent.parent_path()) break;
+    }
+  }
   GSHARE_RETURN_IF_ERROR(enterable(options.data_dir));
   for (const char* folder : {"run", "models", "runtimes"}) {
     std::filesystem::create_directories(options.data_dir / folder, error);
@@ -484,6 +499,26 @@ void LiveBackend::SetState(const Key& key, FunctionId version, const Status& sta
   } else {
     it->second.state = ModelState::kUnavailable;
     it->second.reason = status.message();
+  }
+  settled_.notify_all();
+}
+
+Result<ModelStatus> LiveBackend::WaitUntilSettled(std::string_view tenant, std::string_view name,
+                                                  std::chrono::milliseconds limit) {
+  const Key key(tenant, name);
+  const auto until = std::chrono::steady_clock::now() + limit;
+  MutexLock lock(mutex_);
+  for (;;) {
+    auto it = entries_.find(key);
+    if (it == entries_.end()) {
+      return NotFound(fmt::format("function '{}' of tenant '{}' is not deployed", name, tenant));
+    }
+    if (it->second.state != ModelState::kLoading) {
+      return ModelStatus{it->second.state, it->second.reason};
+    }
+    if (settled_.wait_until(mutex_, until) == std::cv_status::timeout) {
+      return DeadlineExceeded(fmt::format("function '{}' is still loading", name));
+    }
   }
 }
 

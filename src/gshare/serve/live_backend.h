@@ -26,6 +26,7 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -78,6 +79,10 @@ class LiveBackend final : public InferenceBackend, public Deployer, private Requ
   // every function process and the loop. Requests in flight on an instance are answered with the
   // error their instance's end gives. Idempotent; blocks until done.
   void Shutdown();
+  // Blocks until the function is no longer LOADING (or `limit` passed) and returns its status.
+  // For tests and tools in the server's process; clients poll /v2/models/{name}/ready.
+  Result<ModelStatus> WaitUntilSettled(std::string_view tenant, std::string_view name,
+                                       std::chrono::milliseconds limit) EXCLUDES(mutex_);
   // Brings the accounting counters up to now (before a /metrics exposition).
   void PublishMetrics();
   // The first scheduler contract violation, or OK (a bug; the server logs it).
@@ -177,6 +182,7 @@ class LiveBackend final : public InferenceBackend, public Deployer, private Requ
   std::atomic<std::uint64_t> next_ticket_{1};
   mutable Mutex mutex_;
   std::map<Key, Entry> entries_ GUARDED_BY(mutex_);
+  std::condition_variable_any settled_;  // an entry left LOADING
   std::map<std::string, std::size_t> tenant_in_flight_ GUARDED_BY(mutex_);
   bool shutting_down_ GUARDED_BY(mutex_) = false;
   Status violation_ GUARDED_BY(mutex_);

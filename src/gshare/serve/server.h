@@ -62,6 +62,7 @@ class Server {
   std::size_t deployed_at_start() const { return deployed_at_start_; }
   const GpuType& gpu_type() const { return gpu_type_; }
   const NodeAgent& node() const { return *node_; }
+  LiveBackend& backend() { return *backend_; }
   // The HTTP server's loop, for a signal_set whose handler calls BeginShutdown.
   boost::asio::io_context& io_context() { return http_->io_context(); }
 

@@ -171,6 +171,14 @@ Status ProcessHost::SpawnNow(Process& process) {
   const std::string dir = std::filesystem::path(process.socket_path).parent_path().string();
   std::filesystem::remove_all(dir, error);  // nothing of an earlier run's instance is reused
   if (error) return IoError(fmt::format("{}: {}", dir, error.message()));
+  // The instances' parent folder is entered by every tenant's uid (whatever the umask), listed by
+  // none of them.
+  const std::string instances = std::filesystem::path(dir).parent_path().string();
+  std::filesystem::create_directories(instances, error);
+  if (error) return IoError(fmt::format("{}: {}", instances, error.message()));
+  if (::chmod(instances.c_str(), 0711) != 0) {
+    return IoError(fmt::format("chmod {}: {}", instances, std::strerror(errno)));
+  }
   std::filesystem::create_directories(dir, error);
   if (error) return IoError(fmt::format("{}: {}", dir, error.message()));
   if (::chmod(dir.c_str(), 0700) != 0) {

@@ -1,0 +1,247 @@
+// `gshare serve` end to end, in this process: the Server on a free port of 127.0.0.1 over emulated
+// GPUs, with real function processes (the bundled echo and mlp runtimes, gshare-function) that the
+// server starts and stops itself. Requests go over TCP through the front, the scheduler, the live
+// executor and the function protocol.
+#include "gshare/serve/server.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "gshare/serve/http_client_for_test.h"
+#include "gshare/serve/temp_dir_for_test.h"
+
+namespace gshare::serve {
+namespace {
+
+constexpr std::string_view kAdminKey = "test-admin-key-0123456789";
+
+constexpr std::string_view kEchoSpec = R"(name: echo
+model_size: 1Mi
+gpu_memory: 8Mi
+exec_latency: 1ms
+slo: 1s
+max_batch: 8
+runtime: echo
+timeout: 10s
+)";
+
+ServerOptions Options(const std::filesystem::path& dir) {
+  ServerOptions options;
+  options.data_dir = dir / "data";
+  options.admin_key = std::string(kAdminKey);
+  options.http.port = 0;
+  options.http.io_threads = 2;
+  options.node.devices.backend = DeviceBackend::kEmulated;
+  options.node.devices.emulated = {
+      EmulatedGpuConfig{.name = "", .memory_bytes = kGiB, .link_bytes_per_second = 12e9}};
+  options.node.snapshot_pool_bytes = 256 * kMiB;
+  options.node.staging_bytes = 4 * kGiB;
+  options.node.prepared_bytes_per_gpu = 64 * kMiB;
+  options.backend.function_program = GSHARE_FUNCTION_PROGRAM;
+  options.drain = std::chrono::seconds(5);
+  return options;
+}
+
+std::string ReadFile(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+nlohmann::json Json(const std::optional<HttpClientResponse>& response) {
+  if (!response) return nullptr;
+  return nlohmann::json::parse(response->body(), nullptr, false);
+}
+
+std::string EchoRequest(std::string_view id) {
+  return nlohmann::json{{"id", id},
+                        {"inputs",
+                         {{{"name", "x"},
+                           {"datatype", "FP32"},
+                           {"shape", {1, 3}},
+                           {"data", {1.5, -2, 3}}}}}}
+      .dump();
+}
+
+class ServerTest : public ::testing::Test {
+ protected:
+  void Start() {
+    // The tenants' uids (where the test runs as root) enter the data directory.
+    ::chmod(dir_.path().c_str(), 0711);
+    auto server = Server::Start(Options(dir_.path()));
+    ASSERT_TRUE(server.ok()) << server.status().ToString();
+    server_ = std::move(server).value();
+    client_ = std::make_unique<HttpClientForTest>(server_->port());
+  }
+  void Stop() {
+    client_.reset();
+    server_.reset();  // drains, stops the functions' processes
+  }
+  // A new tenant's key.
+  std::string AddTenant(std::string_view name) {
+    auto response = client_->Send("POST", "/api/v1/tenants", kAdminKey,
+                                  nlohmann::json{{"name", name}}.dump());
+    EXPECT_TRUE(response && response->result_int() == 201) << (response ? response->body() : "");
+    return Json(response).value("key", "");
+  }
+  void Deploy(std::string_view key, std::string_view spec, std::string_view name) {
+    auto response = client_->Send("POST", "/api/v1/functions", key, spec);
+    ASSERT_TRUE(response);
+    ASSERT_EQ(response->result_int(), 201) << response->body();
+    Settle(std::string(Json(response).value("tenant", "")), name);
+  }
+  void Settle(const std::string& tenant, std::string_view name) {
+    auto settled = server_->backend().WaitUntilSettled(tenant, name, std::chrono::seconds(60));
+    ASSERT_TRUE(settled.ok()) << settled.status().ToString();
+    ASSERT_EQ(settled->state, ModelState::kReady)
+        << settled->reason << "\nits log:\n"
+        << ReadFile(dir_.path() / "data" / "run" / "logs" / tenant / (std::string(name) + ".log"));
+  }
+
+  TempDirForTest dir_;
+  std::unique_ptr<Server> server_;
+  std::unique_ptr<HttpClientForTest> client_;
+};
+
+// A tenant deploys the echo runtime and calls it: the answer is its input, under the request's
+// id; another tenant cannot see it; the metrics count the request; everything survives a restart.
+TEST_F(ServerTest, ATenantDeploysCallsAndKeepsItsFunctionAcrossARestart) {
+  Start();
+  const std::string acme = AddTenant("acme");
+  const std::string other = AddTenant("other");
+  Deploy(acme, kEchoSpec, "echo");
+
+  auto answer = client_->Send("POST", "/v2/models/echo/infer", acme, EchoRequest("r-1"));
+  ASSERT_TRUE(answer);
+  ASSERT_EQ(answer->result_int(), 200) << answer->body();
+  const nlohmann::json body = Json(answer);
+  EXPECT_EQ(body["id"], "r-1");
+  EXPECT_EQ(body["model_name"], "echo");
+  ASSERT_EQ(body["outputs"].size(), 1u);
+  EXPECT_EQ(body["outputs"][0]["datatype"], "FP32");
+  EXPECT_EQ(body["outputs"][0]["shape"], nlohmann::json({1, 3}));
+  EXPECT_EQ(body["outputs"][0]["data"], nlohmann::json({1.5, -2.0, 3.0}));
+
+  // The other tenant gets exactly what a name nobody has gets.
+  auto hidden = client_->Send("POST", "/v2/models/echo/infer", other, EchoRequest("r-2"));
+  auto unknown = client_->Send("POST", "/v2/models/nothing/infer", other, EchoRequest("r-2"));
+  ASSERT_TRUE(hidden && unknown);
+  EXPECT_EQ(hidden->result_int(), 404);
+  EXPECT_EQ(unknown->result_int(), 404);
+  EXPECT_EQ(nlohmann::json::parse(hidden->body())["error"].get<std::string>().find("echo"),
+            nlohmann::json::parse(unknown->body())["error"].get<std::string>().find("nothing"));
+
+  // Metrics: the admin's only.
+  auto metrics = client_->Send("GET", "/metrics", kAdminKey);
+  ASSERT_TRUE(metrics);
+  ASSERT_EQ(metrics->result_int(), 200);
+  EXPECT_NE(metrics->body().find(
+                R"(gshare_requests_total{function="echo",tenant="acme",outcome="ok"} 1)"),
+            std::string::npos)
+      << metrics->body();
+  EXPECT_NE(metrics->body().find(R"(gshare_swaps_total{function="echo",tenant="acme"} 1)"),
+            std::string::npos);
+  auto refused = client_->Send("GET", "/metrics", acme);
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(refused->result_int(), 403);
+  auto node = client_->Send("GET", "/api/v1/node", kAdminKey);
+  ASSERT_TRUE(node);
+  EXPECT_EQ(Json(node)["gpus"], 1);
+  EXPECT_EQ(Json(node)["policy"], "gshare");
+
+  Stop();
+  Start();
+  EXPECT_EQ(server_->deployed_at_start(), 1u);
+  Settle("acme", "echo");
+  auto again = client_->Send("POST", "/v2/models/echo/infer", acme, EchoRequest("r-3"));
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->result_int(), 200) << again->body();
+  EXPECT_EQ(Json(again)["id"], "r-3");
+}
+
+// An update serves the new spec; a delete makes the name unknown; an unloaded model is not ready
+// (503) until it is loaded again.
+TEST_F(ServerTest, UpdateUnloadLoadAndDelete) {
+  Start();
+  const std::string acme = AddTenant("acme");
+  Deploy(acme, kEchoSpec, "echo");
+
+  std::string updated(kEchoSpec);
+  updated.replace(updated.find("slo: 1s"), 7, "slo: 2s");
+  auto put = client_->Send("PUT", "/api/v1/functions/echo", acme, updated);
+  ASSERT_TRUE(put);
+  ASSERT_EQ(put->result_int(), 200) << put->body();
+  Settle("acme", "echo");
+  auto model = server_->backend().FindModel("acme", "echo");
+  ASSERT_TRUE(model);
+  EXPECT_EQ(model->slo, std::chrono::seconds(2));
+  auto answer = client_->Send("POST", "/v2/models/echo/infer", acme, EchoRequest("u"));
+  ASSERT_TRUE(answer);
+  EXPECT_EQ(answer->result_int(), 200) << answer->body();
+
+  auto unload = client_->Send("POST", "/v2/repository/models/echo/unload", acme, "{}");
+  ASSERT_TRUE(unload);
+  EXPECT_EQ(unload->result_int(), 200) << unload->body();
+  auto not_ready = client_->Send("GET", "/v2/models/echo/ready", acme);
+  ASSERT_TRUE(not_ready);
+  EXPECT_EQ(not_ready->result_int(), 503);
+  auto load = client_->Send("POST", "/v2/repository/models/echo/load", acme, "{}");
+  ASSERT_TRUE(load);
+  EXPECT_EQ(load->result_int(), 200) << load->body();
+  Settle("acme", "echo");
+  auto ready = client_->Send("GET", "/v2/models/echo/ready", acme);
+  ASSERT_TRUE(ready);
+  EXPECT_EQ(ready->result_int(), 200);
+
+  auto removed = client_->Send("DELETE", "/api/v1/functions/echo", acme);
+  ASSERT_TRUE(removed);
+  EXPECT_EQ(removed->result_int(), 204);
+  auto gone = client_->Send("POST", "/v2/models/echo/infer", acme, EchoRequest("g"));
+  ASSERT_TRUE(gone);
+  EXPECT_EQ(gone->result_int(), 404);
+}
+
+// A request that cannot start within its SLO is answered 504 and never runs; the metrics say so.
+TEST_F(ServerTest, ARequestThatCannotStartBeforeItsDeadlineIs504) {
+  Start();
+  const std::string acme = AddTenant("acme");
+  std::string spec(kEchoSpec);
+  spec.replace(spec.find("slo: 1s"), 7, "slo: 1us");  // no restore is that fast
+  Deploy(acme, spec, "echo");
+  auto late = client_->Send("POST", "/v2/models/echo/infer", acme, EchoRequest("late"));
+  ASSERT_TRUE(late);
+  EXPECT_EQ(late->result_int(), 504) << late->body();
+  auto metrics = client_->Send("GET", "/metrics", kAdminKey);
+  ASSERT_TRUE(metrics);
+  EXPECT_NE(
+      metrics->body().find(
+          R"(gshare_requests_total{function="echo",tenant="acme",outcome="deadline_exceeded"} 1)"),
+      std::string::npos)
+      << metrics->body();
+}
+
+// A tenant may not deploy a command (code execution on the node), nor read model files outside
+// its folder; the admin may.
+TEST_F(ServerTest, CommandsAreTheAdminsOnly) {
+  Start();
+  const std::string acme = AddTenant("acme");
+  std::string spec(kEchoSpec);
+  spec.replace(spec.find("runtime: echo"), 13, "command: [/bin/true]");
+  auto refused = client_->Send("POST", "/api/v1/functions", acme, spec);
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(refused->result_int(), 403) << refused->body();
+  std::string files(kEchoSpec);
+  files += "model_files: [/etc/hostname]\n";
+  auto outside = client_->Send("POST", "/api/v1/functions", acme, files);
+  ASSERT_TRUE(outside);
+  EXPECT_EQ(outside->result_int(), 403) << outside->body();
+  auto listed = client_->Send("GET", "/api/v1/functions", acme);
+  ASSERT_TRUE(listed);
+  EXPECT_TRUE(Json(listed)["functions"].empty());
+}
+
+}  // namespace
+}  // namespace gshare::serve
