@@ -43,6 +43,7 @@ ServerOptions Options(const std::filesystem::path& dir) {
   options.node.prepared_bytes_per_gpu = 64 * kMiB;
   options.backend.function_program = GSHARE_FUNCTION_PROGRAM;
   options.drain = std::chrono::seconds(5);
+  options.http.limits.read_timeout = std::chrono::seconds(1);  // the slow client's test
   return options;
 }
 
@@ -57,12 +58,10 @@ nlohmann::json Json(const std::optional<HttpClientResponse>& response) {
 }
 
 std::string EchoRequest(std::string_view id) {
-  return nlohmann::json{{"id", id},
-                        {"inputs",
-                         {{{"name", "x"},
-                           {"datatype", "FP32"},
-                           {"shape", {1, 3}},
-                           {"data", {1.5, -2, 3}}}}}}
+  return nlohmann::json{
+      {"id", id},
+      {"inputs",
+       {{{"name", "x"}, {"datatype", "FP32"}, {"shape", {1, 3}}, {"data", {1.5, -2, 3}}}}}}
       .dump();
 }
 
@@ -82,8 +81,8 @@ class ServerTest : public ::testing::Test {
   }
   // A new tenant's key.
   std::string AddTenant(std::string_view name) {
-    auto response = client_->Send("POST", "/api/v1/tenants", kAdminKey,
-                                  nlohmann::json{{"name", name}}.dump());
+    auto response =
+        client_->Send("POST", "/api/v1/tenants", kAdminKey, nlohmann::json{{"name", name}}.dump());
     EXPECT_TRUE(response && response->result_int() == 201) << (response ? response->body() : "");
     return Json(response).value("key", "");
   }
@@ -241,6 +240,81 @@ TEST_F(ServerTest, CommandsAreTheAdminsOnly) {
   auto listed = client_->Send("GET", "/api/v1/functions", acme);
   ASSERT_TRUE(listed);
   EXPECT_TRUE(Json(listed)["functions"].empty());
+}
+
+// Malformed input gets a 4xx and the server stays up: broken JSON, bad UTF-8, an unknown
+// datatype, a shape its data does not fill, a shape the model does not take (the function's own
+// 400), bodies and headers past the limits, a client too slow to send its request.
+TEST_F(ServerTest, MalformedInputIs4xxAndTheServerStaysUp) {
+  Start();
+  const std::string acme = AddTenant("acme");
+  constexpr std::string_view kMlpSpec = R"(name: mlp
+model_size: 23298088
+gpu_memory: 64Mi
+exec_latency: {a100-40gb: {1: 3ms, 8: 8ms}}
+slo: 10s
+max_batch: 8
+runtime: mlp
+timeout: 10s
+)";
+  Deploy(acme, kMlpSpec, "mlp");
+  const std::vector<std::pair<std::string, int>> corpus = {
+      {R"({"inputs":[)", 400},
+      {"", 400},
+      {"[]", 400},
+      {"{\"inputs\":[{\"name\":\"\xff\",\"datatype\":\"FP32\",\"shape\":[1],\"data\":[1]}]}", 400},
+      {R"({"inputs":[{"name":"x","datatype":"BOGUS","shape":[1],"data":[1]}]})", 400},
+      {R"({"inputs":[{"name":"x","datatype":"FP32","shape":[1,784],"data":[1,2]}]})", 400},
+      {R"({"inputs":[{"name":"x","datatype":"FP32","shape":[-1,3],"data":[1,2,3]}]})", 400},
+      {R"({"inputs":[{"name":"x","datatype":"FP32","shape":[1,3],"data":[1,2,3]}]})", 400},
+      {R"({"inputs":[{"name":"x","datatype":"FP32","shape":[1,3],"data":[1,"a",3]}]})", 400},
+  };
+  for (const auto& [body, status] : corpus) {
+    HttpClientForTest client(server_->port());
+    auto answer = client.Send("POST", "/v2/models/mlp/infer", acme, body);
+    ASSERT_TRUE(answer) << body;
+    EXPECT_EQ(answer->result_int(), status) << body << " -> " << answer->body();
+    EXPECT_TRUE(Json(answer).contains("error")) << answer->body();
+  }
+  {
+    HttpClientForTest client(server_->port());
+    // Refused from its declared length, before any of it is read.
+    auto huge =
+        client.SendRaw("POST /v2/models/mlp/infer HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer " +
+                       acme + "\r\nContent-Length: " + std::to_string(65 << 20) + "\r\n\r\n");
+    ASSERT_TRUE(huge);
+    EXPECT_EQ(huge->result_int(), 413);
+  }
+  {
+    HttpClientForTest client(server_->port());
+    auto header = client.SendRaw("GET /v2/health/live HTTP/1.1\r\nHost: t\r\nX-Big: " +
+                                 std::string(20'000, 'a') + "\r\n\r\n");
+    ASSERT_TRUE(header);
+    EXPECT_EQ(header->result_int(), 431);
+  }
+  {
+    // Half a request, then nothing: the server answers 408 once its read timeout has passed.
+    HttpClientForTest client(server_->port());
+    auto slow = client.SendRaw(
+        "POST /v2/models/mlp/infer HTTP/1.1\r\nHost: t\r\nContent-Length: 10\r\n\r\n{");
+    ASSERT_TRUE(slow);
+    EXPECT_EQ(slow->result_int(), 408);
+  }
+  // Still up, and still right.
+  std::vector<float> image(784);
+  for (std::size_t i = 0; i < image.size(); ++i) image[i] = static_cast<float>(i % 7) / 7.0f;
+  auto good = client_->Send(
+      "POST", "/v2/models/mlp/infer", acme,
+      nlohmann::json{
+          {"inputs",
+           {{{"name", "x"}, {"datatype", "FP32"}, {"shape", {1, 1, 28, 28}}, {"data", image}}}}}
+          .dump());
+  ASSERT_TRUE(good);
+  ASSERT_EQ(good->result_int(), 200) << good->body();
+  EXPECT_EQ(Json(good)["outputs"][0]["shape"], nlohmann::json({1, 10}));
+  auto live = client_->Send("GET", "/v2/health/live");
+  ASSERT_TRUE(live);
+  EXPECT_EQ(live->result_int(), 200);
 }
 
 }  // namespace
