@@ -7,7 +7,7 @@ packages=(
   build-essential cmake ninja-build pkg-config git
   libfmt-dev libspdlog-dev libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libsqlite3-dev
   libssl-dev
-  coinor-libcbc-dev
+  coinor-libcbc-dev zlib1g-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libboost-dev libopenblas-dev
   gnuplot-nox python3
