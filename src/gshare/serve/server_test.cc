@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -143,6 +144,20 @@ TEST_F(ServerTest, ATenantDeploysCallsAndKeepsItsFunctionAcrossARestart) {
       << metrics->body();
   EXPECT_NE(metrics->body().find(R"(gshare_swaps_total{function="echo",tenant="acme"} 1)"),
             std::string::npos);
+  // Prometheus's own parser and linter on the server's exposition (promtool: Debian's
+  // prometheus package, which scripts/setup.sh installs; required where CI=true).
+  if (std::system("command -v promtool >/dev/null 2>&1") == 0) {
+    const std::filesystem::path exposition = dir_.path() / "metrics.txt";
+    std::ofstream(exposition) << metrics->body();
+    const std::string command =
+        "promtool check metrics < '" + exposition.string() + "' > '" + exposition.string() +
+        ".out' 2>&1";
+    EXPECT_EQ(std::system(command.c_str()), 0) << ReadFile(exposition.string() + ".out");
+  } else {
+    const char* ci = std::getenv("CI");
+    EXPECT_FALSE(ci != nullptr && std::string(ci) == "true")
+        << "promtool is not installed, and CI=true requires the check";
+  }
   auto refused = client_->Send("GET", "/metrics", acme);
   ASSERT_TRUE(refused);
   EXPECT_EQ(refused->result_int(), 403);
