@@ -107,6 +107,24 @@ CgroupDecision DecideCgroups(const std::string& node_cgroup_dir) {
     for (const auto& item : to_enable) request += (request.empty() ? "" : " ") + item;
     Status status = WriteFile(node_cgroup_dir + "/cgroup.subtree_control", request);
     if (!status.ok()) {
+      // cgroup v2 lets a cgroup that holds processes enable no controller for its children, and
+      // a service manager's delegated cgroup (systemd's Delegate=yes) holds the node itself. The
+      // node moves into a leaf of its own, gshare-node, and tries once more; its instances'
+      // cgroups are that leaf's siblings.
+      const std::string leaf = node_cgroup_dir + "/gshare-node";
+      if ((::mkdir(leaf.c_str(), 0755) == 0 || errno == EEXIST) &&
+          WriteFile(leaf + "/cgroup.procs", std::to_string(::getpid())).ok()) {
+        const Status again = WriteFile(node_cgroup_dir + "/cgroup.subtree_control", request);
+        if (again.ok()) {
+          spdlog::info("moved the node into {} so that its cgroup can delegate {} to instances",
+                       leaf, Join(kRequired));
+          status = Status::Ok();
+        } else {
+          status = again;
+        }
+      }
+    }
+    if (!status.ok()) {
       decision.reason = fmt::format(
           "no cgroup for function processes: {} (a cgroup holding processes cannot enable "
           "controllers for children; run the node in a delegated cgroup of its own)",

@@ -65,6 +65,19 @@ TEST_F(CgroupTest, OfferedControllersAreEnabledForChildren) {
   EXPECT_EQ(Read(dir_ + "/cgroup.subtree_control"), "+memory +pids");
 }
 
+// A cgroup that refuses to enable controllers (cgroup v2 refuses a cgroup holding processes,
+// as a service manager's delegated one holds the node): the node moves itself into the leaf
+// gshare-node and tries once more; where that fails too, the reason says so. (A directory stands
+// for a subtree_control that refuses every write.)
+TEST_F(CgroupTest, ARefusedEnableMovesTheNodeIntoALeafAndTriesAgain) {
+  Write("cgroup.controllers", "memory pids\n");
+  std::filesystem::create_directory(dir_ + "/cgroup.subtree_control");
+  const CgroupDecision decision = DecideCgroups(dir_);
+  EXPECT_FALSE(decision.enabled);
+  EXPECT_NE(decision.reason.find("cgroup.subtree_control"), std::string::npos) << decision.reason;
+  EXPECT_EQ(Read(dir_ + "/gshare-node/cgroup.procs"), std::to_string(::getpid()));
+}
+
 TEST_F(CgroupTest, AlreadyEnabledIsLeftAlone) {
   Write("cgroup.controllers", "memory pids\n");
   Write("cgroup.subtree_control", "memory pids\n");
