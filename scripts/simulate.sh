@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The main job: installs what is missing, builds, generates a multi-tenant workload (100 functions
+# The simulation demo: installs what is missing, builds, generates a multi-tenant workload (100 functions
 # of 10 tenants, 10 minutes, calibrated to Azure Functions) and simulates it under each policy on
 # the embedded defaults, writing the table, summary.json, CSV files and figures to out/demo.
 # The first two minutes (the cluster's cold start) are left out of the figures. Extra arguments go
