@@ -21,6 +21,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -94,7 +95,16 @@ Result<std::string> ReadAdminKey(const std::string& path) {
   return key;
 }
 
-Json OrNull(const std::optional<double>& value) { return value ? Json(*value) : Json(nullptr); }
+// A count read from a counter (a double on the wire): an integer when it is whole, as the
+// simulator writes counts; null when unknown.
+Json CountOrNull(const std::optional<double>& value) {
+  if (!value) return nullptr;
+  constexpr double kExact = 9007199254740992.0;  // 2^53: doubles are exact integers below it
+  if (*value >= 0 && *value <= kExact && *value == std::floor(*value)) {
+    return static_cast<std::uint64_t>(*value);
+  }
+  return *value;
+}
 
 Json StatusesJson(const std::map<int, std::uint64_t>& statuses) {
   Json out = Json::object();
@@ -256,10 +266,10 @@ Json MakeSummary(const ReplayFlags& flags, const ReplayInputs& inputs, const Run
   server["gpu_usage"] = usage_missing.value_or("from the server's /metrics");
   if (!usage_missing) {
     Json outcomes = Json::object();
-    for (const auto& [outcome, count] : usage.outcomes) outcomes[outcome] = count;
+    for (const auto& [outcome, count] : usage.outcomes) outcomes[outcome] = CountOrNull(count);
     server["requests_by_outcome"] = outcomes;
-    server["slo_met"] = OrNull(usage.slo_met);
-    server["slo_missed"] = OrNull(usage.slo_missed);
+    server["slo_met"] = CountOrNull(usage.slo_met);
+    server["slo_missed"] = CountOrNull(usage.slo_missed);
   }
   summary["server"] = server;
   Json functions = Json::object();
@@ -280,8 +290,8 @@ Json MakeSummary(const ReplayFlags& flags, const ReplayInputs& inputs, const Run
     j["vgpu_gib_seconds"] = used.vgpu_byte_seconds
                                 ? Json(*used.vgpu_byte_seconds / static_cast<double>(kGiB))
                                 : Json(nullptr);
-    j["swaps"] = OrNull(used.swaps);
-    j["swap_bytes"] = OrNull(used.swap_bytes);
+    j["swaps"] = CountOrNull(used.swaps);
+    j["swap_bytes"] = CountOrNull(used.swap_bytes);
     functions[fr.name] = j;
   }
   summary["functions"] = functions;

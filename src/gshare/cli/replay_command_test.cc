@@ -385,6 +385,7 @@ TEST_F(ReplayCommandTest, DeploysReplaysAndReportsWithTheAdminKey) {
   EXPECT_EQ(live["vgpu_gib_seconds"].get<double>(), 8.0);
   EXPECT_EQ(live["swaps"], 2);
   EXPECT_EQ(live["swap_bytes"], 2 * kSwapBytes);
+  EXPECT_EQ(summary["server"]["requests_by_outcome"]["ok"].dump(), "8");  // counts as integers
   EXPECT_TRUE(live["peak_gpus"].is_null());
   EXPECT_TRUE(live["cost_usd"].is_null());
   EXPECT_GE(live["slo_attainment"].get<double>(), 0.0);
