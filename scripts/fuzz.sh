@@ -13,7 +13,7 @@ case "$seconds" in '' | *[!0-9]*) echo "fuzz.sh: SECONDS must be a whole number"
 command -v clang++ >/dev/null || { echo "fuzz.sh: clang++ is needed (apt-get install clang)" >&2; exit 2; }
 
 # Each NAME has its source fuzz/NAME_fuzz.cc and its seeds in fuzz/corpus/NAME.
-targets=(catalog trace units safetensors kserve_json http_request)
+targets=(catalog trace units safetensors kserve_json http_request prometheus_text)
 flags="-fsanitize=address,undefined,fuzzer-no-link -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
 CC=clang CXX=clang++ cmake -S "$src" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_CXX_FLAGS="$flags" -DGSHARE_BUILD_FUZZ=ON -DGSHARE_BUILD_TESTS=OFF \

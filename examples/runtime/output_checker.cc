@@ -17,8 +17,14 @@ constexpr std::int64_t kEchoElements = 16;
 }  // namespace
 
 Result<std::unique_ptr<OutputChecker>> OutputChecker::Create(const std::string& weights_dir) {
+  constexpr ModelKind kAll[] = {ModelKind::kMlp, ModelKind::kCnn};
+  return Create(weights_dir, kAll);
+}
+
+Result<std::unique_ptr<OutputChecker>> OutputChecker::Create(const std::string& weights_dir,
+                                                             std::span<const ModelKind> kinds) {
   std::unique_ptr<OutputChecker> checker(new OutputChecker());
-  for (const ModelKind kind : {ModelKind::kMlp, ModelKind::kCnn}) {
+  for (const ModelKind kind : kinds) {
     const std::string name(ModelKindName(kind));
     auto block = LoadExampleWeights(kind, fmt::format("{}/{}.safetensors", weights_dir, name));
     if (!block.ok()) return block.status();
@@ -59,10 +65,14 @@ Status OutputChecker::Check(const std::string& model, std::uint64_t index, const
   }
   const ModelKind kind = *ParseModelKind(model);
   const ModelLayout& layout = LayoutOf(kind);
+  const auto weights = weights_.find(model);
+  if (weights == weights_.end()) {
+    return FailedPrecondition(fmt::format("the checker has not loaded the {} weights", model));
+  }
   const auto key = std::make_pair(model, index % kInputVariants);
   auto cached = references_.find(key);
   if (cached == references_.end()) {
-    auto reference = ReferenceForward(kind, weights_.at(model), *input->Values<float>(), 1);
+    auto reference = ReferenceForward(kind, weights->second, *input->Values<float>(), 1);
     if (!reference.ok()) return reference.status();
     cached = references_.emplace(key, std::move(reference).value()).first;
   }

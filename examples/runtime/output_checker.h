@@ -12,9 +12,11 @@
 
 #include <map>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
+#include "examples/models/model_layout.h"
 #include "gshare/common/status.h"
 #include "gshare/tensor/tensor.h"
 
@@ -26,6 +28,10 @@ class OutputChecker {
 
   // Loads the mlp and cnn weights from `weights_dir` (mlp.safetensors, cnn.safetensors).
   static Result<std::unique_ptr<OutputChecker>> Create(const std::string& weights_dir);
+  // Loads the weights of `kinds` only: a checker of echo alone reads none. Check answers
+  // FailedPrecondition for a model whose weights it did not load.
+  static Result<std::unique_ptr<OutputChecker>> Create(const std::string& weights_dir,
+                                                       std::span<const ModelKind> kinds);
 
   // The input of request number `index` to `model` ("mlp", "cnn", "echo"): one example.
   Result<Tensor> InputFor(const std::string& model, std::uint64_t index) const;

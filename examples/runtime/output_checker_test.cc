@@ -43,5 +43,18 @@ TEST(OutputCheckerTest, AcceptsTheFunctionsAnswersAndRefusesWrongOnes) {
   std::filesystem::remove_all(dir);
 }
 
+TEST(OutputCheckerTest, ChecksEchoWithoutAnyWeights) {
+  auto checker = OutputChecker::Create("/nonexistent", std::span<const ModelKind>());
+  ASSERT_TRUE(checker.ok()) << checker.status().ToString();
+  auto input = (*checker)->InputFor("echo", 3);
+  ASSERT_TRUE(input.ok());
+  EXPECT_TRUE((*checker)->Check("echo", 3, *input).ok());
+  EXPECT_FALSE((*checker)->Check("echo", 4, *input).ok());
+  // The mlp's inputs need no weights; its answers do.
+  auto mlp_input = (*checker)->InputFor("mlp", 0);
+  ASSERT_TRUE(mlp_input.ok());
+  EXPECT_EQ((*checker)->Check("mlp", 0, *mlp_input).code(), StatusCode::kFailedPrecondition);
+}
+
 }  // namespace
 }  // namespace gshare::examples

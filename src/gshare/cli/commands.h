@@ -18,6 +18,7 @@ void AddNodeCommands(CLI::App& app, CommandContext& context);     // gshare node
 void AddExamplesCommand(CLI::App& app, CommandContext& context);  // gshare examples ...
 void AddTenantCommand(CLI::App& app, CommandContext& context);    // gshare tenant ...
 void AddServeCommand(CLI::App& app, CommandContext& context);     // gshare serve
+void AddReplayCommand(CLI::App& app, CommandContext& context);    // gshare replay
 // `node` is the group AddNodeCommands creates.
 void AddNodeReplayCommand(CLI::App& node, CommandContext& context);  // gshare node replay
 // Only in builds with the exact solver (GSHARE_BUILD_EXACT); main adds it on GSHARE_HAVE_EXACT.

@@ -29,6 +29,7 @@ int main(int argc, char** argv) {
   gshare::cli::AddExamplesCommand(app, context);
   gshare::cli::AddTenantCommand(app, context);
   gshare::cli::AddServeCommand(app, context);
+  gshare::cli::AddReplayCommand(app, context);
   CLI::App* bench =
       app.add_subcommand("bench", "Micro-benchmarks that print ratios measured in one run");
   bench->require_subcommand(1);

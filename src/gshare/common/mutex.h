@@ -2,10 +2,11 @@
 // annotations of common/thread_annotations.h, so that clang's -Wthread-safety can check which
 // members a lock guards.
 //
-// Mutex is not recursive. MutexLock holds a Mutex for its scope. CondVar::Wait must be called
-// with the mutex held; it releases the mutex while waiting and holds it again on return.
+// Mutex is not recursive. MutexLock holds a Mutex for its scope. CondVar::Wait and WaitFor must be
+// called with the mutex held; they release the mutex while waiting and hold it again on return.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <mutex>
 #include <utility>
@@ -48,6 +49,13 @@ class CondVar {
   template <typename Predicate>
   void Wait(Mutex& mutex, Predicate done) REQUIRES(mutex) {
     condition_.wait(mutex, std::move(done));
+  }
+  // Waits until `done()` is true or `timeout` has passed; returns done(). Precondition: `mutex`
+  // is held by the caller.
+  template <typename Rep, typename Period, typename Predicate>
+  bool WaitFor(Mutex& mutex, std::chrono::duration<Rep, Period> timeout, Predicate done)
+      REQUIRES(mutex) {
+    return condition_.wait_for(mutex, timeout, std::move(done));
   }
   void NotifyAll() { condition_.notify_all(); }
   void NotifyOne() { condition_.notify_one(); }
