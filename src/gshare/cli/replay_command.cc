@@ -40,6 +40,7 @@
 #include "gshare/cli/commands.h"
 #include "gshare/cli/flag_checks.h"
 #include "gshare/cli/replay_driver.h"
+#include "gshare/cli/replay_prediction.h"
 #include "gshare/cli/replay_server.h"
 #include "gshare/model/catalog.h"
 #include "gshare/sim/figures.h"
@@ -388,6 +389,28 @@ int RunReplay(const ReplayFlags& flags) {
     }
   }
 
+  // The simulator's prediction of the same requests on the server's node (admin key only: the
+  // node describes itself to the admin).
+  std::optional<PolicyReport> prediction;
+  std::string prediction_note;
+  if (access.admin_key) {
+    auto node = DescribeNode(api, *access.admin_key);
+    auto catalog = LoadCatalog(flags.catalog);
+    if (node.ok() && catalog.ok()) {
+      auto predicted = PredictReplay(workload, inputs->specs, catalog->gpu_types, *node);
+      if (predicted.ok()) {
+        prediction = std::move(predicted).value();
+      } else {
+        prediction_note = predicted.status().ToString();
+      }
+    } else {
+      prediction_note = (node.ok() ? catalog.status() : node.status()).ToString();
+    }
+    if (!prediction) std::fprintf(stderr, "no prediction: %s\n", prediction_note.c_str());
+  } else {
+    prediction_note = "needs the admin key (the node describes itself to the admin)";
+  }
+
   // The report: gshare sim's, where a live replay has the value.
   PolicyReport report = driver.Report(std::string(kPolicyName));
   const ReplayDriver::Counts counts = driver.counts();
@@ -401,13 +424,24 @@ int RunReplay(const ReplayFlags& flags) {
   info.trace_path = flags.trace;
   info.trace_format = workload.trace_format;
   info.gpu_type = inputs->gpu_type;
-  const Json summary = MakeSummary(flags, *inputs, info, report, counts, usage, usage_missing);
+  Json summary = MakeSummary(flags, *inputs, info, report, counts, usage, usage_missing);
+  if (prediction) {
+    summary["prediction"] = Json::parse(SummaryJson(info, workload, {*prediction}))["policies"];
+    summary["prediction_definition"] =
+        "the simulator on the same requests and the server's node (GET /api/v1/node), with the "
+        "catalog's profiles";
+  } else {
+    summary["prediction"] = nullptr;
+    summary["prediction_definition"] = prediction_note;
+  }
   const auto path = std::filesystem::path(flags.out) / "summary.json";
   if (Status s = WriteTextFile(path, summary.dump(2) + "\n"); !s.ok()) {
     return Fail(1, s.ToString());
   }
 
-  std::fputs(SummaryTable(info, workload, {report}).c_str(), stdout);
+  std::vector<PolicyReport> table = {report};
+  if (prediction) table.push_back(*prediction);
+  std::fputs(SummaryTable(info, workload, table).c_str(), stdout);
   std::string statuses;
   for (const auto& [status, count] : counts.statuses) {
     statuses += fmt::format("{}{} x{}", statuses.empty() ? "" : ", ", status, count);

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# The main job, live: installs what is missing, builds, starts `gshare serve` on emulated GPUs,
+# replays a 5-minute multi-tenant trace generated for the example functions against it over HTTP
+# (the functions deployed as their tenants' through the API), prints the live table beside the
+# simulator's prediction of the same requests on the same node, writes the figures to out/live/,
+# and stops the server cleanly (SIGTERM: it drains and stops its function processes).
+#
+#   bash scripts/run.sh [DURATION]      # default 5m
+#
+# The server's data directory is a fresh folder under /tmp (tenants' function processes enter it
+# where the server runs as root); its log is out/live/serve.log.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/build.sh
+
+DURATION="${1:-5m}"
+OUT=out/live
+rm -rf "$OUT"
+mkdir -p "$OUT"
+DATA="$(mktemp -d /tmp/gshare-live.XXXXXX)"
+chmod 0711 "$DATA"
+
+./build/gshare workload --catalog examples/catalog.yaml --duration "$DURATION" --seed 1 --rps 20 \
+  --out "$OUT/workload"
+
+./build/gshare serve --data-dir "$DATA/data" --listen 127.0.0.1:0 --gpus 2 --gpu-memory 4Gi \
+  --link-bandwidth 12GB/s --snapshot-pool 1Gi >"$OUT/serve.out" 2>"$OUT/serve.log" &
+SERVER=$!
+stop_server() {
+  if kill -0 "$SERVER" 2>/dev/null; then
+    kill -TERM "$SERVER"
+    wait "$SERVER" || true
+  fi
+  rm -rf "$DATA"
+}
+trap stop_server EXIT
+
+# The server prints its address once it listens (the port is chosen by the kernel).
+URL=""
+for _ in $(seq 1 600); do
+  URL="$(sed -n 's/^listening on \(http:.*\)$/\1/p' "$OUT/serve.out")"
+  [ -n "$URL" ] && break
+  if ! kill -0 "$SERVER" 2>/dev/null; then
+    echo "gshare serve did not start:" >&2
+    cat "$OUT/serve.log" >&2
+    exit 1
+  fi
+  sleep 0.1
+done
+[ -n "$URL" ] || { echo "gshare serve did not listen within 60 s" >&2; exit 1; }
+echo "gshare serve is listening on $URL (log: $OUT/serve.log)"
+
+status=0
+./build/gshare replay --url "$URL" --catalog examples/catalog.yaml \
+  --trace "$OUT/workload/invocations.csv" --admin-key-file "$DATA/data/admin.key" \
+  --out "$OUT" || status=$?
+
+stop_server
+trap - EXIT
+echo "the server stopped: $(tail -n 1 "$OUT/serve.log")"
+exit "$status"
