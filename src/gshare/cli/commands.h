@@ -27,5 +27,6 @@ void AddOptGapCommand(CLI::App& app, CommandContext& context);  // gshare optgap
 void AddBenchRestoreCommand(CLI::App& bench, CommandContext& context);    // gshare bench restore
 void AddBenchSwitchCommand(CLI::App& bench, CommandContext& context);     // gshare bench switch
 void AddBenchTimesliceCommand(CLI::App& bench, CommandContext& context);  // gshare bench timeslice
+void AddBenchFrontCommand(CLI::App& bench, CommandContext& context);      // gshare bench front
 
 }  // namespace gshare::cli

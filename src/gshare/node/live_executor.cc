@@ -23,8 +23,10 @@ std::uint64_t RoundUp(std::uint64_t value, std::uint64_t to) { return (value + t
 
 template <typename F>
 void LiveExecutor::Account(F&& f) {
-  f(meter_);
-  if (window_meter_) f(*window_meter_);
+  if (options_.keep_meters) {
+    f(meter_);
+    if (window_meter_) f(*window_meter_);
+  }
   if (options_.feed != nullptr) f(*options_.feed);
 }
 
@@ -738,8 +740,7 @@ void LiveExecutor::Run(GpuId id, FunctionId function, std::span<const RequestId>
   for (const RequestId request : live) running_.insert(request);
   const std::uint64_t run_id = next_run_++;
   if (slice->runs.empty()) {
-    Account(
-        [&](auto& m) { m.Active(Now(), function, static_cast<double>(slice->reserve_bytes)); });
+    Account([&](auto& m) { m.Active(Now(), function, static_cast<double>(slice->reserve_bytes)); });
   }
   // A run that overlaps another on its GPU shares the compute: both say so to the profile learner.
   const bool shared = gpu->runs_in_flight > 0;
@@ -755,8 +756,8 @@ void LiveExecutor::Run(GpuId id, FunctionId function, std::span<const RequestId>
   run.shared = shared;
   const InstanceId instance_id = slice->instance;
   if (function < run_timeouts_.size() && run_timeouts_[function] > Duration::zero()) {
-    run.timeout = std::make_unique<boost::asio::steady_timer>(resources_.loop,
-                                                              run_timeouts_[function]);
+    run.timeout =
+        std::make_unique<boost::asio::steady_timer>(resources_.loop, run_timeouts_[function]);
     run.timeout->async_wait([this, instance_id](const boost::system::error_code& error) {
       if (error || shut_down_) return;
       auto it = instances_.find(instance_id);
@@ -775,9 +776,9 @@ void LiveExecutor::Run(GpuId id, FunctionId function, std::span<const RequestId>
     if (run_it == owner.runs.end()) return;  // cancelled: the instance died
     std::vector<RequestId> done_batch = std::move(run_it->second.batch);
     for (const RequestId request : done_batch) running_.erase(request);
-    const int ran = static_cast<int>(std::count_if(
-        done_batch.begin(), done_batch.end(),
-        [this](RequestId request) { return !withdrawn_.contains(request); }));
+    const int ran = static_cast<int>(
+        std::count_if(done_batch.begin(), done_batch.end(),
+                      [this](RequestId request) { return !withdrawn_.contains(request); }));
     const Duration elapsed = Now() - run_it->second.started;
     const bool alone = !run_it->second.shared;
     owner.runs.erase(run_it);

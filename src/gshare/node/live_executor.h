@@ -121,6 +121,10 @@ struct LiveExecutorOptions {
   // A run that has not ended after this long (by FunctionId; missing or zero: no limit) stops its
   // instance: the instance dies, and its requests go back to the policy (OnInstanceDied).
   std::vector<Duration> run_timeouts;
+  // Whether the executor keeps its Meters (meter(), window_meter()). A Meter keeps every
+  // answered request's latency and every change of the GPU count, for a run's report: a server
+  // that runs for weeks turns it off and reports through `feed`, whose memory is bounded.
+  bool keep_meters = true;
   // Fed exactly as the meters are (the server's Prometheus accounting); none when null. Must
   // outlive the executor.
   metrics::MeterFeed* feed = nullptr;
@@ -166,6 +170,7 @@ class LiveExecutor final : public Executor {
   std::string DebugState() const;
   // The first contract violation by the scheduler (a call that broke a precondition), or OK.
   const Status& violation() const { return violation_; }
+  // The meters (empty when LiveExecutorOptions::keep_meters is false).
   const Meter& meter() const { return meter_; }
   Meter& meter() { return meter_; }
   // The second window's meter; null without LiveExecutorOptions::window_start.
@@ -217,7 +222,7 @@ class LiveExecutor final : public Executor {
     std::function<void()> after_detach;
     std::shared_ptr<SliceMemory> orphan;  // the slice it held when a checkpoint failed
     GpuId orphan_gpu = 0;
-    std::shared_ptr<DeviceBuffer> staging;  // where it loads its model when it starts
+    std::shared_ptr<DeviceBuffer> staging;    // where it loads its model when it starts
     std::function<void(Status)> on_prepared;  // kPreparing: Prepare's callback
   };
   enum class SliceState { kWaitingMemory, kRestoring, kResident };
@@ -231,7 +236,7 @@ class LiveExecutor final : public Executor {
     InstanceId instance = 0;
     std::uint64_t reserve_bytes = 0;
     SliceState state = SliceState::kWaitingMemory;
-    TimePoint restore_began{};  // when Restore was called
+    TimePoint restore_began{};                  // when Restore was called
     std::shared_ptr<SliceMemory> memory;        // shared with the switch operations in flight
     std::map<std::uint64_t, RunInFlight> runs;  // in flight, by run id
   };

@@ -7,9 +7,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <boost/asio/post.hpp>
 #include <cerrno>
 #include <cstring>
-#include <boost/asio/post.hpp>
 #include <future>
 #include <system_error>
 
@@ -38,9 +38,8 @@ Status CheckReadableFile(const std::string& path, std::string_view function) {
   std::error_code error;
   const auto status = std::filesystem::status(path, error);
   if (error || !std::filesystem::is_regular_file(status) || ::access(path.c_str(), R_OK) != 0) {
-    return InvalidArgument(
-        fmt::format("function '{}': model file {} is not a readable file on the node", function,
-                    path));
+    return InvalidArgument(fmt::format(
+        "function '{}': model file {} is not a readable file on the node", function, path));
   }
   return Status::Ok();
 }
@@ -120,27 +119,27 @@ Result<std::unique_ptr<LiveBackend>> LiveBackend::Create(NodeAgent& node, const 
   LiveBackend& b = *backend;
   b.feed_ = std::make_unique<metrics::MeterFeed>(metrics);
   b.host_ = std::make_unique<ProcessHost>(node.loop(), std::vector<InstanceCommand>{},
-                                          static_cast<RequestSource&>(b),
-                                          b.options_.host);
+                                          static_cast<RequestSource&>(b), b.options_.host);
   LiveExecutorOptions executor_options;
   executor_options.gpu_type = gpu_type;
   executor_options.instance_keep = b.options_.instance_keep;
   executor_options.feed = b.feed_.get();
+  executor_options.keep_meters = false;  // the server runs for weeks: the feed's memory is bounded
   executor_options.on_restored = [&b](FunctionId version, Duration took) {
     if (auto it = b.series_by_version_.find(version); it != b.series_by_version_.end()) {
       it->second->RestoreFinished(took);
     }
   };
-  b.executor_ = std::make_unique<LiveExecutor>(node.resources(), b.functions_, *b.host_,
-                                               executor_options);
+  b.executor_ =
+      std::make_unique<LiveExecutor>(node.resources(), b.functions_, *b.host_, executor_options);
   auto policy =
       MakePolicy(b.options_.policy, {&b.functions_, b.executor_.get()}, b.options_.policy_options);
   if (!policy.ok()) return policy.status();
   b.scheduler_ = std::move(policy).value();
   b.executor_->set_scheduler(b.scheduler_.get());
-  b.work_ = std::make_unique<
-      boost::asio::executor_work_guard<boost::asio::io_context::executor_type>>(
-      node.loop().get_executor());
+  b.work_ =
+      std::make_unique<boost::asio::executor_work_guard<boost::asio::io_context::executor_type>>(
+          node.loop().get_executor());
   b.loop_thread_ = std::thread([&node] { node.loop().run(); });
   return backend;
 }
@@ -249,12 +248,12 @@ std::uint64_t LiveBackend::Infer(std::string_view tenant, std::string_view model
     return 0;
   }
   const std::uint64_t ticket = next_ticket_.fetch_add(1);
-  boost::asio::post(node_.loop(), [this, ticket, key = std::move(key), request = std::move(request),
-                                   slack, received, done = std::move(done),
-                                   series = std::move(series)]() mutable {
-    Submit(ticket, std::move(key), std::move(request), slack, received, std::move(done),
-           std::move(series));
-  });
+  boost::asio::post(node_.loop(),
+                    [this, ticket, key = std::move(key), request = std::move(request), slack,
+                     received, done = std::move(done), series = std::move(series)]() mutable {
+                      Submit(ticket, std::move(key), std::move(request), slack, received,
+                             std::move(done), std::move(series));
+                    });
   return ticket;
 }
 
@@ -304,9 +303,9 @@ void LiveBackend::Submit(std::uint64_t ticket, Key key, InferRequest request, Du
     if (error || executor_ == nullptr) return;
     auto it = pending_.find(ticket);
     if (it == pending_.end() || it->second.started) return;
-    executor_->Withdraw(
-        ticket, DeadlineExceeded(fmt::format("the request could not start within its SLO ({:.0f} ms)",
-                                             ToSeconds(slack) * 1000)));
+    executor_->Withdraw(ticket, DeadlineExceeded(fmt::format(
+                                    "the request could not start within its SLO ({:.0f} ms)",
+                                    ToSeconds(slack) * 1000)));
   });
   executor_->Submit(live);
   if (const Status& violation = executor_->violation(); !violation.ok()) {
@@ -367,10 +366,11 @@ Result<LiveBackend::Prepared> LiveBackend::PrepareSpec(const FunctionSpec& spec)
   // A deployed model stays loaded: one instance is kept in host memory.
   prepared.resolved.min_instances = std::max(1, prepared.resolved.min_instances);
   if (prepared.resolved.MemoryForBatch(1) > gpu_type_.memory_bytes) {
-    return InvalidArgument(fmt::format("function '{}': gpu_memory {} is more than a GPU of this "
-                                       "node has ({})",
-                                       spec.name, FormatBytes(prepared.resolved.gpu_memory_bytes),
-                                       FormatBytes(gpu_type_.memory_bytes)));
+    return InvalidArgument(
+        fmt::format("function '{}': gpu_memory {} is more than a GPU of this "
+                    "node has ({})",
+                    spec.name, FormatBytes(prepared.resolved.gpu_memory_bytes),
+                    FormatBytes(gpu_type_.memory_bytes)));
   }
   InstanceCommand& command = prepared.command;
   if (!spec.command.empty()) {
@@ -410,9 +410,9 @@ Status LiveBackend::Admit(const FunctionSpec& spec, bool by_admin) const {
   if (!spec.runtime.empty()) {
     std::error_code error;
     if (!std::filesystem::exists(options_.function_program, error)) {
-      return InvalidArgument(fmt::format(
-          "function '{}': runtime '{}' is not installed on this node ({} is missing)", spec.name,
-          spec.runtime, options_.function_program.string()));
+      return InvalidArgument(
+          fmt::format("function '{}': runtime '{}' is not installed on this node ({} is missing)",
+                      spec.name, spec.runtime, options_.function_program.string()));
     }
   }
   const auto models = options_.data_dir / "models" / spec.tenant;
