@@ -12,6 +12,7 @@
 // could not start (the message says why).
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
 #include <boost/asio/signal_set.hpp>
@@ -219,9 +220,13 @@ int RunServe(CLI::App& command, const ServeFlags& flags) {
   if (!server.ok()) return Fail(1, server.status().ToString());
   serve::Server& s = **server;
   if (s.admin_key().generated) {
-    std::printf(
-        "admin key (shown once; kept in %s/admin.key, mode 0600):\n%s\n",
-        flags.data_dir.c_str(), s.admin_key().key.c_str());
+    // On a terminal only: a service's output goes to a journal that others may read.
+    if (::isatty(STDOUT_FILENO) == 1) {
+      std::printf("admin key (shown once; kept in %s/admin.key, mode 0600):\n%s\n",
+                  flags.data_dir.c_str(), s.admin_key().key.c_str());
+    } else {
+      std::printf("admin key generated: %s/admin.key (mode 0600)\n", flags.data_dir.c_str());
+    }
   }
   const GpuType& gpu = s.gpu_type();
   if (!s.node().inventory().note().empty()) spdlog::info("{}", s.node().inventory().note());

@@ -246,7 +246,9 @@ Result<ClientResponse> HttpClient::Impl::Exchange(const http::request<http::stri
     const bool closed =
         read_error == http::error::end_of_stream || read_error == asio::error::eof ||
         read_error == asio::error::connection_reset || read_error == asio::error::broken_pipe;
-    *stale = reused && closed && !parser.got_some();
+    // The server may have read the request before it closed: only a request that is safe to send
+    // twice (not a POST) is sent again on a new connection.
+    *stale = reused && closed && !parser.got_some() && message.method() != http::verb::post;
     if (closed) {
       return Unavailable(
           fmt::format("{} closed the connection before its answer ended", endpoint.HostPort()));

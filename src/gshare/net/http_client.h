@@ -10,8 +10,10 @@
 // answer with `Connection: close`, after any error and after a timeout (a late answer must not be
 // read as the next request's). A request sent on a reused connection that the server had closed
 // meanwhile (it ended an idle connection: the connection breaks before any byte of the answer
-// came) is sent once more on a new connection. A server that read the request and then closed
-// without answering may thus see it twice; a request on a new connection is never sent twice.
+// came) is sent once more on a new connection, unless it is a POST: a server that read the
+// request and then closed without answering would see it twice, and a POST (an inference, a
+// create) must not run twice; it fails with Unavailable instead, and the caller decides. A request
+// on a new connection is never sent twice.
 //
 // Timeouts: one deadline per request covers resolving the host, connecting, writing the request
 // and reading the whole answer. Limits: the answer's header and body are bounded (HttpLimits); a

@@ -155,9 +155,9 @@ LiveBackend::LiveBackend(NodeAgent& node, const GpuType& gpu_type, metrics::Gsha
 LiveBackend::~LiveBackend() { Shutdown(); }
 
 void LiveBackend::Shutdown() {
+  std::lock_guard once(shutdown_mutex_);  // a second caller waits for the first, then returns
   {
     MutexLock lock(mutex_);
-    if (shutting_down_ && !loop_thread_.joinable()) return;
     shutting_down_ = true;
   }
   if (!loop_thread_.joinable()) return;
@@ -173,7 +173,11 @@ void LiveBackend::Shutdown() {
         Finish(id, Unavailable("the server is shutting down"));
       }
     }
-    executor_->Shutdown();
+    executor_->Shutdown();  // no Prepare callback after it
+    for (auto& [version, outcome] : preparing_) {
+      outcome->set_value(Unavailable("the server shut down before the function was ready"));
+    }
+    preparing_.clear();
     std::vector<RequestId> left;
     for (auto& [id, pending] : pending_) left.push_back(id);
     for (const RequestId id : left) Finish(id, Unavailable("the server shut down"));
@@ -222,6 +226,7 @@ std::uint64_t LiveBackend::Infer(std::string_view tenant, std::string_view model
   Status refused;
   std::shared_ptr<metrics::FunctionSeries> series;
   Key key(tenant, model);
+  const std::uint64_t ticket = next_ticket_.fetch_add(1);
   {
     MutexLock lock(mutex_);
     auto it = entries_.find(key);
@@ -239,6 +244,13 @@ std::uint64_t LiveBackend::Infer(std::string_view tenant, std::string_view model
             fmt::format("tenant '{}' has {} requests in flight, its quota", key.first, in_flight));
       } else {
         ++in_flight;
+        // Posted under the lock: Shutdown posts its own work after setting shutting_down_ under
+        // the same lock, so whatever was posted before runs first.
+        boost::asio::post(node_.loop(), [this, ticket, key, request = std::move(request), slack,
+                                         received, done = std::move(done), series]() mutable {
+          Submit(ticket, std::move(key), std::move(request), slack, received, std::move(done),
+                 std::move(series));
+        });
       }
     }
   }
@@ -247,17 +259,12 @@ std::uint64_t LiveBackend::Infer(std::string_view tenant, std::string_view model
     done(refused);
     return 0;
   }
-  const std::uint64_t ticket = next_ticket_.fetch_add(1);
-  boost::asio::post(node_.loop(),
-                    [this, ticket, key = std::move(key), request = std::move(request), slack,
-                     received, done = std::move(done), series = std::move(series)]() mutable {
-                      Submit(ticket, std::move(key), std::move(request), slack, received,
-                             std::move(done), std::move(series));
-                    });
   return ticket;
 }
 
 void LiveBackend::Cancel(std::uint64_t ticket) {
+  MutexLock lock(mutex_);
+  if (shutting_down_) return;
   boost::asio::post(node_.loop(), [this, ticket] {
     if (executor_ == nullptr || !pending_.contains(ticket)) return;
     executor_->Withdraw(ticket, Cancelled("the client went away"));
@@ -416,6 +423,17 @@ Status LiveBackend::Admit(const FunctionSpec& spec, bool by_admin) const {
     }
   }
   const auto models = options_.data_dir / "models" / spec.tenant;
+  if (!by_admin && !spec.env.empty()) {
+    return PermissionDenied(fmt::format(
+        "function '{}': environment variables are the admin's only (LD_PRELOAD and its kind "
+        "would run code of the tenant's choosing in the runtime)",
+        spec.name));
+  }
+  if (!by_admin && !spec.working_dir.empty() && !Inside(spec.working_dir, models)) {
+    return PermissionDenied(
+        fmt::format("function '{}': working_dir {} is outside the tenant's model folder on the node",
+                    spec.name, spec.working_dir));
+  }
   for (const std::string& file : spec.model_files) {
     if (!by_admin && !Inside(file, models)) {
       return PermissionDenied(fmt::format(
@@ -429,13 +447,14 @@ Status LiveBackend::Admit(const FunctionSpec& spec, bool by_admin) const {
 }
 
 Status LiveBackend::OnLoop(std::function<Status()> work) {
-  {
-    MutexLock lock(mutex_);
-    if (shutting_down_) return Unavailable("the server is shutting down");
-  }
   std::promise<Status> done;
   auto result = done.get_future();
-  boost::asio::post(node_.loop(), [&work, &done] { done.set_value(work()); });
+  {
+    // Posted under the lock, so that it runs before Shutdown's work (see Infer).
+    MutexLock lock(mutex_);
+    if (shutting_down_) return Unavailable("the server is shutting down");
+    boost::asio::post(node_.loop(), [&work, &done] { done.set_value(work()); });
+  }
   return result.get();
 }
 
@@ -445,25 +464,54 @@ Status LiveBackend::Deploy(const FunctionSpec& spec) {
   auto series = metrics_.AddFunction(spec.name, spec.tenant);
   if (!series.ok()) return series.status();
   const Key key(spec.tenant, spec.name);
+  Entry next;
+  next.spec = spec;
+  next.info.name = spec.name;
+  next.info.slo = prepared->resolved.slo;
+  next.info.platform = spec.runtime.empty() ? "command" : spec.runtime;
+  next.series = *series;
+  std::uint64_t generation = 0;
+  bool created = false;
   {
     MutexLock lock(mutex_);
-    Entry& entry = entries_[key];
-    entry.spec = spec;
-    entry.info.name = spec.name;
-    entry.info.slo = prepared->resolved.slo;
-    entry.info.platform = spec.runtime.empty() ? "command" : spec.runtime;
-    entry.state = ModelState::kLoading;
-    entry.reason.clear();
-    entry.series = *series;
+    auto it = entries_.find(key);
+    if (it == entries_.end()) {
+      created = true;
+      next.state = ModelState::kLoading;  // new: not ready until its instance is
+      it = entries_.emplace(key, next).first;
+    }
+    // An update leaves the entry as it is: the old version serves until the new one is ready.
+    generation = ++it->second.generation;
   }
-  return OnLoop([&]() {
-    AddVersion(key, std::move(prepared).value(), *series);
+  auto outcome = std::make_shared<std::promise<Status>>();
+  auto settled = outcome->get_future();
+  const Status posted = OnLoop([&]() {
+    AddVersion(key, generation, std::move(next), std::move(prepared).value(), *series, outcome);
     return Status::Ok();
   });
+  if (!posted.ok()) return posted;
+  // The model loads (bounded by the host's readiness timeout); a management request waits for it
+  // so that its answer says whether the change took.
+  const auto limit = options_.host.ready_timeout + std::chrono::seconds(30);
+  if (settled.wait_for(limit) != std::future_status::ready) {
+    return DeadlineExceeded(fmt::format(
+        "function '{}' is still loading after {} s; it serves once its instance is ready",
+        spec.name, std::chrono::duration_cast<std::chrono::seconds>(limit).count()));
+  }
+  const Status status = settled.get();
+  if (!status.ok() && created) {
+    // A function that never served is not left behind (the management API undoes its record).
+    MutexLock lock(mutex_);
+    if (auto it = entries_.find(key); it != entries_.end() && it->second.generation == generation) {
+      entries_.erase(it);
+    }
+  }
+  return status;
 }
 
-void LiveBackend::AddVersion(const Key& key, Prepared prepared,
-                             std::shared_ptr<metrics::FunctionSeries> series) {
+void LiveBackend::AddVersion(const Key& key, std::uint64_t generation, Entry next,
+                             Prepared prepared, std::shared_ptr<metrics::FunctionSeries> series,
+                             std::shared_ptr<std::promise<Status>> outcome) {
   const FunctionId version = functions_.Add(prepared.resolved);
   host_->SetCommand(version, std::move(prepared.command));
   executor_->SetRunTimeout(version, prepared.timeout);
@@ -471,36 +519,39 @@ void LiveBackend::AddVersion(const Key& key, Prepared prepared,
   feed_->Bind(version, std::move(series));
   versions_[version] = Version{key, 0, false};
   scheduler_->OnFunctionAdded(version);
-  if (auto old = current_.find(key); old != current_.end()) Retire(old->second);
-  current_[key] = version;
-  {
-    MutexLock lock(mutex_);
-    if (auto it = entries_.find(key); it != entries_.end()) {
-      it->second.version = version;
-      it->second.has_version = true;
+  preparing_[version] = outcome;
+  executor_->Prepare(version, [this, key, version, generation, next = std::move(next),
+                               outcome](Status status) mutable {
+    preparing_.erase(version);
+    bool current = false;
+    {
+      MutexLock lock(mutex_);
+      auto it = entries_.find(key);
+      current = it != entries_.end() && it->second.generation == generation;
+      if (current && status.ok()) {
+        // The new version takes the requests from now on.
+        next.generation = generation;
+        next.state = ModelState::kReady;
+        it->second = std::move(next);
+      } else if (current && it->second.state != ModelState::kReady) {
+        it->second.state = ModelState::kUnavailable;  // a new or unloaded function
+        it->second.reason = status.message();
+      }
+      settled_.notify_all();
     }
-  }
-  executor_->Prepare(version, [this, key, version](Status status) {
+    if (current && status.ok()) {
+      if (auto old = current_.find(key); old != current_.end()) Retire(old->second);
+      current_[key] = version;
+    } else {
+      Retire(version);  // failed, or superseded, undeployed or unloaded meanwhile
+    }
     if (!status.ok()) {
       spdlog::warn("function '{}' of tenant '{}' did not start: {}", key.second, key.first,
                    status.ToString());
     }
-    SetState(key, version, status);
+    outcome->set_value(current || !status.ok() ? status
+                                               : Status(Cancelled("superseded by a later change")));
   });
-}
-
-void LiveBackend::SetState(const Key& key, FunctionId version, const Status& status) {
-  MutexLock lock(mutex_);
-  auto it = entries_.find(key);
-  if (it == entries_.end() || !it->second.has_version || it->second.version != version) return;
-  if (status.ok()) {
-    it->second.state = ModelState::kReady;
-    it->second.reason.clear();
-  } else {
-    it->second.state = ModelState::kUnavailable;
-    it->second.reason = status.message();
-  }
-  settled_.notify_all();
 }
 
 Result<ModelStatus> LiveBackend::WaitUntilSettled(std::string_view tenant, std::string_view name,
@@ -572,7 +623,7 @@ Status LiveBackend::Unload(std::string_view tenant, std::string_view name) {
     }
     it->second.state = ModelState::kUnavailable;
     it->second.reason = "unloaded";
-    it->second.has_version = false;
+    ++it->second.generation;  // a load in progress does not make it ready
   }
   return OnLoop([&]() {
     if (auto it = current_.find(key); it != current_.end()) Retire(it->second);

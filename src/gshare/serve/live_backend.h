@@ -26,9 +26,11 @@
 #pragma once
 
 #include <atomic>
+#include <future>
 #include <condition_variable>
 #include <filesystem>
 #include <map>
+#include <mutex>
 #include <memory>
 #include <string>
 #include <thread>
@@ -113,8 +115,9 @@ class LiveBackend final : public InferenceBackend, public Deployer, private Requ
     ModelState state = ModelState::kLoading;
     std::string reason;
     std::shared_ptr<metrics::FunctionSeries> series;
-    FunctionId version = 0;  // the current version once the loop has added it
-    bool has_version = false;
+    // Counts the changes (deploys, unloads): a version's readiness counts only for the change
+    // that made it.
+    std::uint64_t generation = 0;
   };
   // A version of a function in the scheduler's registry (loop only).
   struct Version {
@@ -146,15 +149,18 @@ class LiveBackend final : public InferenceBackend, public Deployer, private Requ
   Result<Prepared> PrepareSpec(const FunctionSpec& spec) const;
   // Runs `work` on the loop and waits for it; Unavailable once shut down.
   Status OnLoop(std::function<Status()> work);
-  // Loop: adds a version of `key` (replacing its current one, which is retired) and prepares it.
-  void AddVersion(const Key& key, Prepared prepared, std::shared_ptr<metrics::FunctionSeries> series);
+  // Loop: adds a version of `key` and prepares it; once ready (and still the latest change,
+  // `generation`), it becomes the entry `next` and takes the requests, and the old version is
+  // retired. `outcome` is set either way.
+  void AddVersion(const Key& key, std::uint64_t generation, Entry next, Prepared prepared,
+                  std::shared_ptr<metrics::FunctionSeries> series,
+                  std::shared_ptr<std::promise<Status>> outcome);
   void Retire(FunctionId version);
   void MaybeRemove(FunctionId version);
   void Submit(std::uint64_t ticket, Key key, InferRequest request, Duration slack,
               std::chrono::steady_clock::time_point received, InferCallback done,
               std::shared_ptr<metrics::FunctionSeries> series);
   void Finish(RequestId id, Result<InferResponse> result);
-  void SetState(const Key& key, FunctionId version, const Status& status) EXCLUDES(mutex_);
 
   // RequestSource (the process host, on the loop).
   const InferRequest* Input(RequestId request) override;
@@ -177,6 +183,8 @@ class LiveBackend final : public InferenceBackend, public Deployer, private Requ
   std::unordered_map<FunctionId, Version> versions_;
   std::unordered_map<FunctionId, std::shared_ptr<metrics::FunctionSeries>> series_by_version_;
   std::unordered_map<RequestId, Pending> pending_;
+  // The outcomes Deploy waits for, by the version being prepared.
+  std::unordered_map<FunctionId, std::shared_ptr<std::promise<Status>>> preparing_;
   bool loop_stopped_ = false;
 
   std::atomic<std::uint64_t> next_ticket_{1};
@@ -187,6 +195,7 @@ class LiveBackend final : public InferenceBackend, public Deployer, private Requ
   bool shutting_down_ GUARDED_BY(mutex_) = false;
   Status violation_ GUARDED_BY(mutex_);
 
+  std::mutex shutdown_mutex_;  // orders Shutdown calls
   std::unique_ptr<boost::asio::executor_work_guard<boost::asio::io_context::executor_type>> work_;
   std::thread loop_thread_;
 };

@@ -557,6 +557,12 @@ HttpResponse ManagementApi::RemoveTenant(const std::string& tenant) {
   }
   const Status removed = keys_.RemoveTenant(tenant);
   if (!removed.ok()) return RegistryErrorResponse(removed);
+  // Its model files go with it: a tenant added later may get its number, and so its uid.
+  std::error_code error;
+  std::filesystem::remove_all(options_.data_dir / "models" / tenant, error);
+  if (error) {
+    spdlog::error("tenant {} removed, but its model folder was not: {}", tenant, error.message());
+  }
   spdlog::info("tenant {} removed with its {} function(s)", tenant, records->size());
   return NoContent();
 }

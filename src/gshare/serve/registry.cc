@@ -340,7 +340,7 @@ namespace {
 
 constexpr const char* kTenantColumns =
     "SELECT t.name, t.key_hash, t.created_unix_ms, "
-    "(SELECT COUNT(*) FROM functions f WHERE f.tenant_id = t.id) FROM tenants t ";
+    "(SELECT COUNT(*) FROM functions f WHERE f.tenant_id = t.id), t.id FROM tenants t ";
 
 Result<TenantRecord> ReadTenant(const Statement& row) {
   TenantRecord tenant;
@@ -348,6 +348,7 @@ Result<TenantRecord> ReadTenant(const Statement& row) {
   GSHARE_ASSIGN_OR_RETURN(tenant.key_hash, row.Hash(1));
   tenant.created_unix_ms = row.Integer(2);
   tenant.function_count = row.Integer(3);
+  tenant.id = row.Integer(4);
   return tenant;
 }
 

@@ -53,6 +53,10 @@ struct TenantRecord {
   KeyHash key_hash{};
   std::int64_t created_unix_ms = 0;
   std::int64_t function_count = 0;
+  // The tenant's number, fixed while it exists (its row id, from 1). SQLite gives a new tenant the
+  // largest number in use plus one, so the number of the newest tenant, once it is removed, may
+  // be given again.
+  std::int64_t id = 0;
 };
 
 struct FunctionRecord {

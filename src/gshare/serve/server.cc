@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 
 #include <cerrno>
+#include <limits>
 #include <cstring>
 
 #include "gshare/serve/data_dir.h"
@@ -50,6 +51,16 @@ Result<std::unique_ptr<Server>> Server::Start(ServerOptions options) {
   GSHARE_ASSIGN_OR_RETURN(
       s.gpu_type_, s.node_->DescribeGpus(options.restore_overhead, options.price_per_hour_usd));
   options.backend.data_dir = options.data_dir;
+  // A tenant's function processes run as first_uid + its registry number, the same in every run,
+  // so that files it was given stay its own.
+  options.backend.host.tenant_number = [registry = s.registry_.get()](
+                                           const std::string& tenant) -> Result<std::uint32_t> {
+    GSHARE_ASSIGN_OR_RETURN(const TenantRecord record, registry->GetTenant(tenant));
+    if (record.id < 0 || record.id > std::numeric_limits<std::uint32_t>::max()) {
+      return OutOfRange(fmt::format("tenant '{}' has number {}", tenant, record.id));
+    }
+    return static_cast<std::uint32_t>(record.id);
+  };
   GSHARE_ASSIGN_OR_RETURN(s.backend_, LiveBackend::Create(*s.node_, s.gpu_type_, *s.metrics_,
                                                           s.clock_, options.backend));
   s.front_ = std::make_unique<Front>(FrontOptions{}, *s.keys_, *s.backend_, s.clock_);

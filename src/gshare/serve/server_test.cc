@@ -196,6 +196,25 @@ TEST_F(ServerTest, UpdateUnloadLoadAndDelete) {
   ASSERT_TRUE(answer);
   EXPECT_EQ(answer->result_int(), 200) << answer->body();
 
+  // An update whose new version cannot start changes nothing: the old spec keeps serving and the
+  // registry keeps it (a file that is no safetensors file makes the mlp runtime fail at start).
+  std::filesystem::create_directories(dir_.path() / "data" / "models" / "acme");
+  std::ofstream(dir_.path() / "data" / "models" / "acme" / "broken.safetensors") << "not weights";
+  const std::string broken = std::string(kEchoSpec).replace(
+                                 std::string(kEchoSpec).find("runtime: echo"), 13, "runtime: mlp") +
+                             "model_files: [broken.safetensors]\n";
+  auto failed = client_->Send("PUT", "/api/v1/functions/echo", acme, broken);
+  ASSERT_TRUE(failed);
+  EXPECT_GE(failed->result_int(), 500) << failed->body();
+  auto kept = client_->Send("GET", "/api/v1/functions/echo", acme);
+  ASSERT_TRUE(kept);
+  EXPECT_NE(Json(kept)["spec"].get<std::string>().find("runtime: echo"), std::string::npos)
+      << kept->body();
+  auto still = client_->Send("POST", "/v2/models/echo/infer", acme, EchoRequest("still"));
+  ASSERT_TRUE(still);
+  EXPECT_EQ(still->result_int(), 200) << still->body();
+  EXPECT_EQ(Json(still)["outputs"][0]["data"], nlohmann::json({1.5, -2.0, 3.0}));
+
   auto unload = client_->Send("POST", "/v2/repository/models/echo/unload", acme, "{}");
   ASSERT_TRUE(unload);
   EXPECT_EQ(unload->result_int(), 200) << unload->body();
@@ -237,8 +256,8 @@ TEST_F(ServerTest, ARequestThatCannotStartBeforeItsDeadlineIs504) {
       << metrics->body();
 }
 
-// A tenant may not deploy a command (code execution on the node), nor read model files outside
-// its folder; the admin may.
+// A tenant may not deploy a command (code execution on the node), set the environment, nor read
+// model files outside its folder; the admin may.
 TEST_F(ServerTest, CommandsAreTheAdminsOnly) {
   Start();
   const std::string acme = AddTenant("acme");
@@ -252,6 +271,11 @@ TEST_F(ServerTest, CommandsAreTheAdminsOnly) {
   auto outside = client_->Send("POST", "/api/v1/functions", acme, files);
   ASSERT_TRUE(outside);
   EXPECT_EQ(outside->result_int(), 403) << outside->body();
+  std::string with_env(kEchoSpec);
+  with_env += "env: {LD_PRELOAD: /tmp/x.so}\n";
+  auto env = client_->Send("POST", "/api/v1/functions", acme, with_env);
+  ASSERT_TRUE(env);
+  EXPECT_EQ(env->result_int(), 403) << env->body();
   auto listed = client_->Send("GET", "/api/v1/functions", acme);
   ASSERT_TRUE(listed);
   EXPECT_TRUE(Json(listed)["functions"].empty());

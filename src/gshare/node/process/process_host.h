@@ -41,6 +41,7 @@
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -80,6 +81,9 @@ struct ProcessHostOptions {
   std::string run_dir;      // sockets and logs live here; it must exist
   uid_t first_uid = 70000;  // tenants' uids when the node runs as root
   bool distinct_uids = true;
+  // A tenant's fixed number, so that its uid is first_uid + the number in every run (the server's
+  // registry gives it); unset: numbers in the order tenants are first seen in this run.
+  std::function<Result<std::uint32_t>(const std::string&)> tenant_number{};
   bool cgroups = true;  // false: no instance cgroups even where they are delegated
   std::uint64_t open_files = 1024;
   std::uint64_t pids_max = 512;  // per instance cgroup

@@ -10,6 +10,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -23,6 +24,9 @@ struct TenantIdentityOptions {
   uid_t base_uid = 70000;
   std::uint32_t count = 10000;
   bool switch_uid = true;  // false: the same-uid fallback even as root
+  // A tenant's fixed number (below `count`): its uid is base_uid + the number, the same in every
+  // run of the node. Unset: numbers in the order tenants are first seen in this run.
+  std::function<Result<std::uint32_t>(const std::string&)> number_of{};
 };
 
 class TenantIdentities {

@@ -24,6 +24,27 @@ TEST(TenantIdentitiesTest, DistinctStableUidsPerTenantAsRoot) {
   EXPECT_EQ(third.status().code(), StatusCode::kResourceExhausted);
 }
 
+// With fixed numbers (the server's registry), a tenant's uid does not depend on the order tenants
+// are seen in, so it is the same in every run; a number beyond the range and a lookup that fails
+// are errors.
+TEST(TenantIdentitiesTest, FixedNumbersGiveTheSameUidWhateverTheOrder) {
+  const auto number_of = [](const std::string& tenant) -> Result<std::uint32_t> {
+    if (tenant == "alice") return 7u;
+    if (tenant == "bob") return 3u;
+    if (tenant == "huge") return 10u;
+    return NotFound("no tenant " + tenant);
+  };
+  auto ids = TenantIdentities::Create({.base_uid = 70000, .count = 10, .number_of = number_of}, 0);
+  ASSERT_TRUE(ids.ok());
+  auto b = ids->ForTenant("bob");
+  auto a = ids->ForTenant("alice");
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ((*a)->uid, 70007u);
+  EXPECT_EQ((*b)->uid, 70003u);
+  EXPECT_EQ(ids->ForTenant("huge").status().code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(ids->ForTenant("nobody").status().code(), StatusCode::kNotFound);
+}
+
 TEST(TenantIdentitiesTest, SameUidFallbackWhenNotRootOrTurnedOff) {
   auto not_root = TenantIdentities::Create({}, /*effective_uid=*/1000);
   ASSERT_TRUE(not_root.ok());
