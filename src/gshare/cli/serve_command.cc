@@ -75,7 +75,8 @@ Status ApplyConfig(CLI::App& command, const std::string& path) {
     return InvalidArgument(fmt::format("--config {}: {}", path, error.what()));
   }
   if (root.IsNull()) return Status::Ok();
-  if (!root.IsMap()) return InvalidArgument(fmt::format("--config {}: not a map of settings", path));
+  if (!root.IsMap())
+    return InvalidArgument(fmt::format("--config {}: not a map of settings", path));
   for (const auto& item : root) {
     const std::string key = item.first.as<std::string>();
     CLI::Option* option = key == "config" ? nullptr : command.get_option_no_throw("--" + key);
@@ -133,8 +134,8 @@ Result<std::uint64_t> ParseSize(const std::string& text, const char* flag, std::
                                 std::uint64_t hi) {
   auto value = ParseBytes(text);
   if (!value.ok() || *value < lo || *value > hi) {
-    return InvalidArgument(fmt::format("{}: a size from {} to {}", flag, FormatBytes(lo),
-                                       FormatBytes(hi)));
+    return InvalidArgument(
+        fmt::format("{}: a size from {} to {}", flag, FormatBytes(lo), FormatBytes(hi)));
   }
   return *value;
 }
@@ -173,32 +174,33 @@ Result<serve::ServerOptions> MakeOptions(const ServeFlags& flags) {
   auto granularity = SliceGranularity::Parse(flags.slice_granularity);
   if (!granularity.ok()) return granularity.status().WithContext("--slice-granularity");
   if (gpu_memory < granularity->bytes()) {
-    return InvalidArgument(fmt::format(
-        "--gpu-memory {} is less than one slice (--slice-granularity {})", FormatBytes(gpu_memory),
-        FormatBytes(granularity->bytes())));
+    return InvalidArgument(
+        fmt::format("--gpu-memory {} is less than one slice (--slice-granularity {})",
+                    FormatBytes(gpu_memory), FormatBytes(granularity->bytes())));
   }
-  GSHARE_ASSIGN_OR_RETURN(options.node.devices,
-                          MakeDeviceOptions(flags.device,
-                                            fmt::format("{}x{}", flags.gpus, gpu_memory),
-                                            flags.link_bandwidth));
+  GSHARE_ASSIGN_OR_RETURN(
+      options.node.devices,
+      MakeDeviceOptions(flags.device, fmt::format("{}x{}", flags.gpus, gpu_memory),
+                        flags.link_bandwidth));
   if (options.node.devices.emulated.front().link_bytes_per_second <= 0) {
     return InvalidArgument(
         "--link-bandwidth: the live node needs a paced link (12GB/s, say), which the scheduler "
         "can plan with");
   }
   options.node.slice_granularity = *granularity;
-  GSHARE_ASSIGN_OR_RETURN(options.node.snapshot_pool_bytes,
-                          ParseSize(flags.snapshot_pool, "--snapshot-pool", 64 * kMiB, 1024 * kGiB));
+  GSHARE_ASSIGN_OR_RETURN(
+      options.node.snapshot_pool_bytes,
+      ParseSize(flags.snapshot_pool, "--snapshot-pool", 64 * kMiB, 1024 * kGiB));
 
   options.backend.policy = flags.policy;
   options.backend.tenant_max_in_flight = flags.tenant_max_in_flight;
-  GSHARE_ASSIGN_OR_RETURN(options.backend.instance_keep,
-                          ParseMillis(flags.instance_keep, "--instance-keep", second,
-                                      std::chrono::hours(24 * 7)));
+  GSHARE_ASSIGN_OR_RETURN(
+      options.backend.instance_keep,
+      ParseMillis(flags.instance_keep, "--instance-keep", second, std::chrono::hours(24 * 7)));
   if (flags.tenant_gpu_memory != "0") {
-    GSHARE_ASSIGN_OR_RETURN(options.tenant_gpu_memory_bytes,
-                            ParseSize(flags.tenant_gpu_memory, "--tenant-gpu-memory", kMiB,
-                                      1024 * 1024 * kGiB));
+    GSHARE_ASSIGN_OR_RETURN(
+        options.tenant_gpu_memory_bytes,
+        ParseSize(flags.tenant_gpu_memory, "--tenant-gpu-memory", kMiB, 1024 * 1024 * kGiB));
   }
   std::error_code error;
   const auto self = std::filesystem::read_symlink("/proc/self/exe", error);
@@ -230,11 +232,13 @@ int RunServe(CLI::App& command, const ServeFlags& flags) {
   }
   const GpuType& gpu = s.gpu_type();
   if (!s.node().inventory().note().empty()) spdlog::info("{}", s.node().inventory().note());
-  spdlog::info("gshare serve: {} emulated GPUs with {} for slices each, {} policy, {} functions "
-               "deployed from {}",
-               s.node().inventory().devices().size(), FormatBytes(gpu.memory_bytes), flags.policy,
-               s.deployed_at_start(), flags.data_dir);
-  std::printf("listening on http://%s:%u\n", flags.listen.substr(0, flags.listen.rfind(':')).c_str(),
+  spdlog::info(
+      "gshare serve: {} emulated GPUs with {} for slices each, {} policy, {} functions "
+      "deployed from {}",
+      s.node().inventory().devices().size(), FormatBytes(gpu.memory_bytes), flags.policy,
+      s.deployed_at_start(), flags.data_dir);
+  std::printf("listening on http://%s:%u\n",
+              flags.listen.substr(0, flags.listen.rfind(':')).c_str(),
               static_cast<unsigned>(s.port()));
   std::fflush(stdout);
 
@@ -261,8 +265,7 @@ void AddServeCommand(CLI::App& app, CommandContext& context) {
                   "YAML map of these settings by long name (listen: 127.0.0.1:8080); the command "
                   "line wins");
   cmd->add_option("--listen", flags->listen, "HOST:PORT to listen on")->capture_default_str();
-  cmd->add_option("--data-dir", flags->data_dir,
-                  "Registry (gshare.db), keys, model files, logs")
+  cmd->add_option("--data-dir", flags->data_dir, "Registry (gshare.db), keys, model files, logs")
       ->capture_default_str();
   cmd->add_option("--admin-key-file", flags->admin_key_file,
                   "Read the admin key from this file (mode 0600); default: DATA_DIR/admin.key, "

@@ -1,9 +1,9 @@
 #include "gshare/serve/front.h"
 
-#include "gshare/serve/http_util.h"
 #include <cctype>
 #include <nlohmann/json.hpp>
 #include <utility>
+#include "gshare/serve/http_util.h"
 
 namespace gshare::serve {
 namespace {
@@ -142,8 +142,7 @@ void Front::Infer(const net::ServerRequest& request, net::Responder responder,
   std::optional<std::string> id = parsed->id;
   const std::uint64_t ticket = backend_.Infer(
       tenant, model.name, std::move(parsed).value(), deadline,
-      [responder, id = std::move(id),
-       name = model.name](Result<InferResponse> result) {
+      [responder, id = std::move(id), name = model.name](Result<InferResponse> result) {
         if (!result.ok()) {
           const Status& status = result.status();
           if (status.code() == StatusCode::kNotFound) return responder.Respond(ModelNotFound(name));

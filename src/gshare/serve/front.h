@@ -73,8 +73,8 @@ class InferenceBackend {
   // start before `deadline`, and never ran) 504, anything else 500. The message reaches the
   // client as it is, except NotFound's, which the front replaces so that it leaks nothing.
   // Returns a ticket for Cancel (0: nothing to cancel).
-  virtual std::uint64_t Infer(std::string_view tenant, std::string_view model,
-                              InferRequest request, TimePoint deadline, InferCallback done) = 0;
+  virtual std::uint64_t Infer(std::string_view tenant, std::string_view model, InferRequest request,
+                              TimePoint deadline, InferCallback done) = 0;
   // The client of request `ticket` went away: where it has not started it never will, and its
   // `done` is called with Cancelled; where it has, it finishes and its answer is dropped. A ticket
   // already answered is ignored. Called from any thread, after or concurrently with `done`.

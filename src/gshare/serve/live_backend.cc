@@ -430,9 +430,9 @@ Status LiveBackend::Admit(const FunctionSpec& spec, bool by_admin) const {
         spec.name));
   }
   if (!by_admin && !spec.working_dir.empty() && !Inside(spec.working_dir, models)) {
-    return PermissionDenied(
-        fmt::format("function '{}': working_dir {} is outside the tenant's model folder on the node",
-                    spec.name, spec.working_dir));
+    return PermissionDenied(fmt::format(
+        "function '{}': working_dir {} is outside the tenant's model folder on the node", spec.name,
+        spec.working_dir));
   }
   for (const std::string& file : spec.model_files) {
     if (!by_admin && !Inside(file, models)) {

@@ -26,12 +26,12 @@
 #pragma once
 
 #include <atomic>
-#include <future>
 #include <condition_variable>
 #include <filesystem>
+#include <future>
 #include <map>
-#include <mutex>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -92,8 +92,7 @@ class LiveBackend final : public InferenceBackend, public Deployer, private Requ
 
   // InferenceBackend.
   bool Ready() const override;
-  std::optional<ModelInfo> FindModel(std::string_view tenant,
-                                     std::string_view name) const override;
+  std::optional<ModelInfo> FindModel(std::string_view tenant, std::string_view name) const override;
   std::uint64_t Infer(std::string_view tenant, std::string_view model, InferRequest request,
                       TimePoint deadline, InferCallback done) override;
   void Cancel(std::uint64_t ticket) override;

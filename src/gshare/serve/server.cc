@@ -5,8 +5,8 @@
 #include <sys/stat.h>
 
 #include <cerrno>
-#include <limits>
 #include <cstring>
+#include <limits>
 
 #include "gshare/serve/data_dir.h"
 #include "gshare/serve/http_util.h"
@@ -53,8 +53,8 @@ Result<std::unique_ptr<Server>> Server::Start(ServerOptions options) {
   options.backend.data_dir = options.data_dir;
   // A tenant's function processes run as first_uid + its registry number, the same in every run,
   // so that files it was given stay its own.
-  options.backend.host.tenant_number = [registry = s.registry_.get()](
-                                           const std::string& tenant) -> Result<std::uint32_t> {
+  options.backend.host.tenant_number =
+      [registry = s.registry_.get()](const std::string& tenant) -> Result<std::uint32_t> {
     GSHARE_ASSIGN_OR_RETURN(const TenantRecord record, registry->GetTenant(tenant));
     if (record.id < 0 || record.id > std::numeric_limits<std::uint32_t>::max()) {
       return OutOfRange(fmt::format("tenant '{}' has number {}", tenant, record.id));
@@ -68,15 +68,14 @@ Result<std::unique_ptr<Server>> Server::Start(ServerOptions options) {
   management.data_dir = options.data_dir;
   management.admin_key_hash = s.admin_hash_;
   management.tenant_gpu_memory_bytes = options.tenant_gpu_memory_bytes;
-  s.management_ =
-      std::make_unique<ManagementApi>(management, *s.registry_, *s.keys_, *s.backend_);
+  s.management_ = std::make_unique<ManagementApi>(management, *s.registry_, *s.keys_, *s.backend_);
   GSHARE_ASSIGN_OR_RETURN(s.deployed_at_start_, s.management_->DeployAll());
   s.options_ = std::move(options);
   GSHARE_ASSIGN_OR_RETURN(
-      s.http_, net::HttpServer::Start(s.options_.http, [&s](net::ServerRequest request,
-                                                            net::Responder responder) {
-        s.Handle(std::move(request), std::move(responder));
-      }));
+      s.http_, net::HttpServer::Start(s.options_.http,
+                                      [&s](net::ServerRequest request, net::Responder responder) {
+                                        s.Handle(std::move(request), std::move(responder));
+                                      }));
   return server;
 }
 
@@ -99,7 +98,8 @@ void Server::Wait() {
 }
 
 void Server::Handle(net::ServerRequest request, net::Responder responder) {
-  const std::string_view path = std::string_view(request.target).substr(0, request.target.find('?'));
+  const std::string_view path =
+      std::string_view(request.target).substr(0, request.target.find('?'));
   if (path == "/metrics") return HandleMetrics(request, responder);
   if (path == "/api/v1/node") return HandleNode(request, responder);
   if (ManagementApi::Serves(request.target)) {
@@ -134,16 +134,16 @@ void Server::HandleNode(const net::ServerRequest& request, const net::Responder&
     return;
   }
   const GpuType& gpu = gpu_type_;
-  responder.Respond(JsonResponse(
-      200, {{"policy", options_.backend.policy},
-            {"gpus", node_->inventory().devices().size()},
-            {"slice_granularity_bytes", options_.node.slice_granularity.bytes()},
-            {"gpu_type",
-             {{"name", gpu.name},
-              {"memory_bytes", gpu.memory_bytes},
-              {"h2d_bytes_per_second", gpu.h2d_bytes_per_second},
-              {"restore_overhead_seconds", ToSeconds(gpu.restore_overhead)},
-              {"price_per_hour_usd", gpu.price_per_hour_usd}}}}));
+  responder.Respond(
+      JsonResponse(200, {{"policy", options_.backend.policy},
+                         {"gpus", node_->inventory().devices().size()},
+                         {"slice_granularity_bytes", options_.node.slice_granularity.bytes()},
+                         {"gpu_type",
+                          {{"name", gpu.name},
+                           {"memory_bytes", gpu.memory_bytes},
+                           {"h2d_bytes_per_second", gpu.h2d_bytes_per_second},
+                           {"restore_overhead_seconds", ToSeconds(gpu.restore_overhead)},
+                           {"price_per_hour_usd", gpu.price_per_hour_usd}}}}));
 }
 
 void Server::HandleMetrics(const net::ServerRequest& request, const net::Responder& responder) {

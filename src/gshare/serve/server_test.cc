@@ -149,9 +149,8 @@ TEST_F(ServerTest, ATenantDeploysCallsAndKeepsItsFunctionAcrossARestart) {
   if (std::system("command -v promtool >/dev/null 2>&1") == 0) {
     const std::filesystem::path exposition = dir_.path() / "metrics.txt";
     std::ofstream(exposition) << metrics->body();
-    const std::string command =
-        "promtool check metrics < '" + exposition.string() + "' > '" + exposition.string() +
-        ".out' 2>&1";
+    const std::string command = "promtool check metrics < '" + exposition.string() + "' > '" +
+                                exposition.string() + ".out' 2>&1";
     EXPECT_EQ(std::system(command.c_str()), 0) << ReadFile(exposition.string() + ".out");
   } else {
     const char* ci = std::getenv("CI");

@@ -63,11 +63,10 @@ ProcessHost::ProcessHost(boost::asio::io_context& loop, std::vector<InstanceComm
   std::error_code error;
   const auto absolute = std::filesystem::absolute(run_dir_, error);
   if (!error) run_dir_ = absolute.lexically_normal().string();
-  auto identities = TenantIdentities::Create(
-      {.base_uid = options_.first_uid,
-       .switch_uid = options_.distinct_uids,
-       .number_of = options_.tenant_number},
-      ::geteuid());
+  auto identities = TenantIdentities::Create({.base_uid = options_.first_uid,
+                                              .switch_uid = options_.distinct_uids,
+                                              .number_of = options_.tenant_number},
+                                             ::geteuid());
   if (identities.ok()) {
     identities_.emplace(std::move(identities).value());
   } else {
