@@ -195,6 +195,15 @@ void LiveBackend::Shutdown() {
   loop_stopped_ = true;
 }
 
+std::vector<pid_t> LiveBackend::FunctionPids() {
+  std::vector<pid_t> pids;
+  (void)OnLoop([&]() {
+    pids = host_->pids();
+    return Status::Ok();
+  });
+  return pids;
+}
+
 void LiveBackend::PublishMetrics() {
   if (executor_ != nullptr && feed_ != nullptr) feed_->Publish(executor_->Now());
 }

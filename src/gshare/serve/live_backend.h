@@ -85,6 +85,8 @@ class LiveBackend final : public InferenceBackend, public Deployer, private Requ
   // For tests and tools in the server's process; clients poll /v2/models/{name}/ready.
   Result<ModelStatus> WaitUntilSettled(std::string_view tenant, std::string_view name,
                                        std::chrono::milliseconds limit) EXCLUDES(mutex_);
+  // The pids of the function processes running now (tests; memory sampling).
+  std::vector<pid_t> FunctionPids();
   // Brings the accounting counters up to now (before a /metrics exposition).
   void PublishMetrics();
   // The first scheduler contract violation, or OK (a bug; the server logs it).

@@ -4,13 +4,18 @@
 // executor and the function protocol.
 #include "gshare/serve/server.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/stat.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "gshare/serve/http_client_for_test.h"
 #include "gshare/serve/temp_dir_for_test.h"
@@ -253,6 +258,48 @@ TEST_F(ServerTest, ARequestThatCannotStartBeforeItsDeadlineIs504) {
           R"(gshare_requests_total{function="echo",tenant="acme",outcome="deadline_exceeded"} 1)"),
       std::string::npos)
       << metrics->body();
+}
+
+// A function process killed while requests are in flight on it: every request gets exactly one
+// answer (200, or an error), none is lost, and the function serves again afterwards.
+TEST_F(ServerTest, AFunctionKilledMidRequestLosesNoRequest) {
+  Start();
+  const std::string acme = AddTenant("acme");
+  Deploy(acme, kEchoSpec, "echo");
+  constexpr int kClients = 8;
+  constexpr int kPerClient = 40;
+  std::vector<std::vector<int>> statuses(kClients);
+  std::atomic<int> answered{0};
+  std::vector<std::thread> clients;
+  for (int c = 0; c < kClients; ++c) {
+    clients.emplace_back([&, c] {
+      for (int i = 0; i < kPerClient; ++i) {
+        HttpClientForTest client(server_->port());
+        auto answer = client.Send("POST", "/v2/models/echo/infer", acme,
+                                  EchoRequest(fmt::format("{}-{}", c, i)));
+        statuses[c].push_back(answer ? answer->result_int() : 0);
+        ++answered;
+      }
+    });
+  }
+  // Once some requests are answered (others are in flight), the instance is killed.
+  while (answered.load() < kClients * kPerClient / 4) std::this_thread::yield();
+  const std::vector<pid_t> pids = server_->backend().FunctionPids();
+  ASSERT_FALSE(pids.empty());
+  for (const pid_t pid : pids) ::kill(pid, SIGKILL);
+  for (std::thread& client : clients) client.join();
+  int ok = 0;
+  for (const auto& client : statuses) {
+    ASSERT_EQ(client.size(), static_cast<std::size_t>(kPerClient));
+    for (const int status : client) {
+      EXPECT_NE(status, 0) << "a request got no answer";
+      if (status == 200) ++ok;
+    }
+  }
+  EXPECT_GT(ok, 0);
+  auto after = client_->Send("POST", "/v2/models/echo/infer", acme, EchoRequest("after"));
+  ASSERT_TRUE(after);
+  EXPECT_EQ(after->result_int(), 200) << after->body();
 }
 
 // A tenant may not deploy a command (code execution on the node), set the environment, nor read
