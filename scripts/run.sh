@@ -26,10 +26,11 @@ chmod 0711 "$DATA"
 ./build/gshare serve --data-dir "$DATA/data" --listen 127.0.0.1:0 --gpus 2 --gpu-memory 4Gi \
   --link-bandwidth 12GB/s --snapshot-pool 1Gi >"$OUT/serve.out" 2>"$OUT/serve.log" &
 SERVER=$!
+SERVER_STATUS=0
 stop_server() {
   if kill -0 "$SERVER" 2>/dev/null; then
     kill -TERM "$SERVER"
-    wait "$SERVER" || true
+    wait "$SERVER" || SERVER_STATUS=$?
   fi
   rm -rf "$DATA"
 }
@@ -57,5 +58,9 @@ status=0
 
 stop_server
 trap - EXIT
-echo "the server stopped: $(tail -n 1 "$OUT/serve.log")"
+echo "the server stopped (exit status $SERVER_STATUS): $(tail -n 1 "$OUT/serve.log")"
+if [ "$SERVER_STATUS" -ne 0 ]; then
+  echo "gshare serve did not stop cleanly; its log is $OUT/serve.log" >&2
+  [ "$status" -ne 0 ] || status=1
+fi
 exit "$status"
