@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -76,7 +77,9 @@ class ServerTest : public ::testing::Test {
   void Start() {
     // The tenants' uids (where the test runs as root) enter the data directory.
     ::chmod(dir_.path().c_str(), 0711);
-    auto server = Server::Start(Options(dir_.path()));
+    ServerOptions options = Options(dir_.path());
+    options.backend.tenant_max_in_flight = quota_;
+    auto server = Server::Start(std::move(options));
     ASSERT_TRUE(server.ok()) << server.status().ToString();
     server_ = std::move(server).value();
     client_ = std::make_unique<HttpClientForTest>(server_->port());
@@ -106,6 +109,7 @@ class ServerTest : public ::testing::Test {
         << ReadFile(dir_.path() / "data" / "run" / "logs" / tenant / (std::string(name) + ".log"));
   }
 
+  std::size_t quota_ = 0;  // a tenant's in-flight quota for the next Start
   TempDirForTest dir_;
   std::unique_ptr<Server> server_;
   std::unique_ptr<HttpClientForTest> client_;
@@ -300,6 +304,46 @@ TEST_F(ServerTest, AFunctionKilledMidRequestLosesNoRequest) {
   auto after = client_->Send("POST", "/v2/models/echo/infer", acme, EchoRequest("after"));
   ASSERT_TRUE(after);
   EXPECT_EQ(after->result_int(), 200) << after->body();
+}
+
+// A tenant with its quota of unanswered requests gets 429 for one more, and is served again once
+// one is answered. The function's process is stopped (SIGSTOP) so that a request stays in flight.
+TEST_F(ServerTest, ATenantOverItsInFlightQuotaGets429) {
+  quota_ = 1;
+  Start();
+  const std::string acme = AddTenant("acme");
+  Deploy(acme, kEchoSpec, "echo");
+  auto warm = client_->Send("POST", "/v2/models/echo/infer", acme, EchoRequest("warm"));
+  ASSERT_TRUE(warm);
+  ASSERT_EQ(warm->result_int(), 200) << warm->body();
+  const std::vector<pid_t> pids = server_->backend().FunctionPids();
+  ASSERT_FALSE(pids.empty());
+  for (const pid_t pid : pids) ::kill(pid, SIGSTOP);
+  std::optional<HttpClientResponse> held;
+  std::thread first([&] {
+    HttpClientForTest client(server_->port());
+    held = client.Send("POST", "/v2/models/echo/infer", acme, EchoRequest("held"));
+  });
+  // Wait until the held request has reached the stopped process (its run started).
+  const std::string started =
+      R"(gshare_request_queue_seconds_count{function="echo",tenant="acme"} 2)";
+  bool reached = false;
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (!reached && std::chrono::steady_clock::now() < give_up) {
+    auto metrics = client_->Send("GET", "/metrics", kAdminKey);
+    reached = metrics && metrics->body().find(started) != std::string::npos;
+  }
+  EXPECT_TRUE(reached);
+  auto over = client_->Send("POST", "/v2/models/echo/infer", acme, EchoRequest("over"));
+  ASSERT_TRUE(over);
+  EXPECT_EQ(over->result_int(), 429) << over->body();
+  for (const pid_t pid : pids) ::kill(pid, SIGCONT);
+  first.join();
+  ASSERT_TRUE(held);
+  EXPECT_EQ(held->result_int(), 200) << held->body();
+  auto again = client_->Send("POST", "/v2/models/echo/infer", acme, EchoRequest("again"));
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->result_int(), 200) << again->body();
 }
 
 // A tenant may not deploy a command (code execution on the node), set the environment, nor read
