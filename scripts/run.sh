@@ -19,11 +19,25 @@ rm -rf "$OUT"
 mkdir -p "$OUT"
 DATA="$(mktemp -d /tmp/gshare-live.XXXXXX)"
 chmod 0711 "$DATA"
+# The programs, the example catalog and its weights where the tenants' function processes can
+# reach them: as root the server runs those as the tenants' uids, and a checkout under /root is
+# closed to them. gshare-function must sit beside gshare.
+mkdir -p "$DATA/bin"
+chmod 0755 "$DATA/bin"
+cp build/gshare build/gshare-function "$DATA/bin/"
+chmod 0755 "$DATA/bin/gshare" "$DATA/bin/gshare-function"
+CATALOG="$DATA/examples/catalog.yaml"
+mkdir -p "$DATA/examples"
+chmod 0755 "$DATA/examples"
+cp examples/catalog.yaml "$CATALOG"
+./build/gshare examples weights --out "$DATA/examples/weights" >/dev/null
+chmod 0755 "$DATA/examples/weights"
+chmod 0644 "$DATA/examples/weights/"*
 
 ./build/gshare workload --catalog examples/catalog.yaml --duration "$DURATION" --seed 1 --rps 20 \
   --out "$OUT/workload"
 
-./build/gshare serve --data-dir "$DATA/data" --listen 127.0.0.1:0 --gpus 2 --gpu-memory 4Gi \
+"$DATA/bin/gshare" serve --data-dir "$DATA/data" --listen 127.0.0.1:0 --gpus 2 --gpu-memory 4Gi \
   --link-bandwidth 12GB/s --snapshot-pool 1Gi >"$OUT/serve.out" 2>"$OUT/serve.log" &
 SERVER=$!
 SERVER_STATUS=0
@@ -52,7 +66,7 @@ done
 echo "gshare serve is listening on $URL (log: $OUT/serve.log)"
 
 status=0
-./build/gshare replay --url "$URL" --catalog examples/catalog.yaml \
+./build/gshare replay --url "$URL" --catalog "$CATALOG" \
   --trace "$OUT/workload/invocations.csv" --admin-key-file "$DATA/data/admin.key" \
   --out "$OUT" || status=$?
 
