@@ -10,6 +10,7 @@
 # and wrk (Debian package wrk). The figures in docs/serve.md come from this script.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/serve-url.sh
 SECONDS_TO_RUN="${1:-20}"
 CONNECTIONS="${2:-64}"
 POLICY="${3:-gshare}"
@@ -26,14 +27,7 @@ cleanup() {
   rm -rf "$WORK"
 }
 trap cleanup EXIT
-URL=""
-for _ in $(seq 1 600); do
-  URL="$(sed -n 's/^listening on \(http:.*\)$/\1/p' "$WORK/serve.out")"
-  [ -n "$URL" ] && break
-  kill -0 "$SERVER" 2>/dev/null || { cat "$WORK/serve.log" >&2; exit 1; }
-  sleep 0.1
-done
-[ -n "$URL" ] || { echo "gshare serve did not listen" >&2; exit 1; }
+URL="$(serve_url "$SERVER" "$WORK/serve.out" "$WORK/serve.log")" || exit 1
 ADMIN="$(cat "$WORK/data/admin.key")"
 KEY="$(curl -sf -XPOST -H "Authorization: Bearer $ADMIN" -d '{"name":"bench"}' \
   "$URL/api/v1/tenants" | sed -n 's/.*"key":"\([^"]*\)".*/\1/p')"

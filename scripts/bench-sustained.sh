@@ -8,6 +8,7 @@
 # Needs the build (scripts/build.sh). The figures in docs/serve.md come from this script.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/serve-url.sh
 RATE="${1:-20000}"
 DURATION="${2:-60}"
 CONCURRENCY="${3:-256}"
@@ -38,14 +39,7 @@ cleanup() {
   rm -rf "$WORK"
 }
 trap cleanup EXIT
-URL=""
-for _ in $(seq 1 600); do
-  URL="$(sed -n 's/^listening on \(http:.*\)$/\1/p' "$WORK/serve.out")"
-  [ -n "$URL" ] && break
-  kill -0 "$SERVER" 2>/dev/null || { cat "$WORK/serve.log" >&2; exit 1; }
-  sleep 0.1
-done
-[ -n "$URL" ] || { echo "gshare serve did not listen" >&2; exit 1; }
+URL="$(serve_url "$SERVER" "$WORK/serve.out" "$WORK/serve.log")" || exit 1
 ( while kill -0 "$SERVER" 2>/dev/null; do
     echo "$(date +%s) $(awk '/VmRSS/ {print $2}' /proc/"$SERVER"/status) kB"
     sleep 5

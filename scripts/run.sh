@@ -11,6 +11,7 @@
 # where the server runs as root); its log is out/live/serve.log.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/serve-url.sh
 bash scripts/build.sh
 
 DURATION="${1:-5m}"
@@ -51,18 +52,7 @@ stop_server() {
 trap stop_server EXIT
 
 # The server prints its address once it listens (the port is chosen by the kernel).
-URL=""
-for _ in $(seq 1 600); do
-  URL="$(sed -n 's/^listening on \(http:.*\)$/\1/p' "$OUT/serve.out")"
-  [ -n "$URL" ] && break
-  if ! kill -0 "$SERVER" 2>/dev/null; then
-    echo "gshare serve did not start:" >&2
-    cat "$OUT/serve.log" >&2
-    exit 1
-  fi
-  sleep 0.1
-done
-[ -n "$URL" ] || { echo "gshare serve did not listen within 60 s" >&2; exit 1; }
+URL="$(serve_url "$SERVER" "$OUT/serve.out" "$OUT/serve.log")" || exit 1
 echo "gshare serve is listening on $URL (log: $OUT/serve.log)"
 
 status=0
