@@ -152,7 +152,7 @@ int RunCompare(const CompareFlags& flags) {
   SelectAtSlo(summary);
 
   CompareInfo info;
-  info.trace_path = flags.source.trace;
+  info.trace_path = workload->trace_path;
   info.trace_format = workload->trace_format;
   info.gpu_type = reader->gpu().name;
   info.requests = workload->requests.size();

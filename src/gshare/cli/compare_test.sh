@@ -80,8 +80,8 @@ for policy, points in doc["policies"].items():
             assert set(ci) == {"slo_attainment", "gpu_seconds", "cost_usd"}, sorted(ci)
             for k, interval in ci.items():
                 assert pair(interval) and interval[0] <= p[k] + 1e-9 <= interval[1] + 2e-9, (k, p)
-    # The default grids: 3 x 3, 3 x 2, 3 x 3 settings, each listed once.
-    assert len(points) == {"keepalive": 12, "faaswap": 6, "gshare": 9}[policy], len(points)
+    # The default grids: 4 x 4, 3 x 3, 3 x 3 settings, each listed once.
+    assert len(points) == {"keepalive": 16, "faaswap": 9, "gshare": 9}[policy], len(points)
     assert len({json.dumps(p["knobs"], sort_keys=True) for p in points}) == len(points)
     # at_equal_slo: the cheapest point whose attainment reaches the target, else null.
     reaching = [p for p in points if p["slo_attainment"] >= target]
@@ -140,6 +140,26 @@ if "$gshare" "${compare[@]}" --policy keepalive --knob keepalive.keep_alive=30s,
 else
   fail "knob override"
 fi
+
+# --generate: each seed generates its own workload, so two seeds give intervals of some width
+# without any noise.
+if "$gshare" compare --quiet --generate functions=20,duration=1m,slo-factor=3 --seeds 2 \
+     --slo-target 0.5 --out "$work/gen2" >/dev/null; then
+  check_contract contract_generated "$work/gen2" 2
+  python3 -c '
+import json, sys
+points = json.load(open(sys.argv[1]))["policies"]["gshare"]
+sys.exit(0 if all(p["ci95"]["gpu_seconds"][1] > p["ci95"]["gpu_seconds"][0] for p in points) else 1)' "$work/gen2/pareto.json" &&
+    pass || fail "--generate: the seeds generate different workloads"
+else
+  fail "compare --generate"
+fi
+expect_error generate_zero "generate: functions: '0' is not a whole number" compare --quiet --generate functions=0,duration=1m
+expect_error generate_key "generate: unknown key 'rate'" compare --quiet --generate functions=5,duration=1m,rate=3
+expect_error generate_long "generate: duration: '30d' is outside" compare --quiet --generate functions=5,duration=30d
+expect_error generate_factor "generate: slo-factor: 'nan' is not a number" compare --quiet --generate functions=5,duration=1m,slo-factor=nan
+expect_error generate_and_catalog "excludes" compare --quiet --generate functions=5,duration=1m --catalog "$work/w/catalog.yaml"
+expect_error no_source "catalog and --trace are required" compare --quiet
 
 expect_error slo_zero "slo-target: '0' is outside (0, 1]" "${compare[@]}" --slo-target 0
 expect_error slo_high "slo-target: '1.5' is outside" "${compare[@]}" --slo-target 1.5

@@ -79,7 +79,7 @@ int RunSim(const SimFlags& flags) {
   auto workload = reader->Read(flags.seed, *noise);
   if (!workload.ok()) return Fail(workload.status());
 
-  RunInfo info{flags.seed, flags.source.trace, workload->trace_format, reader->gpu().name,
+  RunInfo info{flags.seed, workload->trace_path, workload->trace_format, reader->gpu().name,
                FormatExecNoise(*noise)};
   const double span =
       workload->requests.empty() ? 0 : SinceEpochSeconds(workload->requests.back().arrival);
@@ -155,10 +155,10 @@ void AddSimCommand(CLI::App& app, CommandContext& context) {
                   "fraction of max_batch (Knative's target percentage)")
       ->check(FiniteIn(0.05, 10))
       ->capture_default_str();
-  cmd->add_option(
-         "--safety-margin", flags->safety_margin,
-         "gshare: safety margin on predicted execution (x (1 + margin)); the starting margin, "
-         "which adapts toward 0.99 attainment except in gshare-fixed-margin")
+  cmd->add_option("--safety-margin", flags->safety_margin,
+                  "gshare: safety margin on predicted execution (x (1 + margin)); fixed, except in "
+                  "gshare-adaptive-margin, where it is the starting margin and adapts toward 0.99 "
+                  "attainment")
       ->check(FiniteIn(0, 10))
       ->capture_default_str();
   cmd->add_option("--quantum", flags->quantum, "Time-slice quantum of GPU compute")

@@ -2,13 +2,25 @@
 
 #include <fmt/format.h>
 
+#include <charconv>
+#include <cmath>
+#include <string_view>
+
 #include "gshare/sched/policy_registry.h"
+#include "gshare/sim/workload/model_catalog.h"
 
 namespace gshare::cli {
 
 void AddTraceSourceOptions(CLI::App* cmd, TraceSource& source, std::vector<std::string>& policies) {
-  cmd->add_option("--catalog", source.catalog, "Function catalog (YAML)")->required();
-  cmd->add_option("--trace", source.trace, "Trace file")->required();
+  CLI::Option* catalog = cmd->add_option(
+      "--catalog", source.catalog, "Function catalog (YAML); with --trace, unless --generate");
+  CLI::Option* trace = cmd->add_option("--trace", source.trace, "Trace file");
+  cmd->add_option("--generate", source.generate,
+                  "Instead of --catalog and --trace: functions=N,duration=D[,slo-factor=F], the "
+                  "workload `gshare workload --functions N --duration D --slo-factor F --seed S` "
+                  "writes, generated for each seed S")
+      ->excludes(catalog)
+      ->excludes(trace);
   cmd->add_option("--trace-format", source.trace_format,
                   "invocations, azure-2019, azure-2021 or azure-llm")
       ->capture_default_str();
@@ -32,10 +44,79 @@ Status CheckPolicyNames(const std::vector<std::string>& policies) {
   return Status::Ok();
 }
 
+namespace {
+
+// The longest workload --generate makes: a week.
+constexpr Duration kMaxGeneratedDuration = std::chrono::hours(24 * 7);
+
+Result<GeneratorOptions> ParseGenerateSpec(std::string_view spec) {
+  GeneratorOptions options;
+  bool functions = false;
+  bool duration = false;
+  while (!spec.empty()) {
+    const std::size_t comma = spec.find(',');
+    const std::string_view item = spec.substr(0, comma);
+    spec = comma == std::string_view::npos ? std::string_view() : spec.substr(comma + 1);
+    const std::size_t eq = item.find('=');
+    if (eq == std::string_view::npos) {
+      return InvalidArgument(fmt::format("'{}': expected KEY=VALUE", item));
+    }
+    const std::string_view key = item.substr(0, eq);
+    const std::string value(item.substr(eq + 1));
+    if (key == "functions") {
+      std::int64_t n = 0;
+      const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
+      if (ec != std::errc() || end != value.data() + value.size() || n < 1 || n > 1'000'000) {
+        return InvalidArgument(
+            fmt::format("functions: '{}' is not a whole number in [1, 1000000]", value));
+      }
+      options.functions = static_cast<int>(n);
+      functions = true;
+    } else if (key == "duration") {
+      auto parsed = ParseDuration(value);
+      if (!parsed.ok()) return parsed.status().WithContext("duration");
+      options.duration = *parsed;
+      if (options.duration <= Duration::zero() || options.duration > kMaxGeneratedDuration) {
+        return InvalidArgument(fmt::format("duration: '{}' is outside (0, 7d]", value));
+      }
+      duration = true;
+    } else if (key == "slo-factor") {
+      double f = 0;
+      const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), f);
+      if (ec != std::errc() || end != value.data() + value.size() || !std::isfinite(f) || f < 1 ||
+          f > 100) {
+        return InvalidArgument(fmt::format("slo-factor: '{}' is not a number in [1, 100]", value));
+      }
+      options.slo_factor = f;
+    } else {
+      return InvalidArgument(
+          fmt::format("unknown key '{}' (known: functions, duration, slo-factor)", key));
+    }
+  }
+  if (!functions || !duration) {
+    return InvalidArgument("expected functions=N,duration=D[,slo-factor=F]");
+  }
+  return options;
+}
+
+}  // namespace
+
 Result<WorkloadReader> WorkloadReader::Open(const TraceSource& source) {
   WorkloadReader reader;
   reader.source_ = source;
-  GSHARE_ASSIGN_OR_RETURN(reader.catalog_, LoadCatalog(source.catalog));
+  if (!source.generate.empty()) {
+    auto spec = ParseGenerateSpec(source.generate);
+    if (!spec.ok()) return spec.status().WithContext("--generate");
+    reader.generator_ = std::move(spec).value();
+    reader.generated_ = true;
+    // A generated catalog has the GPU types of the built-in profiles.
+    GSHARE_ASSIGN_OR_RETURN(reader.catalog_, BuiltinModelCatalog());
+  } else {
+    if (source.catalog.empty() || source.trace.empty()) {
+      return InvalidArgument("--catalog and --trace are required (or --generate)");
+    }
+    GSHARE_ASSIGN_OR_RETURN(reader.catalog_, LoadCatalog(source.catalog));
+  }
   GSHARE_ASSIGN_OR_RETURN(reader.format_, ParseTraceFormat(source.trace_format));
   const GpuType* gpu = reader.catalog_.FindGpuType(source.gpu_type);
   if (gpu == nullptr) {
@@ -48,6 +129,17 @@ Result<WorkloadReader> WorkloadReader::Open(const TraceSource& source) {
 }
 
 Result<Workload> WorkloadReader::Read(std::uint64_t seed, const ExecNoise& noise) const {
+  if (generated_) {
+    GeneratorOptions options = generator_;
+    options.seed = seed;
+    GSHARE_ASSIGN_OR_RETURN(GeneratedWorkload generated, GenerateWorkload(options));
+    GSHARE_ASSIGN_OR_RETURN(Workload workload,
+                            BuildWorkload(generated.catalog, generated.trace, gpu_));
+    workload.trace_path = fmt::format("generated:{}", source_.generate);
+    workload.trace_format = "generated";
+    DrawExecNoise(noise, seed, workload);
+    return workload;
+  }
   Catalog catalog = catalog_;
   TraceOptions options;
   options.seed = seed;

@@ -12,6 +12,7 @@
 #include "gshare/model/catalog.h"
 #include "gshare/model/gpu_type.h"
 #include "gshare/sim/workload/exec_noise.h"
+#include "gshare/sim/workload/generator.h"
 #include "gshare/sim/workload/trace_reader.h"
 #include "gshare/sim/workload/workload.h"
 
@@ -24,10 +25,13 @@ struct TraceSource {
   std::string trace_format = "invocations";  // a TraceFormatName
   std::string function;                      // azure-llm: the arrivals' function ("": the first)
   std::string gpu_type = "a100-40gb";        // the type of every GPU
+  // Instead of catalog and trace: "functions=N,duration=D[,slo-factor=F]", a workload that
+  // `gshare workload` would write, generated anew for each seed.
+  std::string generate;
 };
 
-// Adds --catalog, --trace, --trace-format, --function, --gpu-type and --policy to a command
-// (gshare sim, gshare compare), bound to `source` and `policies`.
+// Adds --catalog, --trace, --trace-format, --function, --gpu-type, --generate and --policy to a
+// command (gshare sim, gshare compare), bound to `source` and `policies`.
 void AddTraceSourceOptions(CLI::App* cmd, TraceSource& source, std::vector<std::string>& policies);
 
 // NotFound naming the first of `policies` that PolicyNames does not know (and listing those it
@@ -44,19 +48,22 @@ class WorkloadReader {
   // has).
   static Result<WorkloadReader> Open(const TraceSource& source);
 
-  // Reads the trace with `seed` into a copy of the catalog, builds the workload for the GPU type
-  // (trace_path as the flag gave it) and draws `noise` with `seed`. Errors: those of ReadTrace and
+  // Reads the trace with `seed` into a copy of the catalog (with --generate: generates the
+  // catalog and trace with `seed`), builds the workload for the GPU type (trace_path as the flag
+  // gave it) and draws `noise` with `seed`. Errors: those of ReadTrace, GenerateWorkload and
   // BuildWorkload.
   Result<Workload> Read(std::uint64_t seed, const ExecNoise& noise) const;
 
   // Whether two seeds read different workloads from this trace (TraceFormatDrawsWithSeed).
-  bool TraceDrawsWithSeed() const { return TraceFormatDrawsWithSeed(format_); }
+  bool TraceDrawsWithSeed() const { return generated_ || TraceFormatDrawsWithSeed(format_); }
   const GpuType& gpu() const { return gpu_; }
 
  private:
   WorkloadReader() = default;
 
   TraceSource source_;
+  bool generated_ = false;
+  GeneratorOptions generator_;  // with --generate
   Catalog catalog_;
   TraceFormat format_ = TraceFormat::kInvocations;
   GpuType gpu_;

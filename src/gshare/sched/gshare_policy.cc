@@ -265,7 +265,7 @@ void GSharePolicy::Bind(FunctionId function) {
       placement = FindNewSlice(function, target, own_work);
     }
   }
-  if (!context_.executor->Instances(function).CanBind()) {
+  if (!CanBind(function)) {
     // At its max_instances: it waits for its slices, or for an instance to come free.
     if (fs.slots.empty()) Unplaced(function);
     return;
@@ -306,6 +306,15 @@ void GSharePolicy::Bind(FunctionId function) {
   if (!fs.slots.empty() && placement.finish >= target_existing) return;
   if (placement.needs_eviction && !MakeRoom(placement.slot, SliceBytes(function))) return;
   StartRestore(placement.slot, function);
+}
+
+bool GSharePolicy::CanBind(FunctionId function) const {
+  InstanceView view = context_.executor->Instances(function);
+  const int deferred = functions_[function].deferred;
+  const int from_idle = std::min(view.idle, deferred);
+  view.idle -= from_idle;
+  view.bound += deferred;
+  return view.CanBind();
 }
 
 GSharePolicy::Placement GSharePolicy::FindNewSlice(FunctionId function, const Request& head,
@@ -477,6 +486,7 @@ void GSharePolicy::StartRestore(std::size_t slot, FunctionId function) {
   // Restores go to the copy engine one at a time, so a slice's memory is reserved when its copy
   // starts, not while it waits for the engine.
   gpu.deferred_restores.push_back(function);
+  functions_[function].deferred += 1;
   IssueRestore(slot);
 }
 
@@ -487,6 +497,7 @@ void GSharePolicy::IssueRestore(std::size_t slot) {
   }
   const FunctionId function = gpu.deferred_restores.front();
   gpu.deferred_restores.erase(gpu.deferred_restores.begin());
+  functions_[function].deferred -= 1;
   gpu.restoring = true;
   gpu.restoring_function = function;
   context_.executor->Restore(gpu.gpu, function, gpu.slices.at(function).bytes);
@@ -499,10 +510,20 @@ void GSharePolicy::Dispatch(std::size_t slot) {
     DispatchShared(slot);
     return;
   }
+  // Runs are not preempted: a run started now must not make a more urgent request, whose slice is
+  // still restoring, miss a deadline it would meet by waiting for that slice (the GPU then idles
+  // until the restore ends, and a shorter run that fits before it may go first).
+  const TimePoint now = context_.executor->Now();
+  TimePoint must_start_by = TimePoint::max();
   for (const auto& [key, function] : gpu.waiting) {
     Slice& slice = gpu.slices.at(function);
-    if (!slice.ready) continue;
     FunctionState& fs = functions_[function];
+    if (!slice.ready) {
+      const TimePoint latest =
+          requests_.Get(fs.pending.front()).deadline - PredictExec(function, 1);
+      if (slice.ready_at <= latest) must_start_by = std::min(must_start_by, latest);
+      continue;
+    }
     // Elastic slice: grow it to hold the batch while the GPU has memory free; a batch that
     // cannot get the memory is cut to what fits.
     std::size_t batch = std::min(
@@ -510,6 +531,7 @@ void GSharePolicy::Dispatch(std::size_t slot) {
     const std::uint64_t growable =
         gpu.free_bytes > gpu.copying_bytes ? gpu.free_bytes - gpu.copying_bytes : 0;
     while (batch > 1 && SliceBytes(function, batch) > slice.bytes + growable) --batch;
+    if (knobs_.slack_order && now + PredictExec(function, batch) > must_start_by) continue;
     if (const std::uint64_t need = SliceBytes(function, batch); need > slice.bytes) {
       SetFree(slot, gpu.free_bytes - (need - slice.bytes));
       slice.bytes = need;
@@ -520,7 +542,6 @@ void GSharePolicy::Dispatch(std::size_t slot) {
       batch_.push_back(fs.pending.front());
       fs.pending.pop_front();
     }
-    const TimePoint now = context_.executor->Now();
     gpu.runs.push_back({function, false});
     gpu.busy_until = now + PredictExec(function, batch_.size());
     gpu.idle_generation += 1;
@@ -653,7 +674,9 @@ void GSharePolicy::DropSlice(std::size_t slot, FunctionId function) {
   const std::uint64_t bytes = it->second.bytes;
   gpu.slices.erase(it);
   auto& deferred = gpu.deferred_restores;
-  deferred.erase(std::remove(deferred.begin(), deferred.end(), function), deferred.end());
+  const auto kept = std::remove(deferred.begin(), deferred.end(), function);
+  fs.deferred -= static_cast<int>(deferred.end() - kept);
+  deferred.erase(kept, deferred.end());
   fs.slots.erase(std::find(fs.slots.begin(), fs.slots.end(), slot));
   if (gpu.alive) SetFree(slot, gpu.free_bytes + bytes);
   UpdateKey(function);
@@ -789,6 +812,7 @@ void GSharePolicy::OnGpuLost(GpuId id, std::span<const RequestId> lost, const St
     pool_.Removed(gpu.ready);
   }
   gpu.slices.clear();
+  for (FunctionId f : gpu.deferred_restores) functions_[f].deferred -= 1;
   gpu.deferred_restores.clear();
   gpu.evicting.clear();
   gpu.copying_bytes = 0;

@@ -118,6 +118,7 @@ class GSharePolicy final : public Scheduler {
     bool keyed = false;
     std::uint32_t check_generation = 0;
     int restore_failures = 0;  // in a row
+    int deferred = 0;          // slices whose restore waits in a GPU's deferred_restores
     // Observed inter-arrival gaps, the last kGapHistory (HoldTime).
     static constexpr std::uint8_t kGapHistory = 8;
     std::array<Duration, kGapHistory> gaps{};
@@ -136,6 +137,9 @@ class GSharePolicy final : public Scheduler {
   };
 
   void Bind(FunctionId function);
+  // Whether a new slice of the function can get an instance, counting the slices whose restores
+  // wait for a copy engine (the executor does not know of them yet).
+  bool CanBind(FunctionId function) const;
   // `exec`: the work the new slice does until `head` is done.
   Placement FindNewSlice(FunctionId function, const Request& head, Duration exec);
   // `exec`: the work a new slice does until `request` is done.

@@ -88,8 +88,19 @@ bool KeepAlivePolicy::ShouldScaleOut(FunctionId function) const {
   if (state.queue.empty()) return false;
   // The SLO: the instances there are (ready now, or starting and ready soon) serve the queue in
   // rounds; the newest request finishes after the last round.
+  // The first instance free: an idle one now, else the earliest predicted end of a busy run or
+  // the earliest start (a run predicted to have ended already ends now).
   const TimePoint now = context_.executor->Now();
-  const TimePoint first_free = state.ready > 0 ? now : state.starting_ready.front();
+  TimePoint first_free = TimePoint::max();
+  if (!state.idle.empty()) {
+    first_free = now;
+  } else {
+    if (!state.busy_ends.empty()) first_free = std::max(now, *state.busy_ends.begin());
+    if (!state.starting_ready.empty()) {
+      first_free = std::min(first_free, state.starting_ready.front());
+    }
+    if (first_free == TimePoint::max()) return false;  // no instance will serve: none to wait for
+  }
   const auto max_batch = static_cast<std::size_t>(spec.max_batch);
   const auto batches = (state.queue.size() + max_batch - 1) / max_batch;
   const auto rounds = static_cast<std::int64_t>((batches + servers - 1) / servers);
@@ -203,6 +214,7 @@ void KeepAlivePolicy::OnRunDone(GpuId gpu, FunctionId function, std::span<const 
   const std::uint32_t id = instance_of_gpu_.at(gpu);
   functions_[function].running -= instances_[id].batch;
   instances_[id].batch = 0;
+  EndBusy(id);
   if (result.status.ok()) {
     estimator_.Observe(function, static_cast<int>(batch.size()), result.elapsed);
     Answered(batch);
@@ -214,6 +226,12 @@ void KeepAlivePolicy::OnRunDone(GpuId gpu, FunctionId function, std::span<const 
   if (context_.functions->active(function)) Autoscale(function);
   // faascache: a function waiting for a GPU may take an idle instance's now (by eviction).
   if (greedy_dual_) RetryStarved();
+}
+
+void KeepAlivePolicy::EndBusy(std::uint32_t id) {
+  Instance& instance = instances_[id];
+  auto& ends = functions_[instance.function].busy_ends;
+  if (auto it = ends.find(instance.busy_until); it != ends.end()) ends.erase(it);
 }
 
 void KeepAlivePolicy::Requeue(FunctionId function, std::span<const RequestId> requests,
@@ -277,6 +295,8 @@ void KeepAlivePolicy::Dispatch(FunctionId function) {
     }
     instance.batch = static_cast<int>(batch_.size());
     state.running += instance.batch;
+    instance.busy_until = context_.executor->Now() + estimator_.Estimate(function, instance.batch);
+    state.busy_ends.insert(instance.busy_until);
     context_.executor->Run(instance.gpu, function, batch_);
   }
 }
@@ -358,6 +378,7 @@ void KeepAlivePolicy::Detach(std::uint32_t id) {
       state.ready -= 1;
       state.running -= instance.batch;
       instance.batch = 0;
+      EndBusy(id);
       break;
     case State::kEvicting:
     case State::kGone:

@@ -79,6 +79,7 @@ class KeepAlivePolicy final : public Scheduler {
     std::uint32_t idle_generation = 0;  // invalidates keep-alive timers of earlier idle periods
     double priority = 0;                // faascache: GreedyDual priority while idle
     int batch = 0;                      // requests in its run now
+    TimePoint busy_until{};             // the predicted end of its run (while busy)
   };
   struct FunctionState {
     std::deque<RequestId> queue;
@@ -89,6 +90,7 @@ class KeepAlivePolicy final : public Scheduler {
     int restore_failures = 0;              // in a row, while no instance is ready
     bool starved = false;                  // a GPU was refused; retry when one is given back
     int running = 0;                       // requests in runs now
+    std::multiset<TimePoint> busy_ends;    // predicted ends of the busy instances' runs
     double average_concurrency = 0;        // queued + running, over the stable window
     int concurrency = 0;                   // queued + running when last sampled
     TimePoint sampled_at{};
@@ -110,6 +112,8 @@ class KeepAlivePolicy final : public Scheduler {
   void BecomeIdle(std::uint32_t instance);
   // The instance's GPU was given back: it is gone.
   void Forget(std::uint32_t instance);
+  // Takes a busy instance's predicted run end off its function's books.
+  void EndBusy(std::uint32_t instance);
   // The instance died or its GPU was lost: out of the counts, gone.
   void Detach(std::uint32_t instance);
   // After a loss: the lost requests back in the queue, served or scaled out for.

@@ -107,6 +107,28 @@ TEST(KeepAlivePolicyTest, ScalesOutWhenTheBacklogWouldMissTheSlo) {
   EXPECT_NEAR(report->latency.p50_ms, 711.0, 1e-3);
 }
 
+TEST(KeepAlivePolicyTest, CountsTheRunInFlightWhenItWeighsTheBacklog) {
+  // 2 s runs, 3 s SLO, instances start at once (a cold start is the 101 ms load). r0 at 0 runs on
+  // instance 0 from 0.101 to 2.101. r1 at 0.2 would run after it, to 4.101, past its deadline
+  // (3.2); a new instance serves it by 0.2 + 0.101 + 2 = 2.301, so one starts. (Taking the busy
+  // instance as free now, r1 would seem to finish at 2.2 and wait, and miss.)
+  Workload w;
+  w.gpu = RoundGpu();
+  w.functions.push_back(MakeFunction("f", 100'000'000, 256 * kMiB, seconds(2), seconds(3)));
+  AddRequest(w, 0, 0.0);
+  AddRequest(w, 0, 0.2);
+  SimulationOptions options = HandOptions();
+  options.policy.instance_start = Duration::zero();
+  options.policy.concurrency_target = 10;
+  auto report = Simulate(w, "keepalive", options);
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  EXPECT_EQ(report->peak_gpus, 2);
+  EXPECT_DOUBLE_EQ(report->slo_attainment, 1.0);
+  ASSERT_EQ(report->sorted_latency_ms.size(), 2u);
+  EXPECT_NEAR(report->sorted_latency_ms[0], 2101.0, 1e-3);
+  EXPECT_NEAR(report->sorted_latency_ms[1], 2101.0, 1e-3);
+}
+
 TEST(KeepAlivePolicyTest, ScalesOutWhileConcurrencyExceedsItsTarget) {
   // One request every 10 ms for 240 s, each running 8 ms (the SLO, 5 s, never binds): about 0.8
   // requests queued or running on average (the 60 s average reaches 0.78 by the end). A target

@@ -58,13 +58,12 @@ struct PolicyOptions {
     bool cache_queue = true;
     // Time slicing: a request that would miss behind a run in flight runs beside it.
     bool timeslice = true;
-    // Predicted execution = estimate x (1 + margin); the margin starts at safety_margin (+40%, as
-    // in the paper) and, with adapt_margin, adapts toward target_attainment (grows when recent
-    // attainment falls short, shrinks slowly otherwise). The variant gshare-fixed-margin keeps it
-    // fixed. Adaptive is the default for its attainment: the fixed margin uses fewer GPU-seconds
-    // but misses more at SLO factor 5 and over cold starts (docs/evaluation.md); an open choice.
+    // Predicted execution = estimate x (1 + margin), the margin fixed at safety_margin (+40%, as
+    // in the paper). With adapt_margin (the variant gshare-adaptive-margin) it starts there and
+    // adapts toward target_attainment (grows when recent attainment falls short, shrinks slowly
+    // otherwise); the ablation in docs/evaluation.md compares the two.
     double safety_margin = 0.40;
-    bool adapt_margin = true;
+    bool adapt_margin = false;
     double target_attainment = 0.99;
   };
   GShare gshare;

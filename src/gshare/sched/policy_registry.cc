@@ -18,7 +18,7 @@ const std::vector<std::string_view>& PolicyNames() {
                                                       "gshare-no-fast-swap",
                                                       "gshare-no-cache-queue",
                                                       "gshare-no-timeslice",
-                                                      "gshare-fixed-margin"};
+                                                      "gshare-adaptive-margin"};
   return names;
 }
 
@@ -40,7 +40,7 @@ Result<std::unique_ptr<Scheduler>> MakePolicy(std::string_view name,
   }
   if (name == "gshare" || name == "fifo" || name == "gshare-no-lazy" ||
       name == "gshare-no-fast-swap" || name == "gshare-no-cache-queue" ||
-      name == "gshare-no-timeslice" || name == "gshare-fixed-margin") {
+      name == "gshare-no-timeslice" || name == "gshare-adaptive-margin") {
     PolicyOptions variant = options;
     if (name == "fifo") {
       variant.gshare.lazy = false;
@@ -53,8 +53,8 @@ Result<std::unique_ptr<Scheduler>> MakePolicy(std::string_view name,
       variant.gshare.cache_queue = false;
     } else if (name == "gshare-no-timeslice") {
       variant.gshare.timeslice = false;
-    } else if (name == "gshare-fixed-margin") {
-      variant.gshare.adapt_margin = false;
+    } else if (name == "gshare-adaptive-margin") {
+      variant.gshare.adapt_margin = true;
     }
     return std::unique_ptr<Scheduler>(
         std::make_unique<GSharePolicy>(std::string(name), context, variant));

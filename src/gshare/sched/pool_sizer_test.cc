@@ -141,7 +141,7 @@ TEST_P(PooledGrowthTest, ABacklogLongerThanAStartGrowsThePool) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Pooled, PooledGrowthTest,
-                         ::testing::Values("faaswap", "gshare", "gshare-fixed-margin"),
+                         ::testing::Values("faaswap", "gshare", "gshare-adaptive-margin"),
                          testing::PolicyParamName);
 
 }  // namespace

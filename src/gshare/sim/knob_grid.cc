@@ -111,13 +111,14 @@ PolicyGrid DefaultGrid(std::string_view policy) {
   if (policy == "keepalive" || policy == "faascache") {
     // Targets above 1 let an instance's queue grow past one batch before another starts: the
     // cheap end of the curve, where attainment falls.
-    grid.axes = {{Knob::kKeepAlive, {"1m", "5m", "15m"}},
+    grid.axes = {{Knob::kKeepAlive, {"10s", "1m", "5m", "15m"}},
                  {Knob::kConcurrencyTarget, {"0.7", "1.0", "2.0", "4.0"}}};
   } else if (policy == "faaswap") {
-    grid.axes = {{Knob::kPoolIdle, {"10s", "1m", "5m"}}, {Knob::kProxyOverhead, {"0.2", "0.4"}}};
+    grid.axes = {{Knob::kPoolIdle, {"5s", "10s", "1m"}},
+                 {Knob::kProxyOverhead, {"0", "0.2", "0.4"}}};
   } else if (IsGShareFamily(policy)) {
     grid.axes = {{Knob::kSafetyMargin, {"0.2", "0.4", "0.8"}},
-                 {Knob::kPoolIdle, {"10s", "1m", "5m"}}};
+                 {Knob::kPoolIdle, {"5s", "10s", "1m"}}};
   }
   return grid;
 }

@@ -14,20 +14,20 @@ std::vector<PolicyGrid> Grids() {
 
 TEST(KnobGridTest, DefaultGridsSweepEachPolicysOwnKnobs) {
   const auto settings = GridSettings(DefaultGrid("keepalive"));
-  ASSERT_EQ(settings.size(), 12u);
-  const KnobSetting first = {{Knob::kKeepAlive, "1m"}, {Knob::kConcurrencyTarget, "0.7"}};
-  const KnobSetting second = {{Knob::kKeepAlive, "1m"}, {Knob::kConcurrencyTarget, "1.0"}};
+  ASSERT_EQ(settings.size(), 16u);
+  const KnobSetting first = {{Knob::kKeepAlive, "10s"}, {Knob::kConcurrencyTarget, "0.7"}};
+  const KnobSetting second = {{Knob::kKeepAlive, "10s"}, {Knob::kConcurrencyTarget, "1.0"}};
   const KnobSetting last = {{Knob::kKeepAlive, "15m"}, {Knob::kConcurrencyTarget, "4.0"}};
   EXPECT_EQ(settings[0], first);
   EXPECT_EQ(settings[1], second);
-  EXPECT_EQ(settings[11], last);
-  EXPECT_EQ(GridSettings(DefaultGrid("faascache")).size(), 12u);
-  EXPECT_EQ(GridSettings(DefaultGrid("faaswap")).size(), 6u);
+  EXPECT_EQ(settings[15], last);
+  EXPECT_EQ(GridSettings(DefaultGrid("faascache")).size(), 16u);
+  EXPECT_EQ(GridSettings(DefaultGrid("faaswap")).size(), 9u);
   EXPECT_EQ(GridSettings(DefaultGrid("gshare")).size(), 9u);
   // The variants of gshare run its algorithm: the same knobs.
   for (const char* variant :
        {"fifo", "gshare-no-lazy", "gshare-no-fast-swap", "gshare-no-cache-queue",
-        "gshare-no-timeslice", "gshare-fixed-margin"}) {
+        "gshare-no-timeslice", "gshare-adaptive-margin"}) {
     EXPECT_EQ(KnobsOf(variant), KnobsOf("gshare")) << variant;
   }
   // A policy without a default grid runs once, at the defaults, and may take any knob.

@@ -49,8 +49,8 @@ TEST(OptGapTest, ScoresTheTimeASliceIsHeldNotOnlyItsActiveTime) {
   instance.functions.push_back({"g", 10'000'000, 256 * kMiB, milliseconds(10)});
   instance.requests = {{0, AtSeconds(0.0), AtSeconds(0.100)},
                        {1, AtSeconds(0.500), AtSeconds(0.600)}};
-  // The fixed margin keeps the hand computation exact (the adaptive one moves after each run).
-  auto online = ScheduleOnline(instance, "gshare-fixed-margin");
+  // The fixed margin (the default) keeps the hand computation exact.
+  auto online = ScheduleOnline(instance, "gshare");
   ASSERT_TRUE(online.ok()) << online.status().ToString();
   EXPECT_TRUE(online->validity.ok()) << online->validity.ToString();
   ASSERT_EQ(online->schedule.residencies.size(), 2u);
