@@ -81,11 +81,19 @@ int RunCompare(const CompareFlags& flags) {
   if (!reader.ok()) return Fail(reader.status());
   auto workload = reader->Read(1, *noise);
   if (!workload.ok()) return Fail(workload.status());
-  if (!workload->requests.empty() && TimePoint(*warmup) > workload->requests.back().arrival) {
-    return Fail(InvalidArgument(
-        fmt::format("--warmup: the accounting start ({:.3f} s) is after the last arrival",
-                    ToSeconds(*warmup))));
-  }
+  // Every seed's workload must outlast the warm-up (with --generate each seed draws its own).
+  auto check_warmup = [&](const Workload& w, int seed) -> Status {
+    if (!w.requests.empty() && TimePoint(*warmup) > w.requests.back().arrival) {
+      return InvalidArgument(fmt::format(
+          "--warmup: the accounting start ({:.3f} s) is after the last arrival{}",
+          ToSeconds(*warmup), seed > 1 ? fmt::format(" of seed {}", seed) : std::string()));
+    }
+    return Status::Ok();
+  };
+  if (Status s = check_warmup(*workload, 1); !s.ok()) return Fail(s);
+  // The report names the first seed's workload.
+  const std::size_t first_requests = workload->requests.size();
+  const std::size_t first_functions = workload->functions.size();
 
   // Seeds draw the execution noise and, in some trace formats, the trace; where they draw
   // nothing, every seed gives the same runs, so each point runs once and counts for each seed.
@@ -117,6 +125,7 @@ int RunCompare(const CompareFlags& flags) {
       if (reader->TraceDrawsWithSeed()) {
         workload = reader->Read(static_cast<std::uint64_t>(seed), *noise);
         if (!workload.ok()) return Fail(workload.status());
+        if (Status s = check_warmup(*workload, seed); !s.ok()) return Fail(s);
       } else {
         DrawExecNoise(*noise, static_cast<std::uint64_t>(seed), *workload);
       }
@@ -155,8 +164,8 @@ int RunCompare(const CompareFlags& flags) {
   info.trace_path = workload->trace_path;
   info.trace_format = workload->trace_format;
   info.gpu_type = reader->gpu().name;
-  info.requests = workload->requests.size();
-  info.functions = workload->functions.size();
+  info.requests = first_requests;
+  info.functions = first_functions;
   info.seeds = flags.seeds;
   info.warmup_seconds = ToSeconds(*warmup);
   info.exec_noise = FormatExecNoise(*noise);

@@ -154,7 +154,10 @@ sys.exit(0 if all(p["ci95"]["gpu_seconds"][1] > p["ci95"]["gpu_seconds"][0] for 
 else
   fail "compare --generate"
 fi
-expect_error generate_zero "generate: functions: '0' is not a whole number" compare --quiet --generate functions=0,duration=1m
+expect_error generate_zero "generate: functions: '0' is outside \[1, 1000000\]" compare --quiet --generate functions=0,duration=1m
+expect_error generate_word "generate: functions: 'ten' is not a whole number" compare --quiet --generate functions=ten,duration=1m
+expect_error generate_twice "generate: 'duration' is given twice" compare --quiet --generate functions=5,duration=1m,duration=2m
+expect_error generate_and_format "excludes" compare --quiet --generate functions=5,duration=1m --trace-format azure-llm
 expect_error generate_key "generate: unknown key 'rate'" compare --quiet --generate functions=5,duration=1m,rate=3
 expect_error generate_long "generate: duration: '30d' is outside" compare --quiet --generate functions=5,duration=30d
 expect_error generate_factor "generate: slo-factor: 'nan' is not a number" compare --quiet --generate functions=5,duration=1m,slo-factor=nan

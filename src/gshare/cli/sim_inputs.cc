@@ -15,17 +15,20 @@ void AddTraceSourceOptions(CLI::App* cmd, TraceSource& source, std::vector<std::
   CLI::Option* catalog = cmd->add_option(
       "--catalog", source.catalog, "Function catalog (YAML); with --trace, unless --generate");
   CLI::Option* trace = cmd->add_option("--trace", source.trace, "Trace file");
+  CLI::Option* format = cmd->add_option("--trace-format", source.trace_format,
+                                        "invocations, azure-2019, azure-2021 or azure-llm")
+                            ->capture_default_str();
+  CLI::Option* function = cmd->add_option(
+      "--function", source.function,
+      "azure-llm: the catalog function the arrivals belong to (default: the first)");
   cmd->add_option("--generate", source.generate,
                   "Instead of --catalog and --trace: functions=N,duration=D[,slo-factor=F], the "
                   "workload `gshare workload --functions N --duration D --slo-factor F --seed S` "
                   "writes, generated for each seed S")
       ->excludes(catalog)
-      ->excludes(trace);
-  cmd->add_option("--trace-format", source.trace_format,
-                  "invocations, azure-2019, azure-2021 or azure-llm")
-      ->capture_default_str();
-  cmd->add_option("--function", source.function,
-                  "azure-llm: the catalog function the arrivals belong to (default: the first)");
+      ->excludes(trace)
+      ->excludes(format)
+      ->excludes(function);
   cmd->add_option("--gpu-type", source.gpu_type, "GPU type of every GPU")->capture_default_str();
   cmd->add_option("--policy", policies, "Policies to compare, comma-separated")
       ->delimiter(',')
@@ -53,6 +56,7 @@ Result<GeneratorOptions> ParseGenerateSpec(std::string_view spec) {
   GeneratorOptions options;
   bool functions = false;
   bool duration = false;
+  bool slo_factor = false;
   while (!spec.empty()) {
     const std::size_t comma = spec.find(',');
     const std::string_view item = spec.substr(0, comma);
@@ -63,12 +67,18 @@ Result<GeneratorOptions> ParseGenerateSpec(std::string_view spec) {
     }
     const std::string_view key = item.substr(0, eq);
     const std::string value(item.substr(eq + 1));
+    if ((key == "functions" && functions) || (key == "duration" && duration) ||
+        (key == "slo-factor" && slo_factor)) {
+      return InvalidArgument(fmt::format("'{}' is given twice", key));
+    }
     if (key == "functions") {
       std::int64_t n = 0;
       const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
-      if (ec != std::errc() || end != value.data() + value.size() || n < 1 || n > 1'000'000) {
-        return InvalidArgument(
-            fmt::format("functions: '{}' is not a whole number in [1, 1000000]", value));
+      if (ec != std::errc() || end != value.data() + value.size()) {
+        return InvalidArgument(fmt::format("functions: '{}' is not a whole number", value));
+      }
+      if (n < 1 || n > 1'000'000) {
+        return InvalidArgument(fmt::format("functions: '{}' is outside [1, 1000000]", value));
       }
       options.functions = static_cast<int>(n);
       functions = true;
@@ -88,6 +98,7 @@ Result<GeneratorOptions> ParseGenerateSpec(std::string_view spec) {
         return InvalidArgument(fmt::format("slo-factor: '{}' is not a number in [1, 100]", value));
       }
       options.slo_factor = f;
+      slo_factor = true;
     } else {
       return InvalidArgument(
           fmt::format("unknown key '{}' (known: functions, duration, slo-factor)", key));

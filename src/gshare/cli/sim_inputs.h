@@ -38,20 +38,21 @@ void AddTraceSourceOptions(CLI::App* cmd, TraceSource& source, std::vector<std::
 // knows); Ok when it knows them all.
 Status CheckPolicyNames(const std::vector<std::string>& policies);
 
-// The catalog, trace format and GPU type, read and checked once; Read then reads the trace and
-// builds the workload, as often as the seeds need (only formats that draw with the seed need more
-// than one read).
+// The catalog, trace format and GPU type, read and checked once; Read then reads the trace (or
+// generates the workload) and builds the workload, as often as the seeds need (only --generate
+// and the formats that draw with the seed need more than one read).
 class WorkloadReader {
  public:
-  // Loads the catalog, parses the trace format and finds the GPU type. Errors: those of
-  // LoadCatalog and ParseTraceFormat; NotFound for a GPU type the catalog lacks (naming those it
-  // has).
+  // Loads the catalog (with --generate: parses the spec and takes the built-in GPU types), parses
+  // the trace format and finds the GPU type. Errors: InvalidArgument for a malformed --generate
+  // spec or a missing --catalog or --trace; those of LoadCatalog and ParseTraceFormat; NotFound
+  // for a GPU type the catalog lacks (naming those it has).
   static Result<WorkloadReader> Open(const TraceSource& source);
 
   // Reads the trace with `seed` into a copy of the catalog (with --generate: generates the
   // catalog and trace with `seed`), builds the workload for the GPU type (trace_path as the flag
-  // gave it) and draws `noise` with `seed`. Errors: those of ReadTrace, GenerateWorkload and
-  // BuildWorkload.
+  // gave it, or "generated:SPEC") and draws `noise` with `seed`. Errors: those of ReadTrace,
+  // GenerateWorkload and BuildWorkload.
   Result<Workload> Read(std::uint64_t seed, const ExecNoise& noise) const;
 
   // Whether two seeds read different workloads from this trace (TraceFormatDrawsWithSeed).

@@ -521,7 +521,9 @@ void GSharePolicy::Dispatch(std::size_t slot) {
     if (!slice.ready) {
       const TimePoint latest =
           requests_.Get(fs.pending.front()).deadline - PredictExec(function, 1);
-      if (slice.ready_at <= latest) must_start_by = std::min(must_start_by, latest);
+      if (std::max(now, slice.ready_at) <= latest) {
+        must_start_by = std::min(must_start_by, latest);
+      }
       continue;
     }
     // Elastic slice: grow it to hold the batch while the GPU has memory free; a batch that
@@ -720,6 +722,7 @@ void GSharePolicy::OnRestoreDone(GpuId id, FunctionId function, const Status& st
     } else if (!fs.pending.empty()) {
       Bind(function);
     }
+    Dispatch(slot);  // runs held back for this restore (Dispatch) may start now
     MaybeIdle(slot);
     RetryUnplaced();
     return;
@@ -730,6 +733,7 @@ void GSharePolicy::OnRestoreDone(GpuId id, FunctionId function, const Status& st
     // Removed while its slice was restoring: the slice goes now.
     gpus_[slot].slices.at(function).ready = true;
     EvictSlice(slot, function);
+    Dispatch(slot);  // runs held back for this restore (Dispatch) may start now
     MaybeIdle(slot);
     RetryUnplaced();
     return;

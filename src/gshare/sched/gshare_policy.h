@@ -9,7 +9,9 @@
 //    learned online from runs that ended, x (1 + margin));
 //  - keeps unbound requests per function; a GPU whose compute frees serves the waiting function
 //    with the earliest deadline first (requests at risk are by construction the earliest: the
-//    cache queue), among the functions that have a slice on it (locality first);
+//    cache queue), among the functions that have a slice on it (locality first), but starts no
+//    run that would end after the latest start of a function ahead of it whose slice is still
+//    restoring and would be ready in time (runs are not preempted: the GPU idles instead);
 //  - binds lazily: while a slice that holds the model is predicted to serve the request by its
 //    deadline, the request waits for it (no swap), and a timer re-checks it when its slack runs
 //    out; otherwise (at risk) it gets a new slice now, on the active GPU with the least free
@@ -17,8 +19,9 @@
 //    evicted, else on a new GPU;
 //  - evicts idle slices least recently used first; with fast swap an eviction discards the
 //    device copy (the host snapshot is still valid) and costs no copy;
-//  - adapts its margin toward a target SLO attainment: it grows when recent attainment falls
-//    short and shrinks slowly otherwise (aggressive but safe);
+//  - keeps its margin fixed (PolicyOptions::GShare::safety_margin), or, in the variant
+//    gshare-adaptive-margin, adapts it toward a target SLO attainment: it grows when recent
+//    attainment falls short and shrinks slowly otherwise;
 //  - grows the pool by one GPU when no choice (starting GPUs included) meets a request's deadline
 //    and a GPU asked for now would finish it sooner (PoolSizer);
 //    releases a GPU idle for PolicyOptions::pool_idle.
@@ -31,10 +34,11 @@
 // (RequestTable::kMaxAttempts attempts each); a slice whose restore fails or whose instance dies
 // is dropped and the function bound again; after kMaxAttempts failed restores in a row with no
 // slice left, the function's queue is answered with the failure. A function at its max_instances
-// waits for its slices.
+// waits for its slices; slices whose restores wait for a copy engine count as its instances.
 //
 // Variants (PolicyOptions::GShare): `fifo` serves by arrival and binds every request at once;
-// no-lazy binds at once but keeps deadline order; no-fast-swap checkpoints before evicting.
+// no-lazy binds at once but keeps deadline order; no-fast-swap checkpoints before evicting;
+// no-cache-queue, no-timeslice and adaptive-margin change the part they name.
 #pragma once
 
 #include <array>

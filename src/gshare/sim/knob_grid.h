@@ -5,10 +5,10 @@
 //   keepalive, faascache       keep_alive {10s, 1m, 5m, 15m} x concurrency_target {0.7, 1, 2, 4}
 //   faaswap                    pool_idle {5s, 10s, 1m} x proxy_overhead {0, 0.2, 0.4}
 //   gshare and its variants    safety_margin {0.2, 0.4, 0.8} x pool_idle {5s, 10s, 1m}
-// The idle times reach below the points each policy chose on the 500-function workloads
-// (docs/evaluation.md), so that no policy's cheapest point sits at the grid's edge unseen.
 //   (fifo and the gshare-no-* and gshare-adaptive-margin variants: the same algorithm, so the same
 //   knobs, and ablations compare at equal SLO on the same footing)
+// The idle times reach below the points each policy chose on the 500-function workloads
+// (docs/evaluation.md), so that no policy's cheapest point sits at the grid's edge unseen.
 // A policy outside this table has no default knobs: it runs once, at the defaults, and --knob
 // may sweep any knob of it.
 #pragma once
