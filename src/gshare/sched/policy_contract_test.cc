@@ -341,6 +341,45 @@ Request RequestAt(RequestId id, FunctionId function, double seconds, Duration sl
   return r;
 }
 
+TEST(GShareDispatchTest, AGpuHeldForARestoreThatFailsServesTheRunItHeldBack) {
+  // One GPU (1 GB/s, 1 ms overhead). l: 1 MB model (restore 2 ms), 50 ms run, SLO 1 s. u: 20 MB
+  // (restore 21 ms), 10 ms run, SLO 40 ms; every restore of u fails. l0 at 0 runs 2-52 ms. u0
+  // at 40 ms restores 40-61 ms; l1 arrives at 45 ms. At 52 ms gshare holds l1 back for u0's
+  // restore (u0's latest start is 80 - 14 = 66 ms; l1's run is predicted to take 70). At 61 ms
+  // the restore fails and the GPU is dispatched again: l1 runs 61-111 ms, 66 ms after it came.
+  // (Left idle, the GPU would serve l1 only at its lazy re-check, near its deadline.) u0's third
+  // failed restore, at 103 ms, answers it with the failure.
+  GpuType gpu = Gpu("g", 8 * kGiB);
+  gpu.h2d_bytes_per_second = 1e9;
+  gpu.restore_overhead = milliseconds(1);
+  ResolvedFunction l = Function("l", 1'000'000, 256 * kMiB, 48, 1);
+  l.slo = milliseconds(1000);
+  ResolvedFunction u = Function("u", 20'000'000, 256 * kMiB, 8, 1);
+  u.slo = milliseconds(40);
+  FunctionRegistry registry({l, u});
+  FaultPlan plan;
+  plan.max_gpus = 1;
+  plan.fail_restores_of = 1;
+  FakeExecutor executor({gpu}, &registry, plan);
+  executor.Arrive(RequestAt(0, 0, 0.000, l.slo));
+  executor.Arrive(RequestAt(1, 1, 0.040, u.slo));
+  executor.Arrive(RequestAt(2, 0, 0.045, l.slo));
+  PolicyOptions options = Options();
+  options.instance_start = Duration::zero();
+  options.max_gpus = 1;
+  SchedulerContext context{&registry, &executor};
+  auto policy = MakePolicy("gshare", context, options);
+  ASSERT_TRUE(policy.ok()) << policy.status().ToString();
+  executor.set_scheduler(policy->get());
+  const Status status = executor.RunToEnd(100'000);
+  ASSERT_TRUE(status.ok()) << status.ToString();
+  ASSERT_EQ(executor.answers().size(), 3u);
+  EXPECT_TRUE(executor.answers().at(0).ok);
+  EXPECT_FALSE(executor.answers().at(1).ok);
+  EXPECT_TRUE(executor.answers().at(2).ok);
+  EXPECT_EQ(executor.max_latency(), milliseconds(66));
+}
+
 TEST_P(PolicyContractTest, RemovesAFunctionWhileItsModelLoads) {
   // The slice is still restoring when the function goes: it must be evicted, not leaked into a
   // GPU given back with a slice on it.

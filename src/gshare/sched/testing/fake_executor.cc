@@ -140,7 +140,9 @@ void FakeExecutor::Restore(GpuId gpu_id, FunctionId function, std::uint64_t rese
   const auto every = [&](int n) {
     return n > 0 && restore_count_ % static_cast<std::uint64_t>(n) == 0;
   };
-  slice.fail_restore = every(plan_.fail_restore_every);
+  slice.fail_restore =
+      every(plan_.fail_restore_every) ||
+      (plan_.fail_restores_of >= 0 && function == static_cast<FunctionId>(plan_.fail_restores_of));
   slice.kill_restore = !slice.fail_restore && every(plan_.kill_restoring_every);
   gpu->used += reserve_bytes;
   gpu->slices.emplace(function, slice);

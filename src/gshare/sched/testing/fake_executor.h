@@ -32,6 +32,7 @@ struct FaultPlan {
   bool refuse_all_gpus = false;    // AcquireGpu always refuses
   bool refuse_first_type = false;  // AcquireGpu refuses GPUs of type 0 (others may be had)
   int fail_restore_every = 0;      // every Nth restore fails (the slice is gone)
+  int fail_restores_of = -1;       // every restore of this function fails; -1: none
   int fail_run_every = 0;          // every Nth run ends with an error (the slice stays)
   int kill_instance_every = 0;     // every Nth run's instance dies before it ends
   int lose_gpu_every = 0;          // every Nth run's GPU is lost before it ends
