@@ -72,6 +72,7 @@
 #include "gshare/node/snapshot_store.h"
 #include "gshare/node/switch/compute_arbiter.h"
 #include "gshare/node/switch/emulated_switch.h"
+#include "gshare/node/switch/switch_driver.h"
 #include "gshare/node/vgpu_manager.h"
 #include "gshare/sched/executor.h"
 #include "gshare/sched/function_registry.h"
@@ -211,7 +212,7 @@ class LiveExecutor final : public Executor {
     InstanceId id = 0;
     FunctionId function = 0;
     InstanceState state = InstanceState::kStarting;
-    std::shared_ptr<EmulatedSwitch> switcher;
+    std::shared_ptr<SwitchDriver> switcher;
     bool ready = false;     // answered its readiness check
     bool attached = false;  // its first slice is mapped
     GpuId gpu = 0;          // while bound

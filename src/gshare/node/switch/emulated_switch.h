@@ -1,4 +1,5 @@
-// EmulatedSwitch: moves one function instance between host memory and emulated GPUs.
+// EmulatedSwitch: the SwitchDriver (switch_driver.h) that moves one function instance between
+// host memory and emulated GPUs.
 //
 // The node side of the switching protocol (fn/control_channel.h) for one instance whose device
 // memory is a segment of an emulated GPU (device/emulated). The instance's code never knows:
@@ -36,21 +37,9 @@
 #include "gshare/node/restore_engine.h"
 #include "gshare/node/snapshot_store.h"
 #include "gshare/node/switch/compute_arbiter.h"
+#include "gshare/node/switch/switch_driver.h"
 
 namespace gshare {
-
-enum class SwitchState {
-  kStarting,       // waiting for the instance's hello
-  kMapping,        // a segment sent, waiting for the instance to map it
-  kResident,       // mapped and unlocked: it may run
-  kLocking,        // waiting for the instance to quiesce
-  kCheckpointing,  // copying its image into the snapshot
-  kUnmapping,      // waiting for the instance to unmap
-  kCheckpointed,   // in host memory only
-  kRestoring,      // copying the snapshot onto a GPU
-  kFailed,         // the instance died or broke the protocol
-};
-std::string_view SwitchStateName(SwitchState state);
 
 struct SwitchContext {
   boost::asio::io_context& loop;
@@ -59,41 +48,42 @@ struct SwitchContext {
   SnapshotStore& snapshots;
 };
 
-class EmulatedSwitch final : public std::enable_shared_from_this<EmulatedSwitch>,
+class EmulatedSwitch final : public SwitchDriver,
+                             public std::enable_shared_from_this<EmulatedSwitch>,
                              private ComputeArbiter::Client {
  public:
-  using Done = std::function<void(Status)>;
-
   // `snapshot_id` names the instance's snapshot in the store (unique per instance).
   // `on_failure` is called once when the switch fails outside an operation (may be empty).
   static std::shared_ptr<EmulatedSwitch> Create(SwitchContext context, std::string snapshot_id,
                                                 fn::ControlChannel channel,
                                                 std::function<void(Status)> on_failure = {});
-  ~EmulatedSwitch();
+  ~EmulatedSwitch() override;
 
   // Maps `buffer` (an emulated GPU's) as the instance's first device memory, with `quota_bytes`
   // as its allocation bound, once it has said hello. Precondition: kStarting.
-  void Attach(DeviceBuffer& buffer, std::uint64_t quota_bytes, ComputeArbiter* gpu, Done done);
+  void Attach(DeviceBuffer& buffer, std::uint64_t quota_bytes, ComputeArbiter* gpu,
+              Done done) override;
   // Precondition: kResident. `force_copy`: copy even when the snapshot holds the image already
   // (no fast swap). On a failure that leaves the instance alive (no room in the snapshot store, a
   // copy error) it stays resident and unlocked, on its buffer.
-  void Checkpoint(bool force_copy, Done done);
+  void Checkpoint(bool force_copy, Done done) override;
   // Precondition: kCheckpointed.
-  void Restore(DeviceBuffer& buffer, std::uint64_t quota_bytes, ComputeArbiter* gpu, Done done);
+  void Restore(DeviceBuffer& buffer, std::uint64_t quota_bytes, ComputeArbiter* gpu,
+               Done done) override;
   // Changes the allocation bound of a resident instance (<= its slice's memory).
-  void SetQuota(std::uint64_t quota_bytes);
+  void SetQuota(std::uint64_t quota_bytes) override;
   // Stops listening to the instance and withdraws it from its GPU's compute engine. The
   // snapshot is removed from the store. A pending operation fails.
-  void Close();
+  void Close() override;
   // Whether the switch may still touch the buffer last passed to Attach or Restore.
-  bool uses_buffer() const { return buffer_ != nullptr; }
+  bool uses_buffer() const override { return buffer_ != nullptr; }
 
-  SwitchState state() const { return state_; }
-  std::int64_t pid() const { return pid_; }
+  SwitchState state() const override { return state_; }
+  std::int64_t pid() const override { return pid_; }
   // The last checkpoint's and restore's transfers (skipped: a fast swap).
-  const TransferReport& last_checkpoint() const { return last_checkpoint_; }
-  const TransferReport& last_restore() const { return last_restore_; }
-  std::uint64_t quota_exceeded_count() const { return quota_exceeded_; }
+  const TransferReport& last_checkpoint() const override { return last_checkpoint_; }
+  const TransferReport& last_restore() const override { return last_restore_; }
+  std::uint64_t quota_exceeded_count() const override { return quota_exceeded_; }
 
  private:
   EmulatedSwitch(SwitchContext context, std::string snapshot_id, fn::ControlChannel channel,
