@@ -28,12 +28,12 @@ echo "CPUs: $(nproc)"
 echo "== build (CUDA on)"
 cmake -S "${root}" -B "${build}" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGSHARE_ENABLE_CUDA=ON
 cmake --build "${build}" -j "${jobs}" --target gshare gshare_device_test gshare_device_cuda_test \
-  gshare_node_test gshare_node_gpu_test
+  gshare_cuda_checkpoint_test gshare_node_test gshare_node_gpu_test
 
 echo "== tests (device and node, GPU label included)"
 tests_failed=0
 # ctest names tests Suite.Case: these are the suites of src/gshare/device and src/gshare/node.
-suites='^(CopyEngine|EmulatedDevice|EmulatedHostMemory|DeviceRegistry|CudaDevice|GpuInventory|SnapshotStore|SnapshotStoreCreate|RestoreEngine|RestoreEngineFault|RestoreEngineGpu|VGpuManager)Test[.]'
+suites='^(CopyEngine|EmulatedDevice|EmulatedHostMemory|DeviceRegistry|CudaDevice|GpuUuid|ProcessCheckpointApi|CudaCheckpoint|GpuInventory|SnapshotStore|SnapshotStoreCreate|RestoreEngine|RestoreEngineFault|RestoreEngineGpu|VGpuManager)Test[.]'
 ctest --test-dir "${build}" -R "${suites}" --output-on-failure \
   -j "${jobs}" 2>&1 | tee "${out}/ctest-all.log" || tests_failed=1
 ctest --test-dir "${build}" -L gpu --output-on-failure -V 2>&1 | tee "${out}/ctest-gpu.log" ||
@@ -41,7 +41,8 @@ ctest --test-dir "${build}" -L gpu --output-on-failure -V 2>&1 | tee "${out}/cte
 gpu_tests=$(grep -c '\[       OK \]' "${out}/ctest-gpu.log" || true)
 gpu_skipped=$(grep -c '\[  SKIPPED \] .*(' "${out}/ctest-gpu.log" || true)
 if [[ "${gpu_skipped}" -gt 0 || "${gpu_tests}" -eq 0 ]]; then
-  echo "GPU tests skipped: no CUDA GPU was visible; nothing to benchmark" >&2
+  echo "GPU tests skipped: no CUDA GPU was visible, or the driver refuses an API a test needs" \
+    "(see ${out}/ctest-gpu.log); nothing to benchmark" >&2
   exit 2
 fi
 
@@ -61,6 +62,7 @@ import json, sys
 out, passed, skipped = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 info = json.load(open(f"{out}/node-info.json"))
 print(f"GPU tests: {passed} passed, {skipped} skipped (see ctest-gpu.log for failures)")
+print(f"Process checkpoint API: {info.get('process_checkpoint_api', '-')}")
 print(f"{'GPU':>3}  {'NAME':<28} {'MEMORY GiB':>10}  {'LINK GB/s':>9}  UUID")
 for g in info["gpus"]:
     print(f"{g['index']:>3}  {g['name']:<28} {g['memory_bytes'] / 2**30:>10.1f}  "

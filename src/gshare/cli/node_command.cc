@@ -4,7 +4,8 @@
 //                    [--no-measure] [--json]
 //
 // Lists the GPUs of this machine (CUDA GPUs, or emulated ones where there is no driver or GPU)
-// with their memory, UUID and measured host-to-device link bandwidth.
+// with their memory, UUID and measured host-to-device link bandwidth, and whether the driver's
+// process checkpoint API (which moves unmodified CUDA processes) can be used here.
 #include <fmt/format.h>
 
 #include <cstdio>
@@ -13,6 +14,7 @@
 #include <string>
 
 #include "gshare/cli/commands.h"
+#include "gshare/device/cuda/cuda_checkpoint.h"
 #include "gshare/node/gpu_inventory.h"
 
 namespace gshare::cli {
@@ -46,6 +48,7 @@ int RunNodeInfo(const NodeInfoFlags& flags) {
     return 1;
   }
   const GpuInventory& node = **inventory;
+  const std::string checkpoint_api = ProbeProcessCheckpointApi();
 
   if (flags.json) {
     nlohmann::json gpus = nlohmann::json::array();
@@ -61,6 +64,7 @@ int RunNodeInfo(const NodeInfoFlags& flags) {
     nlohmann::json out = {{"backend", DeviceKindName(node.kind())},
                           {"cuda_built", CudaBackendBuilt()},
                           {"note", node.note()},
+                          {"process_checkpoint_api", checkpoint_api},
                           {"gpus", gpus}};
     std::printf("%s\n", out.dump(2).c_str());
     return 0;
@@ -87,6 +91,7 @@ int RunNodeInfo(const NodeInfoFlags& flags) {
   std::printf("\n%zu %s GPU%s; CUDA backend %s.\n", node.gpus().size(),
               std::string(DeviceKindName(node.kind())).c_str(), node.gpus().size() == 1 ? "" : "s",
               CudaBackendBuilt() ? "built" : "not built");
+  std::printf("Process checkpoint API: %s.\n", checkpoint_api.c_str());
   return 0;
 }
 
