@@ -1,13 +1,12 @@
 #include "examples/models/forward.h"
 
-#include <cblas.h>
-
 #include <algorithm>
 #include <array>
 #include <cassert>
 
 #include <fmt/format.h>
 
+#include "examples/models/blas.h"
 #include "examples/models/weights.h"
 
 namespace gshare::examples {
@@ -28,18 +27,14 @@ std::array<const float*, N> SplitWeights(const ModelLayout& layout, std::span<co
   return parts;
 }
 
-int Int(Index value) { return static_cast<int>(value); }  // all dims are far below INT_MAX
-
 // out[batch, n] = relu?(in[batch, k] * weight[n, k]^T + bias[n]).
 void Linear(const float* in, Index batch, Index k, const float* weight, const float* bias, Index n,
             bool relu, float* out) {
   if (batch == 1) {
     // A matrix-vector product reads the weights once; sgemm would first pack all of them.
-    cblas_sgemv(CblasRowMajor, CblasNoTrans, Int(n), Int(k), 1.0F, weight, Int(k), in, 1, 0.0F, out,
-                1);
+    MatrixVector(n, k, weight, in, out);
   } else {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, Int(batch), Int(n), Int(k), 1.0F, in,
-                Int(k), weight, Int(k), 0.0F, out, Int(n));
+    MatrixMatrixTransposed(batch, n, k, in, weight, out);
   }
   for (Index row = 0; row < batch; ++row) {
     float* y = out + row * n;
@@ -74,8 +69,7 @@ void ConvReluPool(const float* in, Index channels, Index size, const float* weig
     }
   }
   const Index depth = channels * k * k;
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, Int(out_channels), Int(pixels), Int(depth),
-              1.0F, weight, Int(depth), col, Int(pixels), 0.0F, conv, Int(pixels));
+  MatrixMatrix(out_channels, pixels, depth, weight, col, conv);
   // max(a_i) + b == max(a_i + b) exactly (rounding is monotone), and ReLU commutes with max.
   const Index half = size / 2;
   for (Index o = 0; o < out_channels; ++o) {
@@ -195,11 +189,5 @@ Status Forward(ModelKind kind, std::span<const float> weights, std::span<const f
   }
   return Status::Ok();
 }
-
-void UseSingleBlasThread() { openblas_set_num_threads(1); }
-
-int BlasThreads() { return openblas_get_num_threads(); }
-
-const char* BlasConfig() { return openblas_get_config(); }
 
 }  // namespace gshare::examples

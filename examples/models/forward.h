@@ -1,5 +1,5 @@
-// The example models' forward pass on OpenBLAS: the kernel an example function runs on its
-// (emulated) device memory.
+// The example models' forward pass on OpenBLAS (or, in a build without it, on the plain loops of
+// blas_loops.cc; see blas.h): the kernel an example function runs on its (emulated) device memory.
 //
 // Forward computes logits [batch, classes] from inputs [batch, input_elements] with the model's
 // weights, given as one block in the layout of model_layout.h. All memory is the caller's: the
@@ -45,12 +45,14 @@ Result<std::size_t> WorkspaceBytes(ModelKind kind, std::int64_t batch);
 Status Forward(ModelKind kind, std::span<const float> weights, std::span<const float> inputs,
                std::int64_t batch, std::span<float> workspace, std::span<float> logits);
 
-// Sets OpenBLAS to one thread in this process (openblas_set_num_threads(1)).
+// Sets OpenBLAS to one thread in this process (openblas_set_num_threads(1)); nothing to do in a
+// build without OpenBLAS, whose loops run on the caller's thread.
 void UseSingleBlasThread();
-// The number of threads OpenBLAS uses in this process.
+// The number of threads OpenBLAS uses in this process (1 without OpenBLAS).
 int BlasThreads();
 // OpenBLAS's build description ("OpenBLAS 0.3.21 DYNAMIC_ARCH ... SkylakeX MAX_THREADS=64"): the
-// kernel it picked for this CPU, worth logging beside timings. Static storage; do not free.
+// kernel it picked for this CPU, worth logging beside timings; without OpenBLAS, a sentence saying
+// so. Static storage; do not free.
 const char* BlasConfig();
 
 }  // namespace gshare::examples

@@ -14,11 +14,15 @@
 //                                    threads are started once per size and kept, as the engine
 //                                    keeps its stream threads;
 //                 copy_engine_xS     (unpaced emulated GPUs) the same with the emulated copy
-//                                    engine's own routine (CopyEngineCopy, non-temporal stores).
+//                                    engine's own routine (CopyEngineCopy, non-temporal stores);
+//                 stream_xS          (CUDA, paced emulated links: where the host cannot reach the
+//                                    device memory) S copy streams of the device, created once
+//                                    per size, each copying one contiguous S-th of the bytes,
+//                                    timed until every stream is synchronized.
 //   restore     the restore engine copying a snapshot of the same size into the same buffer;
 //   d2h raw     device to host, the same methods the other way; where memcpy cannot reach the
 //               device memory (CUDA, paced emulated links) "stream" replaces it: one unchunked
-//               copy on one copy stream of the device;
+//               copy on one copy stream of the device (and stream_xS as above);
 //   checkpoint  the restore engine copying the buffer into the snapshot (the buffer is marked
 //               written before each run, so the checkpoint always copies).
 // Host sides are pinned host memory holding the same random bytes, written before timing; every
@@ -129,6 +133,29 @@ DirectionResult Decide(const std::vector<Path*>& raws, const Path& engine) {
   return result;
 }
 
+// Enqueues one part of a copy on a stream: (stream, offset, bytes), the same offset on both sides.
+using StreamPartCopy = std::function<Status(CopyStream&, std::uint64_t, std::uint64_t)>;
+
+// Cuts `size_bytes` into one contiguous part per stream (4 KiB aligned, the last one shorter),
+// enqueues `copy` of each part on its stream, then synchronizes every stream, even after an error.
+Status CopyOnStreams(const std::vector<std::unique_ptr<CopyStream>>& streams,
+                     std::uint64_t size_bytes, const StreamPartCopy& copy) {
+  constexpr std::uint64_t kAlign = 4 * kKiB;
+  const std::uint64_t count = streams.size();
+  const std::uint64_t part = ((size_bytes + count - 1) / count + kAlign - 1) / kAlign * kAlign;
+  Status status = Status::Ok();
+  for (std::uint64_t i = 0; i < count && status.ok(); ++i) {
+    const std::uint64_t offset = i * part;
+    if (offset >= size_bytes) break;
+    status = copy(*streams[i], offset, std::min(part, size_bytes - offset));
+  }
+  for (const auto& stream : streams) {
+    Status synchronized = stream->Synchronize();
+    if (status.ok()) status = std::move(synchronized);
+  }
+  return status;
+}
+
 Result<SizeResult> MeasureSize(GpuInventory& node, RestoreEngine& engine, std::uint64_t size_bytes,
                                std::uint64_t chunk_bytes, int repetitions) {
   Device& device = *node.devices()[0];
@@ -161,6 +188,7 @@ Result<SizeResult> MeasureSize(GpuInventory& node, RestoreEngine& engine, std::u
 
   std::vector<Path> h2d_raw;
   std::vector<Path> d2h_raw;
+  std::vector<std::unique_ptr<CopyStream>> streams;  // stream_xS, where there is one
   h2d_raw.push_back(
       {"memcpy", [&] { return device.TimedRawCopyToDevice(*buffer, host->bytes()); }, {}});
   std::unique_ptr<CopyCrew> crew;
@@ -212,6 +240,32 @@ Result<SizeResult> MeasureSize(GpuInventory& node, RestoreEngine& engine, std::u
                          });
                        },
                        {}});
+    if (threads > 1) {
+      for (int s = 0; s < threads; ++s) {
+        GSHARE_ASSIGN_OR_RETURN(auto stream, device.CreateStream());
+        streams.push_back(std::move(stream));
+      }
+      const std::string name = fmt::format("stream_x{}", threads);
+      StreamPartCopy to_device = [&](CopyStream& stream, std::uint64_t offset,
+                                     std::uint64_t bytes) {
+        return stream.CopyToDevice(*buffer, offset, host->bytes().subspan(offset, bytes));
+      };
+      StreamPartCopy to_host = [&](CopyStream& stream, std::uint64_t offset, std::uint64_t bytes) {
+        return stream.CopyToHost(host->bytes().subspan(offset, bytes), *buffer, offset);
+      };
+      h2d_raw.push_back({name,
+                         [&, to_device] {
+                           return timed(
+                               [&] { return CopyOnStreams(streams, size_bytes, to_device); });
+                         },
+                         {}});
+      d2h_raw.push_back({name,
+                         [&, to_host] {
+                           return timed(
+                               [&] { return CopyOnStreams(streams, size_bytes, to_host); });
+                         },
+                         {}});
+    }
   }
   Path restore{
       "restore",

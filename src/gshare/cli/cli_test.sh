@@ -153,6 +153,25 @@ else
   echo "FAIL bench_restore_json: $(head -c 2000 "$work/bench.json")"
   failed=$((failed + 1))
 fi
+# Where the host cannot reach device memory (a paced emulated link, as a CUDA GPU), the raw
+# methods are one pinned copy (memcpy), one stream, and S streams each copying an S-th.
+if "$gshare" bench restore --device emulated --link-bandwidth 8GB/s --size 4Mi --streams 3 --json \
+     >"$work/bench_paced.json" 2>/dev/null &&
+   python3 - "$work/bench_paced.json" <<'PY'
+import json, sys
+(r,) = json.load(open(sys.argv[1]))["results"]
+assert set(r["raw_methods"]) == {"memcpy", "stream_x3"}, r["raw_methods"]
+assert r["raw_gbps"] == max(r["raw_methods"].values()) and r["restore_gbps"] > 0
+d = r["d2h"]
+assert set(d["raw_methods"]) == {"stream", "stream_x3"}, d["raw_methods"]
+assert d["raw_gbps"] == max(d["raw_methods"].values()) and d["checkpoint_gbps"] > 0
+PY
+then
+  passed=$((passed + 1))
+else
+  echo "FAIL bench_restore_streams: $(head -c 2000 "$work/bench_paced.json")"
+  failed=$((failed + 1))
+fi
 
 # gshare bench timeslice: 1, 2 and 3 mlp processes on one emulated GPU, every answer checked;
 # the model's side of the --json layout follows from the solo latency (runs arriving together

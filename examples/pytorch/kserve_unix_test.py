@@ -1,0 +1,222 @@
+#!/usr/bin/env python3
+"""Tests kserve_unix (the Python functions' protocol layer) without torch: starts a server process
+with a tiny pure-Python model on a socket in a temporary folder, checks health, metadata, infer
+answers (values, shapes, flat and nested data, requested outputs), 400 on bad inputs, 404, 405,
+507 on the model's out-of-memory with the process going on, then ends that process by its pid.
+
+  python3 kserve_unix_test.py            the test (exit 0 when every check passes)
+  python3 kserve_unix_test.py --serve S  the server it starts, on socket S
+"""
+
+import http.client
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import kserve_unix  # noqa: E402
+
+
+class FakeModel:
+    """y[i] = [sum of row i, 2 * x[i][0] + 1]; a row summing above 1e6 runs 'out of memory'."""
+
+    name = "fake"
+    version = "1"
+    platform = "python"
+    inputs = [kserve_unix.TensorSpec("x", "FP32", [-1, 3])]
+    outputs = [
+        kserve_unix.TensorSpec("y", "FP32", [-1, 2]),
+        kserve_unix.TensorSpec("count", "INT64", [1]),
+    ]
+    max_batch = 4
+
+    def __init__(self):
+        self.calls = 0
+
+    def infer(self, inputs):
+        x = inputs["x"]
+        batch = x.shape[0]
+        if not 1 <= batch <= self.max_batch:
+            raise kserve_unix.BadInput(f"batch {batch} is outside [1, {self.max_batch}]")
+        rows = [x.data[3 * i : 3 * i + 3] for i in range(batch)]
+        if any(sum(row) > 1e6 for row in rows):
+            raise kserve_unix.OutOfMemory("the fake model's slice is full")
+        self.calls += 1
+        y = []
+        for row in rows:
+            y += [float(sum(row)), 2.0 * row[0] + 1.0]
+        return [
+            kserve_unix.Tensor("y", "FP32", [batch, 2], y),
+            kserve_unix.Tensor("count", "INT64", [1], [self.calls]),
+        ]
+
+
+class UnixConnection(http.client.HTTPConnection):
+    def __init__(self, path):
+        super().__init__("localhost", timeout=10)
+        self.unix_path = path
+
+    def connect(self):
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(10)
+        self.sock.connect(self.unix_path)
+
+
+def request(path, method, target, body=None):
+    """One request on a connection of its own, as the node sends them: (status, JSON body)."""
+    connection = UnixConnection(path)
+    try:
+        headers = {"Content-Type": "application/json"} if body is not None else {}
+        if body is not None and not isinstance(body, (bytes, str)):
+            body = json.dumps(body)
+        connection.request(method, target, body=body, headers=headers)
+        response = connection.getresponse()
+        return response.status, json.loads(response.read() or b"null")
+    finally:
+        connection.close()
+
+
+failures = []
+
+
+def check(name, condition, detail=""):
+    if condition:
+        print(f"ok: {name}")
+    else:
+        print(f"FAIL: {name} {detail}")
+        failures.append(name)
+
+
+def run_checks(path):
+    status, body = request(path, "GET", "/v2/health/live")
+    check("live", status == 200, f"{status} {body}")
+    status, body = request(path, "GET", "/v2/models/fake")
+    check(
+        "metadata",
+        status == 200
+        and body["name"] == "fake"
+        and body["inputs"] == [{"name": "x", "datatype": "FP32", "shape": [-1, 3]}]
+        and body["outputs"][0] == {"name": "y", "datatype": "FP32", "shape": [-1, 2]},
+        f"{status} {body}",
+    )
+    status, body = request(path, "GET", "/v2/models/fake/ready")
+    check("model ready", status == 200, f"{status} {body}")
+
+    nested = {"id": "7", "inputs": [{"name": "x", "datatype": "FP32", "shape": [2, 3],
+                                     "data": [[1, 2, 3], [4.5, 5, 6]]}]}
+    status, body = request(path, "POST", "/v2/models/fake/infer", nested)
+    check(
+        "infer nested",
+        status == 200
+        and body["model_name"] == "fake"
+        and body["id"] == "7"
+        and body["outputs"][0] == {"name": "y", "datatype": "FP32", "shape": [2, 2],
+                                   "data": [6.0, 3.0, 15.5, 10.0]},
+        f"{status} {body}",
+    )
+    flat = {"inputs": [{"name": "x", "datatype": "FP32", "shape": [1, 3], "data": [0.25, 0, -1]}],
+            "outputs": [{"name": "y"}]}
+    status, body = request(path, "POST", "/v2/models/fake/infer", flat)
+    check(
+        "infer flat, one requested output",
+        status == 200
+        and "id" not in body
+        and body["outputs"] == [{"name": "y", "datatype": "FP32", "shape": [1, 2],
+                                 "data": [-0.75, 1.5]}],
+        f"{status} {body}",
+    )
+
+    bad = {
+        "datatype": {"inputs": [{"name": "x", "datatype": "INT32", "shape": [1, 3],
+                                 "data": [1, 2, 3]}]},
+        "shape": {"inputs": [{"name": "x", "datatype": "FP32", "shape": [1, 4],
+                              "data": [1, 2, 3, 4]}]},
+        "count": {"inputs": [{"name": "x", "datatype": "FP32", "shape": [2, 3],
+                              "data": [1, 2, 3]}]},
+        "nesting": {"inputs": [{"name": "x", "datatype": "FP32", "shape": [2, 3],
+                                "data": [[1, 2, 3, 4, 5, 6]]}]},
+        "element": {"inputs": [{"name": "x", "datatype": "FP32", "shape": [1, 3],
+                                "data": [1, "2", 3]}]},
+        "missing input": {"inputs": []},
+        "unknown input": {"inputs": [{"name": "z", "datatype": "FP32", "shape": [1],
+                                      "data": [1]}]},
+        "unknown output": {"inputs": flat["inputs"], "outputs": [{"name": "w"}]},
+        "batch too large": {"inputs": [{"name": "x", "datatype": "FP32", "shape": [5, 3],
+                                        "data": [0] * 15}]},
+        "malformed JSON": '{"inputs": [',
+        "NaN": '{"inputs": [{"name": "x", "datatype": "FP32", "shape": [1, 3], '
+               '"data": [NaN, 1, 2]}]}',
+    }
+    for what, body_in in bad.items():
+        status, body = request(path, "POST", "/v2/models/fake/infer", body_in)
+        check(f"400 on {what}", status == 400 and isinstance(body.get("error"), str)
+              and body["error"], f"{status} {body}")
+
+    status, body = request(path, "GET", "/v2/models/other")
+    check("404 on another model", status == 404 and "error" in body, f"{status} {body}")
+    status, body = request(path, "GET", "/v2/models/fake/infer")
+    check("405 on GET infer", status == 405 and "error" in body, f"{status} {body}")
+
+    full = {"inputs": [{"name": "x", "datatype": "FP32", "shape": [1, 3], "data": [1e7, 0, 0]}]}
+    status, body = request(path, "POST", "/v2/models/fake/infer", full)
+    check("507 on out of memory", status == 507 and "out of device memory" in body["error"],
+          f"{status} {body}")
+    status, body = request(path, "GET", "/v2/health/ready")
+    check("ready after the 507", status == 200, f"{status} {body}")
+    status, body = request(path, "POST", "/v2/models/fake/infer", nested)
+    check("infer after the 507", status == 200 and body["outputs"][0]["data"][:2] == [6.0, 3.0]
+          and body["outputs"][1]["data"] == [3], f"{status} {body}")
+
+
+def main():
+    if len(sys.argv) == 3 and sys.argv[1] == "--serve":
+        def load():
+            time.sleep(0.2)  # a model takes a while to load: readiness must wait for it
+            return FakeModel()
+
+        kserve_unix.serve(load, "fake", sys.argv[2])
+    with tempfile.TemporaryDirectory(prefix="gshare-kserve-test-") as folder:
+        path = os.path.join(folder, "function.sock")
+        server = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--serve", path])
+        try:
+            deadline = time.monotonic() + 30
+            saw_loading = False
+            while True:
+                try:
+                    status, _ = request(path, "GET", "/v2/health/ready")
+                except OSError:
+                    status = None
+                if status == 503:
+                    saw_loading = True
+                if status == 200 or time.monotonic() > deadline or server.poll() is not None:
+                    break
+                time.sleep(0.02)
+            check("ready within 30 s", status == 200, f"last status {status}")
+            check("503 while loading", saw_loading)
+            if status == 200:
+                run_checks(path)
+        finally:
+            # Only the process this test started, by its pid.
+            if server.poll() is None:
+                os.kill(server.pid, signal.SIGTERM)
+                try:
+                    server.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    os.kill(server.pid, signal.SIGKILL)
+                    server.wait()
+        check("stopped by SIGTERM, exit 0", server.returncode == 0, f"rc {server.returncode}")
+        check("socket removed", not os.path.exists(path))
+    if failures:
+        print(f"kserve_unix_test: {len(failures)} check(s) failed: {', '.join(failures)}")
+        return 1
+    print("kserve_unix_test: every check passed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,155 @@
+#!/usr/bin/env bash
+# run.sh: the GPU check of a gShare bundle (made by scripts/gpu-bundle.sh in the source tree,
+# which copies this file in as OUT/run.sh). For a machine with an NVIDIA GPU and driver, the CUDA
+# toolkit, and Python 3 with PyTorch and torchvision; it needs nothing else and writes only under
+# its results folder.
+#
+#   OUT/run.sh        results in OUT/results, or in the folder GSHARE_GPU_RESULTS names
+#
+# Where there is no NVIDIA GPU or driver it says so and checks nothing. Otherwise:
+#   smoke phase (under 2 minutes; the first failure ends the run):
+#     gshare node info --device cuda --json                    shows a CUDA GPU
+#     gshare bench function --mechanism shim --repetitions 1   one checkpoint and restore of the
+#       -- python3 examples/pytorch/function.py --model resnet50   PyTorch resnet50 function
+#     gshare bench restore --size 64Mi                         one copy benchmark
+#   the rest (the whole run within 5 minutes; a step the time left cannot hold is not run):
+#     every test labelled gpu (tests/gpu-tests.txt), each with its gtest JSON report
+#     gshare bench restore --size 512Mi --size 2Gi              engine against the best raw copy
+#     gshare bench function, --repetitions 3, for resnet50 and vit_l_16 under the shim and the
+#       driver's checkpoint (cuCheckpointProcess)
+# Every command runs under `timeout`. Each step's standard output (JSON), its log and its exit
+# status go to the results folder; report.py then prints one table of every figure and check,
+# also written to summary.md there.
+#
+# Exit status: 0 when every supported check passed and the shim path passed; 1 otherwise; 77 when
+# there is no NVIDIA GPU or driver here (nothing checked).
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+gshare="${here}/gshare"
+function_py="${here}/examples/pytorch/function.py"
+results="${GSHARE_GPU_RESULTS:-${here}/results}"
+budget_s=300 # the whole run
+results_marker=".gshare-gpu-results"
+
+no_gpu() {
+  echo "run.sh: no NVIDIA GPU or driver here ($1): nothing to check"
+  exit 77
+}
+if ! command -v nvidia-smi >/dev/null 2>&1; then
+  no_gpu "nvidia-smi not found"
+fi
+if ! smi="$(timeout 30 nvidia-smi -L 2>&1)" || ! grep -q '^GPU ' <<<"${smi}"; then
+  no_gpu "nvidia-smi -L: $(head -n 1 <<<"${smi}")"
+fi
+if command -v python3 >/dev/null 2>&1; then
+  if ! why="$(python3 -c 'import ctypes; ctypes.CDLL("libcuda.so.1")' 2>&1)"; then
+    no_gpu "libcuda.so.1 cannot be loaded: $(tail -n 1 <<<"${why}")"
+  fi
+elif ! ldconfig -p 2>/dev/null | grep -q 'libcuda\.so\.1 '; then
+  no_gpu "libcuda.so.1 is not in the loader's cache"
+fi
+if ! command -v python3 >/dev/null 2>&1; then
+  echo "run.sh: python3 is needed (the PyTorch function and the report); none found" >&2
+  exit 1
+fi
+
+# A results folder of an earlier run is emptied; any other non-empty folder is left alone.
+if [ -d "${results}" ] && [ ! -e "${results}/${results_marker}" ] &&
+  [ -n "$(find "${results}" -mindepth 1 -maxdepth 1 -print -quit)" ]; then
+  echo "run.sh: ${results} holds files this script did not write; name another folder" >&2
+  exit 1
+fi
+rm -rf "${results}"
+mkdir -p "${results}"
+results="$(cd "${results}" && pwd)"
+touch "${results}/${results_marker}"
+echo "run.sh: results in ${results}"
+
+started=${SECONDS}
+
+# run_step NAME CAP_S COMMAND...: runs COMMAND under timeout, for CAP_S seconds or what is left of
+# the budget if less; standard output to NAME.json (NAME.txt when step_output=txt), standard error
+# to NAME.log, exit status to NAME.rc ("skipped" when too little time is left). Returns the exit
+# status.
+run_step() {
+  local name="$1" cap="$2"
+  shift 2
+  local left=$((budget_s - (SECONDS - started)))
+  if [ "${left}" -lt "${cap}" ]; then cap="${left}"; fi
+  if [ "${cap}" -lt 10 ]; then
+    echo "skipped" >"${results}/${name}.rc"
+    echo "not run: the ${budget_s} s budget of run.sh was spent" >"${results}/${name}.log"
+    printf 'run.sh: %-34s not run (time budget spent)\n' "${name}"
+    return 1
+  fi
+  local begin=${SECONDS} rc=0
+  timeout --kill-after=10 "${cap}" "$@" >"${results}/${name}.${step_output:-json}" \
+    2>"${results}/${name}.log" || rc=$?
+  echo "${rc}" >"${results}/${name}.rc"
+  local note=""
+  if [ "${rc}" -eq 124 ] || [ "${rc}" -eq 137 ]; then note=" (timed out after ${cap} s)"; fi
+  printf 'run.sh: %-34s exit %3d  %4d s%s\n' "${name}" "${rc}" $((SECONDS - begin)) "${note}"
+  return "${rc}"
+}
+
+smoke_failed() {
+  local name="$1" what="$2"
+  echo
+  echo "run.sh: smoke phase failed: ${what}"
+  echo "run.sh: the last lines of ${results}/${name}.log:"
+  tail -n 20 "${results}/${name}.log" | sed 's/^/  /'
+  echo "run.sh: nothing more was run"
+  exit 1
+}
+
+echo "== machine"
+{
+  timeout 30 nvidia-smi --query-gpu=index,name,uuid,memory.total,driver_version,pcie.link.gen.max,pcie.link.width.max --format=csv || true
+  grep -m1 'model name' /proc/cpuinfo || true
+  echo "CPUs: $(nproc)"
+  head -n 2 /etc/os-release 2>/dev/null || true
+  timeout 60 python3 -c 'import sys, torch, torchvision; print("python", sys.version.split()[0], "torch", torch.__version__, "torchvision", torchvision.__version__, "torch CUDA", torch.version.cuda)' 2>&1 || true
+  cat "${here}/BUILD-INFO" 2>/dev/null || true
+} | tee "${results}/machine.txt"
+
+echo "== smoke phase"
+run_step smoke-node-info 20 "${gshare}" node info --device cuda --json ||
+  smoke_failed smoke-node-info "gshare node info --device cuda failed"
+python3 "${here}/report.py" check node-info "${results}/smoke-node-info.json" ||
+  smoke_failed smoke-node-info "gshare node info --device cuda shows no CUDA GPU"
+run_step smoke-function-shim-resnet50 75 "${gshare}" bench function --device cuda \
+  --mechanism shim --repetitions 1 --json -- python3 "${function_py}" --model resnet50 ||
+  smoke_failed smoke-function-shim-resnet50 "the shim round trip of resnet50 did not pass"
+python3 "${here}/report.py" check function "${results}/smoke-function-shim-resnet50.json" ||
+  smoke_failed smoke-function-shim-resnet50 "the shim round trip of resnet50 did not pass"
+run_step smoke-restore-64Mi 25 "${gshare}" bench restore --device cuda --size 64Mi \
+  --repetitions 11 --json || smoke_failed smoke-restore-64Mi "gshare bench restore --size 64Mi failed"
+python3 "${here}/report.py" check restore "${results}/smoke-restore-64Mi.json" ||
+  smoke_failed smoke-restore-64Mi "gshare bench restore --size 64Mi measured nothing"
+echo "run.sh: smoke phase passed in $((SECONDS - started)) s"
+
+echo "== GPU tests"
+# Helpers a test starts lie beside it.
+export PATH="${here}/tests:${PATH}"
+while read -r test; do
+  [ -n "${test}" ] || continue
+  (cd "${here}/tests" && step_output=txt run_step "test-${test}" 120 "./${test}" --gtest_brief=1 \
+    "--gtest_output=json:${results}/test-${test}.gtest.json") || true
+done <"${here}/tests/gpu-tests.txt"
+
+echo "== restore engine against raw copies"
+run_step restore 120 "${gshare}" bench restore --device cuda --size 512Mi --size 2Gi --json || true
+
+echo "== PyTorch functions: checkpoint and restore"
+for model in resnet50 vit_l_16; do
+  for mechanism in shim checkpoint; do
+    run_step "function-${mechanism}-${model}" 120 "${gshare}" bench function --device cuda \
+      --mechanism "${mechanism}" --repetitions 3 --json -- python3 "${function_py}" \
+      --model "${model}" || true
+  done
+done
+echo "run.sh: done in $((SECONDS - started)) s"
+
+echo
+python3 "${here}/report.py" table "${results}"
