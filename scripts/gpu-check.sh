@@ -28,7 +28,7 @@ echo "CPUs: $(nproc)"
 echo "== build (CUDA on)"
 cmake -S "${root}" -B "${build}" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGSHARE_ENABLE_CUDA=ON
 cmake --build "${build}" -j "${jobs}" --target gshare gshare_device_test gshare_device_cuda_test \
-  gshare_node_test gshare_node_gpu_test
+  gshare_node_test gshare_node_gpu_test gshare_cuda_shim_gpu_test
 
 echo "== tests (device and node, GPU label included)"
 tests_failed=0
