@@ -3,6 +3,8 @@
 // active with it, dlsym handing out its hooks for a driver the program opened, and RTLD_NEXT
 // still resolved from dlsym's caller.
 #include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <map>
@@ -118,11 +120,15 @@ TEST(CudaShimLibraryTest, QuietWhenPassiveAndNotVerbose) {
 }
 
 TEST(CudaShimLibraryTest, ActiveHandsOutItsHooksAndFailsAllocationsItCannotServe) {
-  // A control channel that is not open: on this machine the slice cannot be served (no driver,
-  // or no node to say hello to), and every allocation fails as out of memory.
-  const std::string output = Probe(
-      "GSHARE_CONTROL_FD=1000 GSHARE_DEVICE_BASE=0x7e0000000000 "
-      "GSHARE_DEVICE_RESERVE=1073741824");
+  // A control channel whose node end is closed: the slice cannot be served (no driver here, or
+  // no node to say hello to on a GPU machine), and every allocation fails as out of memory.
+  int channel[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_SEQPACKET, 0, channel), 0);
+  ::close(channel[0]);
+  const std::string output =
+      Probe("GSHARE_CONTROL_FD=" + std::to_string(channel[1]) +
+            " GSHARE_DEVICE_BASE=0x7e0000000000 GSHARE_DEVICE_RESERVE=1073741824");
+  ::close(channel[1]);
   const auto keys = Keys(output);
   EXPECT_EQ(keys.at("rtld_next_finds_shim"), "yes") << output;
   if (keys.at("driver_opened") == "yes") {
@@ -136,6 +142,19 @@ TEST(CudaShimLibraryTest, ActiveHandsOutItsHooksAndFailsAllocationsItCannotServe
   const auto first = output.find(refused);
   EXPECT_NE(first, std::string::npos) << output;
   EXPECT_EQ(output.find(refused, first + 1), std::string::npos) << output;
+}
+
+TEST(CudaShimLibraryTest, AVariableWithoutAChannelBehindItIsPassive) {
+  // What a program the function starts inherits: the variable, not the channel.
+  const std::string output = Probe("GSHARE_CONTROL_FD=1000");
+  const auto keys = Keys(output);
+  if (keys.at("driver_opened") == "yes") {
+    EXPECT_EQ(keys.at("cuMemAlloc_v2"), "driver") << output;
+  }
+  EXPECT_EQ(keys.at("cudaMalloc_result"), "3") << output;  // forwarded: no runtime here
+  EXPECT_NE(output.find("gshare-cuda-shim: GSHARE_CONTROL_FD=1000 is not a control channel"),
+            std::string::npos)
+      << output;
 }
 
 }  // namespace

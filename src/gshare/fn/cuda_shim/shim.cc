@@ -1,6 +1,7 @@
 #include "gshare/fn/cuda_shim/shim.h"
 
 #include <dlfcn.h>
+#include <sys/socket.h>
 
 #include <atomic>
 #include <charconv>
@@ -37,19 +38,32 @@ Result<std::uint64_t> ReadEnvNumber(const char* name, int base) {
   return value;
 }
 
+// The descriptor GSHARE_CONTROL_FD names, when it is a control channel (a SOCK_SEQPACKET socket);
+// -1 otherwise. A program that the function starts inherits the variable but not the channel (the
+// shim marks it close-on-exec), and must not take whatever else has that number for one.
+int ControlChannelFd() {
+  auto number = ReadEnvNumber(kControlFdEnv, 10);
+  if (!number.ok() || *number > 1 << 20) return -1;
+  const int fd = static_cast<int>(*number);
+  int type = 0;
+  socklen_t length = sizeof(type);
+  if (::getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &length) != 0 || type != SOCK_SEQPACKET) {
+    return -1;
+  }
+  return fd;
+}
+
 struct Connection {
   CUcontext context = nullptr;
   ShimCore* slice = nullptr;  // never destroyed: serves the node until the process ends
 };
 
-Result<Connection> Connect() {
-  auto control = ReadEnvNumber(kControlFdEnv, 10);
-  if (!control.ok()) return control.status();
+// Connects the slice over the channel `control` (closed on failure, so that the node hears of it).
+Result<Connection> Connect(UniqueFd control) {
   auto base = ReadEnvNumber(kDeviceBaseEnv, 16);
   if (!base.ok()) return base.status();
   auto reserve = ReadEnvNumber(kDeviceReserveEnv, 10);
   if (!reserve.ok()) return reserve.status();
-  if (*control > 1 << 20) return InvalidArgument(std::string(kControlFdEnv) + " is out of range");
   const CudaDriver* driver = Driver();
   if (driver == nullptr) return Unavailable("the CUDA driver (libcuda.so.1) cannot be loaded");
   GSHARE_RETURN_IF_ERROR(driver->Check("cuInit", driver->init(0)));
@@ -60,9 +74,8 @@ Result<Connection> Connect() {
       "cuDevicePrimaryCtxRetain", driver->primary_context_retain(&connection.context, device)));
   auto backend = CudaBackend::Create(*driver, connection.context, device);
   if (!backend.ok()) return backend.status();
-  auto core =
-      ShimCore::Connect(UniqueFd(static_cast<int>(*control)), static_cast<std::uintptr_t>(*base),
-                        *reserve, std::move(backend).value());
+  auto core = ShimCore::Connect(std::move(control), static_cast<std::uintptr_t>(*base), *reserve,
+                                std::move(backend).value());
   if (!core.ok()) return core.status();
   connection.slice = core.value().release();
   if (Verbose()) {
@@ -75,6 +88,7 @@ Result<Connection> Connect() {
   return connection;
 }
 
+int control_fd = -1;  // decided once, by Active()
 std::once_flag connect_once;
 Connection serving;  // written once, under connect_once, before `connected` is set
 std::atomic<ShimCore*> connected{nullptr};
@@ -89,12 +103,20 @@ void LogLine(std::string_view line) {
 bool Active() {
   static const bool active = [] {
     const char* control = std::getenv(kControlFdEnv);
-    const bool set = control != nullptr && *control != '\0';
-    if (!set && Verbose()) {
-      LogLine(std::string(kControlFdEnv) +
-              " is not set: passive, every CUDA call goes to the real driver and runtime");
+    if (control == nullptr || *control == '\0') {
+      if (Verbose()) {
+        LogLine(std::string(kControlFdEnv) +
+                " is not set: passive, every CUDA call goes to the real driver and runtime");
+      }
+      return false;
     }
-    return set;
+    control_fd = ControlChannelFd();
+    if (control_fd < 0) {
+      LogLine(std::string(kControlFdEnv) + "=" + control +
+              " is not a control channel (a program the function started?): passive");
+      return false;
+    }
+    return true;
   }();
   return active;
 }
@@ -114,7 +136,7 @@ const CudaDriver* Driver() {
 ShimCore* Slice() {
   if (!Active()) return nullptr;
   std::call_once(connect_once, [] {
-    auto made = Connect();
+    auto made = Connect(UniqueFd(control_fd));
     if (!made.ok()) {
       LogLine("cannot serve the slice, every allocation fails: " + made.status().ToString());
       return;

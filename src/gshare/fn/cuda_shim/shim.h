@@ -2,13 +2,15 @@
 // runtime_hooks.cc, dlsym_hook.cc).
 //
 // Nothing happens when the library is loaded. On the first hooked call the shim decides its mode
-// from the environment: with GSHARE_CONTROL_FD set it is active and serves the instance's slice;
-// without it, it is passive: every hook forwards to the real function, and with
-// GSHARE_SHIM_VERBOSE set it says so once on standard error. The slice is connected on the first
-// call that needs it (an allocation, a memory query): the driver is loaded, initialized, device
-// 0's primary context retained, the address range reserved (GSHARE_DEVICE_BASE,
-// GSHARE_DEVICE_RESERVE), hello said, and the node's first map awaited. A connection that fails
-// is said once on standard error, and every allocation fails from then on.
+// from the environment: with GSHARE_CONTROL_FD naming a control channel it is active and serves
+// the instance's slice; without the variable it is passive: every hook forwards to the real
+// function, and with GSHARE_SHIM_VERBOSE set it says so once on standard error. A variable with
+// no channel behind it (what a program the function starts inherits: the shim marks the channel
+// close-on-exec) is passive too, said once. The slice is connected on the first call that needs
+// it (an allocation, a memory query): the driver is loaded, initialized, device 0's primary
+// context retained, the address range reserved (GSHARE_DEVICE_BASE, GSHARE_DEVICE_RESERVE), hello
+// said, and the node's first map awaited. A connection that fails closes the channel (the node
+// hears of it), is said once on standard error, and every allocation fails from then on.
 //
 // The state lives for the whole process and is never destroyed (a control thread serves the node
 // until the process ends). Every function here may be called from any thread.
