@@ -2,13 +2,16 @@
 //
 // A Unix SOCK_SEQPACKET socket pair, one end inherited by the function process (its number in
 // GSHARE_CONTROL_FD), the other kept by the node. Each datagram is one fixed-size
-// ControlMessage; a kMap message carries the memfd of the instance's device memory as
-// SCM_RIGHTS. Everything else is data only, and a datagram of any other size, of an unknown type,
-// or with a file descriptor where none belongs is rejected (the descriptor closed).
+// ControlMessage; a kMap message carries a descriptor of the instance's device memory as
+// SCM_RIGHTS: a memfd of an emulated GPU, or a CUDA allocation exported as a POSIX descriptor
+// (for a process served by the CUDA allocator shim), as its `reserved` field says
+// (MapHandleKind). Everything else is data only, and a datagram of any other size, of an unknown
+// type, or with a file descriptor where none belongs is rejected (the descriptor closed).
 //
 // The conversation (docs/node.md, "Switching"):
 //   function -> node  kHello            a = pid, b = device base address, c = reserved bytes
-//   node -> function  kMap + memfd      a = mapped bytes, b = quota bytes, c = generation
+//   node -> function  kMap + fd         a = mapped bytes, b = quota bytes, c = generation,
+//                                       reserved = the fd's MapHandleKind
 //   function -> node  kMapped           c = generation
 //   node -> function  kLock             quiesce: finish the kernel in flight, start no other
 //   function -> node  kLocked           a = bytes in use (the image to keep), b = 1 if written
@@ -50,9 +53,15 @@ enum class ControlType : std::uint32_t {
 };
 std::string_view ControlTypeName(ControlType type);
 
+// What the descriptor of a kMap is. A function refuses a kind it cannot map (kMapped, a = 1).
+enum class MapHandleKind : std::uint32_t {
+  kMemfd = 0,        // shared memory of an emulated GPU, mapped with mmap
+  kCudaPosixFd = 1,  // CUDA VMM memory (cuMemCreate), imported with cuMemImportFromShareableHandle
+};
+
 struct ControlMessage {
   ControlType type = ControlType::kHello;
-  std::uint32_t reserved = 0;
+  std::uint32_t reserved = 0;  // kMap: the MapHandleKind of its descriptor; otherwise 0
   std::uint64_t a = 0;
   std::uint64_t b = 0;
   std::uint64_t c = 0;
