@@ -2,13 +2,22 @@
 //
 // A Unix SOCK_SEQPACKET socket pair, one end inherited by the function process (its number in
 // GSHARE_CONTROL_FD), the other kept by the node. Each datagram is one fixed-size
-// ControlMessage; a kMap message carries the memfd of the instance's device memory as
-// SCM_RIGHTS. Everything else is data only, and a datagram of any other size, of an unknown type,
-// or with a file descriptor where none belongs is rejected (the descriptor closed).
+// ControlMessage; a kMap message carries a file descriptor of the instance's device memory as
+// SCM_RIGHTS (DeviceBuffer::Export). Everything else is data only, and a datagram of any other
+// size, of an unknown type, or with a file descriptor where none belongs is rejected (the
+// descriptor closed).
+//
+// kMap's `reserved` field carries the descriptor's kind (MemoryHandleKind, device/device.h):
+//   0  a memfd (emulated GPU): mmap `a` bytes of it at the instance's reserved addresses.
+//   1  a CUDA VMM allocation exported as a POSIX file descriptor: import it with
+//      cuMemImportFromShareableHandle(CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) and cuMemMap `a`
+//      bytes (a multiple of the allocation granularity) at the instance's reserved addresses.
+// Every other message has `reserved` 0.
 //
 // The conversation (docs/node.md, "Switching"):
 //   function -> node  kHello            a = pid, b = device base address, c = reserved bytes
-//   node -> function  kMap + memfd      a = mapped bytes, b = quota bytes, c = generation
+//   node -> function  kMap + fd         a = mapped bytes, b = quota bytes, c = generation,
+//                                       reserved = the fd's kind (above)
 //   function -> node  kMapped           c = generation
 //   node -> function  kLock             quiesce: finish the kernel in flight, start no other
 //   function -> node  kLocked           a = bytes in use (the image to keep), b = 1 if written
