@@ -61,9 +61,12 @@ import json, sys
 out, passed, skipped = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 info = json.load(open(f"{out}/node-info.json"))
 print(f"GPU tests: {passed} passed, {skipped} skipped (see ctest-gpu.log for failures)")
-print(f"{'GPU':>3}  {'NAME':<28} {'MEMORY GiB':>10}  {'LINK GB/s':>9}  UUID")
+print(f"CUDA driver {info['cuda_driver_version']}, runtime {info['cuda_runtime_version']}")
+print(f"{'GPU':>3}  {'NAME':<28} {'MEMORY GiB':>10}  {'TOTAL GiB':>9}  {'EXPORT':<8}  "
+      f"{'LINK GB/s':>9}  UUID")
 for g in info["gpus"]:
     print(f"{g['index']:>3}  {g['name']:<28} {g['memory_bytes'] / 2**30:>10.1f}  "
+          f"{g['total_memory_bytes'] / 2**30:>9.1f}  {g['memory_export']:<8}  "
           f"{g['measured_link_bytes_per_second'] / 1e9:>9.2f}  {g['uuid']}")
 print()
 rows = json.load(open(f"{out}/bench-restore.json"))["results"]
