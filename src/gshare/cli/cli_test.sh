@@ -173,6 +173,40 @@ else
   failed=$((failed + 1))
 fi
 
+# gshare node info on emulated GPUs: no CUDA driver ("none"), memory handed over as memfds, total
+# and free memory (docs/node.md, Commands).
+if "$gshare" node info --device emulated --emulated 2x1Gi --no-measure --json >"$work/info.json" 2>/dev/null &&
+   "$gshare" node info --device emulated --emulated 2x1Gi --no-measure >"$work/info.txt" 2>/dev/null &&
+   grep -q '^CUDA driver none, runtime none$' "$work/info.txt" &&
+   grep -q 'EXPORT' "$work/info.txt" &&
+   python3 - "$work/info.json" <<'PY'
+import json, sys
+out = json.load(open(sys.argv[1]))
+assert out["backend"] == "emulated" and out["cuda_driver_version"] == "none"
+assert out["cuda_runtime_version"] == "none"
+assert [g["index"] for g in out["gpus"]] == [0, 1]
+for g in out["gpus"]:
+    assert g["memory_bytes"] == g["total_memory_bytes"] == g["free_memory_bytes"] == 2**30
+    assert g["memory_export"] == "memfd" and g["memory_export_note"] == ""
+    assert g["uuid"].startswith("EMU-")
+PY
+then
+  passed=$((passed + 1))
+else
+  echo "FAIL node_info_emulated: $(head -c 2000 "$work/info.json")"
+  failed=$((failed + 1))
+fi
+# gshare node info --device cuda where there is no CUDA GPU: exit 1, the cause named, no fallback.
+if ! "$gshare" node info --device cuda --no-measure --json >"$work/info_cuda.json" 2>"$work/info_cuda.stderr"; then
+  if grep -Eq -- "--device cuda: (no NVIDIA driver|no CUDA GPU|this gshare was built without CUDA)" "$work/info_cuda.stderr" &&
+     [ ! -s "$work/info_cuda.json" ]; then
+    passed=$((passed + 1))
+  else
+    echo "FAIL node_info_cuda_missing: $(cat "$work/info_cuda.stderr")"
+    failed=$((failed + 1))
+  fi
+fi
+
 # gshare bench timeslice: 1, 2 and 3 mlp processes on one emulated GPU, every answer checked;
 # the model's side of the --json layout follows from the solo latency (runs arriving together
 # end one after the other: the whole-latency prediction is 1.5 and 2 times the solo latency).

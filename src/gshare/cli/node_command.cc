@@ -4,14 +4,18 @@
 //                    [--no-measure] [--json]
 //
 // Lists the GPUs of this machine (CUDA GPUs, or emulated ones where there is no driver or GPU)
-// with their memory, UUID and measured host-to-device link bandwidth, and whether the driver's
-// process checkpoint API (which moves unmodified CUDA processes) can be used here.
+// with their memory (what slices may use, the total, and what the driver reports free now), UUID,
+// whether their memory can be handed to a function process, and measured host-to-device link
+// bandwidth; the CUDA driver and runtime versions ("none" on emulated GPUs); and whether the
+// driver's process checkpoint API (which moves unmodified CUDA processes) can be used here.
 #include <fmt/format.h>
 
 #include <cstdio>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "gshare/cli/commands.h"
 #include "gshare/device/cuda/cuda_checkpoint.h"
@@ -33,6 +37,13 @@ std::string FormatRate(double bytes_per_second) {
   return fmt::format("{:.1f} GB/s", bytes_per_second / 1e9);
 }
 
+// How a GPU's memory reaches a function process: "cuda-vmm" (exported as a POSIX fd), "memfd"
+// (emulated), "no" (a CUDA GPU without the virtual memory API or POSIX handles).
+std::string ExportName(const DeviceInfo& info) {
+  if (!info.memory_exportable) return "no";
+  return info.kind == DeviceKind::kCuda ? "cuda-vmm" : "memfd";
+}
+
 int RunNodeInfo(const NodeInfoFlags& flags) {
   auto devices = MakeDeviceOptions(flags.device, flags.emulated, flags.link_bandwidth);
   if (!devices.ok()) {
@@ -49,20 +60,42 @@ int RunNodeInfo(const NodeInfoFlags& flags) {
   }
   const GpuInventory& node = **inventory;
   const std::string checkpoint_api = ProbeProcessCheckpointApi();
+  // The driver's figure now; nullopt when it could not be read (the table shows "-").
+  std::vector<std::optional<DeviceMemoryInfo>> memory;
+  for (Device* device : node.devices()) {
+    auto queried = device->QueryMemory();
+    if (!queried.ok()) {
+      std::fprintf(stderr, "gshare node info: %s\n", queried.status().ToString().c_str());
+      memory.emplace_back();
+    } else {
+      memory.emplace_back(*queried);
+    }
+  }
+  const DeviceInfo* first = node.gpus().empty() ? nullptr : &node.gpus().front().info;
+  const std::string driver = FormatCudaVersion(first != nullptr ? first->cuda_driver_version : 0);
+  const std::string runtime = FormatCudaVersion(first != nullptr ? first->cuda_runtime_version : 0);
 
   if (flags.json) {
     nlohmann::json gpus = nlohmann::json::array();
-    for (const GpuRecord& gpu : node.gpus()) {
+    for (std::size_t i = 0; i < node.gpus().size(); ++i) {
+      const GpuRecord& gpu = node.gpus()[i];
       gpus.push_back({{"index", gpu.info.index},
                       {"kind", DeviceKindName(gpu.info.kind)},
                       {"name", gpu.info.name},
                       {"uuid", gpu.info.uuid},
                       {"memory_bytes", gpu.info.memory_bytes},
+                      {"total_memory_bytes", gpu.info.total_memory_bytes},
+                      {"free_memory_bytes",
+                       memory[i] ? nlohmann::json(memory[i]->free_bytes) : nlohmann::json(nullptr)},
+                      {"memory_export", ExportName(gpu.info)},
+                      {"memory_export_note", gpu.info.memory_export_note},
                       {"measured_link_bytes_per_second", gpu.measured_link_bytes_per_second},
                       {"configured_link_bytes_per_second", gpu.info.link_bytes_per_second}});
     }
     nlohmann::json out = {{"backend", DeviceKindName(node.kind())},
                           {"cuda_built", CudaBackendBuilt()},
+                          {"cuda_driver_version", driver},
+                          {"cuda_runtime_version", runtime},
                           {"note", node.note()},
                           {"process_checkpoint_api", checkpoint_api},
                           {"gpus", gpus}};
@@ -71,22 +104,34 @@ int RunNodeInfo(const NodeInfoFlags& flags) {
   }
 
   if (!node.note().empty()) std::printf("%s\n\n", node.note().c_str());
+  std::printf("CUDA driver %s, runtime %s\n\n", driver.c_str(), runtime.c_str());
   const bool emulated = node.kind() == DeviceKind::kEmulated;
-  std::printf("%s\n", fmt::format("{:>3}  {:<24} {:<40} {:>10}  {:>14}{}", "GPU", "NAME", "UUID",
-                                  "MEMORY", "LINK MEASURED", emulated ? "  LINK PACED AT" : "")
+  std::printf("%s\n", fmt::format("{:>3}  {:<24} {:<40} {:>10} {:>10} {:>10}  {:<8}  {:>14}{}",
+                                  "GPU", "NAME", "UUID", "MEMORY", "TOTAL", "FREE", "EXPORT",
+                                  "LINK MEASURED", emulated ? "  LINK PACED AT" : "")
                           .c_str());
-  for (const GpuRecord& gpu : node.gpus()) {
+  for (std::size_t i = 0; i < node.gpus().size(); ++i) {
+    const GpuRecord& gpu = node.gpus()[i];
     std::string paced;
     if (emulated) {
       paced = fmt::format("  {:>14}", gpu.info.link_bytes_per_second > 0
                                           ? FormatRate(gpu.info.link_bytes_per_second)
                                           : "unpaced");
     }
-    std::printf("%s\n",
-                fmt::format("{:>3}  {:<24} {:<40} {:>10}  {:>14}{}", gpu.info.index, gpu.info.name,
-                            gpu.info.uuid, FormatBytes(gpu.info.memory_bytes),
-                            FormatRate(gpu.measured_link_bytes_per_second), paced)
-                    .c_str());
+    std::printf(
+        "%s\n",
+        fmt::format("{:>3}  {:<24} {:<40} {:>10} {:>10} {:>10}  {:<8}  {:>14}{}", gpu.info.index,
+                    gpu.info.name, gpu.info.uuid, FormatBytes(gpu.info.memory_bytes),
+                    FormatBytes(gpu.info.total_memory_bytes),
+                    memory[i] ? FormatBytes(memory[i]->free_bytes) : "-", ExportName(gpu.info),
+                    FormatRate(gpu.measured_link_bytes_per_second), paced)
+            .c_str());
+  }
+  for (const GpuRecord& gpu : node.gpus()) {
+    if (!gpu.info.memory_exportable) {
+      std::printf("GPU %d: memory cannot be handed to a function process: %s\n", gpu.info.index,
+                  gpu.info.memory_export_note.c_str());
+    }
   }
   std::printf("\n%zu %s GPU%s; CUDA backend %s.\n", node.gpus().size(),
               std::string(DeviceKindName(node.kind())).c_str(), node.gpus().size() == 1 ? "" : "s",

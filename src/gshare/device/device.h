@@ -16,6 +16,7 @@
 // driver error is Internal or Unavailable, with the driver's message.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -26,6 +27,7 @@
 #include <utility>
 
 #include "gshare/common/status.h"
+#include "gshare/common/unique_fd.h"
 #include "gshare/common/units.h"
 
 namespace gshare {
@@ -38,13 +40,58 @@ std::string_view DeviceKindName(DeviceKind kind);  // "emulated", "cuda"
 // What a GPU is. Value type.
 struct DeviceInfo {
   DeviceKind kind = DeviceKind::kEmulated;
-  int index = 0;                   // position in the node's inventory (for CUDA: the ordinal)
-  std::string name;                // "NVIDIA H100 80GB HBM3", "emulated-gpu-0"
-  std::string uuid;                // "GPU-5f0c...": stable identity, used to restore onto a GPU
-  std::uint64_t memory_bytes = 0;  // device memory that allocations may use
+  int index = 0;     // position in the node's inventory (for CUDA: the ordinal)
+  std::string name;  // "NVIDIA H100 80GB HBM3", "emulated-gpu-0"
+  // Stable identity, used to restore onto a GPU: "GPU-5f0c...", "MIG-..." for a MIG instance,
+  // "EMU-..." for an emulated GPU (gpu_uuid.h). uuid_bytes are its 16 raw bytes, as the driver
+  // gives them (CUuuid), which the checkpoint API's GPU remapping takes.
+  std::string uuid;
+  std::array<std::uint8_t, 16> uuid_bytes{};
+  // Device memory that allocations may use. CUDA: what the driver reported free once this
+  // process's context on the GPU existed (the context and other processes take their share);
+  // emulated: the configured capacity.
+  std::uint64_t memory_bytes = 0;
+  // The GPU's whole memory. CUDA: the driver's total; emulated: memory_bytes.
+  std::uint64_t total_memory_bytes = 0;
   // Host-to-device link bandwidth the device is configured for; 0 when it is not configured
   // (CUDA: the physical link, measured by the inventory; emulated: unpaced).
   double link_bytes_per_second = 0;
+  // Whether DeviceBuffer::Export works on this GPU (emulated: always; CUDA: where the GPU
+  // supports the virtual memory management API and POSIX file descriptor handles), and why not
+  // when it does not.
+  bool memory_exportable = false;
+  std::string memory_export_note;
+  // CUDA driver and runtime versions as the CUDA API encodes them (13000 is 13.0); 0 for an
+  // emulated GPU. See FormatCudaVersion.
+  int cuda_driver_version = 0;
+  int cuda_runtime_version = 0;
+};
+
+// "13.0" for 13000, "12.4" for 12040; "none" for 0.
+std::string FormatCudaVersion(int version);
+
+// What the driver says about a GPU's memory now. Value type.
+struct DeviceMemoryInfo {
+  std::uint64_t free_bytes = 0;
+  std::uint64_t total_bytes = 0;
+};
+
+// How an exported buffer's memory is handed to another process (the kMap message's `reserved`
+// field carries it; fn/control_channel.h).
+enum class MemoryHandleKind : std::uint32_t {
+  kMemfd = 0,        // a memfd: mmap `bytes` of it
+  kCudaPosixFd = 1,  // a CUDA VMM allocation as a POSIX fd: cuMemImportFromShareableHandle
+};
+std::string_view MemoryHandleKindName(MemoryHandleKind kind);  // "memfd", "cuda-posix-fd"
+
+// A buffer's device memory as a file descriptor another process can map. Move-only value; the
+// holder owns the descriptor. `bytes` is what the receiver maps: for a memfd the buffer's size,
+// for CUDA the physical allocation's size (a multiple of the allocation granularity, at least
+// the buffer's size).
+struct ExportedMemory {
+  UniqueFd fd;
+  MemoryHandleKind kind = MemoryHandleKind::kMemfd;
+  std::uint64_t bytes = 0;
 };
 
 // Device memory. Move-only through std::unique_ptr; frees its memory when destroyed.
@@ -75,6 +122,12 @@ class DeviceBuffer {
   std::uint64_t MarkWritten() {
     return write_generation_.fetch_add(1, std::memory_order_acq_rel) + 1;
   }
+
+  // A new file descriptor for this buffer's memory, for a function process to map (each call
+  // makes a new one, owned by the caller). Whoever maps it must unmap it before the buffer is
+  // destroyed: the memory may then be reused for another buffer. FailedPrecondition where the
+  // device's memory cannot be shared (the message says why).
+  virtual Result<ExportedMemory> Export() const;
 
  protected:
   DeviceBuffer(const Device& device, std::uint64_t size_bytes)
@@ -141,8 +194,17 @@ class Device {
 
   // Allocates `size_bytes` (> 0) of device memory. ResourceExhausted when the device lacks it.
   virtual Result<std::unique_ptr<DeviceBuffer>> Allocate(std::uint64_t size_bytes) = 0;
-  // Bytes currently allocated through this Device.
+  // Bytes currently allocated through this Device (the sum of its live buffers' size_bytes).
   virtual std::uint64_t allocated_bytes() const = 0;
+
+  // Free and total memory of the GPU as its driver sees it now (CUDA: cudaMemGetInfo, counting
+  // other processes and memory this device keeps cached). The default, for devices that have no
+  // driver: total = info().memory_bytes, free = total - allocated_bytes().
+  virtual Result<DeviceMemoryInfo> QueryMemory() const;
+
+  // Returns cached memory to the driver: memory freed buffers left for reuse (CUDA). Buffers in
+  // use are untouched. The default does nothing.
+  virtual Status Trim() { return Status::Ok(); }
 
   virtual Result<std::unique_ptr<CopyStream>> CreateStream() = 0;
 

@@ -43,7 +43,9 @@ Result<DeviceSet> OpenCuda() {
   set.devices = std::move(devices);
   return set;
 #else
-  return Unavailable("this gshare was built without CUDA (GSHARE_ENABLE_CUDA=OFF or no toolkit)");
+  return Unavailable(
+      "this gshare was built without CUDA (GSHARE_ENABLE_CUDA=OFF, or no CUDA toolkit where it "
+      "was built)");
 #endif
 }
 
@@ -123,14 +125,22 @@ Result<DeviceSet> OpenDevices(const DeviceOptions& options) {
   switch (options.backend) {
     case DeviceBackend::kEmulated:
       return OpenEmulated(options.emulated);
-    case DeviceBackend::kCuda:
-      return OpenCuda();
+    case DeviceBackend::kCuda: {
+      auto cuda = OpenCuda();
+      if (!cuda.ok()) return cuda.status().WithContext("--device cuda");
+      return cuda;
+    }
     case DeviceBackend::kAuto:
       break;
   }
   auto cuda = OpenCuda();
   if (cuda.ok()) return cuda;
-  if (cuda.status().code() != StatusCode::kUnavailable) return cuda.status();
+  // Only a missing driver or GPU (Unavailable) falls back; a driver that fails is an error.
+  if (cuda.status().code() != StatusCode::kUnavailable) {
+    return cuda.status().WithContext(
+        "--device auto (a driver is installed, so gshare does not fall back to emulated GPUs; "
+        "--device emulated asks for them)");
+  }
   GSHARE_ASSIGN_OR_RETURN(DeviceSet set, OpenEmulated(options.emulated));
   set.note = fmt::format("{}; using emulated GPUs", cuda.status().message());
   return set;

@@ -2,8 +2,9 @@
 // otherwise (or when asked for).
 //
 // This is the one place that knows which backends were built. A binary built without CUDA, or
-// run on a machine without a driver, opens emulated GPUs under DeviceBackend::kAuto and says why
-// in DeviceSet::note.
+// run on a machine without a driver or without a GPU, opens emulated GPUs under
+// DeviceBackend::kAuto and says why in DeviceSet::note. Nothing else falls back: a driver that is
+// installed but fails is an error, so a GPU machine never runs on emulated GPUs unnoticed.
 #pragma once
 
 #include <memory>
@@ -42,8 +43,8 @@ struct DeviceSet {
   DeviceKind kind = DeviceKind::kEmulated;
   std::unique_ptr<HostMemory> host_memory;
   std::vector<std::unique_ptr<Device>> devices;
-  // Why emulated GPUs were chosen under kAuto ("no CUDA driver/GPU found (...); using emulated
-  // GPUs"); empty otherwise.
+  // Why emulated GPUs were chosen under kAuto ("no NVIDIA driver: libcuda.so.1 could not be
+  // loaded (...); using emulated GPUs"); empty otherwise.
   std::string note;
 };
 
@@ -53,7 +54,10 @@ Result<DeviceOptions> MakeDeviceOptions(std::string_view backend, std::string_vi
                                         std::string_view link_bandwidth);
 
 // Opens the GPUs. kCuda: the CUDA GPUs, or Unavailable when the binary lacks CUDA or the machine
-// has no driver or GPU. kEmulated: options.emulated. kAuto: CUDA GPUs if any, else emulated ones.
+// has no driver or GPU, the message starting "--device cuda: " and naming the cause.
+// kEmulated: options.emulated. kAuto: CUDA GPUs if any; emulated ones when the binary lacks CUDA
+// or the machine has no driver or GPU (DiscoverCudaDevices' Unavailable); any other CUDA error is
+// returned (FailedPrecondition or Internal), naming the cause.
 Result<DeviceSet> OpenDevices(const DeviceOptions& options);
 
 // Whether this binary was built with the CUDA backend.

@@ -64,27 +64,41 @@ TEST(DeviceRegistryTest, OpensEmulatedGpus) {
   EXPECT_TRUE(set->note.empty());
 }
 
+// The reason OpenDevices gives when there is no CUDA GPU to open: the driver, the GPU, or the
+// build.
+void ExpectNamesWhyThereIsNoCuda(const std::string& message) {
+  if (CudaBackendBuilt()) {
+    EXPECT_TRUE(message.find("no NVIDIA driver") != std::string::npos ||
+                message.find("no CUDA GPU") != std::string::npos)
+        << message;
+  } else {
+    EXPECT_NE(message.find("built without CUDA"), std::string::npos) << message;
+  }
+}
+
 TEST(DeviceRegistryTest, AutoFallsBackToEmulatedGpusAndSaysWhy) {
   DeviceOptions options;
   auto set = OpenDevices(options);
   ASSERT_TRUE(set.ok()) << set.status().ToString();
   ASSERT_FALSE(set->devices.empty());
-  if (set->kind == DeviceKind::kEmulated) {
-    EXPECT_NE(set->note.find("using emulated GPUs"), std::string::npos) << set->note;
-    EXPECT_EQ(set->devices.size(), 2u);
-  }
+  if (set->kind == DeviceKind::kCuda) GTEST_SKIP() << "CUDA GPUs here: nothing to fall back from";
+  EXPECT_NE(set->note.find("; using emulated GPUs"), std::string::npos) << set->note;
+  ExpectNamesWhyThereIsNoCuda(set->note);
+  EXPECT_EQ(set->devices.size(), 2u);
 }
 
-TEST(DeviceRegistryTest, CudaIsUnavailableOrReal) {
+TEST(DeviceRegistryTest, CudaWithoutADriverOrGpuIsUnavailableAndSaysWhy) {
   DeviceOptions options;
   options.backend = DeviceBackend::kCuda;
   auto set = OpenDevices(options);
   if (set.ok()) {
     EXPECT_EQ(set->kind, DeviceKind::kCuda);
     EXPECT_FALSE(set->devices.empty());
-  } else {
-    EXPECT_EQ(set.status().code(), StatusCode::kUnavailable) << set.status().ToString();
+    GTEST_SKIP() << "CUDA GPUs here";
   }
+  EXPECT_EQ(set.status().code(), StatusCode::kUnavailable) << set.status().ToString();
+  EXPECT_EQ(set.status().message().rfind("--device cuda: ", 0), 0u) << set.status().message();
+  ExpectNamesWhyThereIsNoCuda(set.status().message());
 }
 
 }  // namespace

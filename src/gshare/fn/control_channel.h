@@ -2,11 +2,20 @@
 //
 // A Unix SOCK_SEQPACKET socket pair, one end inherited by the function process (its number in
 // GSHARE_CONTROL_FD), the other kept by the node. Each datagram is one fixed-size
-// ControlMessage; a kMap message carries a descriptor of the instance's device memory as
-// SCM_RIGHTS: a memfd of an emulated GPU, or a CUDA allocation exported as a POSIX descriptor
-// (for a process served by the CUDA allocator shim), as its `reserved` field says
-// (MapHandleKind). Everything else is data only, and a datagram of any other size, of an unknown
-// type, or with a file descriptor where none belongs is rejected (the descriptor closed).
+// ControlMessage; a kMap message carries a file descriptor of the instance's device memory as
+// SCM_RIGHTS (DeviceBuffer::Export). Everything else is data only, and a datagram of any other
+// size, of an unknown type, or with a file descriptor where none belongs is rejected (the
+// descriptor closed).
+//
+// kMap's `reserved` field carries the descriptor's kind (MapHandleKind here, the same values as
+// MemoryHandleKind in device/device.h):
+//   0  a memfd (emulated GPU): mmap `a` bytes of it at the instance's reserved addresses (the
+//      function library, fn/runtime.h).
+//   1  a CUDA VMM allocation exported as a POSIX file descriptor: import it with
+//      cuMemImportFromShareableHandle(CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) and cuMemMap `a`
+//      bytes (a multiple of the allocation granularity) at the instance's reserved addresses (the
+//      CUDA allocator shim, fn/cuda_shim).
+// Every other message has `reserved` 0.
 //
 // The conversation (docs/node.md, "Switching"):
 //   function -> node  kHello            a = pid, b = device base address, c = reserved bytes

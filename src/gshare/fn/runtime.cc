@@ -144,7 +144,13 @@ Status FunctionRuntime::Handle(ReceivedMessage received) {
     case ControlType::kMap: {
       MutexLock lock(mutex_);
       changed_.Wait(mutex_, [this]() REQUIRES(mutex_) { return !kernel_running_; });
-      const Status mapped = memory_->Map(std::move(received.fd), message.a, message.b);
+      // This runtime maps memfds (emulated GPUs); a CUDA handle is the allocator shim's.
+      const Status mapped =
+          message.reserved == 0
+              ? memory_->Map(std::move(received.fd), message.a, message.b)
+              : FailedPrecondition(fmt::format(
+                    "device memory of handle kind {} cannot be mapped here (memfd only)",
+                    message.reserved));
       if (mapped.ok()) {
         mapped_ = true;
         ++maps_;

@@ -33,18 +33,12 @@
 #include <string_view>
 
 #include "gshare/common/status.h"
+#include "gshare/device/gpu_uuid.h"
 
 namespace gshare {
 
 enum class ProcessCheckpointState { kRunning, kLocked, kCheckpointed, kFailed };
 std::string_view ProcessCheckpointStateName(ProcessCheckpointState state);  // "running", ...
-
-// A GPU's UUID as the driver knows it: 16 raw bytes.
-using GpuUuidBytes = std::array<std::uint8_t, 16>;
-// Parses a CUDA GPU's DeviceInfo::uuid ("GPU-5f0c1e2d-..."; 32 hexadecimal digits after "GPU-",
-// dashes anywhere) into its bytes, in order. InvalidArgument for anything else (an emulated GPU's
-// "EMU-...", a MIG instance's "MIG-...").
-Result<GpuUuidBytes> ParseGpuUuid(std::string_view text);
 
 // Restore remapping: the process's memory on GPU `from` comes back on GPU `to`.
 struct GpuPair {

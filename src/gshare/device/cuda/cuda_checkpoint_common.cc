@@ -9,17 +9,6 @@
 #endif
 
 namespace gshare {
-namespace {
-
-int HexValue(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
-}  // namespace
-
 std::string_view ProcessCheckpointStateName(ProcessCheckpointState state) {
   switch (state) {
     case ProcessCheckpointState::kRunning:
@@ -32,25 +21,6 @@ std::string_view ProcessCheckpointStateName(ProcessCheckpointState state) {
       return "failed";
   }
   return "unknown";
-}
-
-Result<GpuUuidBytes> ParseGpuUuid(std::string_view text) {
-  const Status bad = InvalidArgument(
-      fmt::format("'{}' is not a CUDA GPU's UUID (GPU- and 32 hexadecimal digits)", text));
-  constexpr std::string_view kPrefix = "GPU-";
-  if (!text.starts_with(kPrefix)) return bad;
-  text.remove_prefix(kPrefix.size());
-  GpuUuidBytes bytes{};
-  std::size_t digits = 0;
-  for (const char c : text) {
-    if (c == '-') continue;
-    const int value = HexValue(c);
-    if (value < 0 || digits == 2 * bytes.size()) return bad;
-    bytes[digits / 2] = static_cast<std::uint8_t>((bytes[digits / 2] << 4) | value);
-    ++digits;
-  }
-  if (digits != 2 * bytes.size()) return bad;
-  return bytes;
 }
 
 Result<std::unique_ptr<ProcessCheckpointApi>> OpenProcessCheckpointApi() {

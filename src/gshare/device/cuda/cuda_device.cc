@@ -6,10 +6,15 @@
 #include <chrono>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <string_view>
 #include <utility>
 
 #include "gshare/common/mutex.h"
+#include "gshare/device/cuda/cuda_driver_api.h"
+#include "gshare/device/cuda/cuda_presence.h"
+#include "gshare/device/cuda/vmm_pool.h"
+#include "gshare/device/gpu_uuid.h"
 
 namespace gshare {
 namespace {
@@ -41,26 +46,23 @@ Status CudaStatus(cudaError_t error, std::string_view what) {
     }                                                \
   } while (false)
 
-std::string FormatUuid(const cudaUUID_t& uuid) {
-  const auto* b = reinterpret_cast<const unsigned char*>(uuid.bytes);
-  return fmt::format(
-      "GPU-{:02x}{:02x}{:02x}{:02x}-{:02x}{:02x}-{:02x}{:02x}-{:02x}{:02x}-"
-      "{:02x}{:02x}{:02x}{:02x}{:02x}{:02x}",
-      b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14],
-      b[15]);
-}
-
 class CudaDevice;
 
+// A buffer's memory: a mapped VMM allocation (exportable), or an address from the runtime.
 class CudaBuffer final : public DeviceBuffer {
  public:
-  CudaBuffer(CudaDevice& owner, std::uint64_t size_bytes, void* address);
+  CudaBuffer(CudaDevice& owner, std::uint64_t size_bytes, void* address,
+             std::optional<VmmAllocation> allocation);
   ~CudaBuffer() override;
   void* address() const { return address_; }
+  const std::optional<VmmAllocation>& allocation() const { return allocation_; }
+
+  Result<ExportedMemory> Export() const override;
 
  private:
   CudaDevice& owner_;
   void* address_;
+  const std::optional<VmmAllocation> allocation_;
 };
 
 class CudaEvent final : public CopyCompletion::Event {
@@ -80,6 +82,17 @@ class CudaEvent final : public CopyCompletion::Event {
   cudaEvent_t event_;
 };
 
+// Why a GPU's memory cannot be exported, from its attributes; empty when it can.
+std::string ExportNote(bool virtual_memory, bool posix_handles) {
+  if (!virtual_memory) {
+    return "the GPU lacks CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED";
+  }
+  if (!posix_handles) {
+    return "the GPU lacks CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED";
+  }
+  return "";
+}
+
 class CudaDevice final : public Device {
  public:
   static Result<std::unique_ptr<CudaDevice>> Create(int ordinal) {
@@ -90,11 +103,59 @@ class CudaDevice final : public Device {
     info.kind = DeviceKind::kCuda;
     info.index = ordinal;
     info.name = properties.name;
-    info.uuid = FormatUuid(properties.uuid);
-    info.memory_bytes = properties.totalGlobalMem;
     info.link_bytes_per_second = 0;  // measured by the inventory
+    const std::string name = fmt::format("GPU {} ({})", ordinal, info.name);
+    GSHARE_CUDA_RETURN_IF_ERROR(cudaDriverGetVersion(&info.cuda_driver_version),
+                                "reading the CUDA driver version");
+    GSHARE_CUDA_RETURN_IF_ERROR(cudaRuntimeGetVersion(&info.cuda_runtime_version),
+                                "reading the CUDA runtime version");
 
-    GSHARE_CUDA_RETURN_IF_ERROR(cudaSetDevice(ordinal), fmt::format("selecting GPU {}", ordinal));
+    // Memory: what is free once this process's context exists is what slices may take.
+    GSHARE_CUDA_RETURN_IF_ERROR(cudaSetDevice(ordinal), fmt::format("selecting {}", name));
+    GSHARE_CUDA_RETURN_IF_ERROR(cudaFree(nullptr), fmt::format("creating a context on {}", name));
+    std::size_t free_bytes = 0;
+    std::size_t total_bytes = 0;
+    GSHARE_CUDA_RETURN_IF_ERROR(cudaMemGetInfo(&free_bytes, &total_bytes),
+                                fmt::format("reading the memory of {}", name));
+    info.memory_bytes = free_bytes;
+    info.total_memory_bytes = total_bytes;
+
+    // Identity and memory export, from the driver.
+    GSHARE_ASSIGN_OR_RETURN(const CudaDriverApi* api, CudaDriver());
+    CUdevice device = 0;
+    GSHARE_CU_RETURN_IF_ERROR(*api, api->device_get(&device, ordinal),
+                              fmt::format("getting the driver's handle of {}", name));
+    CUuuid uuid{};
+    GSHARE_CU_RETURN_IF_ERROR(*api, api->device_get_uuid(&uuid, device),
+                              fmt::format("reading the UUID of {}", name));
+    GpuUuid identity{.kind = IsMigDeviceName(info.name) ? GpuUuidKind::kMig : GpuUuidKind::kGpu};
+    for (std::size_t i = 0; i < identity.bytes.size(); ++i) {
+      identity.bytes[i] = static_cast<std::uint8_t>(uuid.bytes[i]);
+    }
+    info.uuid = FormatGpuUuid(identity);
+    info.uuid_bytes = identity.bytes;
+    int virtual_memory = 0;
+    int posix_handles = 0;
+    GSHARE_CU_RETURN_IF_ERROR(
+        *api,
+        api->device_get_attribute(&virtual_memory,
+                                  CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, device),
+        fmt::format("querying virtual memory management support of {}", name));
+    GSHARE_CU_RETURN_IF_ERROR(
+        *api,
+        api->device_get_attribute(&posix_handles,
+                                  CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED,
+                                  device),
+        fmt::format("querying POSIX file descriptor handle support of {}", name));
+    info.memory_export_note = ExportNote(virtual_memory != 0, posix_handles != 0);
+    info.memory_exportable = info.memory_export_note.empty();
+    if (info.memory_exportable) {
+      GSHARE_ASSIGN_OR_RETURN(std::unique_ptr<VmmPool> pool, VmmPool::Create(*api, device, name));
+      return std::unique_ptr<CudaDevice>(
+          new CudaDevice(std::move(info), std::move(pool), false, nullptr));
+    }
+
+    // Not exportable: the stream-ordered pool, or plain cudaMalloc.
     int pools_supported = 0;
     GSHARE_CUDA_RETURN_IF_ERROR(
         cudaDeviceGetAttribute(&pools_supported, cudaDevAttrMemoryPoolsSupported, ordinal),
@@ -114,13 +175,16 @@ class CudaDevice final : public Device {
         cudaStreamCreateWithFlags(&allocation_stream, cudaStreamNonBlocking),
         "creating the allocation stream");
     return std::unique_ptr<CudaDevice>(
-        new CudaDevice(std::move(info), pools_supported != 0, allocation_stream));
+        new CudaDevice(std::move(info), nullptr, pools_supported != 0, allocation_stream));
   }
 
   ~CudaDevice() override {
     cudaSetDevice(info_.index);
-    cudaStreamSynchronize(allocation_stream_);
-    cudaStreamDestroy(allocation_stream_);
+    vmm_.reset();  // releases the cached allocations
+    if (allocation_stream_ != nullptr) {
+      cudaStreamSynchronize(allocation_stream_);
+      cudaStreamDestroy(allocation_stream_);
+    }
   }
 
   const DeviceInfo& info() const override { return info_; }
@@ -129,8 +193,12 @@ class CudaDevice final : public Device {
     if (size_bytes == 0) return InvalidArgument(fmt::format("{}: cannot allocate 0 bytes", Name()));
     GSHARE_RETURN_IF_ERROR(Select());
     void* address = nullptr;
+    std::optional<VmmAllocation> allocation;
     const std::string what = fmt::format("{}: allocating {}", Name(), FormatBytes(size_bytes));
-    if (memory_pools_) {
+    if (vmm_ != nullptr) {
+      GSHARE_ASSIGN_OR_RETURN(allocation, vmm_->Allocate(size_bytes));
+      address = reinterpret_cast<void*>(static_cast<std::uintptr_t>(allocation->address));
+    } else if (memory_pools_) {
       GSHARE_CUDA_RETURN_IF_ERROR(cudaMallocAsync(&address, size_bytes, allocation_stream_), what);
       // Other streams may use the memory as soon as this returns.
       GSHARE_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(allocation_stream_), what);
@@ -141,12 +209,37 @@ class CudaDevice final : public Device {
       MutexLock lock(mutex_);
       allocated_bytes_ += size_bytes;
     }
-    return std::unique_ptr<DeviceBuffer>(new CudaBuffer(*this, size_bytes, address));
+    return std::unique_ptr<DeviceBuffer>(
+        new CudaBuffer(*this, size_bytes, address, std::move(allocation)));
   }
 
   std::uint64_t allocated_bytes() const override {
     MutexLock lock(mutex_);
     return allocated_bytes_;
+  }
+
+  Result<DeviceMemoryInfo> QueryMemory() const override {
+    GSHARE_RETURN_IF_ERROR(Select());
+    std::size_t free_bytes = 0;
+    std::size_t total_bytes = 0;
+    GSHARE_CUDA_RETURN_IF_ERROR(cudaMemGetInfo(&free_bytes, &total_bytes),
+                                fmt::format("{}: reading its memory", Name()));
+    return DeviceMemoryInfo{.free_bytes = free_bytes, .total_bytes = total_bytes};
+  }
+
+  Status Trim() override {
+    if (vmm_ != nullptr) return vmm_->Trim();
+    if (!memory_pools_) return Status::Ok();
+    GSHARE_RETURN_IF_ERROR(Select());
+    // Frees are ordered on the allocation stream: let them land before trimming.
+    GSHARE_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(allocation_stream_),
+                                fmt::format("{}: trimming its memory pool", Name()));
+    cudaMemPool_t pool = nullptr;
+    GSHARE_CUDA_RETURN_IF_ERROR(cudaDeviceGetDefaultMemPool(&pool, info_.index),
+                                fmt::format("{}: trimming its memory pool", Name()));
+    GSHARE_CUDA_RETURN_IF_ERROR(cudaMemPoolTrimTo(pool, 0),
+                                fmt::format("{}: trimming its memory pool", Name()));
+    return Status::Ok();
   }
 
   Result<std::unique_ptr<CopyStream>> CreateStream() override;
@@ -186,36 +279,63 @@ class CudaDevice final : public Device {
     return const_cast<CudaBuffer*>(static_cast<const CudaBuffer*>(&buffer));
   }
 
-  void Free(void* address, std::uint64_t size_bytes) {
-    cudaSetDevice(info_.index);
-    if (memory_pools_) {
-      cudaFreeAsync(address, allocation_stream_);
+  void Free(const CudaBuffer& buffer) {
+    if (buffer.allocation()) {
+      vmm_->Release(*buffer.allocation());
     } else {
-      cudaFree(address);
+      cudaSetDevice(info_.index);
+      if (memory_pools_) {
+        cudaFreeAsync(buffer.address(), allocation_stream_);
+      } else {
+        cudaFree(buffer.address());
+      }
     }
     MutexLock lock(mutex_);
-    allocated_bytes_ -= size_bytes;
+    allocated_bytes_ -= buffer.size_bytes();
+  }
+
+  Result<ExportedMemory> Export(const CudaBuffer& buffer) const {
+    if (!buffer.allocation()) {
+      return FailedPrecondition(
+          fmt::format("{}: this device's memory cannot be shared with a function process: {}",
+                      Name(), info_.memory_export_note));
+    }
+    GSHARE_ASSIGN_OR_RETURN(UniqueFd fd, vmm_->Export(*buffer.allocation()));
+    return ExportedMemory{.fd = std::move(fd),
+                          .kind = MemoryHandleKind::kCudaPosixFd,
+                          .bytes = buffer.allocation()->bytes};
   }
 
   std::string Name() const { return fmt::format("GPU {} ({})", info_.index, info_.name); }
 
  private:
-  CudaDevice(DeviceInfo info, bool memory_pools, cudaStream_t allocation_stream)
+  CudaDevice(DeviceInfo info, std::unique_ptr<VmmPool> vmm, bool memory_pools,
+             cudaStream_t allocation_stream)
       : info_(std::move(info)),
+        vmm_(std::move(vmm)),
         memory_pools_(memory_pools),
         allocation_stream_(allocation_stream) {}
 
   const DeviceInfo info_;
+  // Exportable memory where the GPU supports it; otherwise the runtime's allocator, through the
+  // stream-ordered pool where the GPU has one.
+  std::unique_ptr<VmmPool> vmm_;
   const bool memory_pools_;
   cudaStream_t allocation_stream_;
   mutable Mutex mutex_;
   std::uint64_t allocated_bytes_ GUARDED_BY(mutex_) = 0;
 };
 
-CudaBuffer::CudaBuffer(CudaDevice& owner, std::uint64_t size_bytes, void* address)
-    : DeviceBuffer(owner, size_bytes), owner_(owner), address_(address) {}
+CudaBuffer::CudaBuffer(CudaDevice& owner, std::uint64_t size_bytes, void* address,
+                       std::optional<VmmAllocation> allocation)
+    : DeviceBuffer(owner, size_bytes),
+      owner_(owner),
+      address_(address),
+      allocation_(std::move(allocation)) {}
 
-CudaBuffer::~CudaBuffer() { owner_.Free(address_, size_bytes()); }
+CudaBuffer::~CudaBuffer() { owner_.Free(*this); }
+
+Result<ExportedMemory> CudaBuffer::Export() const { return owner_.Export(*this); }
 
 class CudaStream final : public CopyStream {
  public:
@@ -317,14 +437,25 @@ class CudaHostMemory final : public HostMemory {
 Result<std::vector<std::unique_ptr<Device>>> DiscoverCudaDevices() {
   int count = 0;
   const cudaError_t error = cudaGetDeviceCount(&count);
-  if (error != cudaSuccess) {
-    return Unavailable(fmt::format("no CUDA driver/GPU found ({})", cudaGetErrorString(error)));
+  std::string loader_error;
+  const bool loadable = error == cudaSuccess || CudaDriverLoadable(loader_error);
+  const CudaPresence presence = ClassifyCudaPresence(error, count, loadable);
+  if (presence != CudaPresence::kGpus) {
+    int driver_version = 0;
+    if (loadable) (void)cudaDriverGetVersion(&driver_version);
+    return CudaPresenceStatus(presence, error, loader_error, driver_version);
   }
-  if (count == 0) return Unavailable("no CUDA driver/GPU found (the driver reports no GPU)");
   std::vector<std::unique_ptr<Device>> devices;
   for (int ordinal = 0; ordinal < count; ++ordinal) {
-    GSHARE_ASSIGN_OR_RETURN(std::unique_ptr<CudaDevice> device, CudaDevice::Create(ordinal));
-    devices.push_back(std::move(device));
+    auto device = CudaDevice::Create(ordinal);
+    if (!device.ok()) {
+      // GPUs are there: whatever keeps one from opening is an error, never "no GPU".
+      const Status& failed = device.status();
+      return Status(failed.code() == StatusCode::kUnavailable ? StatusCode::kFailedPrecondition
+                                                              : failed.code(),
+                    fmt::format("opening CUDA GPU {}: {}", ordinal, failed.message()));
+    }
+    devices.push_back(std::move(device).value());
   }
   return devices;
 }

@@ -1,6 +1,7 @@
 #include "gshare/device/emulated/emulated_device.h"
 
 #include "gshare/device/emulated/copy_engine.h"
+#include "gshare/device/gpu_uuid.h"
 
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -195,6 +196,16 @@ EmulatedBuffer::EmulatedBuffer(EmulatedDevice& owner, std::uint64_t size_bytes, 
                                std::span<std::byte> bytes)
     : DeviceBuffer(owner, size_bytes), owner_(owner), fd_(fd), bytes_(bytes) {}
 
+Result<ExportedMemory> EmulatedBuffer::Export() const {
+  const int fd = ::fcntl(fd_, F_DUPFD_CLOEXEC, 0);
+  if (fd < 0) {
+    return IoError(fmt::format("{}: duplicating a buffer's memfd: {}", owner_.info().name,
+                               std::strerror(errno)));
+  }
+  return ExportedMemory{
+      .fd = UniqueFd(fd), .kind = MemoryHandleKind::kMemfd, .bytes = size_bytes()};
+}
+
 EmulatedBuffer::~EmulatedBuffer() {
   FreeSegment({fd_, bytes_});  // never recycled: a function may still map it
   owner_.ReleaseCapacity(size_bytes());
@@ -213,9 +224,16 @@ Result<std::unique_ptr<EmulatedDevice>> EmulatedDevice::Create(int index,
   info.kind = DeviceKind::kEmulated;
   info.index = index;
   info.name = config.name.empty() ? fmt::format("emulated-gpu-{}", index) : config.name;
-  info.uuid = fmt::format("EMU-{:08x}-0000-0000-0000-000000000000", index);
+  GpuUuid uuid{.kind = GpuUuidKind::kEmulated};
+  for (int i = 0; i < 4; ++i) {
+    uuid.bytes[i] = static_cast<std::uint8_t>(static_cast<std::uint32_t>(index) >> (24 - 8 * i));
+  }
+  info.uuid = FormatGpuUuid(uuid);  // "EMU-00000003-0000-0000-0000-000000000000"
+  info.uuid_bytes = uuid.bytes;
   info.memory_bytes = config.memory_bytes;
+  info.total_memory_bytes = config.memory_bytes;
   info.link_bytes_per_second = config.link_bytes_per_second;
+  info.memory_exportable = true;
   return std::unique_ptr<EmulatedDevice>(
       new EmulatedDevice(std::move(info), config.prepared_bytes));
 }

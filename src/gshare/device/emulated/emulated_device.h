@@ -50,6 +50,9 @@ class EmulatedBuffer final : public DeviceBuffer {
   std::span<std::byte> bytes() const { return bytes_; }
   // The memfd of the segment, owned by this buffer; a function process may map it.
   int fd() const { return fd_; }
+  // A duplicate of the memfd (kMemfd, size_bytes()). A segment is never reused, so a mapping
+  // that outlives the buffer sees no other buffer's bytes.
+  Result<ExportedMemory> Export() const override;
 
  private:
   friend class EmulatedDevice;

@@ -33,8 +33,42 @@ TEST(EmulatedDeviceTest, DescribesItself) {
   EXPECT_EQ(device->info().index, 3);
   EXPECT_EQ(device->info().name, "emulated-gpu-3");
   EXPECT_EQ(device->info().memory_bytes, 2 * kGiB);
-  EXPECT_EQ(device->info().uuid.rfind("EMU-", 0), 0u);
+  EXPECT_EQ(device->info().total_memory_bytes, 2 * kGiB);
+  EXPECT_EQ(device->info().uuid, "EMU-00000003-0000-0000-0000-000000000000");
+  EXPECT_EQ(device->info().uuid_bytes[3], 3);
   EXPECT_NE(device->info().uuid, MakeDevice(4, kGiB)->info().uuid);
+  EXPECT_TRUE(device->info().memory_exportable);
+  EXPECT_EQ(device->info().cuda_driver_version, 0);
+}
+
+TEST(EmulatedDeviceTest, QueryMemoryIsCapacityMinusAllocated) {
+  auto device = MakeDevice(0, 100 * kMiB);
+  auto buffer = device->Allocate(30 * kMiB);
+  ASSERT_TRUE(buffer.ok());
+  auto memory = device->QueryMemory();
+  ASSERT_TRUE(memory.ok()) << memory.status().ToString();
+  EXPECT_EQ(memory->total_bytes, 100 * kMiB);
+  EXPECT_EQ(memory->free_bytes, 70 * kMiB);
+  EXPECT_TRUE(device->Trim().ok());
+  EXPECT_EQ(device->allocated_bytes(), 30 * kMiB);
+}
+
+TEST(EmulatedDeviceTest, ExportsADuplicateOfTheSegment) {
+  auto device = MakeDevice(0, kGiB);
+  const std::uint64_t size = kMiB + 5;
+  auto buffer = device->Allocate(size);
+  ASSERT_TRUE(buffer.ok());
+  auto* emulated = static_cast<EmulatedBuffer*>(buffer->get());
+  FillRandom(emulated->bytes(), 11);
+  auto exported = (*buffer)->Export();
+  ASSERT_TRUE(exported.ok()) << exported.status().ToString();
+  EXPECT_EQ(exported->kind, MemoryHandleKind::kMemfd);
+  EXPECT_EQ(exported->bytes, size);
+  EXPECT_NE(exported->fd.get(), emulated->fd());
+  void* view = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, exported->fd.get(), 0);
+  ASSERT_NE(view, MAP_FAILED);
+  EXPECT_EQ(std::memcmp(view, emulated->bytes().data(), size), 0);
+  ::munmap(view, size);
 }
 
 TEST(EmulatedDeviceTest, RejectsBadConfiguration) {

@@ -84,7 +84,13 @@ Result<GpuUuidBytes> CheckpointApiSwitch::CheckBuffer(const DeviceBuffer& buffer
   if (!uuid.ok()) {
     return uuid.status().WithContext(name_ + ": a checkpoint-API switch needs a CUDA GPU's slice");
   }
-  return uuid;
+  if (uuid->kind != GpuUuidKind::kGpu) {
+    return InvalidArgument(fmt::format(
+        "{}: a checkpoint-API switch needs a whole CUDA GPU's slice, not {} (a MIG instance or an "
+        "emulated GPU)",
+        name_, buffer.device().info().uuid));
+  }
+  return uuid->bytes;
 }
 
 void CheckpointApiSwitch::Attach(DeviceBuffer& buffer, std::uint64_t quota_bytes,

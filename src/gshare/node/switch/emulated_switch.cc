@@ -124,12 +124,17 @@ void EmulatedSwitch::OnMessage(fn::ReceivedMessage received) {
 }
 
 void EmulatedSwitch::SendMap() {
-  const EmulatedBuffer* segment = AsEmulated(*buffer_);
   ++generation_;
   state_ = SwitchState::kMapping;
-  const Status sent = Send(
-      {.type = ControlType::kMap, .a = buffer_->size_bytes(), .b = quota_bytes_, .c = generation_},
-      segment->fd());
+  auto exported = buffer_->Export();
+  if (!exported.ok()) return FailSoon(exported.status());
+  // The kernel duplicates the descriptor into the message; ours closes when `exported` goes.
+  const Status sent = Send({.type = ControlType::kMap,
+                            .reserved = static_cast<std::uint32_t>(exported->kind),
+                            .a = exported->bytes,
+                            .b = quota_bytes_,
+                            .c = generation_},
+                           exported->fd.get());
   if (!sent.ok()) FailSoon(sent);
 }
 

@@ -1,0 +1,77 @@
+#include "gshare/device/cuda/cuda_driver_api.h"
+
+#include <cuda_runtime.h>
+#include <fmt/format.h>
+
+namespace gshare {
+namespace {
+
+// The ABI the typedefs in CudaDriverApi are taken at.
+constexpr unsigned int kDriverAbiVersion = 12000;
+
+template <typename Function>
+Status Resolve(const char* symbol, Function& function) {
+  void* address = nullptr;
+  cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSuccess;
+  const cudaError_t error = cudaGetDriverEntryPointByVersion(symbol, &address, kDriverAbiVersion,
+                                                             cudaEnableDefault, &found);
+  if (error != cudaSuccess) {
+    return Unavailable(fmt::format("resolving the CUDA driver function {}: {} ({})", symbol,
+                                   cudaGetErrorString(error), cudaGetErrorName(error)));
+  }
+  if (found != cudaDriverEntryPointSuccess || address == nullptr) {
+    return Unavailable(fmt::format("the CUDA driver lacks {} at version {}.{}", symbol,
+                                   kDriverAbiVersion / 1000, (kDriverAbiVersion % 1000) / 10));
+  }
+  function = reinterpret_cast<Function>(address);
+  return Status::Ok();
+}
+
+Result<CudaDriverApi> ResolveAll() {
+  CudaDriverApi api;
+  GSHARE_RETURN_IF_ERROR(Resolve("cuGetErrorName", api.get_error_name));
+  GSHARE_RETURN_IF_ERROR(Resolve("cuGetErrorString", api.get_error_string));
+  GSHARE_RETURN_IF_ERROR(Resolve("cuDeviceGet", api.device_get));
+  GSHARE_RETURN_IF_ERROR(Resolve("cuDeviceGetAttribute", api.device_get_attribute));
+  GSHARE_RETURN_IF_ERROR(Resolve("cuDeviceGetUuid", api.device_get_uuid));
+  GSHARE_RETURN_IF_ERROR(
+      Resolve("cuMemGetAllocationGranularity", api.mem_get_allocation_granularity));
+  GSHARE_RETURN_IF_ERROR(Resolve("cuMemCreate", api.mem_create));
+  GSHARE_RETURN_IF_ERROR(Resolve("cuMemRelease", api.mem_release));
+  GSHARE_RETURN_IF_ERROR(Resolve("cuMemAddressReserve", api.mem_address_reserve));
+  GSHARE_RETURN_IF_ERROR(Resolve("cuMemAddressFree", api.mem_address_free));
+  GSHARE_RETURN_IF_ERROR(Resolve("cuMemMap", api.mem_map));
+  GSHARE_RETURN_IF_ERROR(Resolve("cuMemUnmap", api.mem_unmap));
+  GSHARE_RETURN_IF_ERROR(Resolve("cuMemSetAccess", api.mem_set_access));
+  GSHARE_RETURN_IF_ERROR(
+      Resolve("cuMemExportToShareableHandle", api.mem_export_to_shareable_handle));
+  GSHARE_RETURN_IF_ERROR(
+      Resolve("cuMemImportFromShareableHandle", api.mem_import_from_shareable_handle));
+  return api;
+}
+
+}  // namespace
+
+Status CudaDriverApi::Error(CUresult result, std::string_view what) const {
+  const char* name = nullptr;
+  const char* text = nullptr;
+  if (get_error_name == nullptr || get_error_name(result, &name) != CUDA_SUCCESS) name = nullptr;
+  if (get_error_string == nullptr || get_error_string(result, &text) != CUDA_SUCCESS) {
+    text = nullptr;
+  }
+  const std::string message =
+      fmt::format("{}: {} ({})", what, text != nullptr ? text : "CUDA driver error",
+                  name != nullptr ? std::string(name) : fmt::format("CUresult {}", +result));
+  return Status(
+      result == CUDA_ERROR_OUT_OF_MEMORY ? StatusCode::kResourceExhausted : StatusCode::kInternal,
+      message);
+}
+
+Result<const CudaDriverApi*> CudaDriver() {
+  // Resolved once: a driver that is not there now will not appear later in this process.
+  static const Result<CudaDriverApi> api = ResolveAll();
+  if (!api.ok()) return api.status();
+  return &api.value();
+}
+
+}  // namespace gshare
