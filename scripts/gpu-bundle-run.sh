@@ -119,7 +119,8 @@ run_step smoke-node-info 20 "${gshare}" node info --device cuda --json ||
 python3 "${here}/report.py" check node-info "${results}/smoke-node-info.json" ||
   smoke_failed smoke-node-info "gshare node info --device cuda shows no CUDA GPU"
 run_step smoke-function-shim-resnet50 75 "${gshare}" bench function --device cuda \
-  --mechanism shim --repetitions 1 --json -- python3 "${function_py}" --model resnet50 ||
+  --mechanism shim --model resnet50 --repetitions 1 --ready-timeout 70 --json -- \
+  python3 "${function_py}" --model resnet50 ||
   smoke_failed smoke-function-shim-resnet50 "the shim round trip of resnet50 did not pass"
 python3 "${here}/report.py" check function "${results}/smoke-function-shim-resnet50.json" ||
   smoke_failed smoke-function-shim-resnet50 "the shim round trip of resnet50 did not pass"
@@ -145,8 +146,8 @@ echo "== PyTorch functions: checkpoint and restore"
 for model in resnet50 vit_l_16; do
   for mechanism in shim checkpoint; do
     run_step "function-${mechanism}-${model}" 120 "${gshare}" bench function --device cuda \
-      --mechanism "${mechanism}" --repetitions 3 --json -- python3 "${function_py}" \
-      --model "${model}" || true
+      --mechanism "${mechanism}" --model "${model}" --repetitions 3 --ready-timeout 110 --json \
+      -- python3 "${function_py}" --model "${model}" || true
   done
 done
 echo "run.sh: done in $((SECONDS - started)) s"

@@ -28,5 +28,6 @@ void AddBenchRestoreCommand(CLI::App& bench, CommandContext& context);    // gsh
 void AddBenchSwitchCommand(CLI::App& bench, CommandContext& context);     // gshare bench switch
 void AddBenchTimesliceCommand(CLI::App& bench, CommandContext& context);  // gshare bench timeslice
 void AddBenchFrontCommand(CLI::App& bench, CommandContext& context);      // gshare bench front
+void AddBenchFunctionCommand(CLI::App& bench, CommandContext& context);   // gshare bench function
 
 }  // namespace gshare::cli

@@ -224,8 +224,8 @@ MemoryReport MakeMemoryReport(const MemorySampler& memory, double warmup_end_s) 
 int RunReplay(const ReplayFlags& flags) {
   if (flags.device == "cuda") {
     return Fail(2,
-                "--device cuda: the live node switches functions on emulated GPUs only until "
-                "the CUDA switch driver exists; use --device emulated");
+                "--device cuda: the live node's executor starts functions on emulated GPUs only "
+                "(one CUDA function: gshare bench function); use --device emulated");
   }
   auto duration = ParseDuration(flags.duration);
   if (!duration.ok() || *duration <= Duration::zero() || *duration > std::chrono::hours(24)) {

@@ -89,7 +89,7 @@ expect_error() {
   fi
 }
 replay=(node replay --catalog "$work/catalog.yaml" --trace "$work/trace/invocations.csv" --out "$work/bad")
-expect_error cuda "CUDA switch driver" "${replay[@]}" --device cuda
+expect_error cuda "on emulated GPUs only" "${replay[@]}" --device cuda
 expect_error zero_duration "duration" "${replay[@]}" --duration 0s
 expect_error unpaced "paced link" "${replay[@]}" --link-bandwidth 0
 expect_error speedup "speedup" "${replay[@]}" --speedup nan

@@ -31,10 +31,10 @@ Result<std::unique_ptr<NodeAgent>> NodeAgent::Create(NodeAgentOptions options) {
   auto inventory = GpuInventory::Open(inventory_options);
   if (!inventory.ok()) return inventory.status();
   agent->inventory_ = std::move(inventory).value();
-  if (agent->inventory_->kind() != DeviceKind::kEmulated) {
+  if (agent->inventory_->kind() != DeviceKind::kEmulated && !options.allow_cuda) {
     return FailedPrecondition(
-        "the live node switches functions on emulated GPUs only: CUDA functions need the CUDA "
-        "switch driver, which this build does not have yet (use --device emulated)");
+        "the live node serves functions on emulated GPUs only: its executor does not start CUDA "
+        "functions yet (use --device emulated; gshare bench function switches one CUDA function)");
   }
   for (const Device* device : agent->inventory_->devices()) {
     if (device->info().memory_bytes < options.slice_granularity.bytes()) {

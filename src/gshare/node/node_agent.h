@@ -5,8 +5,10 @@
 //
 // Create makes the node's process non-dumpable: it holds every function's device memory.
 //
-// The live node drives emulated GPUs (device/emulated): a CUDA node needs the CUDA switch driver,
-// so Create refuses one with FailedPrecondition and says so, rather than silently emulating.
+// The live node drives emulated GPUs (device/emulated): its executor does not yet start CUDA
+// functions, so Create refuses CUDA GPUs with FailedPrecondition and says so, rather than silently
+// emulating, unless `allow_cuda` says the caller drives its switches itself (gshare bench
+// function).
 //
 // Ownership: the agent owns everything above; objects made from it (executors, switches) must be
 // destroyed before it. Threading: loop() is run by one thread, the caller's; everything made
@@ -43,6 +45,8 @@ struct NodeAgentOptions {
   int copy_threads = 2;
   // Device memory made ready ahead of allocations, per GPU (device/emulated/segment_pool.h).
   std::uint64_t prepared_bytes_per_gpu = 512 * kMiB;
+  // Accept CUDA GPUs: for tools that start and switch their function processes themselves.
+  bool allow_cuda = false;
 };
 
 class NodeAgent {

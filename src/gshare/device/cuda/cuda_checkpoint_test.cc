@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "gshare/common/testing/beside_self.h"
 #include "gshare/device/cuda/cuda_checkpoint.h"
 
 extern char** environ;
@@ -47,7 +48,7 @@ class Child {
     posix_spawn_file_actions_init(&actions);
     posix_spawn_file_actions_adddup2(&actions, to_child[0], STDIN_FILENO);
     posix_spawn_file_actions_adddup2(&actions, from_child[1], STDOUT_FILENO);
-    std::string path = CUDA_CHECKPOINT_TEST_CHILD;
+    std::string path = gshare::testing::BesideSelf(CUDA_CHECKPOINT_TEST_CHILD);
     std::string bytes = std::to_string(kChildBytes);
     char* argv[] = {path.data(), bytes.data(), nullptr};
     const int spawned = ::posix_spawn(&pid_, path.c_str(), &actions, nullptr, argv, environ);

@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "gshare/common/testing/beside_self.h"
 #include "gshare/fn/control_channel.h"
 
 extern char** environ;
@@ -138,7 +139,7 @@ class ShimmedProgram {
       if (text.starts_with("LD_PRELOAD=") || text.starts_with("GSHARE_")) continue;
       env_text.emplace_back(text);
     }
-    env_text.push_back(std::string("LD_PRELOAD=") + CUDA_SHIM_LIBRARY);
+    env_text.push_back("LD_PRELOAD=" + gshare::testing::BesideSelf(CUDA_SHIM_LIBRARY));
     env_text.push_back(std::string(kControlFdEnv) + "=" + std::to_string(kChildControlFd));
     env_text.push_back(std::string(kDeviceBaseEnv) + "=" +
                        fmt::format("{:#x}", kDefaultDeviceBase));
@@ -308,9 +309,10 @@ TEST_P(CudaShimGpuTest, SwitchesAnUnmodifiedProgramBetweenGpuMemoryAndHostMemory
   auto pair = ControlChannel::CreatePair();
   ASSERT_TRUE(pair.ok());
   node_ = std::move(pair->first);
-  ShimmedProgram program(std::string_view(GetParam()) == "static" ? CUDA_SHIM_TEST_PROGRAM_STATIC
-                                                                  : CUDA_SHIM_TEST_PROGRAM_SHARED,
-                         std::move(pair->second));
+  const std::string path = gshare::testing::BesideSelf(std::string_view(GetParam()) == "static"
+                                                           ? CUDA_SHIM_TEST_PROGRAM_STATIC
+                                                           : CUDA_SHIM_TEST_PROGRAM_SHARED);
+  ShimmedProgram program(path.c_str(), std::move(pair->second));
 
   // The first allocation connects the shim: hello, then it waits for its slice.
   program.Send("alloc 1048576");

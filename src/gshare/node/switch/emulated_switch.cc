@@ -11,6 +11,12 @@
 #include "gshare/device/emulated/emulated_device.h"
 
 namespace gshare {
+
+// kMap's `reserved` is the fd's kind: the device's name for it and the protocol's agree.
+static_assert(static_cast<std::uint32_t>(MemoryHandleKind::kMemfd) ==
+              static_cast<std::uint32_t>(fn::MapHandleKind::kMemfd));
+static_assert(static_cast<std::uint32_t>(MemoryHandleKind::kCudaPosixFd) ==
+              static_cast<std::uint32_t>(fn::MapHandleKind::kCudaPosixFd));
 namespace {
 
 using fn::ControlMessage;

@@ -1,0 +1,517 @@
+// gshare bench function: one function process, switched out and back by a switch driver, timed,
+// with the GPU memory the driver reports and the function's answers compared.
+//
+//   gshare bench function [--device auto|cuda|emulated] [--mechanism shim|checkpoint]
+//                         --model NAME [--input-shape 1,3,224,224] [--slice 4Gi]
+//                         [--repetitions 3] [--ready-timeout 600] [--json] -- PROGRAM [ARGS...]
+//
+// PROGRAM is started as a function process (docs/live-node.md): its socket in GSHARE_SOCKET, its
+// control channel and device range in GSHARE_CONTROL_FD, GSHARE_DEVICE_BASE and
+// GSHARE_DEVICE_RESERVE, on GPU 0 of the node, with the rest of this command's environment.
+//   shim        (CUDA) with LD_PRELOAD of libgshare-cuda-shim.so from beside gshare: the function
+//               runs unmodified; the node gives it a slice of --slice bytes and the shim keeps its
+//               allocations there; checkpoint and restore move the bytes in use through the
+//               node's restore engine. (Emulated GPUs: PROGRAM links the function library itself,
+//               as gshare-function does, and nothing is preloaded.)
+//   checkpoint  (CUDA) the driver's process checkpoint API on the function's pid.
+// Once the function answers ready, one inference is the reference; then --repetitions rounds each
+// checkpoint (timed from the call to its completion), free the slice and let the device return
+// cached memory to the driver, read the driver's free memory, restore onto a new slice (timed)
+// and infer again: the answer must be exactly the reference's.
+//
+// Exit status: 0 when every round passed, 1 when anything failed (the reason in "why"), 4 when the
+// mechanism is unsupported here (the reason in "why"), 2 for bad usage.
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/post.hpp>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gshare/cli/commands.h"
+#include "gshare/cli/flag_checks.h"
+#include "gshare/cli/function_client.h"
+#include "gshare/common/units.h"
+#include "gshare/device/device_registry.h"
+#include "gshare/fn/control_channel.h"
+#include "gshare/node/node_agent.h"
+#include "gshare/node/process/child_process.h"
+#include "gshare/node/switch/switch_factory.h"
+
+extern char** environ;
+
+namespace gshare::cli {
+namespace {
+
+constexpr int kExitUnsupported = 4;
+constexpr std::uint64_t kDeviceReserve = 64 * kGiB;
+
+struct BenchFunctionFlags {
+  std::string device = "auto";
+  std::string emulated = "2x16Gi";
+  std::string mechanism = "shim";
+  std::string model;
+  std::string input_shape;
+  std::string slice = "4Gi";
+  int repetitions = 3;
+  int ready_timeout_s = 600;
+  bool json = false;
+  std::vector<std::string> program;
+};
+
+struct Report {
+  std::string function;
+  std::string mechanism;
+  std::string device;
+  std::string status = "fail";
+  std::string why;
+  std::uint64_t allocated_bytes = 0;
+  double checkpoint_ms = 0;
+  double restore_ms = 0;
+  double restore_gbps = 0;
+  std::uint64_t free_before_start_bytes = 0;
+  std::uint64_t free_resident_bytes = 0;
+  std::uint64_t free_after_checkpoint_bytes = 0;
+  std::uint64_t freed_bytes = 0;
+  std::uint64_t context_bytes = 0;
+  bool outputs_identical = false;
+  int rounds = 0;
+};
+
+double Median(std::vector<double> values) {
+  if (values.empty()) return 0;
+  std::sort(values.begin(), values.end());
+  const std::size_t n = values.size();
+  return n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
+}
+
+std::uint64_t Minus(std::uint64_t a, std::uint64_t b) { return a > b ? a - b : 0; }
+
+// The last lines of the function's log, for an error message.
+std::string LogTail(const std::filesystem::path& log) {
+  std::ifstream in(log);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) {
+    lines.push_back(line);
+    if (lines.size() > 15) lines.erase(lines.begin());
+  }
+  std::string tail;
+  for (const std::string& line : lines) tail += "\n  | " + line;
+  return tail.empty() ? "" : "; the function's log ends:" + tail;
+}
+
+// Runs the node's loop on a thread of its own for as long as it lives.
+class LoopThread {
+ public:
+  explicit LoopThread(boost::asio::io_context& loop) : loop_(loop), work_(loop.get_executor()) {
+    thread_ = std::thread([this] { loop_.run(); });
+  }
+  ~LoopThread() {
+    work_.reset();
+    loop_.stop();
+    thread_.join();
+  }
+  // Runs `f` on the loop and waits for it.
+  template <typename F>
+  auto Run(F f) -> decltype(f()) {
+    std::promise<decltype(f())> done;
+    boost::asio::post(loop_, [&] {
+      if constexpr (std::is_void_v<decltype(f())>) {
+        f();
+        done.set_value();
+      } else {
+        done.set_value(f());
+      }
+    });
+    return done.get_future().get();
+  }
+  // Starts `start(done)` on the loop and waits for `done`; returns its status and the wall time.
+  template <typename Start>
+  std::pair<Status, double> Timed(Start start) {
+    std::promise<Status> done;
+    const auto begin = std::chrono::steady_clock::now();
+    boost::asio::post(loop_, [&] { start([&](Status s) { done.set_value(std::move(s)); }); });
+    Status status = done.get_future().get();
+    return {status,
+            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - begin)
+                .count()};
+  }
+
+ private:
+  boost::asio::io_context& loop_;
+  std::optional<boost::asio::executor_work_guard<boost::asio::io_context::executor_type>> work_;
+  std::thread thread_;
+};
+
+std::filesystem::path ProgramDir() {
+  std::error_code error;
+  const auto self = std::filesystem::read_symlink("/proc/self/exe", error);
+  return error ? std::filesystem::path(".") : self.parent_path();
+}
+
+class FunctionBench {
+ public:
+  FunctionBench(const BenchFunctionFlags& flags, NodeAgent& node, SwitchMechanism mechanism,
+                std::filesystem::path scratch)
+      : flags_(flags),
+        node_(node),
+        mechanism_(mechanism),
+        scratch_(std::move(scratch)),
+        loop_(node.loop()) {}
+
+  ~FunctionBench() {
+    loop_.Run([&] {
+      if (switch_) switch_->Close();
+      switch_.reset();
+      child_.reset();  // kills the function's process group if it is still there
+    });
+  }
+
+  // Fills `report`; returns the exit status.
+  int Run(Report& report) {
+    Device& gpu = *node_.resources().devices[0];
+    report.device = fmt::format("{}: {}", DeviceKindName(gpu.info().kind), gpu.info().name);
+    // The shim's slice is the function's device memory; the checkpoint API's is accounting only
+    // (the function allocates through the driver itself), so it takes no more than it must.
+    auto slice_bytes = mechanism_ == SwitchMechanism::kShim ? ParseBytes(flags_.slice)
+                                                            : Result<std::uint64_t>(2 * kMiB);
+    std::vector<std::int64_t> shape;
+    if (!flags_.input_shape.empty()) shape = ParseShape(flags_.input_shape).value();
+
+    if (Status trimmed = gpu.Trim(); !trimmed.ok()) return Fail(report, trimmed.ToString());
+    auto before = gpu.QueryMemory();
+    if (!before.ok()) return Fail(report, before.status().ToString());
+    report.free_before_start_bytes = before->free_bytes;
+
+    // The slice first: on a real GPU, its memory is the node's, exported to the function.
+    auto slice = gpu.Allocate(*slice_bytes);
+    if (!slice.ok()) return Fail(report, "allocating the slice: " + slice.status().ToString());
+    slice_ = std::move(slice).value();
+
+    if (Status started = Start(gpu); !started.ok()) return Fail(report, started.ToString());
+    std::promise<Status> attached;
+    loop_.Run([&] {
+      switch_->Attach(*slice_, *slice_bytes, &arbiter_,
+                      [&](Status s) { attached.set_value(std::move(s)); });
+    });
+
+    FunctionClient client(node_.loop(), socket_.string(), flags_.model);
+    const auto timeout = std::chrono::seconds(flags_.ready_timeout_s);
+    if (Status ready = WaitReady(client, timeout); !ready.ok()) {
+      return Fail(report, ready.ToString() + LogTail(log_));
+    }
+    if (Status a = attached.get_future().get(); !a.ok()) {
+      return Fail(report, "attaching the function: " + a.ToString() + LogTail(log_));
+    }
+    auto input = client.MakeInput(shape, timeout);
+    if (!input.ok()) return Fail(report, input.status().ToString());
+    auto reference = client.Infer(*input, timeout);
+    if (!reference.ok()) return Fail(report, reference.status().ToString() + LogTail(log_));
+    auto resident = gpu.QueryMemory();
+    if (!resident.ok()) return Fail(report, resident.status().ToString());
+    report.free_resident_bytes = resident->free_bytes;
+
+    std::vector<double> checkpoints, restores;
+    report.outputs_identical = true;
+    report.free_after_checkpoint_bytes = 0;
+    for (int round = 0; round < flags_.repetitions; ++round) {
+      auto [out, checkpoint_ms] =
+          loop_.Timed([&](SwitchDriver::Done done) { switch_->Checkpoint(true, std::move(done)); });
+      if (!out.ok()) {
+        return Fail(report,
+                    fmt::format("checkpoint {}: {}{}", round + 1, out.ToString(), LogTail(log_)));
+      }
+      checkpoints.push_back(checkpoint_ms);
+      report.allocated_bytes = std::max(report.allocated_bytes, switch_->last_checkpoint().bytes);
+      slice_.reset();  // checkpointed: the switch no longer uses it
+      if (Status trimmed = gpu.Trim(); !trimmed.ok()) return Fail(report, trimmed.ToString());
+      auto after = gpu.QueryMemory();
+      if (!after.ok()) return Fail(report, after.status().ToString());
+      // The worst round: the least memory given back.
+      if (round == 0 || after->free_bytes < report.free_after_checkpoint_bytes) {
+        report.free_after_checkpoint_bytes = after->free_bytes;
+      }
+
+      auto next = gpu.Allocate(*slice_bytes);
+      if (!next.ok()) return Fail(report, "allocating a slice: " + next.status().ToString());
+      slice_ = std::move(next).value();
+      auto [in, restore_ms] = loop_.Timed([&](SwitchDriver::Done done) {
+        switch_->Restore(*slice_, *slice_bytes, &arbiter_, std::move(done));
+      });
+      if (!in.ok()) {
+        return Fail(report,
+                    fmt::format("restore {}: {}{}", round + 1, in.ToString(), LogTail(log_)));
+      }
+      restores.push_back(restore_ms);
+      auto answer = client.Infer(*input, timeout);
+      if (!answer.ok()) {
+        return Fail(report, fmt::format("inference after restore {}: {}{}", round + 1,
+                                        answer.status().ToString(), LogTail(log_)));
+      }
+      if (*answer != *reference) report.outputs_identical = false;
+      ++report.rounds;
+    }
+    report.checkpoint_ms = Median(checkpoints);
+    report.restore_ms = Median(restores);
+    if (report.restore_ms > 0 && report.allocated_bytes > 0) {
+      report.restore_gbps =
+          static_cast<double>(report.allocated_bytes) / (report.restore_ms * 1e-3) / 1e9;
+    }
+    report.freed_bytes = Minus(report.free_after_checkpoint_bytes, report.free_resident_bytes);
+    report.context_bytes =
+        Minus(report.free_before_start_bytes, report.free_after_checkpoint_bytes);
+    if (!report.outputs_identical) {
+      return Fail(report, "an answer after a restore differs from the answer before checkpoint");
+    }
+    report.status = "pass";
+    return 0;
+  }
+
+ private:
+  int Fail(Report& report, std::string why) {
+    report.status = "fail";
+    report.why = std::move(why);
+    return 1;
+  }
+
+  Status Start(Device& gpu) {
+    socket_ = scratch_ / "function.sock";
+    log_ = scratch_ / "function.log";
+    ProcessSpec spec;
+    spec.argv = flags_.program;
+    spec.log_path = log_.string();
+    // This command's environment, without what the node sets itself.
+    for (char** entry = environ; *entry != nullptr; ++entry) {
+      const std::string_view text = *entry;
+      const std::size_t equals = text.find('=');
+      if (equals == std::string_view::npos) continue;
+      const std::string name(text.substr(0, equals));
+      if (name.starts_with("GSHARE_") || name == "LD_PRELOAD" || name == "CUDA_VISIBLE_DEVICES") {
+        continue;
+      }
+      spec.env.emplace_back(name, std::string(text.substr(equals + 1)));
+    }
+    spec.env.emplace_back("GSHARE_SOCKET", socket_.string());
+    const bool cuda = gpu.info().kind == DeviceKind::kCuda;
+    if (cuda) spec.env.emplace_back("CUDA_VISIBLE_DEVICES", gpu.info().uuid);
+
+    if (mechanism_ == SwitchMechanism::kCheckpoint) {
+      GSHARE_ASSIGN_OR_RETURN(checkpoint_api_, OpenProcessCheckpointApi());
+    }
+    std::optional<fn::ControlChannel> node_end;
+    UniqueFd function_end;
+    if (mechanism_ == SwitchMechanism::kShim) {
+      GSHARE_ASSIGN_OR_RETURN(auto pair, fn::ControlChannel::CreatePair());
+      node_end = std::move(pair.first);
+      function_end = std::move(pair.second);
+      spec.pass_fds = {function_end.get()};
+      spec.env.emplace_back(fn::kControlFdEnv, "3");
+      spec.env.emplace_back(fn::kDeviceBaseEnv, fmt::format("{:#x}", fn::kDefaultDeviceBase));
+      spec.env.emplace_back(fn::kDeviceReserveEnv, fmt::format("{}", kDeviceReserve));
+      if (cuda) {
+        const auto shim = ProgramDir() / kCudaShimLibrary;
+        if (!std::filesystem::exists(shim)) {
+          return NotFound(fmt::format("the CUDA shim {} is not beside gshare", shim.string()));
+        }
+        spec.env.emplace_back("LD_PRELOAD", shim.string());
+      }
+    }
+    return loop_.Run([&]() -> Status {
+      NodeResources resources = node_.resources();
+      GSHARE_ASSIGN_OR_RETURN(child_, ChildProcess::Spawn(resources.loop, spec));
+      SwitchTarget target{.mechanism = mechanism_,
+                          .name = "bench-function",
+                          .pid = child_->pid(),
+                          .channel = node_end ? std::move(*node_end) : fn::ControlChannel(),
+                          .checkpoint_api = checkpoint_api_.get(),
+                          .clock = &clock_};
+      GSHARE_ASSIGN_OR_RETURN(switch_, CreateSwitchDriver({resources.loop, resources.copies,
+                                                           resources.engine, resources.snapshots},
+                                                          std::move(target)));
+      return Status::Ok();
+    });
+  }
+
+  Status WaitReady(FunctionClient& client, std::chrono::seconds timeout) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (loop_.Run([&] { return child_->exited(); })) {
+        return Unavailable("the function exited before it was ready");
+      }
+      auto ready = client.Ready(std::chrono::seconds(5));
+      if (ready.ok() && *ready) return Status::Ok();
+      // Polling a process that loads its model: nothing to wait on but its socket.
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return DeadlineExceeded(fmt::format("the function was not ready within {} s", timeout.count()));
+  }
+
+  const BenchFunctionFlags& flags_;
+  NodeAgent& node_;
+  const SwitchMechanism mechanism_;
+  const std::filesystem::path scratch_;
+  std::filesystem::path socket_;
+  std::filesystem::path log_;
+  LoopThread loop_;
+  // The GPU's compute engine, for a function that asks for it (the function library does; the
+  // CUDA shim does not: a real GPU time-slices itself). Outlives the switch.
+  ComputeArbiter arbiter_;
+  SteadyClock clock_;
+  std::unique_ptr<ProcessCheckpointApi> checkpoint_api_;
+  std::unique_ptr<ChildProcess> child_;   // on the loop
+  std::shared_ptr<SwitchDriver> switch_;  // on the loop
+  std::unique_ptr<DeviceBuffer> slice_;
+};
+
+void Print(const Report& r, bool json) {
+  if (json) {
+    const nlohmann::json out = {{"function", r.function},
+                                {"mechanism", r.mechanism},
+                                {"device", r.device},
+                                {"status", r.status},
+                                {"why", r.why},
+                                {"rounds", r.rounds},
+                                {"allocated_bytes", r.allocated_bytes},
+                                {"checkpoint_ms", r.checkpoint_ms},
+                                {"restore_ms", r.restore_ms},
+                                {"restore_gbps", r.restore_gbps},
+                                {"free_before_start_bytes", r.free_before_start_bytes},
+                                {"free_resident_bytes", r.free_resident_bytes},
+                                {"free_after_checkpoint_bytes", r.free_after_checkpoint_bytes},
+                                {"freed_bytes", r.freed_bytes},
+                                {"context_bytes", r.context_bytes},
+                                {"outputs_identical", r.outputs_identical}};
+    std::printf("%s\n", out.dump(2).c_str());
+    return;
+  }
+  std::printf("function %s, mechanism %s, on %s: %s%s%s\n", r.function.c_str(), r.mechanism.c_str(),
+              r.device.c_str(), r.status.c_str(), r.why.empty() ? "" : ": ", r.why.c_str());
+  if (r.rounds == 0) return;
+  std::printf("  rounds %d; allocated %s; checkpoint %.3f ms; restore %.3f ms (%.2f GB/s)\n",
+              r.rounds, FormatBytes(r.allocated_bytes).c_str(), r.checkpoint_ms, r.restore_ms,
+              r.restore_gbps);
+  std::printf(
+      "  free GPU memory: %s before start, %s resident, %s after checkpoint: %s freed, %s left "
+      "(the function's context and whatever it keeps)\n",
+      FormatBytes(r.free_before_start_bytes).c_str(), FormatBytes(r.free_resident_bytes).c_str(),
+      FormatBytes(r.free_after_checkpoint_bytes).c_str(), FormatBytes(r.freed_bytes).c_str(),
+      FormatBytes(r.context_bytes).c_str());
+  std::printf("  outputs identical after every restore: %s\n", r.outputs_identical ? "yes" : "NO");
+}
+
+int RunBenchFunction(const BenchFunctionFlags& flags) {
+  Report report;
+  report.mechanism = flags.mechanism;
+  report.function = flags.model;
+  auto mechanism = ParseSwitchMechanism(flags.mechanism);
+  if (!mechanism.ok() || flags.program.empty() || flags.model.empty()) {
+    std::fprintf(stderr, "gshare bench function: %s\n",
+                 !mechanism.ok()       ? mechanism.status().message().c_str()
+                 : flags.model.empty() ? "--model NAME is required"
+                                       : "give the function's program after --");
+    return 2;
+  }
+  if (!flags.input_shape.empty()) {
+    auto shape = ParseShape(flags.input_shape);
+    if (!shape.ok()) {
+      std::fprintf(stderr, "gshare bench function: --input-shape: %s\n",
+                   shape.status().message().c_str());
+      return 2;
+    }
+  }
+  auto devices = MakeDeviceOptions(flags.device, flags.emulated, "0");
+  if (!devices.ok()) {
+    std::fprintf(stderr, "gshare bench function: %s\n", devices.status().ToString().c_str());
+    return 2;
+  }
+  NodeAgentOptions options;
+  options.devices = std::move(devices).value();
+  options.allow_cuda = true;  // this command drives its switch itself
+  options.prepared_bytes_per_gpu = 0;
+  auto slice_bytes = ParseBytes(flags.slice);
+  if (!slice_bytes.ok() || *slice_bytes == 0 || *slice_bytes > kDeviceReserve) {
+    std::fprintf(stderr, "gshare bench function: --slice: a size of bytes up to %s\n",
+                 FormatBytes(kDeviceReserve).c_str());
+    return 2;
+  }
+  // The shim's snapshot holds at most the slice; the checkpoint API keeps its bytes itself.
+  options.snapshot_pool_bytes = *mechanism == SwitchMechanism::kShim ? *slice_bytes : 64 * kMiB;
+  auto node = NodeAgent::Create(std::move(options));
+  if (!node.ok()) {
+    report.why = node.status().ToString();
+    Print(report, flags.json);
+    return 1;
+  }
+  const DeviceInfo& gpu = (*node)->inventory().devices()[0]->info();
+  if (!(*node)->inventory().note().empty()) {
+    std::fprintf(stderr, "%s\n", (*node)->inventory().note().c_str());
+  }
+  if (Status supported = SwitchMechanismSupported(*mechanism, gpu); !supported.ok()) {
+    report.device = fmt::format("{}: {}", DeviceKindName(gpu.kind), gpu.name);
+    report.status = "unsupported";
+    report.why = supported.ToString();
+    Print(report, flags.json);
+    return kExitUnsupported;
+  }
+  char scratch_template[] = "/tmp/gshare-bench-function-XXXXXX";
+  const char* scratch = ::mkdtemp(scratch_template);
+  if (scratch == nullptr) {
+    std::fprintf(stderr, "gshare bench function: cannot make a scratch folder\n");
+    return 1;
+  }
+  int exit_code = 0;
+  {
+    FunctionBench bench(flags, **node, *mechanism, scratch);
+    exit_code = bench.Run(report);
+  }
+  std::error_code ignored;
+  std::filesystem::remove_all(scratch, ignored);
+  Print(report, flags.json);
+  return exit_code;
+}
+
+}  // namespace
+
+void AddBenchFunctionCommand(CLI::App& bench, CommandContext& context) {
+  auto flags = std::make_shared<BenchFunctionFlags>();
+  CLI::App* cmd = bench.add_subcommand(
+      "function",
+      "Checkpoint and restore one function process by a switch mechanism, with the GPU memory "
+      "freed and its answers compared");
+  cmd->add_option("--device", flags->device, "auto, cuda or emulated")->capture_default_str();
+  cmd->add_option("--emulated-gpus", flags->emulated, "Emulated GPUs (\"2x16Gi\")")
+      ->capture_default_str();
+  cmd->add_option("--mechanism", flags->mechanism,
+                  "shim (the allocator shim; emulated GPUs: the function library) or checkpoint "
+                  "(the driver's process checkpoint API)")
+      ->capture_default_str();
+  cmd->add_option("--model", flags->model, "The model name the function serves")->required();
+  cmd->add_option("--input-shape", flags->input_shape,
+                  "The FP32 input's shape (\"1,3,224,224\"); default: the model's metadata");
+  cmd->add_option("--slice", flags->slice, "The function's GPU slice")->capture_default_str();
+  cmd->add_option("--repetitions", flags->repetitions, "Checkpoint and restore rounds")
+      ->check(WholeIn(1, 100))
+      ->capture_default_str();
+  cmd->add_option("--ready-timeout", flags->ready_timeout_s,
+                  "Seconds to wait for the function to load its model")
+      ->check(WholeIn(1, 3600))
+      ->capture_default_str();
+  cmd->add_flag("--json", flags->json, "Print JSON");
+  cmd->add_option("program", flags->program, "-- PROGRAM [ARGS...]: the function to run")
+      ->required();
+  cmd->callback([flags, &context] { context.exit_code = RunBenchFunction(*flags); });
+}
+
+}  // namespace gshare::cli

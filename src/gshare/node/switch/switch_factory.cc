@@ -1,0 +1,50 @@
+#include "gshare/node/switch/switch_factory.h"
+
+#include <fmt/format.h>
+
+#include <utility>
+
+#include "gshare/node/switch/checkpoint_api_switch.h"
+
+namespace gshare {
+
+std::string_view SwitchMechanismName(SwitchMechanism mechanism) {
+  return mechanism == SwitchMechanism::kShim ? "shim" : "checkpoint";
+}
+
+Result<SwitchMechanism> ParseSwitchMechanism(std::string_view text) {
+  if (text == "shim") return SwitchMechanism::kShim;
+  if (text == "checkpoint") return SwitchMechanism::kCheckpoint;
+  return InvalidArgument(
+      fmt::format("unknown switch mechanism '{}' (use shim or checkpoint)", text));
+}
+
+Status SwitchMechanismSupported(SwitchMechanism mechanism, const DeviceInfo& gpu) {
+  if (mechanism == SwitchMechanism::kShim) return Status::Ok();
+  if (gpu.kind != DeviceKind::kCuda) {
+    return Unavailable(
+        "the process checkpoint API needs a CUDA GPU; this node's GPUs are emulated");
+  }
+  const std::string verdict = ProbeProcessCheckpointApi();
+  if (!verdict.starts_with("supported")) {
+    return Unavailable(fmt::format("the process checkpoint API: {}", verdict));
+  }
+  return Status::Ok();
+}
+
+Result<std::shared_ptr<SwitchDriver>> CreateSwitchDriver(SwitchContext context,
+                                                         SwitchTarget target) {
+  if (target.mechanism == SwitchMechanism::kCheckpoint) {
+    if (target.checkpoint_api == nullptr || target.clock == nullptr || target.pid <= 0) {
+      return InvalidArgument("the checkpoint mechanism needs the driver's API, a clock and a pid");
+    }
+    return std::shared_ptr<SwitchDriver>(CheckpointApiSwitch::Create(
+        {context.loop, context.copies, *target.checkpoint_api, *target.clock},
+        std::move(target.name), static_cast<int>(target.pid)));
+  }
+  if (!target.channel.valid()) return InvalidArgument("the shim mechanism needs a control channel");
+  return std::shared_ptr<SwitchDriver>(
+      EmulatedSwitch::Create(context, std::move(target.name), std::move(target.channel)));
+}
+
+}  // namespace gshare
