@@ -65,6 +65,7 @@ struct BenchFunctionFlags {
   std::string model;
   std::string input_shape;
   std::string slice = "4Gi";
+  bool slice_given = false;
   int repetitions = 3;
   int ready_timeout_s = 600;
   bool json = false;
@@ -77,6 +78,7 @@ struct Report {
   std::string device;
   std::string status = "fail";
   std::string why;
+  std::uint64_t slice_bytes = 0;
   std::uint64_t allocated_bytes = 0;
   double checkpoint_ms = 0;
   double restore_ms = 0;
@@ -137,13 +139,20 @@ class LoopThread {
     });
     return done.get_future().get();
   }
-  // Starts `start(done)` on the loop and waits for `done`; returns its status and the wall time.
+  // Starts `start(done)` on the loop and waits for `done`, at most `limit`; returns its status
+  // and the wall time. Past the limit it returns DeadlineExceeded; the operation may still
+  // complete later, into a promise it shares.
   template <typename Start>
-  std::pair<Status, double> Timed(Start start) {
-    std::promise<Status> done;
+  std::pair<Status, double> Timed(Start start, std::chrono::seconds limit) {
+    auto done = std::make_shared<std::promise<Status>>();
+    std::future<Status> result = done->get_future();
     const auto begin = std::chrono::steady_clock::now();
-    boost::asio::post(loop_, [&] { start([&](Status s) { done.set_value(std::move(s)); }); });
-    Status status = done.get_future().get();
+    boost::asio::post(
+        loop_, [start, done] { start([done](Status s) { done->set_value(std::move(s)); }); });
+    if (result.wait_for(limit) != std::future_status::ready) {
+      return {DeadlineExceeded(fmt::format("it did not complete within {} s", limit.count())), 0};
+    }
+    Status status = result.get();
     return {status,
             std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - begin)
                 .count()};
@@ -154,6 +163,27 @@ class LoopThread {
   std::optional<boost::asio::executor_work_guard<boost::asio::io_context::executor_type>> work_;
   std::thread thread_;
 };
+
+// The program to start: a path as given, or a bare name looked up on PATH as a shell would (the
+// child is started with execve, which does not search).
+Result<std::string> FindProgram(const std::string& name) {
+  if (name.empty()) return InvalidArgument("an empty program name");
+  if (name.find('/') != std::string::npos) return name;
+  const char* path = std::getenv("PATH");
+  std::string_view folders = path != nullptr ? path : "/usr/local/bin:/usr/bin:/bin";
+  while (true) {
+    const std::size_t colon = folders.find(':');
+    const std::string folder(folders.substr(0, colon));
+    const std::filesystem::path candidate =
+        std::filesystem::path(folder.empty() ? "." : folder) / name;
+    if (::access(candidate.c_str(), X_OK) == 0 && !std::filesystem::is_directory(candidate)) {
+      return candidate.string();
+    }
+    if (colon == std::string_view::npos) break;
+    folders.remove_prefix(colon + 1);
+  }
+  return NotFound(fmt::format("'{}' is not a program on PATH", name));
+}
 
 std::filesystem::path ProgramDir() {
   std::error_code error;
@@ -185,10 +215,12 @@ class FunctionBench {
     report.device = fmt::format("{}: {}", DeviceKindName(gpu.info().kind), gpu.info().name);
     // The shim's slice is the function's device memory; the checkpoint API's is accounting only
     // (the function allocates through the driver itself), so it takes no more than it must.
-    auto slice_bytes = mechanism_ == SwitchMechanism::kShim ? ParseBytes(flags_.slice)
-                                                            : Result<std::uint64_t>(2 * kMiB);
+    const std::uint64_t slice_bytes =
+        mechanism_ == SwitchMechanism::kShim ? ParseBytes(flags_.slice).value() : 2 * kMiB;
+    report.slice_bytes = slice_bytes;
     std::vector<std::int64_t> shape;
     if (!flags_.input_shape.empty()) shape = ParseShape(flags_.input_shape).value();
+    const auto timeout = std::chrono::seconds(flags_.ready_timeout_s);
 
     if (Status trimmed = gpu.Trim(); !trimmed.ok()) return Fail(report, trimmed.ToString());
     auto before = gpu.QueryMemory();
@@ -196,23 +228,29 @@ class FunctionBench {
     report.free_before_start_bytes = before->free_bytes;
 
     // The slice first: on a real GPU, its memory is the node's, exported to the function.
-    auto slice = gpu.Allocate(*slice_bytes);
+    auto slice = gpu.Allocate(slice_bytes);
     if (!slice.ok()) return Fail(report, "allocating the slice: " + slice.status().ToString());
     slice_ = std::move(slice).value();
 
     if (Status started = Start(gpu); !started.ok()) return Fail(report, started.ToString());
-    std::promise<Status> attached;
+    auto attached = std::make_shared<std::promise<Status>>();
+    std::future<Status> attach_result = attached->get_future();
     loop_.Run([&] {
-      switch_->Attach(*slice_, *slice_bytes, &arbiter_,
-                      [&](Status s) { attached.set_value(std::move(s)); });
+      switch_->Attach(*slice_, slice_bytes, &arbiter_,
+                      [attached](Status s) { attached->set_value(std::move(s)); });
     });
 
     FunctionClient client(node_.loop(), socket_.string(), flags_.model);
-    const auto timeout = std::chrono::seconds(flags_.ready_timeout_s);
-    if (Status ready = WaitReady(client, timeout); !ready.ok()) {
+    if (Status ready = WaitReady(client, attach_result, timeout); !ready.ok()) {
       return Fail(report, ready.ToString() + LogTail(log_));
     }
-    if (Status a = attached.get_future().get(); !a.ok()) {
+    if (attach_result.wait_for(timeout) != std::future_status::ready) {
+      return Fail(report,
+                  fmt::format("the function answered ready but did not take its slice within {} "
+                              "s (did the shim connect?){}",
+                              timeout.count(), LogTail(log_)));
+    }
+    if (Status a = attach_result.get(); !a.ok()) {
       return Fail(report, "attaching the function: " + a.ToString() + LogTail(log_));
     }
     auto input = client.MakeInput(shape, timeout);
@@ -225,11 +263,16 @@ class FunctionBench {
 
     std::vector<double> checkpoints, restores;
     report.outputs_identical = true;
-    report.free_after_checkpoint_bytes = 0;
     for (int round = 0; round < flags_.repetitions; ++round) {
-      auto [out, checkpoint_ms] =
-          loop_.Timed([&](SwitchDriver::Done done) { switch_->Checkpoint(true, std::move(done)); });
+      auto [out, checkpoint_ms] = loop_.Timed(
+          [this](SwitchDriver::Done done) { switch_->Checkpoint(true, std::move(done)); }, timeout);
       if (!out.ok()) {
+        if (round == 0 && mechanism_ == SwitchMechanism::kCheckpoint &&
+            out.message().find("is not supported here") != std::string::npos) {
+          report.status = "unsupported";
+          report.why = out.ToString();
+          return kExitUnsupported;
+        }
         return Fail(report,
                     fmt::format("checkpoint {}: {}{}", round + 1, out.ToString(), LogTail(log_)));
       }
@@ -244,12 +287,15 @@ class FunctionBench {
         report.free_after_checkpoint_bytes = after->free_bytes;
       }
 
-      auto next = gpu.Allocate(*slice_bytes);
+      auto next = gpu.Allocate(slice_bytes);
       if (!next.ok()) return Fail(report, "allocating a slice: " + next.status().ToString());
       slice_ = std::move(next).value();
-      auto [in, restore_ms] = loop_.Timed([&](SwitchDriver::Done done) {
-        switch_->Restore(*slice_, *slice_bytes, &arbiter_, std::move(done));
-      });
+      DeviceBuffer* target = slice_.get();
+      auto [in, restore_ms] = loop_.Timed(
+          [this, target, slice_bytes](SwitchDriver::Done done) {
+            switch_->Restore(*target, slice_bytes, &arbiter_, std::move(done));
+          },
+          timeout);
       if (!in.ok()) {
         return Fail(report,
                     fmt::format("restore {}: {}{}", round + 1, in.ToString(), LogTail(log_)));
@@ -265,13 +311,15 @@ class FunctionBench {
     }
     report.checkpoint_ms = Median(checkpoints);
     report.restore_ms = Median(restores);
+    report.freed_bytes = Minus(report.free_after_checkpoint_bytes, report.free_resident_bytes);
+    report.context_bytes =
+        Minus(report.free_before_start_bytes, report.free_after_checkpoint_bytes);
+    // The driver holds a checkpoint API's bytes: what it took off the GPU is what it moved.
+    if (mechanism_ == SwitchMechanism::kCheckpoint) report.allocated_bytes = report.freed_bytes;
     if (report.restore_ms > 0 && report.allocated_bytes > 0) {
       report.restore_gbps =
           static_cast<double>(report.allocated_bytes) / (report.restore_ms * 1e-3) / 1e9;
     }
-    report.freed_bytes = Minus(report.free_after_checkpoint_bytes, report.free_resident_bytes);
-    report.context_bytes =
-        Minus(report.free_before_start_bytes, report.free_after_checkpoint_bytes);
     if (!report.outputs_identical) {
       return Fail(report, "an answer after a restore differs from the answer before checkpoint");
     }
@@ -344,11 +392,19 @@ class FunctionBench {
     });
   }
 
-  Status WaitReady(FunctionClient& client, std::chrono::seconds timeout) {
+  // Polls the function's readiness until `timeout`; fails at once when the function exits or its
+  // attach fails (a function that cannot get its slice never becomes ready).
+  Status WaitReady(FunctionClient& client, std::future<Status>& attach,
+                   std::chrono::seconds timeout) {
     const auto deadline = std::chrono::steady_clock::now() + timeout;
     while (std::chrono::steady_clock::now() < deadline) {
       if (loop_.Run([&] { return child_->exited(); })) {
         return Unavailable("the function exited before it was ready");
+      }
+      if (attach.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
+        Status attached = attach.get();
+        if (!attached.ok()) return attached.WithContext("attaching the function");
+        attach = MakeReadyFuture(Status::Ok());
       }
       auto ready = client.Ready(std::chrono::seconds(5));
       if (ready.ok() && *ready) return Status::Ok();
@@ -356,6 +412,12 @@ class FunctionBench {
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
     return DeadlineExceeded(fmt::format("the function was not ready within {} s", timeout.count()));
+  }
+
+  static std::future<Status> MakeReadyFuture(Status status) {
+    std::promise<Status> promise;
+    promise.set_value(std::move(status));
+    return promise.get_future();
   }
 
   const BenchFunctionFlags& flags_;
@@ -383,6 +445,7 @@ void Print(const Report& r, bool json) {
                                 {"status", r.status},
                                 {"why", r.why},
                                 {"rounds", r.rounds},
+                                {"slice_bytes", r.slice_bytes},
                                 {"allocated_bytes", r.allocated_bytes},
                                 {"checkpoint_ms", r.checkpoint_ms},
                                 {"restore_ms", r.restore_ms},
@@ -423,6 +486,19 @@ int RunBenchFunction(const BenchFunctionFlags& flags) {
                                        : "give the function's program after --");
     return 2;
   }
+  if (flags.slice_given && *mechanism != SwitchMechanism::kShim) {
+    std::fprintf(stderr,
+                 "gshare bench function: --slice applies to the shim mechanism only (the "
+                 "checkpoint API's function allocates through the driver itself)\n");
+    return 2;
+  }
+  auto program = FindProgram(flags.program.front());
+  if (!program.ok()) {
+    std::fprintf(stderr, "gshare bench function: %s\n", program.status().ToString().c_str());
+    return 2;
+  }
+  BenchFunctionFlags resolved = flags;
+  resolved.program.front() = *program;
   if (!flags.input_shape.empty()) {
     auto shape = ParseShape(flags.input_shape);
     if (!shape.ok()) {
@@ -473,7 +549,7 @@ int RunBenchFunction(const BenchFunctionFlags& flags) {
   }
   int exit_code = 0;
   {
-    FunctionBench bench(flags, **node, *mechanism, scratch);
+    FunctionBench bench(resolved, **node, *mechanism, scratch);
     exit_code = bench.Run(report);
   }
   std::error_code ignored;
@@ -491,7 +567,7 @@ void AddBenchFunctionCommand(CLI::App& bench, CommandContext& context) {
       "Checkpoint and restore one function process by a switch mechanism, with the GPU memory "
       "freed and its answers compared");
   cmd->add_option("--device", flags->device, "auto, cuda or emulated")->capture_default_str();
-  cmd->add_option("--emulated-gpus", flags->emulated, "Emulated GPUs (\"2x16Gi\")")
+  cmd->add_option("--emulated", flags->emulated, "Emulated GPUs (\"2x16Gi\")")
       ->capture_default_str();
   cmd->add_option("--mechanism", flags->mechanism,
                   "shim (the allocator shim; emulated GPUs: the function library) or checkpoint "
@@ -500,7 +576,9 @@ void AddBenchFunctionCommand(CLI::App& bench, CommandContext& context) {
   cmd->add_option("--model", flags->model, "The model name the function serves")->required();
   cmd->add_option("--input-shape", flags->input_shape,
                   "The FP32 input's shape (\"1,3,224,224\"); default: the model's metadata");
-  cmd->add_option("--slice", flags->slice, "The function's GPU slice")->capture_default_str();
+  CLI::Option* slice =
+      cmd->add_option("--slice", flags->slice, "The function's GPU slice (the shim mechanism only)")
+          ->capture_default_str();
   cmd->add_option("--repetitions", flags->repetitions, "Checkpoint and restore rounds")
       ->check(WholeIn(1, 100))
       ->capture_default_str();
@@ -511,7 +589,10 @@ void AddBenchFunctionCommand(CLI::App& bench, CommandContext& context) {
   cmd->add_flag("--json", flags->json, "Print JSON");
   cmd->add_option("program", flags->program, "-- PROGRAM [ARGS...]: the function to run")
       ->required();
-  cmd->callback([flags, &context] { context.exit_code = RunBenchFunction(*flags); });
+  cmd->callback([flags, slice, &context] {
+    flags->slice_given = slice->count() > 0;
+    context.exit_code = RunBenchFunction(*flags);
+  });
 }
 
 }  // namespace gshare::cli

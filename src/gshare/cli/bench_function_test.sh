@@ -44,6 +44,7 @@ r = json.load(open(sys.argv[1]))
 assert r["status"] == "pass" and r["why"] == "", r
 assert r["function"] == "mlp" and r["mechanism"] == "shim" and r["device"].startswith("emulated")
 assert r["rounds"] == 2 and r["outputs_identical"] is True, r
+assert r["slice_bytes"] == 256 << 20, r
 # The image in use holds the mlp's 23,298,088 bytes of weights, and fits the slice.
 assert 23_298_088 <= r["allocated_bytes"] <= 256 << 20, r["allocated_bytes"]
 assert r["checkpoint_ms"] > 0 and r["restore_ms"] > 0 and r["restore_gbps"] > 0, r
@@ -61,6 +62,12 @@ expect_exit bad_mechanism 2 "unknown switch mechanism" \
 expect_exit no_program 2 "program" "$gshare" bench function --device emulated --model mlp
 expect_exit bad_shape 2 "input-shape" "${bench[@]}" --input-shape 1,,2 -- /bin/true
 expect_exit dies_early 1 "exited before it was ready" "${bench[@]}" -- /bin/false
+# A bare name is looked up on PATH (the child is started with execve).
+expect_exit on_path 1 "exited before it was ready" "${bench[@]}" -- false
+expect_exit not_on_path 2 "not a program on PATH" "${bench[@]}" -- no-such-program-here
+expect_exit slice_with_checkpoint 2 "shim mechanism only" \
+  "$gshare" bench function --device emulated --mechanism checkpoint --slice 1Gi --model mlp -- \
+  /bin/true
 
 echo "bench function: ${passed} passed, ${failed} failed"
 [ "$failed" -eq 0 ]

@@ -22,8 +22,15 @@ namespace {
 using fn::ControlMessage;
 using fn::ControlType;
 
-const EmulatedBuffer* AsEmulated(const DeviceBuffer& buffer) {
-  return dynamic_cast<const EmulatedBuffer*>(&buffer);
+// Memory this switch can hand to a function process: an emulated GPU's (a memfd), or a GPU's
+// whose allocations export as file descriptors (CUDA virtual memory, for the allocator shim).
+Status CheckShareable(const DeviceBuffer& buffer) {
+  if (dynamic_cast<const EmulatedBuffer*>(&buffer) != nullptr) return Status::Ok();
+  const DeviceInfo& info = buffer.device().info();
+  if (info.memory_exportable) return Status::Ok();
+  return InvalidArgument(fmt::format(
+      "{}: its memory cannot be handed to a function process ({})", info.name,
+      info.memory_export_note.empty() ? "not an emulated GPU" : info.memory_export_note));
 }
 
 }  // namespace
@@ -150,8 +157,8 @@ void EmulatedSwitch::Attach(DeviceBuffer& buffer, std::uint64_t quota_bytes, Com
   if (state_ != SwitchState::kStarting || buffer_ != nullptr || pending_) {
     refused = FailedPrecondition(
         fmt::format("instance {}: attach while {}", snapshot_id_, SwitchStateName(state_)));
-  } else if (AsEmulated(buffer) == nullptr) {
-    refused = InvalidArgument("an emulated switch needs an emulated GPU's memory");
+  } else if (Status shareable = CheckShareable(buffer); !shareable.ok()) {
+    refused = shareable;
   } else if (quota_bytes > buffer.size_bytes()) {
     refused = InvalidArgument("a quota larger than the slice's memory");
   }
@@ -253,8 +260,8 @@ void EmulatedSwitch::Restore(DeviceBuffer& buffer, std::uint64_t quota_bytes, Co
             ? Unavailable(fmt::format("instance {} failed: {}", snapshot_id_, failure_.ToString()))
             : FailedPrecondition(fmt::format("instance {}: restore while {}", snapshot_id_,
                                              SwitchStateName(state_)));
-  } else if (AsEmulated(buffer) == nullptr) {
-    refused = InvalidArgument("an emulated switch needs an emulated GPU's memory");
+  } else if (Status shareable = CheckShareable(buffer); !shareable.ok()) {
+    refused = shareable;
   } else if (quota_bytes > buffer.size_bytes() ||
              (snapshot_ && snapshot_->size_bytes() > quota_bytes)) {
     refused = InvalidArgument(fmt::format(

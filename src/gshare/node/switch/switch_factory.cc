@@ -20,15 +20,22 @@ Result<SwitchMechanism> ParseSwitchMechanism(std::string_view text) {
 }
 
 Status SwitchMechanismSupported(SwitchMechanism mechanism, const DeviceInfo& gpu) {
-  if (mechanism == SwitchMechanism::kShim) return Status::Ok();
+  if (mechanism == SwitchMechanism::kShim) {
+    if (gpu.kind == DeviceKind::kEmulated || gpu.memory_exportable) return Status::Ok();
+    return Unavailable(
+        fmt::format("the CUDA shim needs GPU memory that exports to a function "
+                    "process, which {} lacks: {}",
+                    gpu.name, gpu.memory_export_note));
+  }
   if (gpu.kind != DeviceKind::kCuda) {
     return Unavailable(
         "the process checkpoint API needs a CUDA GPU; this node's GPUs are emulated");
   }
-  const std::string verdict = ProbeProcessCheckpointApi();
-  if (!verdict.starts_with("supported")) {
-    return Unavailable(fmt::format("the process checkpoint API: {}", verdict));
-  }
+  // Whether the driver has the API. Whether it allows it here (a sandbox runtime may not) shows
+  // at the first lock, which the checkpoint switch reports as not supported.
+  auto api = OpenProcessCheckpointApi();
+  if (!api.ok())
+    return Unavailable(fmt::format("the process checkpoint API: {}", api.status().message()));
   return Status::Ok();
 }
 
