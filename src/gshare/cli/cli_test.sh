@@ -173,17 +173,20 @@ else
   failed=$((failed + 1))
 fi
 
-# gshare node info on emulated GPUs: no CUDA driver ("none"), memory handed over as memfds, total
-# and free memory (docs/node.md, Commands).
+# gshare node info on emulated GPUs: no CUDA driver ("none"), the runtime's version where CUDA is
+# built ("none" otherwise), memory handed over as memfds, total and free memory (docs/node.md,
+# Commands).
 if "$gshare" node info --device emulated --emulated 2x1Gi --no-measure --json >"$work/info.json" 2>/dev/null &&
    "$gshare" node info --device emulated --emulated 2x1Gi --no-measure >"$work/info.txt" 2>/dev/null &&
-   grep -q '^CUDA driver none, runtime none$' "$work/info.txt" &&
+   grep -Eq '^CUDA driver none, runtime (none|[0-9]+[.][0-9]+)$' "$work/info.txt" &&
    grep -q 'EXPORT' "$work/info.txt" &&
    python3 - "$work/info.json" <<'PY'
 import json, sys
 out = json.load(open(sys.argv[1]))
 assert out["backend"] == "emulated" and out["cuda_driver_version"] == "none"
-assert out["cuda_runtime_version"] == "none"
+import re
+runtime = out["cuda_runtime_version"]
+assert (re.fullmatch(r"\d+\.\d+", runtime) if out["cuda_built"] else runtime == "none"), runtime
 assert [g["index"] for g in out["gpus"]] == [0, 1]
 for g in out["gpus"]:
     assert g["memory_bytes"] == g["total_memory_bytes"] == g["free_memory_bytes"] == 2**30

@@ -72,8 +72,12 @@ int RunNodeInfo(const NodeInfoFlags& flags) {
     }
   }
   const DeviceInfo* first = node.gpus().empty() ? nullptr : &node.gpus().front().info;
-  const std::string driver = FormatCudaVersion(first != nullptr ? first->cuda_driver_version : 0);
-  const std::string runtime = FormatCudaVersion(first != nullptr ? first->cuda_runtime_version : 0);
+  // The GPUs' own figures where they are CUDA GPUs; otherwise what this binary's runtime and the
+  // driver (if any) say.
+  const CudaVersions here = CudaVersionsHere();
+  const bool cuda = first != nullptr && first->kind == DeviceKind::kCuda;
+  const std::string driver = FormatCudaVersion(cuda ? first->cuda_driver_version : here.driver);
+  const std::string runtime = FormatCudaVersion(cuda ? first->cuda_runtime_version : here.runtime);
 
   if (flags.json) {
     nlohmann::json gpus = nlohmann::json::array();

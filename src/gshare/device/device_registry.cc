@@ -51,6 +51,14 @@ Result<DeviceSet> OpenCuda() {
 
 }  // namespace
 
+CudaVersions CudaVersionsHere() {
+  CudaVersions versions;
+#if defined(GSHARE_HAVE_CUDA)
+  ReadCudaVersions(versions.driver, versions.runtime);
+#endif
+  return versions;
+}
+
 bool CudaBackendBuilt() {
 #if defined(GSHARE_HAVE_CUDA)
   return true;

@@ -63,4 +63,12 @@ Result<DeviceSet> OpenDevices(const DeviceOptions& options);
 // Whether this binary was built with the CUDA backend.
 bool CudaBackendBuilt();
 
+// The CUDA driver's and runtime's versions as CUDA numbers them (13000 is 13.0): the driver's is 0
+// where there is none, both are 0 in a binary built without CUDA (FormatCudaVersion: "none").
+struct CudaVersions {
+  int driver = 0;
+  int runtime = 0;
+};
+CudaVersions CudaVersionsHere();
+
 }  // namespace gshare

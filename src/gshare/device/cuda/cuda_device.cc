@@ -460,6 +460,13 @@ Result<std::vector<std::unique_ptr<Device>>> DiscoverCudaDevices() {
   return devices;
 }
 
+void ReadCudaVersions(int& driver, int& runtime) {
+  driver = 0;
+  runtime = 0;
+  if (cudaDriverGetVersion(&driver) != cudaSuccess) driver = 0;
+  if (cudaRuntimeGetVersion(&runtime) != cudaSuccess) runtime = 0;
+}
+
 std::unique_ptr<HostMemory> NewCudaHostMemory() { return std::make_unique<CudaHostMemory>(); }
 
 }  // namespace gshare

@@ -35,6 +35,10 @@ namespace gshare {
 // state is the cause, and names the GPU and the driver's error.
 Result<std::vector<std::unique_ptr<Device>>> DiscoverCudaDevices();
 
+// The driver's version (0 where there is no driver) and the runtime's, as cudaDriverGetVersion
+// and cudaRuntimeGetVersion give them.
+void ReadCudaVersions(int& driver, int& runtime);
+
 // Pinned host memory that every CUDA GPU of the process can copy from and to.
 std::unique_ptr<HostMemory> NewCudaHostMemory();
 
