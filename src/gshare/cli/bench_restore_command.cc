@@ -18,7 +18,8 @@
 //                 stream_xS          (CUDA, paced emulated links: where the host cannot reach the
 //                                    device memory) S copy streams of the device, created once
 //                                    per size, each copying one contiguous S-th of the bytes,
-//                                    timed until every stream is synchronized.
+//                                    timed until every stream is synchronized; for S = 2, the
+//                                    engine's stream count and twice it.
 //   restore     the restore engine copying a snapshot of the same size into the same buffer;
 //   d2h raw     device to host, the same methods the other way; where memcpy cannot reach the
 //               device memory (CUDA, paced emulated links) "stream" replaces it: one unchunked
@@ -35,6 +36,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <deque>
 #include <exception>
 #include <functional>
 #include <memory>
@@ -188,7 +190,9 @@ Result<SizeResult> MeasureSize(GpuInventory& node, RestoreEngine& engine, std::u
 
   std::vector<Path> h2d_raw;
   std::vector<Path> d2h_raw;
-  std::vector<std::unique_ptr<CopyStream>> streams;  // stream_xS, where there is one
+  // stream_xS, where there is one: S = 2, the engine's stream count and twice it. A deque, so
+  // that each set stays where the timed copies find it.
+  std::deque<std::vector<std::unique_ptr<CopyStream>>> stream_sets;
   h2d_raw.push_back(
       {"memcpy", [&] { return device.TimedRawCopyToDevice(*buffer, host->bytes()); }, {}});
   std::unique_ptr<CopyCrew> crew;
@@ -240,12 +244,17 @@ Result<SizeResult> MeasureSize(GpuInventory& node, RestoreEngine& engine, std::u
                          });
                        },
                        {}});
-    if (threads > 1) {
-      for (int s = 0; s < threads; ++s) {
+    std::vector<int> counts = {2, threads, 2 * threads};
+    std::sort(counts.begin(), counts.end());
+    counts.erase(std::unique(counts.begin(), counts.end()), counts.end());
+    for (const int count : counts) {
+      if (count < 2) continue;
+      std::vector<std::unique_ptr<CopyStream>>& streams = stream_sets.emplace_back();
+      for (int s = 0; s < count; ++s) {
         GSHARE_ASSIGN_OR_RETURN(auto stream, device.CreateStream());
         streams.push_back(std::move(stream));
       }
-      const std::string name = fmt::format("stream_x{}", threads);
+      const std::string name = fmt::format("stream_x{}", count);
       StreamPartCopy to_device = [&](CopyStream& stream, std::uint64_t offset,
                                      std::uint64_t bytes) {
         return stream.CopyToDevice(*buffer, offset, host->bytes().subspan(offset, bytes));

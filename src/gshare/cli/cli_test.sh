@@ -154,16 +154,17 @@ else
   failed=$((failed + 1))
 fi
 # Where the host cannot reach device memory (a paced emulated link, as a CUDA GPU), the raw
-# methods are one pinned copy (memcpy), one stream, and S streams each copying an S-th.
+# methods are one pinned copy (memcpy), one stream, and S streams each copying an S-th, for S = 2,
+# the engine's stream count (3) and twice it.
 if "$gshare" bench restore --device emulated --link-bandwidth 8GB/s --size 4Mi --streams 3 --json \
      >"$work/bench_paced.json" 2>/dev/null &&
    python3 - "$work/bench_paced.json" <<'PY'
 import json, sys
 (r,) = json.load(open(sys.argv[1]))["results"]
-assert set(r["raw_methods"]) == {"memcpy", "stream_x3"}, r["raw_methods"]
+assert set(r["raw_methods"]) == {"memcpy", "stream_x2", "stream_x3", "stream_x6"}, r["raw_methods"]
 assert r["raw_gbps"] == max(r["raw_methods"].values()) and r["restore_gbps"] > 0
 d = r["d2h"]
-assert set(d["raw_methods"]) == {"stream", "stream_x3"}, d["raw_methods"]
+assert set(d["raw_methods"]) == {"stream", "stream_x2", "stream_x3", "stream_x6"}, d["raw_methods"]
 assert d["raw_gbps"] == max(d["raw_methods"].values()) and d["checkpoint_gbps"] > 0
 PY
 then
