@@ -164,24 +164,25 @@ TEST_F(CudaCheckpointTest, CheckpointFreesTheGpuAndRestoreBringsThePatternBack) 
   EXPECT_EQ(child.Wait(), 0);
 }
 
-// Where it cannot be exercised (one GPU, two of different types, a driver before R580) it says so
-// and passes, as the device tests do across GPUs: a skip means "no GPU" to the GPU check.
+// Where it cannot be exercised (one GPU, two of different types, a driver before R580) it skips,
+// its message starting "unsupported here:", which the GPU check reports as unsupported, not as a
+// missing GPU.
 TEST_F(CudaCheckpointTest, RestoreOntoAnotherGpuMovesTheMemoryThere) {
   if (gpus_ < 2) {
-    std::printf("not exercised: one GPU, nothing to restore onto\n");
-    return;
+    GTEST_SKIP() << "unsupported here: restore onto another GPU needs a second GPU of the same "
+                    "chip type; this machine has one";
   }
   if (probe_.find("another GPU of the same chip type: yes") == std::string::npos) {
-    std::printf("not exercised: this driver restores onto the same GPU only (%s)\n",
-                probe_.c_str());
-    return;
+    GTEST_SKIP() << "unsupported here: restore onto another GPU needs driver R580 (" << probe_
+                 << ")";
   }
   cudaDeviceProp first{}, second{};
   ASSERT_EQ(cudaGetDeviceProperties(&first, 0), cudaSuccess);
   ASSERT_EQ(cudaGetDeviceProperties(&second, 1), cudaSuccess);
   if (std::string(first.name) != second.name) {
-    std::printf("not exercised: GPUs 0 and 1 differ (%s, %s)\n", first.name, second.name);
-    return;
+    GTEST_SKIP() << "unsupported here: restore onto another GPU needs a second GPU of the same "
+                    "chip type; GPUs 0 and 1 differ ("
+                 << first.name << ", " << second.name << ")";
   }
   const std::int64_t before_0 = FreeBytes(0);
   const std::int64_t before_1 = FreeBytes(1);
