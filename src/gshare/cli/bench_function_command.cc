@@ -515,13 +515,15 @@ int RunBenchFunction(const BenchFunctionFlags& flags) {
   NodeAgentOptions options;
   options.devices = std::move(devices).value();
   options.allow_cuda = true;  // this command drives its switch itself
-  options.prepared_bytes_per_gpu = 0;
   auto slice_bytes = ParseBytes(flags.slice);
   if (!slice_bytes.ok() || *slice_bytes == 0 || *slice_bytes > kDeviceReserve) {
     std::fprintf(stderr, "gshare bench function: --slice: a size of bytes up to %s\n",
                  FormatBytes(kDeviceReserve).c_str());
     return 2;
   }
+  // No emulated segments prepared ahead: on emulated GPUs a restore's time includes faulting in
+  // its new slice (gshare bench switch measures without it).
+  options.prepared_bytes_per_gpu = 0;
   // The shim's snapshot holds at most the slice; the checkpoint API keeps its bytes itself.
   options.snapshot_pool_bytes = *mechanism == SwitchMechanism::kShim ? *slice_bytes : 64 * kMiB;
   auto node = NodeAgent::Create(std::move(options));
