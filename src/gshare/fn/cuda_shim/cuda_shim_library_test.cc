@@ -1,7 +1,8 @@
 // libgshare-cuda-shim.so on any machine: what it exports and what it needs, and its behaviour in
 // a program that is not a CUDA program (cuda_shim_probe): passive without GSHARE_CONTROL_FD,
-// active with it, dlsym handing out its hooks for a driver the program opened, and RTLD_NEXT
-// still resolved from dlsym's caller.
+// active with it, dlsym handing out its hooks for a driver the program opened, RTLD_NEXT still
+// resolved from dlsym's caller, and the runtime's functions found in a libcudart the program
+// opened with RTLD_LOCAL (a stand-in, testing/fake_cudart.cc).
 #include <gtest/gtest.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -38,11 +39,44 @@ std::map<std::string, std::string> Keys(const std::string& output) {
   return keys;
 }
 
-std::string Probe(const std::string& environment) {
+// The stand-in runtime's answers (testing/fake_cudart.cc).
+constexpr const char* kFakeMallocResult = "77";
+
+// The probe's output, with `runtime` (when not empty) opened with RTLD_LOCAL before its calls.
+std::string Probe(const std::string& environment, const std::string& runtime = "") {
   return RunCommand("env -u GSHARE_CONTROL_FD -u GSHARE_SHIM_VERBOSE " + environment +
                     " LD_PRELOAD=" CUDA_SHIM_LIBRARY " " CUDA_SHIM_PROBE " " CUDA_SHIM_LIBRARY
-                    " " CUDA_DRIVER_LIBRARY " 2>&1");
+                    " " CUDA_DRIVER_LIBRARY " " +
+                    runtime + " 2>&1");
 }
+
+// A control channel whose node end is closed: the slice cannot be served (no driver here, or no
+// node to say hello to on a GPU machine), and every allocation fails as out of memory.
+class ClosedChannel {
+ public:
+  ClosedChannel() {
+    int channel[2];
+    if (::socketpair(AF_UNIX, SOCK_SEQPACKET, 0, channel) == 0) {
+      ::close(channel[0]);
+      fd_ = channel[1];
+    }
+  }
+  ~ClosedChannel() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  ClosedChannel(const ClosedChannel&) = delete;
+  ClosedChannel& operator=(const ClosedChannel&) = delete;
+
+  bool ok() const { return fd_ >= 0; }
+  // The switching environment naming it.
+  std::string Environment() const {
+    return "GSHARE_CONTROL_FD=" + std::to_string(fd_) +
+           " GSHARE_DEVICE_BASE=0x7e0000000000 GSHARE_DEVICE_RESERVE=1073741824";
+  }
+
+ private:
+  int fd_ = -1;
+};
 
 TEST(CudaShimLibraryTest, ExportsItsHooksOnly) {
   std::set<std::string> exported;
@@ -72,12 +106,10 @@ TEST(CudaShimLibraryTest, ExportsItsHooksOnly) {
   EXPECT_EQ(exported, hooks);
 }
 
-TEST(CudaShimLibraryTest, NeedsOnlyTheCAndCxxRuntimes) {
-  const std::set<std::string> allowed = {"libc.so.6",
-                                         "libm.so.6",
-                                         "libstdc++.so.6",
-                                         "libgcc_s.so.1",
-                                         "ld-linux-x86-64.so.2",
+// The C++ runtime and libgcc are linked in (a Python whose libstdc++ is older than the
+// compiler's still loads the library), hidden by the exports map.
+TEST(CudaShimLibraryTest, NeedsOnlyTheCRuntime) {
+  const std::set<std::string> allowed = {"libc.so.6", "libm.so.6", "ld-linux-x86-64.so.2",
                                          "ld-linux-aarch64.so.1"};
   std::istringstream lines(RunCommand("readelf -dW " CUDA_SHIM_LIBRARY));
   int needed = 0;
@@ -91,6 +123,11 @@ TEST(CudaShimLibraryTest, NeedsOnlyTheCAndCxxRuntimes) {
     ++needed;
   }
   EXPECT_GT(needed, 0);
+  // Nor indirectly.
+  const std::string loaded = RunCommand("ldd " CUDA_SHIM_LIBRARY " 2>&1");
+  EXPECT_NE(loaded.find("libc.so.6"), std::string::npos) << loaded;
+  EXPECT_EQ(loaded.find("libstdc++"), std::string::npos) << loaded;
+  EXPECT_EQ(loaded.find("libgcc_s"), std::string::npos) << loaded;
 }
 
 TEST(CudaShimLibraryTest, PassiveWithoutAControlChannelForwardsEverything) {
@@ -107,6 +144,11 @@ TEST(CudaShimLibraryTest, PassiveWithoutAControlChannelForwardsEverything) {
   // to the next cudaMalloc (none here: cudaErrorInitializationError), never the slice.
   EXPECT_NE(keys.at("cuMemAlloc_v2_result"), "0") << output;
   EXPECT_EQ(keys.at("cudaMalloc_result"), "3") << output;
+  EXPECT_EQ(keys.at("cudaFree_null_result"), "3") << output;
+  EXPECT_NE(output.find(
+                "gshare-cuda-shim: no CUDA runtime function to forward cudaMalloc to: none after"),
+            std::string::npos)
+      << output;
   // Said once.
   const std::string passive = "gshare-cuda-shim: GSHARE_CONTROL_FD is not set: passive";
   const auto first = output.find(passive);
@@ -120,15 +162,9 @@ TEST(CudaShimLibraryTest, QuietWhenPassiveAndNotVerbose) {
 }
 
 TEST(CudaShimLibraryTest, ActiveHandsOutItsHooksAndFailsAllocationsItCannotServe) {
-  // A control channel whose node end is closed: the slice cannot be served (no driver here, or
-  // no node to say hello to on a GPU machine), and every allocation fails as out of memory.
-  int channel[2];
-  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_SEQPACKET, 0, channel), 0);
-  ::close(channel[0]);
-  const std::string output =
-      Probe("GSHARE_CONTROL_FD=" + std::to_string(channel[1]) +
-            " GSHARE_DEVICE_BASE=0x7e0000000000 GSHARE_DEVICE_RESERVE=1073741824");
-  ::close(channel[1]);
+  const ClosedChannel channel;
+  ASSERT_TRUE(channel.ok());
+  const std::string output = Probe(channel.Environment());
   const auto keys = Keys(output);
   EXPECT_EQ(keys.at("rtld_next_finds_shim"), "yes") << output;
   if (keys.at("driver_opened") == "yes") {
@@ -138,6 +174,7 @@ TEST(CudaShimLibraryTest, ActiveHandsOutItsHooksAndFailsAllocationsItCannotServe
   }
   EXPECT_EQ(keys.at("cuMemAlloc_v2_result"), "2") << output;  // CUDA_ERROR_OUT_OF_MEMORY
   EXPECT_EQ(keys.at("cudaMalloc_result"), "2") << output;     // cudaErrorMemoryAllocation
+  EXPECT_EQ(keys.at("cudaFree_null_result"), "3") << output;  // forwarded: no runtime here
   const std::string refused = "gshare-cuda-shim: cannot serve the slice, every allocation fails";
   const auto first = output.find(refused);
   EXPECT_NE(first, std::string::npos) << output;
@@ -155,6 +192,42 @@ TEST(CudaShimLibraryTest, AVariableWithoutAChannelBehindItIsPassive) {
   EXPECT_NE(output.find("gshare-cuda-shim: GSHARE_CONTROL_FD=1000 is not a control channel"),
             std::string::npos)
       << output;
+}
+
+// A runtime that a library opened with RTLD_LOCAL (as a Python extension may open libcudart) is
+// not in the global scope, where RTLD_NEXT looks: the shim finds the loaded libcudart instead,
+// by its soname (libcudart.so.13, .12) or else by its file name, and says where, once.
+void ExpectTheRuntimeFoundOutsideTheGlobalScope(const std::string& runtime) {
+  const std::string output = Probe("GSHARE_SHIM_VERBOSE=1", runtime);
+  const auto keys = Keys(output);
+  EXPECT_EQ(keys.at("runtime_opened"), "yes") << output;
+  EXPECT_EQ(keys.at("cudaMalloc_result"), kFakeMallocResult) << output;
+  EXPECT_EQ(keys.at("cudaFree_null_result"), "0") << output;
+  const std::string said =
+      "gshare-cuda-shim: the CUDA runtime's functions (cudaMalloc first) come from " + runtime +
+      " (a libcudart loaded outside the global scope)";
+  const auto first = output.find(said);
+  EXPECT_NE(first, std::string::npos) << output;
+  EXPECT_EQ(output.find("come from", first + said.size()), std::string::npos) << output;
+  EXPECT_EQ(output.find("no CUDA runtime"), std::string::npos) << output;
+}
+
+TEST(CudaShimLibraryTest, PassiveForwardsToARuntimeOpenedLocallyFoundBySoname) {
+  ExpectTheRuntimeFoundOutsideTheGlobalScope(FAKE_RUNTIME_BY_SONAME);
+}
+
+TEST(CudaShimLibraryTest, PassiveForwardsToARuntimeOpenedLocallyFoundByFileName) {
+  ExpectTheRuntimeFoundOutsideTheGlobalScope(FAKE_RUNTIME_BY_FILE_NAME);
+}
+
+TEST(CudaShimLibraryTest, ActiveForwardsFreesOfNoSliceMemoryToARuntimeOpenedLocally) {
+  const ClosedChannel channel;
+  ASSERT_TRUE(channel.ok());
+  const std::string output = Probe(channel.Environment(), FAKE_RUNTIME_BY_SONAME);
+  const auto keys = Keys(output);
+  EXPECT_EQ(keys.at("cudaMalloc_result"), "2") << output;     // the slice's, which it cannot serve
+  EXPECT_EQ(keys.at("cudaFree_null_result"), "0") << output;  // the runtime's
+  EXPECT_EQ(output.find("come from"), std::string::npos) << output;  // not verbose
 }
 
 }  // namespace

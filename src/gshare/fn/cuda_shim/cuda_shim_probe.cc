@@ -2,7 +2,10 @@
 // preloaded: it looks symbols up and calls the hooks, and prints what it saw, one "key value"
 // line each. It declares the few CUDA signatures it calls itself: it sees no CUDA header.
 //
-//   cuda_shim_probe SHIM_LIBRARY DRIVER_LIBRARY
+//   cuda_shim_probe SHIM_LIBRARY DRIVER_LIBRARY [RUNTIME_LIBRARY]
+//
+// RUNTIME_LIBRARY, a CUDA runtime (or a stand-in), is opened with RTLD_LOCAL before the calls: it
+// is loaded, but not in the global scope, where the shim's RTLD_NEXT would find it.
 #include <dlfcn.h>
 
 #include <cstddef>
@@ -13,14 +16,15 @@ namespace {
 
 using DriverAlloc = int (*)(unsigned long long* pointer, std::size_t bytes);
 using RuntimeAlloc = int (*)(void** pointer, std::size_t bytes);
+using RuntimeFree = int (*)(void* pointer);
 
 const char* YesNo(bool value) { return value ? "yes" : "no"; }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 3) {
-    std::fprintf(stderr, "usage: cuda_shim_probe SHIM_LIBRARY DRIVER_LIBRARY\n");
+  if (argc != 3 && argc != 4) {
+    std::fprintf(stderr, "usage: cuda_shim_probe SHIM_LIBRARY DRIVER_LIBRARY [RUNTIME_LIBRARY]\n");
     return 2;
   }
   void* shim = ::dlopen(argv[1], RTLD_NOW | RTLD_NOLOAD);
@@ -46,12 +50,19 @@ int main(int argc, char** argv) {
     }
   }
 
+  if (argc == 4) {
+    std::printf("runtime_opened %s\n", YesNo(::dlopen(argv[3], RTLD_NOW | RTLD_LOCAL) != nullptr));
+  }
+
   auto driver_alloc = reinterpret_cast<DriverAlloc>(::dlsym(shim, "cuMemAlloc_v2"));
   auto runtime_alloc = reinterpret_cast<RuntimeAlloc>(::dlsym(shim, "cudaMalloc"));
+  auto runtime_free = reinterpret_cast<RuntimeFree>(::dlsym(shim, "cudaFree"));
   unsigned long long device_pointer = 0;
   void* pointer = nullptr;
   std::printf("cuMemAlloc_v2_result %d\n", driver_alloc(&device_pointer, 1024));
   std::printf("cudaMalloc_result %d\n", runtime_alloc(&pointer, 1024));
+  // What programs call to create the context: never the slice's, always forwarded.
+  std::printf("cudaFree_null_result %d\n", runtime_free(nullptr));
   std::fflush(stdout);
   return 0;
 }

@@ -4,7 +4,9 @@
 #include <cuda.h>
 
 #include <cstring>
+#include <span>
 
+#include "gshare/fn/cuda_shim/proc_address.h"
 #include "gshare/fn/cuda_shim/shim.h"
 
 // <cuda.h> renames cuGetProcAddress to cuGetProcAddress_v2; the shim defines both ABIs.
@@ -73,15 +75,6 @@ CUresult FreeAsync(CUdeviceptr pointer, CUstream stream,
   if (slice == nullptr) return Forward(real, pointer, stream);
   return FreeToSlice(*slice, pointer, &stream);
 }
-
-// A hooked driver entry point, and how to recognize the real one whichever door it came through.
-struct DriverHook {
-  const char* name;       // as libcuda exports it ("cuMemAlloc_v2")
-  const char* base_name;  // as cuGetProcAddress knows it ("cuMemAlloc")
-  int abi_version;        // the CUDA version that introduced this ABI of it (3020: the _v2)
-  cuuint64_t flags;       // the stream semantics it has (per-thread default stream or not)
-  void* hook;
-};
 
 }  // namespace
 }  // namespace gshare::fn::cuda_shim
@@ -167,7 +160,7 @@ GSHARE_SHIM_EXPORT CUresult cuGetProcAddress_v2(const char* symbol, void** funct
   const CUresult found = Forward(Real<&CudaDriver::get_proc_address_v2>(), symbol, function,
                                  cuda_version, flags, status);
   if (found == CUDA_SUCCESS && Active() && function != nullptr && *function != nullptr) {
-    if (void* hook = DriverHookFor(*function)) *function = hook;
+    if (void* hook = ProcAddressHook(symbol, cuda_version, flags, *function)) *function = hook;
   }
   return found;
 }
@@ -178,7 +171,7 @@ GSHARE_SHIM_EXPORT CUresult cuGetProcAddress(const char* symbol, void** function
   const CUresult found =
       Forward(Real<&CudaDriver::get_proc_address>(), symbol, function, cuda_version, flags);
   if (found == CUDA_SUCCESS && Active() && function != nullptr && *function != nullptr) {
-    if (void* hook = DriverHookFor(*function)) *function = hook;
+    if (void* hook = ProcAddressHook(symbol, cuda_version, flags, *function)) *function = hook;
   }
   return found;
 }
@@ -188,31 +181,43 @@ GSHARE_SHIM_EXPORT CUresult cuGetProcAddress(const char* symbol, void** function
 namespace gshare::fn::cuda_shim {
 namespace {
 
-constexpr cuuint64_t kLegacyStream = CU_GET_PROC_ADDRESS_LEGACY_STREAM;
-constexpr cuuint64_t kPerThreadStream = CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM;
+static_assert(kProcAddressLegacyStream == CU_GET_PROC_ADDRESS_LEGACY_STREAM);
+static_assert(kProcAddressPerThreadStream == CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM);
+
+// The shim's hooks, by the name libcuda exports the hooked function as (HookedAbis()).
+struct DriverHook {
+  const char* name;
+  void* hook;
+};
 
 const DriverHook kDriverHooks[] = {
-    {"cuMemAlloc_v2", "cuMemAlloc", 3020, 0, reinterpret_cast<void*>(&cuMemAlloc_v2)},
-    {"cuMemFree_v2", "cuMemFree", 3020, 0, reinterpret_cast<void*>(&cuMemFree_v2)},
-    {"cuMemAllocAsync", "cuMemAllocAsync", 11020, kLegacyStream,
-     reinterpret_cast<void*>(&cuMemAllocAsync)},
-    {"cuMemAllocAsync_ptsz", "cuMemAllocAsync", 11020, kPerThreadStream,
-     reinterpret_cast<void*>(&cuMemAllocAsync_ptsz)},
-    {"cuMemFreeAsync", "cuMemFreeAsync", 11020, kLegacyStream,
-     reinterpret_cast<void*>(&cuMemFreeAsync)},
-    {"cuMemFreeAsync_ptsz", "cuMemFreeAsync", 11020, kPerThreadStream,
-     reinterpret_cast<void*>(&cuMemFreeAsync_ptsz)},
-    {"cuMemAllocPitch_v2", "cuMemAllocPitch", 3020, 0,
-     reinterpret_cast<void*>(&cuMemAllocPitch_v2)},
-    {"cuMemGetInfo_v2", "cuMemGetInfo", 3020, 0, reinterpret_cast<void*>(&cuMemGetInfo_v2)},
-    {"cuGetProcAddress", "cuGetProcAddress", 11030, 0, reinterpret_cast<void*>(&cuGetProcAddress)},
-    {"cuGetProcAddress_v2", "cuGetProcAddress", 12000, 0,
-     reinterpret_cast<void*>(&cuGetProcAddress_v2)},
+    {"cuMemAlloc_v2", reinterpret_cast<void*>(&cuMemAlloc_v2)},
+    {"cuMemFree_v2", reinterpret_cast<void*>(&cuMemFree_v2)},
+    {"cuMemAllocAsync", reinterpret_cast<void*>(&cuMemAllocAsync)},
+    {"cuMemAllocAsync_ptsz", reinterpret_cast<void*>(&cuMemAllocAsync_ptsz)},
+    {"cuMemFreeAsync", reinterpret_cast<void*>(&cuMemFreeAsync)},
+    {"cuMemFreeAsync_ptsz", reinterpret_cast<void*>(&cuMemFreeAsync_ptsz)},
+    {"cuMemAllocPitch_v2", reinterpret_cast<void*>(&cuMemAllocPitch_v2)},
+    {"cuMemGetInfo_v2", reinterpret_cast<void*>(&cuMemGetInfo_v2)},
+    {"cuGetProcAddress", reinterpret_cast<void*>(&cuGetProcAddress)},
+    {"cuGetProcAddress_v2", reinterpret_cast<void*>(&cuGetProcAddress_v2)},
 };
-constexpr std::size_t kHookCount = sizeof(kDriverHooks) / sizeof(kDriverHooks[0]);
 
-// The real functions behind each hook: libcuda's export, and what its cuGetProcAddress answers
-// for the hook's ABI (the driver may hand out another address for the same function).
+cuuint64_t FlagsFor(StreamVariant stream) {
+  switch (stream) {
+    case StreamVariant::kNone:
+      return CU_GET_PROC_ADDRESS_DEFAULT;
+    case StreamVariant::kLegacy:
+      return CU_GET_PROC_ADDRESS_LEGACY_STREAM;
+    case StreamVariant::kPerThread:
+      return CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM;
+  }
+  return CU_GET_PROC_ADDRESS_DEFAULT;
+}
+
+// The real functions behind each hooked ABI (HookedAbis(), in its order): libcuda's export, and
+// what its cuGetProcAddress answers for the ABI's version and stream variant (the driver may hand
+// out another address for the same function).
 struct RealFunction {
   const void* exported = nullptr;
   const void* resolved = nullptr;
@@ -222,17 +227,18 @@ const RealFunction* RealFunctions() {
   static const RealFunction* const reals = []() -> const RealFunction* {
     const CudaDriver* driver = Driver();
     if (driver == nullptr) return nullptr;
-    auto* found = new RealFunction[kHookCount];  // for the life of the process
-    for (std::size_t i = 0; i < kHookCount; ++i) {
-      const DriverHook& entry = kDriverHooks[i];
-      found[i].exported = RealDlsym()(driver->library, entry.name);
+    const std::span<const HookedAbi> abis = HookedAbis();
+    auto* found = new RealFunction[abis.size()];  // for the life of the process
+    for (std::size_t i = 0; i < abis.size(); ++i) {
+      const HookedAbi& abi = abis[i];
+      found[i].exported = RealDlsym()(driver->library, abi.exported);
       void* resolved = nullptr;
       if (driver->get_proc_address_v2 != nullptr) {
         CUdriverProcAddressQueryResult status{};
-        (void)driver->get_proc_address_v2(entry.base_name, &resolved, entry.abi_version,
-                                          entry.flags, &status);
+        (void)driver->get_proc_address_v2(abi.base_name, &resolved, abi.since, FlagsFor(abi.stream),
+                                          &status);
       } else if (driver->get_proc_address != nullptr) {
-        (void)driver->get_proc_address(entry.base_name, &resolved, entry.abi_version, entry.flags);
+        (void)driver->get_proc_address(abi.base_name, &resolved, abi.since, FlagsFor(abi.stream));
       }
       found[i].resolved = resolved;
     }
@@ -253,10 +259,20 @@ void* DriverHookNamed(const char* name) {
 void* DriverHookFor(const void* real) {
   const RealFunction* reals = RealFunctions();
   if (reals == nullptr || real == nullptr) return nullptr;
-  for (std::size_t i = 0; i < kHookCount; ++i) {
-    if (reals[i].exported == real || reals[i].resolved == real) return kDriverHooks[i].hook;
+  const std::span<const HookedAbi> abis = HookedAbis();
+  for (std::size_t i = 0; i < abis.size(); ++i) {
+    if (reals[i].exported == real || reals[i].resolved == real) {
+      return DriverHookNamed(abis[i].exported);
+    }
   }
   return nullptr;
+}
+
+void* ProcAddressHook(const char* symbol, int cuda_version, cuuint64_t flags, const void* answer) {
+  if (const char* exported = HookedEntryPoint(symbol, cuda_version, flags)) {
+    return DriverHookNamed(exported);
+  }
+  return DriverHookFor(answer);
 }
 
 }  // namespace gshare::fn::cuda_shim

@@ -1,19 +1,116 @@
 // The runtime-level hooks (cuda_runtime_api.h's cudaMalloc family), for programs that load the
 // shared CUDA runtime (libcudart.so). A program that links the runtime statically calls its own
 // copy directly; its allocations reach the shim at the driver level (driver_hooks.cc).
+//
+// What the shim does not serve goes to the runtime's own function (cudaFree(nullptr), which
+// programs call to create the context, frees of memory outside the slice, every call when
+// passive): the next definition after the shim's, or, where libcudart is not in the global scope
+// (opened with RTLD_LOCAL, as a Python extension may open it), the loaded libcudart's: found as
+// libcudart.so.13, libcudart.so.12, or any loaded object whose name contains "libcudart.so".
+// With GSHARE_SHIM_VERBOSE set, one line says which library that is.
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
+#include <link.h>
 
 #include <atomic>
 #include <cstdint>
+#include <cstring>
+#include <initializer_list>
+#include <string>
 
 #include "gshare/fn/cuda_shim/shim.h"
 
 namespace gshare::fn::cuda_shim {
 namespace {
 
-// The next definition of a runtime function after the shim's (libcudart's), looked up once.
+// Whether `address` lies in the shim itself (whose exports a lookup must never hand back as the
+// runtime's own).
+bool InShim(const void* address) {
+  static const void* const shim_base = [] {
+    Dl_info info{};
+    return ::dladdr(reinterpret_cast<const void*>(&InShim), &info) != 0 ? info.dli_fbase : nullptr;
+  }();
+  Dl_info info{};
+  return ::dladdr(address, &info) != 0 && info.dli_fbase == shim_base;
+}
+
+// The path of the first loaded object whose name contains "libcudart.so"; empty when none.
+std::string LoadedRuntimePath() {
+  std::string path;
+  ::dl_iterate_phdr(
+      [](dl_phdr_info* info, std::size_t, void* data) {
+        if (info->dlpi_name == nullptr || std::strstr(info->dlpi_name, "libcudart.so") == nullptr) {
+          return 0;
+        }
+        *static_cast<std::string*>(data) = info->dlpi_name;
+        return 1;
+      },
+      &path);
+  return path;
+}
+
+// A handle of the CUDA runtime the process has loaded, wherever: libcudart.so.13 or .12 by name,
+// else any object named like libcudart. Found once, kept (the handle pins the library, which the
+// shim's callers use anyway); nullptr while there is none.
+void* LoadedRuntime() {
+  static std::atomic<void*> runtime{nullptr};
+  void* found = runtime.load(std::memory_order_acquire);
+  if (found != nullptr) return found;
+  for (const char* name : {"libcudart.so.13", "libcudart.so.12"}) {
+    found = ::dlopen(name, RTLD_NOLOAD | RTLD_LAZY);
+    if (found != nullptr) break;
+  }
+  if (found == nullptr) {
+    // Opened outside dl_iterate_phdr's callback: the loader's lock is held there.
+    const std::string path = LoadedRuntimePath();
+    if (!path.empty()) found = ::dlopen(path.c_str(), RTLD_NOLOAD | RTLD_LAZY);
+  }
+  if (found == nullptr) return nullptr;
+  void* expected = nullptr;
+  if (!runtime.compare_exchange_strong(expected, found, std::memory_order_acq_rel)) {
+    ::dlclose(found);  // another thread found it first: one reference is enough
+    return expected;
+  }
+  return found;
+}
+
+// How a runtime function's real definition was looked for.
+enum class Found {
+  kNext,           // the next definition after the shim
+  kLoadedRuntime,  // in the loaded libcudart
+  kNotInRuntime,   // a libcudart is loaded, without this function
+  kNoRuntime,      // none after the shim, and no libcudart loaded
+};
+
+// With GSHARE_SHIM_VERBOSE, says once where the runtime's functions come from, and once that
+// one of them is nowhere to be found.
+void SayWhereTheRuntimeIs(const char* name, const void* found, Found how) {
+  static std::atomic<bool> said_found{false};
+  static std::atomic<bool> said_missing{false};
+  if (!Verbose()) return;
+  if (found == nullptr) {
+    if (!said_missing.exchange(true)) {
+      LogLine(std::string("no CUDA runtime function to forward ") + name + " to: " +
+              (how == Found::kNotInRuntime ? "the loaded libcudart lacks it"
+                                           : "none after the shim, and no libcudart loaded"));
+    }
+    return;
+  }
+  if (said_found.exchange(true)) return;
+  Dl_info info{};
+  const bool named =
+      ::dladdr(found, &info) != 0 && info.dli_fname != nullptr && *info.dli_fname != '\0';
+  const char* library = named ? info.dli_fname : "the program";
+  LogLine(std::string("the CUDA runtime's functions (") + name + " first) come from " + library +
+          (how == Found::kNext ? " (the next definition after the shim)"
+                               : " (a libcudart loaded outside the global scope)"));
+}
+
+// A runtime function's real definition, looked up once found: the next one after the shim's
+// (libcudart in the global scope), else the loaded libcudart's (one a library opened with
+// RTLD_LOCAL, as a Python extension may be, is not in the global scope, and RTLD_NEXT does not
+// find it).
 template <typename Function>
 class NextDefinition {
  public:
@@ -22,6 +119,16 @@ class NextDefinition {
     void* found = found_.load(std::memory_order_acquire);
     if (found == nullptr) {
       found = RealDlsym()(RTLD_NEXT, name_);
+      Found how = Found::kNext;
+      if (found == nullptr) {
+        how = Found::kNoRuntime;
+        if (void* runtime = LoadedRuntime()) {
+          found = RealDlsym()(runtime, name_);
+          if (found != nullptr && InShim(found)) found = nullptr;
+          how = found != nullptr ? Found::kLoadedRuntime : Found::kNotInRuntime;
+        }
+      }
+      SayWhereTheRuntimeIs(name_, found, how);
       found_.store(found, std::memory_order_release);
     }
     return reinterpret_cast<Function>(found);

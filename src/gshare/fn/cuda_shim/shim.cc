@@ -18,11 +18,6 @@ namespace {
 
 constexpr const char* kVerboseEnv = "GSHARE_SHIM_VERBOSE";
 
-bool Verbose() {
-  const char* verbose = std::getenv(kVerboseEnv);
-  return verbose != nullptr && *verbose != '\0' && std::string_view(verbose) != "0";
-}
-
 Result<std::uint64_t> ReadEnvNumber(const char* name, int base) {
   const char* text = std::getenv(name);
   if (text == nullptr || *text == '\0') {
@@ -94,6 +89,11 @@ Connection serving;  // written once, under connect_once, before `connected` is 
 std::atomic<ShimCore*> connected{nullptr};
 
 }  // namespace
+
+bool Verbose() {
+  const char* verbose = std::getenv(kVerboseEnv);
+  return verbose != nullptr && *verbose != '\0' && std::string_view(verbose) != "0";
+}
 
 void LogLine(std::string_view line) {
   std::fprintf(stderr, "gshare-cuda-shim: %.*s\n", static_cast<int>(line.size()), line.data());

@@ -51,6 +51,8 @@ CUresult SynchronizeStream(CUstream stream);
 // Whether `stream` is capturing a graph (whose allocations the shim leaves to the driver).
 bool IsCapturing(CUstream stream);
 
+// Whether GSHARE_SHIM_VERBOSE asks for the shim's informational lines (set, not empty, not "0").
+bool Verbose();
 // One line on standard error, prefixed "gshare-cuda-shim: ".
 void LogLine(std::string_view line);
 

@@ -10,7 +10,12 @@
 //    a kind the backend cannot map, live allocations that end past the quota);
 //  - kLock: allocations wait from now on; the device finishes its work (Synchronize); kLocked
 //    tells the node the image to keep (a = the end of the highest live allocation, b = 1: the
-//    shim cannot tell whether it was written, so it always may have been);
+//    shim cannot tell whether it was written, so it always may have been). A lock blocks
+//    allocations, not GPU work: a kernel that another thread of the program launches after the
+//    synchronize still runs, may write the slice while the node copies it (a torn image) and
+//    faults once the slice is unmapped. So the node locks only an instance with no request in
+//    flight (the live node refuses to evict a running one, and `gshare bench function` switches
+//    between requests); the shim adds no launch gate;
 //  - kUnmap: the backend drops the mapping, the range stays reserved; kUnmapped;
 //  - kUnlock: allocations go on (after a kMap; the node sends one after every kMapped);
 //  - kSetQuota (a): a new quota, between the highest allocation's end and the mapped bytes.
