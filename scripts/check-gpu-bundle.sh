@@ -7,23 +7,29 @@
 #      skips its cases, where there is no GPU) and exits 0;
 #   3. OUT/run.sh exits 77 with its "no NVIDIA GPU or driver here" message (only where there is no
 #      GPU: where nvidia-smi answers, this check is left out);
-#   4. report.py reads a results folder laid out as run.sh writes it (made up here, with the
-#      fields of `gshare bench function` and `gshare bench restore`) into the table and verdict
-#      expected.
+#   4. report.py reads results folders laid out as run.sh writes them (made up here, with the
+#      fields of `gshare bench function`, `gshare bench restore` and gtest's reports) into the
+#      tables and verdicts expected: a passing run; one whose checks fail (a shim restore beyond
+#      its bound, a slice not freed, changed outputs, a checkpoint leaving 200 MiB, a test skipped
+#      for want of a GPU node info found); the checkpoint API unsupported; a smoke phase that
+#      failed; steps the time budget left out.
 #
 #   scripts/check-gpu-bundle.sh OUT BUILD_DIR
+#   scripts/check-gpu-bundle.sh --report-only     check 4 alone, on scripts/gpu-bundle-report.py
+#                                                 (nothing is built)
 #
 # ctest runs this as gshare_gpu_bundle_test (label build). Exit status: 0 when every check passes,
 # 1 when one fails, 2 on bad usage.
 set -uo pipefail
 
-if [ $# -ne 2 ]; then
-  echo "usage: $0 OUT BUILD_DIR" >&2
+report_only=0
+if [ $# -eq 1 ] && [ "$1" = --report-only ]; then
+  report_only=1
+elif [ $# -ne 2 ]; then
+  echo "usage: $0 OUT BUILD_DIR | $0 --report-only" >&2
   exit 2
 fi
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-out="$1"
-build="$2"
 
 failed=0
 fail() {
@@ -33,6 +39,219 @@ fail() {
 pass() { echo "ok: $*"; }
 
 started=${SECONDS}
+work="$(mktemp -d)"
+trap 'rm -rf "${work}"' EXIT
+
+# check_report REPORT_PY: check 4, report.py on made-up results folders.
+check_report() {
+  local report="$1" bundle results table
+  echo "== 4. report.py on made-up results folders"
+  # fixture SCENARIO: a bundle folder, ${work}/SCENARIO (bundle and results name it and its
+  # results/), with REPORT_PY, tests/gpu-tests.txt and results/ as run.sh lays them out.
+  fixture() {
+    bundle="${work}/$1"
+    mkdir -p "${bundle}/tests" "${bundle}/results"
+    cp "${report}" "${bundle}/report.py"
+    printf 'gpu_a_test\ngpu_b_test\n' >"${bundle}/tests/gpu-tests.txt"
+    python3 - "${bundle}/results" "$1" <<'PY'
+import json, os, sys
+os.chdir(sys.argv[1])
+scenario = sys.argv[2]
+GIB, MIB = 2**30, 2**20
+def step(name, data, rc=0):
+    if data is not None:
+        json.dump(data, open(f"{name}.json", "w"))
+    open(f"{name}.rc", "w").write(f"{rc}\n")
+    open(f"{name}.log", "w").write("log\n")
+def not_run(name):
+    open(f"{name}.rc", "w").write("skipped\n")
+def size(size_bytes, raw, restore):
+    return {"size_bytes": size_bytes, "raw_gbps": raw, "restore_gbps": restore,
+            "ratio": restore / raw, "raw_method": "stream_x4",
+            "raw_methods": {"memcpy": raw - 5, "stream_x4": raw},
+            "d2h": {"raw_gbps": 50.0, "checkpoint_gbps": 49.0, "ratio": 0.98,
+                    "raw_method": "stream", "raw_methods": {"stream": 50.0, "stream_x4": 49.0}}}
+def function(model, mechanism, **changes):
+    # The shim: the slice is the function's memory, freed whole; 500 MiB of context stays. The
+    # checkpoint API: the driver takes what it checkpoints off the GPU; 40 MiB stays.
+    shim = mechanism == "shim"
+    slice_bytes = (4 * GIB if model == "vit_l_16" else 2 * GIB) if shim else 2 * MIB
+    allocated = {("shim", "vit_l_16"): 1250 * 10**6, ("shim", "resnet50"): 110 * 10**6,
+                 ("checkpoint", "vit_l_16"): 2500 * 10**6,
+                 ("checkpoint", "resnet50"): 1500 * 10**6}[(mechanism, model)]
+    freed = slice_bytes + 2 * MIB if shim else allocated
+    context = 500 * MIB if shim else 40 * MIB
+    before = 140 * GIB
+    data = {"function": model, "mechanism": mechanism, "device": "cuda: GPU", "status": "pass",
+            "why": "", "rounds": 3, "slice_bytes": slice_bytes, "allocated_bytes": allocated,
+            "checkpoint_ms": 30.0, "restore_ms": 300.0, "restore_gbps": 5.0,
+            "free_before_start_bytes": before, "free_resident_bytes": before - context - freed,
+            "free_after_checkpoint_bytes": before - context, "freed_bytes": freed,
+            "context_bytes": context, "outputs_identical": True}
+    if shim:  # bounds (best raw 50 GB/s at 2 GiB): vit_l_16 31.0 ms, resnet50 3.6 ms
+        data["restore_ms"] = 28.0 if model == "vit_l_16" else 5.0
+    data.update(changes)
+    return data
+def gtest(test, cases, output):
+    suites = {"testsuites": [{"name": "Suite", "testsuite": cases}]}
+    json.dump(suites, open(f"test-{test}.gtest.json", "w"))
+    open(f"test-{test}.txt", "w").write(output)
+    open(f"test-{test}.rc", "w").write("0\n")
+def printed(name, message):  # a skipped case as gtest 1.12 prints it (its JSON has no message)
+    return (f"[ RUN      ] Suite.{name}\n/src/x_test.cc:20: Skipped\n{message}\n\n"
+            f"[  SKIPPED ] Suite.{name} (0 ms)\n")
+RUNS = {"name": "Runs", "status": "RUN", "result": "COMPLETED"}
+def skipped(name, message=None):
+    case = {"name": name, "status": "RUN", "result": "SKIPPED"}
+    if message is not None:  # newer gtest: the message in the JSON report
+        case["skipped"] = [{"message": f"/src/x_test.cc:20\n{message}\n"}]
+    return case
+
+step("smoke-node-info", {"backend": "cuda", "gpus": [{"index": 0, "kind": "cuda",
+     "name": "GPU", "memory_bytes": 2**37, "measured_link_bytes_per_second": 5e10}]})
+if scenario == "smoke-failed":
+    step("smoke-function-shim-resnet50",
+         function("resnet50", "shim", status="fail", why="the function never answered ready"), 1)
+    sys.exit(0)
+step("smoke-function-shim-resnet50", function("resnet50", "shim", rounds=1))
+step("smoke-restore-64Mi", {"results": [size(64 * MIB, 30.0, 29.0)]})
+step("restore", {"results": [size(2 * GIB, 50.0, 48.0), size(512 * MIB, 40.0, 39.0)]})
+for mechanism, model in (("shim", "vit_l_16"), ("shim", "resnet50"), ("checkpoint", "resnet50"),
+                         ("checkpoint", "vit_l_16")):
+    step(f"function-{mechanism}-{model}", function(model, mechanism))
+gtest("gpu_a_test", [RUNS, skipped("OntoAnotherGpu", "not exercised: it needs a second GPU")],
+      "[ RUN      ] Suite.Runs\n[       OK ] Suite.Runs (5 ms)\n")
+no_api = ("process checkpoint API unsupported: the NVIDIA driver (CUDA 12.4) lacks the process "
+          "checkpoint API (cuCheckpointProcessLock not found): it needs driver R570 or later")
+gtest("gpu_b_test", [RUNS, skipped("Exports"), skipped("Checkpoints")],
+      printed("Exports", "GPU 0 cannot export memory: no | fabric") +
+      printed("Checkpoints", no_api))
+
+if scenario == "failing":
+    step("function-shim-vit_l_16",  # beyond the bound; 3.5 GiB of the 4 GiB slice freed
+         function("vit_l_16", "shim", restore_ms=40.0, freed_bytes=3584 * MIB))
+    step("function-shim-resnet50", function("resnet50", "shim", outputs_identical=False))
+    step("function-checkpoint-vit_l_16",  # 200 MiB left on the GPU
+         function("vit_l_16", "checkpoint", context_bytes=200 * MIB))
+    gtest("gpu_b_test", [RUNS, skipped("Exports")],
+          printed("Exports", "no CUDA GPU here: cudaErrorNoDevice: no CUDA-capable device"))
+elif scenario == "unsupported":
+    for model in ("resnet50", "vit_l_16"):
+        step(f"function-checkpoint-{model}", function(model, "checkpoint", status="unsupported",
+                                                      why="no cuCheckpointProcess here"), 4)
+elif scenario == "budget":
+    for name in ("restore", "function-checkpoint-vit_l_16", "test-gpu_b_test"):
+        for suffix in (".json", ".gtest.json", ".txt"):
+            if os.path.exists(name + suffix):
+                os.remove(name + suffix)
+        not_run(name)
+PY
+    results="${bundle}/results"
+  }
+  # has TEXT...: every TEXT is a line of ${table} (fixed strings).
+  has() {
+    local line
+    for line in "$@"; do
+      if ! grep -qxF -- "${line}" "${table}"; then
+        echo "  missing: ${line}"
+        return 1
+      fi
+    done
+  }
+  table="${work}/table.md"
+
+  fixture passing
+  if python3 "${bundle}/report.py" table "${results}" >"${table}" &&
+    has '| smoke: resnet50 through the shim, 1 round | status pass; restore 5.0 ms, outputs identical true | pass | pass |' \
+      '| restore engine, 2 GiB | 48.00 GB/s, ratio 0.960 | ratio >= 0.90 | pass |' \
+      '| vit_l_16, shim: restore within bound | 28.0 ms vs bound 31.0 ms | <= 1.2 x allocated / best raw (2 GiB) + 1 ms | pass |' \
+      '| resnet50, shim: restore against the bound (reported) | 5.0 ms vs bound 3.6 ms | - | - |' \
+      '| vit_l_16, shim: GPU memory freed after checkpoint (driver) | 4297064448 (4.00 GiB) of the 4294967296 (4.00 GiB) slice | >= the slice | pass |' \
+      '| vit_l_16, shim: left on the GPU (context) | 524288000 (500.0 MiB) | - | - |' \
+      '| resnet50, checkpoint: GPU memory freed after checkpoint (driver) | 1500000000 (1.40 GiB) | - | - |' \
+      '| resnet50, checkpoint: left on the GPU (context) | 41943040 (40.0 MiB) beyond before the function started | <= 64 MiB | pass |' \
+      '| GPU tests (2 executables) | 2/5 passed, 3 skipped, 0 failed | all pass | pass |' \
+      '| GPU test: gpu_a_test Suite.OntoAnotherGpu | skipped | - | unsupported (not exercised: it needs a second GPU) |' \
+      '| GPU test: gpu_b_test Suite.Exports | skipped | - | unsupported (GPU 0 cannot export memory: no \| fabric) |' \
+      '| GPU test: gpu_b_test Suite.Checkpoints | skipped | - | unsupported (process checkpoint API unsupported: the NVIDIA driver (CUDA 12.4) lacks the process checkpoint API (cuCheckpointProcessLock not found): it needs driver R570 or later) |' &&
+    ! grep -q '^| [a-z_0-9]*, checkpoint: restore ' "${table}" &&
+    grep -q '^GPU check: pass' "${table}" && cmp -s "${table}" "${results}/summary.md"; then
+    pass "a passing run reads pass (shim: slice freed, context a figure, the bound checked for vit_l_16 only; checkpoint: 40 MiB left, no bound; skips for a second GPU, export and the checkpoint API unsupported)"
+  else
+    cat "${table}"
+    fail "report.py's table of a passing run is not the one expected"
+  fi
+
+  fixture failing
+  if python3 "${bundle}/report.py" table "${results}" >"${table}"; then
+    cat "${table}"
+    fail "report.py passes a run whose checks failed"
+  elif has '| vit_l_16, shim: restore within bound | 40.0 ms vs bound 31.0 ms | <= 1.2 x allocated / best raw (2 GiB) + 1 ms | fail |' \
+    '| vit_l_16, shim: GPU memory freed after checkpoint (driver) | 3758096384 (3.50 GiB) of the 4294967296 (4.00 GiB) slice | >= the slice | fail |' \
+    '| resnet50, shim: outputs identical after restore | false | true | fail |' \
+    '| vit_l_16, checkpoint: left on the GPU (context) | 209715200 (200.0 MiB) beyond before the function started | <= 64 MiB | fail |' \
+    '| GPU tests (2 executables) | 2/4 passed, 2 skipped, 0 failed, 1 skipped finding no GPU or driver | all pass | fail |' \
+    '| GPU test: gpu_b_test Suite.Exports | skipped | - | fail (no GPU or driver found, yet node info lists a CUDA GPU: no CUDA GPU here: cudaErrorNoDevice: no CUDA-capable device) |' &&
+    grep -q '^GPU check: fail (6 check(s) failed or not run; shim path passed)' "${table}"; then
+    pass "a restore beyond the bound, a slice not freed, changed outputs, 200 MiB left by a checkpoint and a skip for want of a GPU read fail, exit 1"
+  else
+    cat "${table}"
+    fail "report.py's failing rows are not the ones expected"
+  fi
+
+  fixture unsupported
+  if python3 "${bundle}/report.py" table "${results}" >"${table}" &&
+    has '| resnet50, checkpoint: bench function | - | pass | unsupported (no cuCheckpointProcess here) |' \
+      '| vit_l_16, checkpoint: bench function | - | pass | unsupported (no cuCheckpointProcess here) |' &&
+    grep -q '^GPU check: pass' "${table}"; then
+    pass "a passing run with the checkpoint API unsupported reads pass"
+  else
+    cat "${table}"
+    fail "report.py does not read an unsupported checkpoint API as expected"
+  fi
+
+  fixture smoke-failed
+  if python3 "${bundle}/report.py" table "${results}" >"${table}"; then
+    cat "${table}"
+    fail "report.py passes a run whose smoke phase failed"
+  elif has '| smoke: resnet50 through the shim, 1 round | status fail: the function never answered ready; restore 5.0 ms, outputs identical true | pass | fail |' \
+    '| smoke: restore 64 MiB | - | measures | not run (the smoke phase stopped the run) |' \
+    '| vit_l_16, shim: bench function | - | pass | not run (the smoke phase stopped the run) |' \
+    '| GPU tests (2 executables) | 0/0 passed, 0 skipped, 0 failed, 2 executable(s) not run | all pass | not run (the smoke phase stopped the run) |' &&
+    grep -q '^GPU check: fail' "${table}" && cmp -s "${table}" "${results}/summary.md"; then
+    pass "a failed smoke phase gives the table (summary.md too), the later steps not run, exit 1"
+  else
+    cat "${table}"
+    fail "report.py's table of a failed smoke phase is not the one expected"
+  fi
+
+  fixture budget
+  if python3 "${bundle}/report.py" table "${results}" >"${table}"; then
+    cat "${table}"
+    fail "report.py passes a run with steps not run"
+  elif has '| restore benchmark (512 MiB, 2 GiB) | - | - | not run (time budget spent) |' \
+    '| vit_l_16, shim: restore within bound | 28.0 ms | <= 1.2 x allocated / best raw (2 GiB) + 1 ms | fail (no 2 GiB raw bandwidth measured) |' \
+    '| vit_l_16, checkpoint: bench function | - | pass | not run (time budget spent) |' \
+    '| GPU tests (2 executables) | 1/2 passed, 1 skipped, 0 failed, 1 executable(s) not run | all pass | not run (time budget spent) |' &&
+    grep -q '^GPU check: fail (4 check(s) failed or not run; shim path passed)' "${table}"; then
+    pass "steps the time budget left out read not run and fail the verdict"
+  else
+    cat "${table}"
+    fail "report.py's rows of steps not run are not the ones expected"
+  fi
+}
+
+if [ "${report_only}" -eq 1 ]; then
+  check_report "${root}/scripts/gpu-bundle-report.py"
+  if [ "${failed}" -ne 0 ]; then
+    echo "check-gpu-bundle: ${failed} check(s) failed"
+    exit 1
+  fi
+  echo "check-gpu-bundle: every report check passed"
+  exit 0
+fi
+out="$1"
+build="$2"
 if ! bash "${root}/scripts/gpu-bundle.sh" "${out}" "${build}"; then
   echo "FAIL: scripts/gpu-bundle.sh failed"
   exit 1
@@ -57,8 +276,6 @@ else
 fi
 
 echo "== 2. the binaries start from the bundle"
-work="$(mktemp -d)"
-trap 'rm -rf "${work}"' EXIT
 if "${out}/gshare" node info --device emulated --no-measure --json >"${work}/info.json" 2>&1 &&
   grep -q '"kind": "emulated"' "${work}/info.json"; then
   pass "gshare node info --device emulated"
@@ -90,80 +307,7 @@ else
   if [ -e "${out}/results" ]; then fail "run.sh wrote ${out}/results without a GPU"; fi
 fi
 
-echo "== 4. report.py on a made-up results folder"
-mkdir -p "${work}/bundle/tests" "${work}/bundle/results"
-cp "${out}/report.py" "${work}/bundle/"
-printf 'gpu_a_test\ngpu_b_test\n' >"${work}/bundle/tests/gpu-tests.txt"
-python3 - "${work}/bundle/results" <<'PY'
-import json, os, sys
-os.chdir(sys.argv[1])
-def step(name, data, rc=0):
-    if data is not None:
-        json.dump(data, open(f"{name}.json", "w"))
-    open(f"{name}.rc", "w").write(f"{rc}\n")
-    open(f"{name}.log", "w").write("log\n")
-def sizes(raw, restore):
-    return {"size_bytes": 2 * 2**30, "raw_gbps": raw, "restore_gbps": restore,
-            "ratio": restore / raw, "raw_method": "stream_x4",
-            "raw_methods": {"memcpy": raw - 5, "stream_x4": raw},
-            "d2h": {"raw_gbps": 50.0, "checkpoint_gbps": 49.0, "ratio": 0.98,
-                    "raw_method": "stream", "raw_methods": {"stream": 50.0, "stream_x4": 49.0}}}
-step("smoke-node-info", {"backend": "cuda", "gpus": [{"index": 0, "kind": "cuda",
-     "name": "GPU", "memory_bytes": 2**37, "measured_link_bytes_per_second": 5e10}]})
-step("restore", {"results": [sizes(50.0, 48.0)]})
-for test in ("gpu_a_test", "gpu_b_test"):
-    json.dump({"testsuites": [{"name": "Suite", "testsuite": [
-        {"name": "Runs", "status": "RUN", "result": "COMPLETED"},
-        {"name": "Skips", "status": "RUN", "result": "SKIPPED"}]}]},
-        open(f"test-{test}.gtest.json", "w"))
-    open(f"test-{test}.rc", "w").write("0\n")
-def function(model, mechanism, status="pass", why=""):
-    return {"function": model, "mechanism": mechanism, "device": "cuda: GPU", "status": status,
-            "why": why, "allocated_bytes": 10**9, "checkpoint_ms": 30.0, "restore_ms": 20.0,
-            "restore_gbps": 50.0, "free_before_start_bytes": 3 * 10**9,
-            "free_resident_bytes": 2 * 10**9, "free_after_checkpoint_bytes": 3 * 10**9,
-            "freed_bytes": 10**9, "context_bytes": 5 * 10**8, "outputs_identical": True}
-for model in ("resnet50", "vit_l_16"):
-    step(f"function-shim-{model}", function(model, "shim"))
-    step(f"function-checkpoint-{model}",
-         function(model, "checkpoint", "unsupported", "no cuCheckpointProcess here"), 4)
-PY
-if python3 "${work}/bundle/report.py" table "${work}/bundle/results" >"${work}/table.md"; then
-  if grep -q '| GPU tests (2 executables) | 2/4 passed, 2 skipped, 0 failed | all pass | pass |' \
-    "${work}/table.md" &&
-    grep -q '| restore engine, 2 GiB | 48.00 GB/s, ratio 0.960 | ratio >= 0.90 | pass |' \
-      "${work}/table.md" &&
-    grep -q '| vit_l_16, shim: restore within bound | 20.0 ms vs bound 25.0 ms |' "${work}/table.md" &&
-    grep -q '| resnet50, checkpoint: bench function | - | pass | unsupported (no cuCheckpointProcess here) |' \
-      "${work}/table.md" &&
-    grep -q '^GPU check: pass' "${work}/table.md"; then
-    pass "a passing run with the checkpoint API unsupported reads pass"
-  else
-    cat "${work}/table.md"
-    fail "report.py's table is not the one expected"
-  fi
-else
-  cat "${work}/table.md"
-  fail "report.py fails a passing run"
-fi
-# The same run with restores beyond the bound and outputs that changed: exit 1, both rows fail.
-python3 - "${work}/bundle/results/function-shim-resnet50.json" <<'PY'
-import json, sys
-data = json.load(open(sys.argv[1]))
-data.update(restore_ms=40.0, outputs_identical=False)
-json.dump(data, open(sys.argv[1], "w"))
-PY
-if python3 "${work}/bundle/report.py" table "${work}/bundle/results" >"${work}/table.md"; then
-  fail "report.py passes a run whose shim restore broke its bound"
-elif grep -q '| resnet50, shim: restore within bound | 40.0 ms vs bound 25.0 ms | .* | fail |' \
-  "${work}/table.md" &&
-  grep -q '| resnet50, shim: outputs identical after restore | false | true | fail |' \
-    "${work}/table.md"; then
-  pass "a restore beyond the bound and changed outputs read fail, exit 1"
-else
-  cat "${work}/table.md"
-  fail "report.py's failing rows are not the ones expected"
-fi
+check_report "${out}/report.py"
 
 if [ "${failed}" -ne 0 ]; then
   echo "check-gpu-bundle: ${failed} check(s) failed"

@@ -6,20 +6,26 @@
 #
 #   OUT/run.sh        results in OUT/results, or in the folder GSHARE_GPU_RESULTS names
 #
-# Where there is no NVIDIA GPU or driver it says so and checks nothing. Otherwise:
-#   smoke phase (under 2 minutes; the first failure ends the run):
+# Where there is no NVIDIA GPU or driver it says so and checks nothing. Otherwise, in this order
+# (the key figures first; the whole run within 5 minutes, smoke phase included):
+#   smoke phase (the first failure ends the run: the table of what there is, then exit 1):
 #     gshare node info --device cuda --json                    shows a CUDA GPU
-#     gshare bench function --mechanism shim --repetitions 1   one checkpoint and restore of the
-#       -- python3 examples/pytorch/function.py --model resnet50   PyTorch resnet50 function
-#     gshare bench restore --size 64Mi                         one copy benchmark
-#   the rest (the whole run within 5 minutes; a step the time left cannot hold is not run):
+#     gshare bench function --mechanism shim --model resnet50 --slice 2Gi --repetitions 1
+#       --ready-timeout 60 -- PYTHON3 examples/pytorch/function.py --model resnet50
+#                                                              one shim round trip passes (90 s)
+#     gshare bench restore --size 64Mi                         one copy benchmark measures
+#   then:
+#     gshare bench restore --size 512Mi --size 2Gi             engine against the best raw copy
+#     gshare bench function --repetitions 3: shim vit_l_16 (--slice 4Gi), shim resnet50
+#       (--slice 2Gi), the driver's checkpoint (cuCheckpointProcess) for resnet50, then vit_l_16
 #     every test labelled gpu (tests/gpu-tests.txt), each with its gtest JSON report
-#     gshare bench restore --size 512Mi --size 2Gi              engine against the best raw copy
-#     gshare bench function, --repetitions 3, for resnet50 and vit_l_16 under the shim and the
-#       driver's checkpoint (cuCheckpointProcess)
-# Every command runs under `timeout`. Each step's standard output (JSON), its log and its exit
-# status go to the results folder; report.py then prints one table of every figure and check,
-# also written to summary.md there.
+# PYTHON3 is the absolute path of the interpreter python3 names here. Every command runs under
+# `timeout`, for its cap or what is left of the budget if less; a step whose time left is under its
+# minimum (10 s for a smoke node info or copy benchmark, 20 s for the restore benchmark, 30 s for a
+# function or a test executable) is not started, and reads "not run (time budget spent)", which
+# fails the verdict. Each step's standard output (JSON), its log and
+# its exit status go to the results folder; report.py then prints one table of every figure and
+# check, also written to summary.md there.
 #
 # Exit status: 0 when every supported check passed and the shim path passed; 1 otherwise; 77 when
 # there is no NVIDIA GPU or driver here (nothing checked).
@@ -49,9 +55,14 @@ if command -v python3 >/dev/null 2>&1; then
 elif ! ldconfig -p 2>/dev/null | grep -q 'libcuda\.so\.1 '; then
   no_gpu "libcuda.so.1 is not in the loader's cache"
 fi
-if ! command -v python3 >/dev/null 2>&1; then
+if ! py="$(command -v python3)"; then
   echo "run.sh: python3 is needed (the PyTorch function and the report); none found" >&2
   exit 1
+fi
+# The interpreter itself where python3 is a launcher (pyenv's shims): the function is started by
+# this absolute path, not looked up again.
+if real="$("${py}" -c 'import sys; print(sys.executable)' 2>/dev/null)" && [ -x "${real}" ]; then
+  py="${real}"
 fi
 
 # A results folder of an earlier run is emptied; any other non-empty folder is left alone.
@@ -68,18 +79,26 @@ echo "run.sh: results in ${results}"
 
 started=${SECONDS}
 
-# run_step NAME CAP_S COMMAND...: runs COMMAND under timeout, for CAP_S seconds or what is left of
-# the budget if less; standard output to NAME.json (NAME.txt when step_output=txt), standard error
-# to NAME.log, exit status to NAME.rc ("skipped" when too little time is left). Returns the exit
-# status.
+# cap_for MIN_S CAP_S: the seconds a step may run: CAP_S, or what is left of the budget if less;
+# 0 (the step is not run) when that is under MIN_S.
+cap_for() {
+  local min="$1" cap="$2"
+  local left=$((budget_s - (SECONDS - started)))
+  if [ "${left}" -lt "${cap}" ]; then cap="${left}"; fi
+  if [ "${cap}" -lt "${min}" ]; then cap=0; fi
+  echo "${cap}"
+}
+
+# run_step NAME CAP_S COMMAND...: runs COMMAND under timeout for CAP_S seconds (from cap_for);
+# standard output to NAME.json (NAME.txt when step_output=txt), standard error to NAME.log, exit
+# status to NAME.rc ("skipped" when CAP_S is 0: too little time was left). Returns the exit status.
 run_step() {
   local name="$1" cap="$2"
   shift 2
-  local left=$((budget_s - (SECONDS - started)))
-  if [ "${left}" -lt "${cap}" ]; then cap="${left}"; fi
-  if [ "${cap}" -lt 10 ]; then
+  if [ "${cap}" -le 0 ]; then
     echo "skipped" >"${results}/${name}.rc"
-    echo "not run: the ${budget_s} s budget of run.sh was spent" >"${results}/${name}.log"
+    echo "not run: too little of the ${budget_s} s budget of run.sh was left" \
+      >"${results}/${name}.log"
     printf 'run.sh: %-34s not run (time budget spent)\n' "${name}"
     return 1
   fi
@@ -93,6 +112,29 @@ run_step() {
   return "${rc}"
 }
 
+# function_step NAME MECHANISM MODEL REPETITIONS MIN_S CAP_S: gshare bench function on the
+# PyTorch example. The shim gets a slice sized for the model; the checkpoint API takes none. The
+# function's readiness wait is 60 s, less where the step's cap is short, so that the command
+# itself reports a slow start before timeout ends it.
+function_step() {
+  local name="$1" mechanism="$2" model="$3" repetitions="$4" cap
+  cap="$(cap_for "$5" "$6")"
+  local ready=$((cap - 30))
+  if [ "${ready}" -gt 60 ]; then ready=60; fi
+  if [ "${ready}" -lt 15 ]; then ready=15; fi
+  local slice=()
+  if [ "${mechanism}" = shim ]; then
+    case "${model}" in
+      vit_l_16) slice=(--slice 4Gi) ;;
+      *) slice=(--slice 2Gi) ;;
+    esac
+  fi
+  run_step "${name}" "${cap}" "${gshare}" bench function --device cuda --mechanism "${mechanism}" \
+    --model "${model}" "${slice[@]}" --repetitions "${repetitions}" --ready-timeout "${ready}" \
+    --json -- "${py}" "${function_py}" --model "${model}"
+}
+
+# The table of what there is (every later step reads "not run"), then exit 1.
 smoke_failed() {
   local name="$1" what="$2"
   echo
@@ -100,6 +142,8 @@ smoke_failed() {
   echo "run.sh: the last lines of ${results}/${name}.log:"
   tail -n 20 "${results}/${name}.log" | sed 's/^/  /'
   echo "run.sh: nothing more was run"
+  echo
+  "${py}" "${here}/report.py" table "${results}" || true
   exit 1
 }
 
@@ -109,48 +153,47 @@ echo "== machine"
   grep -m1 'model name' /proc/cpuinfo || true
   echo "CPUs: $(nproc)"
   head -n 2 /etc/os-release 2>/dev/null || true
-  timeout 60 python3 -c 'import sys, torch, torchvision; print("python", sys.version.split()[0], "torch", torch.__version__, "torchvision", torchvision.__version__, "torch CUDA", torch.version.cuda)' 2>&1 || true
+  timeout 60 "${py}" -c 'import sys, torch, torchvision; print("python", sys.executable, sys.version.split()[0], "torch", torch.__version__, "torchvision", torchvision.__version__, "torch CUDA", torch.version.cuda)' 2>&1 || true
   cat "${here}/BUILD-INFO" 2>/dev/null || true
 } | tee "${results}/machine.txt"
 
 echo "== smoke phase"
-run_step smoke-node-info 20 "${gshare}" node info --device cuda --json ||
+run_step smoke-node-info "$(cap_for 10 20)" "${gshare}" node info --device cuda --json ||
   smoke_failed smoke-node-info "gshare node info --device cuda failed"
-python3 "${here}/report.py" check node-info "${results}/smoke-node-info.json" ||
+"${py}" "${here}/report.py" check node-info "${results}/smoke-node-info.json" ||
   smoke_failed smoke-node-info "gshare node info --device cuda shows no CUDA GPU"
-run_step smoke-function-shim-resnet50 75 "${gshare}" bench function --device cuda \
-  --mechanism shim --model resnet50 --repetitions 1 --ready-timeout 70 --json -- \
-  python3 "${function_py}" --model resnet50 ||
+function_step smoke-function-shim-resnet50 shim resnet50 1 30 90 ||
   smoke_failed smoke-function-shim-resnet50 "the shim round trip of resnet50 did not pass"
-python3 "${here}/report.py" check function "${results}/smoke-function-shim-resnet50.json" ||
+"${py}" "${here}/report.py" check function "${results}/smoke-function-shim-resnet50.json" ||
   smoke_failed smoke-function-shim-resnet50 "the shim round trip of resnet50 did not pass"
-run_step smoke-restore-64Mi 25 "${gshare}" bench restore --device cuda --size 64Mi \
-  --repetitions 11 --json || smoke_failed smoke-restore-64Mi "gshare bench restore --size 64Mi failed"
-python3 "${here}/report.py" check restore "${results}/smoke-restore-64Mi.json" ||
+run_step smoke-restore-64Mi "$(cap_for 10 25)" "${gshare}" bench restore --device cuda \
+  --size 64Mi --repetitions 11 --json ||
+  smoke_failed smoke-restore-64Mi "gshare bench restore --size 64Mi failed"
+"${py}" "${here}/report.py" check restore "${results}/smoke-restore-64Mi.json" ||
   smoke_failed smoke-restore-64Mi "gshare bench restore --size 64Mi measured nothing"
 echo "run.sh: smoke phase passed in $((SECONDS - started)) s"
 
+echo "== restore engine against raw copies"
+run_step restore "$(cap_for 20 90)" "${gshare}" bench restore --device cuda --size 512Mi \
+  --size 2Gi --json || true
+
+echo "== PyTorch functions: checkpoint and restore"
+for step in shim:vit_l_16 shim:resnet50 checkpoint:resnet50 checkpoint:vit_l_16; do
+  mechanism="${step%%:*}"
+  model="${step#*:}"
+  function_step "function-${mechanism}-${model}" "${mechanism}" "${model}" 3 30 90 || true
+done
+
 echo "== GPU tests"
-# Helpers a test starts lie beside it.
+# Helpers a test starts lie beside it. Not brief: the standard output names each case before its
+# skip message, which the report lists.
 export PATH="${here}/tests:${PATH}"
 while read -r test; do
   [ -n "${test}" ] || continue
-  (cd "${here}/tests" && step_output=txt run_step "test-${test}" 120 "./${test}" --gtest_brief=1 \
-    "--gtest_output=json:${results}/test-${test}.gtest.json") || true
+  (cd "${here}/tests" && step_output=txt run_step "test-${test}" "$(cap_for 30 60)" \
+    "./${test}" "--gtest_output=json:${results}/test-${test}.gtest.json") || true
 done <"${here}/tests/gpu-tests.txt"
-
-echo "== restore engine against raw copies"
-run_step restore 120 "${gshare}" bench restore --device cuda --size 512Mi --size 2Gi --json || true
-
-echo "== PyTorch functions: checkpoint and restore"
-for model in resnet50 vit_l_16; do
-  for mechanism in shim checkpoint; do
-    run_step "function-${mechanism}-${model}" 120 "${gshare}" bench function --device cuda \
-      --mechanism "${mechanism}" --model "${model}" --repetitions 3 --ready-timeout 110 --json \
-      -- python3 "${function_py}" --model "${model}" || true
-  done
-done
 echo "run.sh: done in $((SECONDS - started)) s"
 
 echo
-python3 "${here}/report.py" table "${results}"
+"${py}" "${here}/report.py" table "${results}"

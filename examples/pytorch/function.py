@@ -26,6 +26,25 @@ import kserve_unix  # noqa: E402
 MODELS = ("resnet50", "vit_l_16")
 IMAGE_SHAPE = [3, 224, 224]
 CLASSES = 1000
+MAX_BATCH_LIMIT = 1024  # the largest --max-batch: 1024 images of FP32 [3, 224, 224] are 617 MB
+
+
+def full_fp32(torch):
+    """FP32 matrix multiplications and convolutions without TF32. PyTorch 2.9 and later set this
+    through fp32_precision ("ieee": no lower internal precision), and refuse a mix with the
+    allow_tf32 flags they replace: the new settings where this PyTorch has them, else the flags,
+    never both."""
+    backends = torch.backends
+    matmul = backends.cuda.matmul
+    conv = getattr(backends.cudnn, "conv", None)
+    if hasattr(matmul, "fp32_precision") and hasattr(conv, "fp32_precision"):
+        if hasattr(backends, "fp32_precision"):
+            backends.fp32_precision = "ieee"
+        matmul.fp32_precision = "ieee"
+        conv.fp32_precision = "ieee"
+    else:
+        matmul.allow_tf32 = False
+        backends.cudnn.allow_tf32 = False
 
 
 class TorchvisionClassifier:
@@ -48,8 +67,7 @@ class TorchvisionClassifier:
         self.device = torch.device("cuda:0")
         torch.backends.cudnn.benchmark = False
         torch.backends.cudnn.deterministic = True
-        torch.backends.cudnn.allow_tf32 = False
-        torch.backends.cuda.matmul.allow_tf32 = False
+        full_fp32(torch)
         # warn_only: an operation without a deterministic kernel warns instead of failing.
         torch.use_deterministic_algorithms(True, warn_only=True)
         torch.manual_seed(seed)
@@ -57,8 +75,11 @@ class TorchvisionClassifier:
         with self.device:  # the parameters are made, and initialized, on the GPU
             self.model = builder(weights=None)
         self.model.eval().requires_grad_(False)
-        # One warm-up inference: cuDNN and cuBLAS set up their handles and workspaces now, before
-        # the function says it is ready, not during its first request.
+        # One warm-up inference, before the function says it is ready: the kernels load and cuDNN
+        # and cuBLAS initialize now. It runs on this (the loading) thread, though, and PyTorch keeps
+        # cuBLAS and cuDNN handles, with cuBLAS's workspace, per thread: the thread that serves
+        # requests creates its own during the first request, which pays for that. (gshare bench
+        # function sends that request, its reference, before the first checkpoint.)
         with torch.inference_mode():
             self.model(torch.zeros([1] + IMAGE_SHAPE, device=self.device))
         torch.cuda.synchronize(self.device)
@@ -88,9 +109,12 @@ def main():
     parser.add_argument("--model", required=True, choices=MODELS)
     parser.add_argument("--name", help="the model name in the protocol's paths (default: --model)")
     parser.add_argument("--seed", type=int, default=0, help="torch.manual_seed for the weights")
-    parser.add_argument("--max-batch", type=int, default=8)
+    parser.add_argument("--max-batch", type=int, default=8,
+                        help=f"the largest batch an infer may send, 1 to {MAX_BATCH_LIMIT}")
     parser.add_argument("--socket", help="the socket to serve on (default: $GSHARE_SOCKET)")
     args = parser.parse_args()
+    if not 1 <= args.max_batch <= MAX_BATCH_LIMIT:
+        parser.error(f"--max-batch {args.max_batch}: it must be from 1 to {MAX_BATCH_LIMIT}")
     name = args.name or args.model
     kserve_unix.serve(
         lambda: TorchvisionClassifier(args.model, name, args.seed, args.max_batch),
