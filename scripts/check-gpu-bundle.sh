@@ -12,7 +12,8 @@
 #      tables and verdicts expected: a passing run; one whose checks fail (a shim restore beyond
 #      its bound, a slice not freed, changed outputs, a checkpoint leaving 200 MiB, a test skipped
 #      for want of a GPU node info found); the checkpoint API unsupported; a smoke phase that
-#      failed; steps the time budget left out.
+#      failed; steps the time budget left out;
+#   5. the example models' test passes in the bundle's tree, built without OpenBLAS.
 #
 #   scripts/check-gpu-bundle.sh OUT BUILD_DIR
 #   scripts/check-gpu-bundle.sh --report-only     check 4 alone, on scripts/gpu-bundle-report.py
@@ -308,6 +309,17 @@ else
 fi
 
 check_report "${out}/report.py"
+
+echo "== 5. the example models' forward pass without OpenBLAS (the bundle's configuration)"
+# The bundle's tree is configured with GSHARE_WITH_OPENBLAS=OFF: its plain loops must give what the
+# reference gives, within the comparison's tolerance, as the OpenBLAS build's do.
+if cmake --build "${build}" --target gshare_example_models_test >"${work}/models.log" 2>&1 &&
+  models_test="$(find "${build}" -name gshare_example_models_test -type f -perm -u+x | head -n 1)" &&
+  [ -n "${models_test}" ] && "${models_test}" --gtest_brief=1 >>"${work}/models.log" 2>&1; then
+  pass "gshare_example_models_test passes without OpenBLAS"
+else
+  fail "gshare_example_models_test without OpenBLAS: $(tail -n 20 "${work}/models.log")"
+fi
 
 if [ "${failed}" -ne 0 ]; then
   echo "check-gpu-bundle: ${failed} check(s) failed"
