@@ -174,15 +174,23 @@ def run_checks(path):
 
 
 def main():
-    if len(sys.argv) == 3 and sys.argv[1] == "--serve":
+    if len(sys.argv) == 4 and sys.argv[1] == "--serve":
+        release = sys.argv[3]
+
         def load():
-            time.sleep(0.2)  # a model takes a while to load: readiness must wait for it
+            # The model loads once the test has seen the server answer 503 (it then makes the
+            # release file): readiness must wait for the load, whatever the machine's speed.
+            deadline = time.monotonic() + 60
+            while not os.path.exists(release) and time.monotonic() < deadline:
+                time.sleep(0.01)
             return FakeModel()
 
         kserve_unix.serve(load, "fake", sys.argv[2])
     with tempfile.TemporaryDirectory(prefix="gshare-kserve-test-") as folder:
         path = os.path.join(folder, "function.sock")
-        server = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--serve", path])
+        release = os.path.join(folder, "release")
+        server = subprocess.Popen(
+            [sys.executable, os.path.abspath(__file__), "--serve", path, release])
         try:
             deadline = time.monotonic() + 30
             saw_loading = False
@@ -191,8 +199,9 @@ def main():
                     status, _ = request(path, "GET", "/v2/health/ready")
                 except OSError:
                     status = None
-                if status == 503:
+                if status == 503 and not saw_loading:
                     saw_loading = True
+                    open(release, "w").close()
                 if status == 200 or time.monotonic() > deadline or server.poll() is not None:
                     break
                 time.sleep(0.02)

@@ -27,9 +27,11 @@
 #include <algorithm>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/post.hpp>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <future>
@@ -128,16 +130,18 @@ class LoopThread {
   // Runs `f` on the loop and waits for it.
   template <typename F>
   auto Run(F f) -> decltype(f()) {
-    std::promise<decltype(f())> done;
-    boost::asio::post(loop_, [&] {
+    // Shared: the loop may still be inside set_value when the waiter wakes and returns.
+    auto done = std::make_shared<std::promise<decltype(f())>>();
+    std::future<decltype(f())> result = done->get_future();
+    boost::asio::post(loop_, [&f, done] {
       if constexpr (std::is_void_v<decltype(f())>) {
         f();
-        done.set_value();
+        done->set_value();
       } else {
-        done.set_value(f());
+        done->set_value(f());
       }
     });
-    return done.get_future().get();
+    return result.get();
   }
   // Starts `start(done)` on the loop and waits for `done`, at most `limit`; returns its status
   // and the wall time. Past the limit it returns DeadlineExceeded; the operation may still
@@ -176,7 +180,9 @@ Result<std::string> FindProgram(const std::string& name) {
     const std::string folder(folders.substr(0, colon));
     const std::filesystem::path candidate =
         std::filesystem::path(folder.empty() ? "." : folder) / name;
-    if (::access(candidate.c_str(), X_OK) == 0 && !std::filesystem::is_directory(candidate)) {
+    std::error_code error;
+    if (::access(candidate.c_str(), X_OK) == 0 &&
+        !std::filesystem::is_directory(candidate, error)) {
       return candidate.string();
     }
     if (colon == std::string_view::npos) break;
@@ -191,22 +197,47 @@ std::filesystem::path ProgramDir() {
   return error ? std::filesystem::path(".") : self.parent_path();
 }
 
+// What a switch may still use after the bench gave up on an operation (a driver call or a copy in
+// flight on the node's copy threads, which only the NodeAgent's end joins): owned by the caller
+// and declared before the NodeAgent, so it outlives them.
+struct SwitchResources {
+  SteadyClock clock;
+  std::unique_ptr<ProcessCheckpointApi> checkpoint_api;
+  // The GPU's compute engine, for a function that asks for it (the function library does; the
+  // CUDA shim does not: a real GPU time-slices itself).
+  ComputeArbiter arbiter;
+};
+
 class FunctionBench {
  public:
-  FunctionBench(const BenchFunctionFlags& flags, NodeAgent& node, SwitchMechanism mechanism,
-                std::filesystem::path scratch)
+  FunctionBench(const BenchFunctionFlags& flags, NodeAgent& node, SwitchResources& resources,
+                SwitchMechanism mechanism, std::filesystem::path scratch)
       : flags_(flags),
         node_(node),
+        resources_(resources),
         mechanism_(mechanism),
         scratch_(std::move(scratch)),
         loop_(node.loop()) {}
 
+  // Closes the switch and ends the function's process group. A slice that a copy may still be
+  // writing (an operation the bench gave up on) is waited for, up to a bound, and otherwise left
+  // allocated rather than freed under the copy.
   ~FunctionBench() {
     loop_.Run([&] {
       if (switch_) switch_->Close();
-      switch_.reset();
       child_.reset();  // kills the function's process group if it is still there
     });
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (switch_ && loop_.Run([&] { return switch_->uses_buffer(); })) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        std::fprintf(stderr,
+                     "gshare bench function: a copy still uses the slice; left allocated\n");
+        (void)slice_.release();
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    loop_.Run([&] { switch_.reset(); });
   }
 
   // Fills `report`; returns the exit status.
@@ -236,7 +267,7 @@ class FunctionBench {
     auto attached = std::make_shared<std::promise<Status>>();
     std::future<Status> attach_result = attached->get_future();
     loop_.Run([&] {
-      switch_->Attach(*slice_, slice_bytes, &arbiter_,
+      switch_->Attach(*slice_, slice_bytes, &resources_.arbiter,
                       [attached](Status s) { attached->set_value(std::move(s)); });
     });
 
@@ -277,7 +308,8 @@ class FunctionBench {
                     fmt::format("checkpoint {}: {}{}", round + 1, out.ToString(), LogTail(log_)));
       }
       checkpoints.push_back(checkpoint_ms);
-      report.allocated_bytes = std::max(report.allocated_bytes, switch_->last_checkpoint().bytes);
+      const std::uint64_t moved = loop_.Run([&] { return switch_->last_checkpoint().bytes; });
+      report.allocated_bytes = std::max(report.allocated_bytes, moved);
       slice_.reset();  // checkpointed: the switch no longer uses it
       if (Status trimmed = gpu.Trim(); !trimmed.ok()) return Fail(report, trimmed.ToString());
       auto after = gpu.QueryMemory();
@@ -293,7 +325,7 @@ class FunctionBench {
       DeviceBuffer* target = slice_.get();
       auto [in, restore_ms] = loop_.Timed(
           [this, target, slice_bytes](SwitchDriver::Done done) {
-            switch_->Restore(*target, slice_bytes, &arbiter_, std::move(done));
+            switch_->Restore(*target, slice_bytes, &resources_.arbiter, std::move(done));
           },
           timeout);
       if (!in.ok()) {
@@ -356,7 +388,7 @@ class FunctionBench {
     if (cuda) spec.env.emplace_back("CUDA_VISIBLE_DEVICES", gpu.info().uuid);
 
     if (mechanism_ == SwitchMechanism::kCheckpoint) {
-      GSHARE_ASSIGN_OR_RETURN(checkpoint_api_, OpenProcessCheckpointApi());
+      GSHARE_ASSIGN_OR_RETURN(resources_.checkpoint_api, OpenProcessCheckpointApi());
     }
     std::optional<fn::ControlChannel> node_end;
     UniqueFd function_end;
@@ -383,8 +415,9 @@ class FunctionBench {
                           .name = "bench-function",
                           .pid = child_->pid(),
                           .channel = node_end ? std::move(*node_end) : fn::ControlChannel(),
-                          .checkpoint_api = checkpoint_api_.get(),
-                          .clock = &clock_};
+                          .checkpoint_api = resources_.checkpoint_api.get(),
+                          .clock = &resources_.clock,
+                          .on_failure = {}};
       GSHARE_ASSIGN_OR_RETURN(switch_, CreateSwitchDriver({resources.loop, resources.copies,
                                                            resources.engine, resources.snapshots},
                                                           std::move(target)));
@@ -422,16 +455,12 @@ class FunctionBench {
 
   const BenchFunctionFlags& flags_;
   NodeAgent& node_;
+  SwitchResources& resources_;
   const SwitchMechanism mechanism_;
   const std::filesystem::path scratch_;
   std::filesystem::path socket_;
   std::filesystem::path log_;
   LoopThread loop_;
-  // The GPU's compute engine, for a function that asks for it (the function library does; the
-  // CUDA shim does not: a real GPU time-slices itself). Outlives the switch.
-  ComputeArbiter arbiter_;
-  SteadyClock clock_;
-  std::unique_ptr<ProcessCheckpointApi> checkpoint_api_;
   std::unique_ptr<ChildProcess> child_;   // on the loop
   std::shared_ptr<SwitchDriver> switch_;  // on the loop
   std::unique_ptr<DeviceBuffer> slice_;
@@ -526,6 +555,7 @@ int RunBenchFunction(const BenchFunctionFlags& flags) {
   options.prepared_bytes_per_gpu = 0;
   // The shim's snapshot holds at most the slice; the checkpoint API keeps its bytes itself.
   options.snapshot_pool_bytes = *mechanism == SwitchMechanism::kShim ? *slice_bytes : 64 * kMiB;
+  SwitchResources resources;  // before the node: it outlives the node's copy threads
   auto node = NodeAgent::Create(std::move(options));
   if (!node.ok()) {
     report.why = node.status().ToString();
@@ -546,12 +576,13 @@ int RunBenchFunction(const BenchFunctionFlags& flags) {
   char scratch_template[] = "/tmp/gshare-bench-function-XXXXXX";
   const char* scratch = ::mkdtemp(scratch_template);
   if (scratch == nullptr) {
-    std::fprintf(stderr, "gshare bench function: cannot make a scratch folder\n");
+    report.why = fmt::format("cannot make a scratch folder: {}", std::strerror(errno));
+    Print(report, flags.json);
     return 1;
   }
   int exit_code = 0;
   {
-    FunctionBench bench(resolved, **node, *mechanism, scratch);
+    FunctionBench bench(resolved, **node, resources, *mechanism, scratch);
     exit_code = bench.Run(report);
   }
   std::error_code ignored;

@@ -69,5 +69,11 @@ expect_exit slice_with_checkpoint 2 "shim mechanism only" \
   "$gshare" bench function --device emulated --mechanism checkpoint --slice 1Gi --model mlp -- \
   /bin/true
 
+# --device cuda where there is no NVIDIA GPU: the cause named, no fallback to emulated GPUs.
+if ! { command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU '; }; then
+  expect_exit cuda_missing 1 "--device cuda: " \
+    "$gshare" bench function --device cuda --model mlp --json -- /bin/true
+fi
+
 echo "bench function: ${passed} passed, ${failed} failed"
 [ "$failed" -eq 0 ]

@@ -200,15 +200,24 @@ else
   echo "FAIL node_info_emulated: $(head -c 2000 "$work/info.json")"
   failed=$((failed + 1))
 fi
-# gshare node info --device cuda where there is no CUDA GPU: exit 1, the cause named, no fallback.
-if ! "$gshare" node info --device cuda --no-measure --json >"$work/info_cuda.json" 2>"$work/info_cuda.stderr"; then
-  if grep -Eq -- "--device cuda: (no NVIDIA driver|no CUDA GPU|this gshare was built without CUDA)" "$work/info_cuda.stderr" &&
-     [ ! -s "$work/info_cuda.json" ]; then
+# gshare node info --device cuda: where there is no CUDA GPU, exit 1 with the cause named and no
+# fallback; where nvidia-smi lists one, the CUDA backend.
+"$gshare" node info --device cuda --no-measure --json >"$work/info_cuda.json" 2>"$work/info_cuda.stderr"
+rc=$?
+if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then
+  if [ "$rc" -eq 0 ] && grep -q '"backend": "cuda"' "$work/info_cuda.json"; then
     passed=$((passed + 1))
   else
-    echo "FAIL node_info_cuda_missing: $(cat "$work/info_cuda.stderr")"
+    echo "FAIL node_info_cuda_present: exit $rc: $(cat "$work/info_cuda.stderr")"
     failed=$((failed + 1))
   fi
+elif [ "$rc" -eq 1 ] &&
+  grep -Eq -- "--device cuda: (no NVIDIA driver|no CUDA GPU|this gshare was built without CUDA)" "$work/info_cuda.stderr" &&
+  [ ! -s "$work/info_cuda.json" ]; then
+  passed=$((passed + 1))
+else
+  echo "FAIL node_info_cuda_missing: exit $rc: $(cat "$work/info_cuda.stderr")"
+  failed=$((failed + 1))
 fi
 
 # gshare bench timeslice: 1, 2 and 3 mlp processes on one emulated GPU, every answer checked;

@@ -16,17 +16,20 @@ namespace gshare::cli {
 Result<FunctionClient::Answer> FunctionClient::Send(std::string method, std::string target,
                                                     std::string body,
                                                     std::chrono::milliseconds timeout) {
-  std::promise<Result<net::HttpResponse>> answered;
+  // Shared: the loop may still be inside set_value when this thread wakes and returns.
+  auto answered = std::make_shared<std::promise<Result<net::HttpResponse>>>();
+  std::future<Result<net::HttpResponse>> result = answered->get_future();
   net::HttpRequest request{.method = std::move(method),
                            .target = std::move(target),
                            .body = std::move(body),
                            .content_type = "application/json"};
-  boost::asio::post(loop_, [&, request = std::move(request)]() mutable {
-    net::SendUnixHttpRequest(
-        loop_, socket_path_, std::move(request), timeout, net::HttpLimits{},
-        [&](Result<net::HttpResponse> response) { answered.set_value(std::move(response)); });
+  boost::asio::post(loop_, [this, answered, timeout, request = std::move(request)]() mutable {
+    net::SendUnixHttpRequest(loop_, socket_path_, std::move(request), timeout, net::HttpLimits{},
+                             [answered](Result<net::HttpResponse> response) {
+                               answered->set_value(std::move(response));
+                             });
   });
-  auto response = answered.get_future().get();
+  auto response = result.get();
   if (!response.ok()) return response.status();
   return Answer{response->status, std::move(response->body)};
 }

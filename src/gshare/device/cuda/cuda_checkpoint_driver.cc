@@ -155,7 +155,7 @@ std::string DriverVersionText(int version) {
 }
 
 Result<std::unique_ptr<DriverProcessCheckpointApi>> OpenDriver() {
-  void* handle = ::dlopen(kDriverLibrary, RTLD_NOW | RTLD_LOCAL);
+  void* handle = ::dlopen(kDriverLibrary, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
   if (handle == nullptr) {
     const char* why = ::dlerror();
     return Unavailable(fmt::format("no NVIDIA driver: {} could not be loaded ({})", kDriverLibrary,

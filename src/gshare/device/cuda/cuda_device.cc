@@ -198,6 +198,16 @@ class CudaDevice final : public Device {
     if (vmm_ != nullptr) {
       GSHARE_ASSIGN_OR_RETURN(allocation, vmm_->Allocate(size_bytes));
       address = reinterpret_cast<void*>(static_cast<std::uintptr_t>(allocation->address));
+      // This memory may be exported whole to a function process, and the pool hands out memory
+      // another buffer (another tenant's function) had: no byte of it may reach the next one.
+      const cudaError_t cleared =
+          cudaMemsetAsync(address, 0, allocation->bytes, allocation_stream_);
+      const cudaError_t synced =
+          cleared == cudaSuccess ? cudaStreamSynchronize(allocation_stream_) : cleared;
+      if (synced != cudaSuccess) {
+        vmm_->Release(*allocation);
+        return CudaStatus(synced, what + ": clearing it");
+      }
     } else if (memory_pools_) {
       GSHARE_CUDA_RETURN_IF_ERROR(cudaMallocAsync(&address, size_bytes, allocation_stream_), what);
       // Other streams may use the memory as soon as this returns.

@@ -12,7 +12,8 @@
 // the same rounded size takes it without a driver call, as the stream-ordered pool of the
 // non-exportable path keeps a restore from paying for the driver's allocation. An allocation the
 // driver refuses for lack of memory trims the pool (every cached allocation released to the
-// driver) and is tried once more. Reused memory keeps its previous bytes: whoever releases an
+// driver) and is tried once more. Reused memory keeps its previous bytes (the CUDA device clears
+// every buffer it hands out, so that none reaches another function): whoever releases an
 // allocation must know that no other process still maps it (the switch's kUnmap comes first).
 //
 // Ownership: the pool owns cached allocations; an allocation handed out is the caller's until it

@@ -9,8 +9,11 @@
 // close-on-exec) is passive too, said once. The slice is connected on the first call that needs
 // it (an allocation, a memory query): the driver is loaded, initialized, device 0's primary
 // context retained, the address range reserved (GSHARE_DEVICE_BASE, GSHARE_DEVICE_RESERVE), hello
-// said, and the node's first map awaited. A connection that fails closes the channel (the node
-// hears of it), is said once on standard error, and every allocation fails from then on.
+// said, and the node's first map awaited. A connection that fails before the node is reached
+// closes the channel (the node hears of it), is said once on standard error, and every allocation
+// fails from then on. Once connected, a node that closes the channel ends the process
+// (_exit(70), as the function library does: a function without its node has nothing to do), and
+// so does a node that goes away while the first map is awaited.
 //
 // The state lives for the whole process and is never destroyed (a control thread serves the node
 // until the process ends). Every function here may be called from any thread.

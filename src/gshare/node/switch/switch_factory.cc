@@ -50,8 +50,8 @@ Result<std::shared_ptr<SwitchDriver>> CreateSwitchDriver(SwitchContext context,
         std::move(target.name), static_cast<int>(target.pid)));
   }
   if (!target.channel.valid()) return InvalidArgument("the shim mechanism needs a control channel");
-  return std::shared_ptr<SwitchDriver>(
-      EmulatedSwitch::Create(context, std::move(target.name), std::move(target.channel)));
+  return std::shared_ptr<SwitchDriver>(EmulatedSwitch::Create(
+      context, std::move(target.name), std::move(target.channel), std::move(target.on_failure)));
 }
 
 }  // namespace gshare

@@ -13,6 +13,7 @@
 // driver's blocking calls on `context.copies`.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string_view>
 
@@ -45,6 +46,9 @@ struct SwitchTarget {
   // checkpoint: the driver's API and the clock that times its calls; both outlive the switch.
   ProcessCheckpointApi* checkpoint_api = nullptr;
   const Clock* clock = nullptr;
+  // Called once, on the loop, when the switch fails outside an operation (the shim's function
+  // died or broke the protocol); may be empty. The checkpoint switch never fails that way.
+  std::function<void(Status)> on_failure;
 };
 
 Result<std::shared_ptr<SwitchDriver>> CreateSwitchDriver(SwitchContext context,
