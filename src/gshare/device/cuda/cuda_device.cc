@@ -3,6 +3,7 @@
 #include <cuda_runtime.h>
 #include <fmt/format.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <limits>
@@ -58,11 +59,14 @@ class CudaBuffer final : public DeviceBuffer {
   const std::optional<VmmAllocation>& allocation() const { return allocation_; }
 
   Result<ExportedMemory> Export() const override;
+  // Whether its memory was ever handed out (Export): then it is never reused.
+  bool exported() const { return exported_.load(std::memory_order_acquire); }
 
  private:
   CudaDevice& owner_;
   void* address_;
   const std::optional<VmmAllocation> allocation_;
+  mutable std::atomic<bool> exported_{false};
 };
 
 class CudaEvent final : public CopyCompletion::Event {
@@ -290,7 +294,12 @@ class CudaDevice final : public Device {
   }
 
   void Free(const CudaBuffer& buffer) {
-    if (buffer.allocation()) {
+    if (buffer.allocation() && buffer.exported()) {
+      // A process may still hold the memory it imported (one that did not unmap it, whatever it
+      // said): released to the driver, which keeps it alive for that process alone, and never
+      // handed to another buffer, another tenant's.
+      vmm_->Discard(*buffer.allocation());
+    } else if (buffer.allocation()) {
       vmm_->Release(*buffer.allocation());
     } else {
       cudaSetDevice(info_.index);
@@ -345,7 +354,10 @@ CudaBuffer::CudaBuffer(CudaDevice& owner, std::uint64_t size_bytes, void* addres
 
 CudaBuffer::~CudaBuffer() { owner_.Free(*this); }
 
-Result<ExportedMemory> CudaBuffer::Export() const { return owner_.Export(*this); }
+Result<ExportedMemory> CudaBuffer::Export() const {
+  exported_.store(true, std::memory_order_release);
+  return owner_.Export(*this);
+}
 
 class CudaStream final : public CopyStream {
  public:

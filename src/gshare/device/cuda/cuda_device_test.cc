@@ -92,6 +92,30 @@ TEST_F(CudaDeviceTest, TrimReturnsFreedMemoryToTheDriver) {
   EXPECT_GE(trimmed->free_bytes + 64 * kMiB, held->free_bytes + size);
 }
 
+// Memory once handed out (Export) goes back to the driver when its buffer is freed, never to the
+// pool: a process that kept its import must not see the next buffer's bytes.
+TEST_F(CudaDeviceTest, ExportedMemoryIsNeverReused) {
+  Device& device = *devices_[0];
+  if (!device.info().memory_exportable) {
+    GTEST_SKIP() << "unsupported here: GPU 0 has no exportable memory: "
+                 << device.info().memory_export_note;
+  }
+  ASSERT_TRUE(device.Trim().ok());
+  const std::uint64_t size = 512 * kMiB;
+  auto before = device.QueryMemory();
+  ASSERT_TRUE(before.ok());
+  auto buffer = device.Allocate(size);
+  ASSERT_TRUE(buffer.ok()) << buffer.status().ToString();
+  auto exported = (*buffer)->Export();
+  ASSERT_TRUE(exported.ok()) << exported.status().ToString();
+  exported->fd.Reset();
+  buffer->reset();
+  // Not cached: the driver has it back without a trim.
+  auto after = device.QueryMemory();
+  ASSERT_TRUE(after.ok());
+  EXPECT_GE(after->free_bytes + 64 * kMiB, before->free_bytes);
+}
+
 // Imports an exported buffer as a function process would, in this process: its bytes, written by
 // a copy stream, read back through the imported mapping.
 TEST_F(CudaDeviceTest, ExportedMemoryImportsWithTheSameBytes) {

@@ -73,6 +73,8 @@ void VmmPool::Release(const VmmAllocation& allocation) {
   cached_bytes_ += allocation.bytes;
 }
 
+void VmmPool::Discard(const VmmAllocation& allocation) const { (void)Destroy(allocation); }
+
 Status VmmPool::Trim() {
   std::map<std::uint64_t, std::vector<VmmAllocation>> cached;
   {

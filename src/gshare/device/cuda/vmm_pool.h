@@ -13,8 +13,8 @@
 // non-exportable path keeps a restore from paying for the driver's allocation. An allocation the
 // driver refuses for lack of memory trims the pool (every cached allocation released to the
 // driver) and is tried once more. Reused memory keeps its previous bytes (the CUDA device clears
-// every buffer it hands out, so that none reaches another function): whoever releases an
-// allocation must know that no other process still maps it (the switch's kUnmap comes first).
+// every buffer it hands out). An allocation another process may still hold (it was exported)
+// goes back with Discard, never Release: the driver keeps it for that process alone.
 //
 // Ownership: the pool owns cached allocations; an allocation handed out is the caller's until it
 // gives it back with Release. Every allocation must be released before the pool is destroyed,
@@ -62,6 +62,9 @@ class VmmPool {
   Result<VmmAllocation> Allocate(std::uint64_t size_bytes) EXCLUDES(mutex_);
   // Takes `allocation` back onto the free list, still mapped.
   void Release(const VmmAllocation& allocation) EXCLUDES(mutex_);
+  // Gives `allocation` back to the driver at once (unmapped, its range freed, its handle
+  // released), never to the free list: for memory another process may still hold.
+  void Discard(const VmmAllocation& allocation) const;
   // Releases every cached allocation to the driver. Returns the first driver error, if any,
   // after trying them all.
   Status Trim() EXCLUDES(mutex_);
