@@ -42,6 +42,7 @@
 #include <thread>
 #include <vector>
 
+#include "gshare/cli/bench_stats.h"
 #include "gshare/cli/commands.h"
 #include "gshare/cli/flag_checks.h"
 #include "gshare/cli/function_client.h"
@@ -93,13 +94,6 @@ struct Report {
   bool outputs_identical = false;
   int rounds = 0;
 };
-
-double Median(std::vector<double> values) {
-  if (values.empty()) return 0;
-  std::sort(values.begin(), values.end());
-  const std::size_t n = values.size();
-  return n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
-}
 
 std::uint64_t Minus(std::uint64_t a, std::uint64_t b) { return a > b ? a - b : 0; }
 

@@ -33,6 +33,7 @@
 #include "examples/runtime/example_weights.h"
 #include "examples/runtime/model_function.h"
 #include "examples/runtime/output_checker.h"
+#include "gshare/cli/bench_stats.h"
 #include "gshare/cli/commands.h"
 #include "gshare/cli/copy_crew.h"
 #include "gshare/cli/flag_checks.h"
@@ -59,12 +60,6 @@ struct SwitchResult {
   double raw_ms = 0;
   bool outputs_identical = false;
 };
-
-double Median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  const std::size_t n = values.size();
-  return n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
-}
 
 double Milliseconds(std::chrono::steady_clock::duration d) {
   return std::chrono::duration<double, std::milli>(d).count();

@@ -39,6 +39,7 @@
 #include "examples/models/model_layout.h"
 #include "examples/runtime/example_weights.h"
 #include "examples/runtime/output_checker.h"
+#include "gshare/cli/bench_stats.h"
 #include "gshare/cli/commands.h"
 #include "gshare/cli/flag_checks.h"
 #include "gshare/device/device_registry.h"
@@ -73,13 +74,6 @@ double Mean(const std::vector<double>& values) {
   return values.empty() ? 0.0
                         : std::accumulate(values.begin(), values.end(), 0.0) /
                               static_cast<double>(values.size());
-}
-
-double Median(std::vector<double> values) {
-  if (values.empty()) return 0;
-  std::sort(values.begin(), values.end());
-  const std::size_t n = values.size();
-  return n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
 }
 
 // The requests' inputs; every answer checked against the reference.
