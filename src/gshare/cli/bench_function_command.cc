@@ -51,6 +51,7 @@
 #include "gshare/fn/control_channel.h"
 #include "gshare/node/node_agent.h"
 #include "gshare/node/process/child_process.h"
+#include "gshare/node/switch/checkpoint_api_switch.h"
 #include "gshare/node/switch/switch_factory.h"
 
 extern char** environ;
@@ -293,7 +294,7 @@ class FunctionBench {
           [this](SwitchDriver::Done done) { switch_->Checkpoint(true, std::move(done)); }, timeout);
       if (!out.ok()) {
         if (round == 0 && mechanism_ == SwitchMechanism::kCheckpoint &&
-            out.message().find("is not supported here") != std::string::npos) {
+            out.message().find(kCheckpointApiRefused) != std::string::npos) {
           report.status = "unsupported";
           report.why = out.ToString();
           return kExitUnsupported;

@@ -79,10 +79,13 @@ class Bench {
   // Runs `start` on the loop with a Done callback and returns its status and wall time.
   template <typename Start>
   std::pair<Status, double> Timed(Start start) {
-    std::promise<Status> done;
+    // Shared promises here: the loop may still be inside set_value when this thread wakes.
+    auto done = std::make_shared<std::promise<Status>>();
+    auto result = done->get_future();
     const auto begin = std::chrono::steady_clock::now();
-    boost::asio::post(node_.loop(), [&] { start([&](Status s) { done.set_value(s); }); });
-    Status status = done.get_future().get();
+    boost::asio::post(node_.loop(),
+                      [&start, done] { start([done](Status s) { done->set_value(s); }); });
+    Status status = result.get();
     return {status, Milliseconds(std::chrono::steady_clock::now() - begin)};
   }
 
@@ -94,28 +97,30 @@ class Bench {
     if (!pair.ok()) return pair.status();
     ComputeArbiter arbiters[2];  // outlives the switch, which withdraws from it when destroyed
     std::shared_ptr<EmulatedSwitch> instance;
-    std::promise<void> created;
-    boost::asio::post(node_.loop(), [&] {
+    auto created = std::make_shared<std::promise<void>>();
+    auto made = created->get_future();
+    boost::asio::post(node_.loop(), [&, created] {
       NodeResources resources = node_.resources();
       instance = EmulatedSwitch::Create(
           {resources.loop, resources.copies, resources.engine, resources.snapshots},
           "bench-" + model, std::move(pair->first));
-      created.set_value();
+      created->set_value();
     });
-    created.get_future().get();
+    made.get();
     // Whatever way this returns, the switch is closed and dropped on the loop, its thread.
     struct CloseOnLoop {
       boost::asio::io_context& loop;
       std::shared_ptr<EmulatedSwitch>& instance;
       ~CloseOnLoop() { Close(); }
       void Close() {
-        std::promise<void> closed;
-        boost::asio::post(loop, [&] {
+        auto closed = std::make_shared<std::promise<void>>();
+        auto done = closed->get_future();
+        boost::asio::post(loop, [this, closed] {
           if (instance) instance->Close();
           instance.reset();
-          closed.set_value();
+          closed->set_value();
         });
-        closed.get_future().get();
+        done.get();
       }
     } close_on_loop{node_.loop(), instance};
 

@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cstring>
 #include <future>
+#include <memory>
 #include <system_error>
 
 #include "examples/models/model_layout.h"
@@ -456,13 +457,14 @@ Status LiveBackend::Admit(const FunctionSpec& spec, bool by_admin) const {
 }
 
 Status LiveBackend::OnLoop(std::function<Status()> work) {
-  std::promise<Status> done;
-  auto result = done.get_future();
+  // Shared: the loop may still be inside set_value when this thread wakes and returns.
+  auto done = std::make_shared<std::promise<Status>>();
+  auto result = done->get_future();
   {
     // Posted under the lock, so that it runs before Shutdown's work (see Infer).
     MutexLock lock(mutex_);
     if (shutting_down_) return Unavailable("the server is shutting down");
-    boost::asio::post(node_.loop(), [&work, &done] { done.set_value(work()); });
+    boost::asio::post(node_.loop(), [&work, done] { done->set_value(work()); });
   }
   return result.get();
 }

@@ -9,12 +9,13 @@
 // (cuMemImportFromShareableHandle) and maps at addresses of its own.
 //
 // Pool: a released allocation stays created and mapped on a free list, and the next allocation of
-// the same rounded size takes it without a driver call, as the stream-ordered pool of the
-// non-exportable path keeps a restore from paying for the driver's allocation. An allocation the
-// driver refuses for lack of memory trims the pool (every cached allocation released to the
-// driver) and is tried once more. Reused memory keeps its previous bytes (the CUDA device clears
-// every buffer it hands out). An allocation another process may still hold (it was exported)
-// goes back with Discard, never Release: the driver keeps it for that process alone.
+// the same rounded size takes it without a driver call. Since memory once exported is discarded,
+// never cached (below), the free list serves only the node's own buffers (benchmarks, scratch):
+// a slice handed to a function is a new allocation. An allocation the driver refuses for lack of
+// memory trims the pool (every cached allocation released to the driver) and is tried once more.
+// Reused memory keeps its previous bytes (the CUDA device clears every buffer it hands out). An
+// allocation another process may still hold (it was exported) goes back with Discard, never
+// Release: the driver keeps it for that process alone.
 //
 // Ownership: the pool owns cached allocations; an allocation handed out is the caller's until it
 // gives it back with Release. Every allocation must be released before the pool is destroyed,

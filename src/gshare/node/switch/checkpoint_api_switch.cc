@@ -142,9 +142,8 @@ void CheckpointApiSwitch::OnLocked(Status locked) {
   if (locked.code() == StatusCode::kUnavailable) {
     // The driver refuses the API here: the process was never touched.
     state_ = SwitchState::kResident;
-    return Complete(FailedPrecondition(
-        fmt::format("{}: the process checkpoint API is not supported here: {}; it stays resident",
-                    context, locked.message())));
+    return Complete(FailedPrecondition(fmt::format("{}: {}: {}; it stays resident", context,
+                                                   kCheckpointApiRefused, locked.message())));
   }
   if (locked.code() == StatusCode::kDeadlineExceeded) {
     // The driver leaves a process whose lock timed out running; unlocking is a safeguard.

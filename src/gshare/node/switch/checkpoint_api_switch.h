@@ -67,6 +67,11 @@ struct CheckpointApiSwitchOptions {
 };
 
 // The last operation's driver calls, each from call to return (zero: not made).
+// In the message of a checkpoint that the driver refused because it does not allow the API here
+// (a sandbox runtime): the process was never touched and stays resident.
+inline constexpr std::string_view kCheckpointApiRefused =
+    "the process checkpoint API is not supported here";
+
 struct CheckpointApiTimings {
   Duration lock{};
   Duration checkpoint{};
