@@ -26,6 +26,7 @@
 
 #include "gshare/cli/commands.h"
 #include "gshare/cli/flag_checks.h"
+#include "gshare/cli/program_folder.h"
 #include "gshare/net/http_client.h"
 #include "gshare/net/unix_http.h"
 #include "gshare/serve/server.h"
@@ -137,9 +138,8 @@ struct PathFigures {
 };
 
 int RunBenchFront(const BenchFrontFlags& flags) {
-  std::error_code error;
-  const auto self = std::filesystem::read_symlink("/proc/self/exe", error);
-  if (error) return Fail("cannot find the gshare program: " + error.message());
+  const Result<std::filesystem::path> folder = ProgramFolder();
+  if (!folder.ok()) return Fail(folder.status().ToString());
   char pattern[] = "/tmp/gshare-bench-front-XXXXXX";
   if (::mkdtemp(pattern) == nullptr) return Fail("mkdtemp failed");
   const std::filesystem::path dir = pattern;
@@ -164,7 +164,7 @@ int RunBenchFront(const BenchFrontFlags& flags) {
   options.node.staging_bytes = 4 * kGiB;
   options.node.prepared_bytes_per_gpu = 64 * kMiB;
   options.backend.policy = "keepalive";
-  options.backend.function_program = self.parent_path() / "gshare-function";
+  options.backend.function_program = *folder / "gshare-function";
   auto server = serve::Server::Start(std::move(options));
   if (!server.ok()) return Fail(server.status().ToString());
 
@@ -205,6 +205,7 @@ int RunBenchFront(const BenchFrontFlags& flags) {
     if (Status s = front(); !s.ok()) return Fail(s.ToString());
   }
   std::string socket;
+  std::error_code error;
   for (const auto& entry :
        std::filesystem::directory_iterator(dir / "data" / "run" / "instances", error)) {
     if (std::filesystem::exists(entry.path() / "socket")) socket = entry.path() / "socket";

@@ -46,6 +46,7 @@
 #include "gshare/cli/commands.h"
 #include "gshare/cli/flag_checks.h"
 #include "gshare/cli/function_client.h"
+#include "gshare/cli/program_folder.h"
 #include "gshare/common/units.h"
 #include "gshare/device/device_registry.h"
 #include "gshare/fn/control_channel.h"
@@ -184,12 +185,6 @@ Result<std::string> FindProgram(const std::string& name) {
     folders.remove_prefix(colon + 1);
   }
   return NotFound(fmt::format("'{}' is not a program on PATH", name));
-}
-
-std::filesystem::path ProgramDir() {
-  std::error_code error;
-  const auto self = std::filesystem::read_symlink("/proc/self/exe", error);
-  return error ? std::filesystem::path(".") : self.parent_path();
 }
 
 // What a switch may still use after the bench gave up on an operation (a driver call or a copy in
@@ -396,7 +391,8 @@ class FunctionBench {
       spec.env.emplace_back(fn::kDeviceBaseEnv, fmt::format("{:#x}", fn::kDefaultDeviceBase));
       spec.env.emplace_back(fn::kDeviceReserveEnv, fmt::format("{}", kDeviceReserve));
       if (cuda) {
-        const auto shim = ProgramDir() / kCudaShimLibrary;
+        GSHARE_ASSIGN_OR_RETURN(const std::filesystem::path folder, ProgramFolder());
+        const std::filesystem::path shim = folder / kCudaShimLibrary;
         if (!std::filesystem::exists(shim)) {
           return NotFound(fmt::format("the CUDA shim {} is not beside gshare", shim.string()));
         }

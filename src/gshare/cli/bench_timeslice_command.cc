@@ -42,6 +42,7 @@
 #include "gshare/cli/bench_stats.h"
 #include "gshare/cli/commands.h"
 #include "gshare/cli/flag_checks.h"
+#include "gshare/cli/program_folder.h"
 #include "gshare/device/device_registry.h"
 #include "gshare/node/live_executor.h"
 #include "gshare/node/node_agent.h"
@@ -61,12 +62,6 @@ struct BenchTimesliceFlags {
 };
 
 constexpr std::uint64_t kSliceBytes = 64 * kMiB;
-
-// The folder of this program: the bundled function program lies beside it.
-std::filesystem::path ProgramFolder() {
-  std::error_code error;
-  return std::filesystem::read_symlink("/proc/self/exe", error).parent_path();
-}
 
 double Ms(Duration d) { return ToSeconds(d) * 1e3; }
 
@@ -206,6 +201,7 @@ Result<std::vector<double>> MeasureLatencies(int instances, bool own_gpus, int b
   GSHARE_ASSIGN_OR_RETURN(auto node, NodeAgent::Create(node_options));
   GSHARE_ASSIGN_OR_RETURN(const GpuType gpu, node->DescribeGpus(milliseconds(1), 1.0));
 
+  GSHARE_ASSIGN_OR_RETURN(const std::filesystem::path folder, ProgramFolder());
   std::vector<ResolvedFunction> functions;
   std::vector<InstanceCommand> commands;
   for (int i = 0; i < instances; ++i) {
@@ -219,7 +215,7 @@ Result<std::vector<double>> MeasureLatencies(int instances, bool own_gpus, int b
     spec.slo = std::chrono::seconds(10);
     functions.push_back(spec);
     InstanceCommand command;
-    command.argv = {(ProgramFolder() / "gshare-function").string(), "--model", "mlp", "--weights",
+    command.argv = {(folder / "gshare-function").string(), "--model", "mlp", "--weights",
                     weights_dir + "/mlp.safetensors"};
     command.model = "mlp";
     command.name = spec.name;

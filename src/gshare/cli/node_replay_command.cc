@@ -36,6 +36,7 @@
 #include "examples/runtime/output_checker.h"
 #include "gshare/cli/commands.h"
 #include "gshare/cli/flag_checks.h"
+#include "gshare/cli/program_folder.h"
 #include "gshare/common/slice_granularity.h"
 #include "gshare/device/device_registry.h"
 #include "gshare/model/catalog.h"
@@ -77,12 +78,6 @@ constexpr std::size_t kMemoryGrowthWindow = 3;
 int Fail(int code, const std::string& message) {
   std::fprintf(stderr, "gshare node replay: %s\n", message.c_str());
   return code;
-}
-
-// The folder of this program: the bundled function program lies beside it.
-std::filesystem::path ProgramFolder() {
-  std::error_code error;
-  return std::filesystem::read_symlink("/proc/self/exe", error).parent_path();
 }
 
 // Inputs and answers of the replay's requests, every answer checked where a reference exists.
@@ -304,6 +299,8 @@ int RunReplay(const ReplayFlags& flags) {
   std::vector<InstanceCommand> commands;
   std::vector<std::string> models;
   std::vector<Duration> timeouts;
+  const Result<std::filesystem::path> folder = ProgramFolder();
+  if (!folder.ok()) return Fail(1, folder.status().ToString());
   for (const ResolvedFunction& function : workload.functions) {
     const FunctionSpec* spec = nullptr;
     for (const FunctionSpec& candidate : catalog->functions) {
@@ -315,7 +312,7 @@ int RunReplay(const ReplayFlags& flags) {
                                  function.name));
     }
     InstanceCommand command;
-    command.argv = {(ProgramFolder() / "gshare-function").string(), "--model", spec->runtime};
+    command.argv = {(*folder / "gshare-function").string(), "--model", spec->runtime};
     if (spec->runtime != "echo") {
       const std::string weights = spec->model_files.empty()
                                       ? (weights_dir / (spec->runtime + ".safetensors")).string()

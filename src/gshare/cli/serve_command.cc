@@ -24,6 +24,7 @@
 
 #include "gshare/cli/commands.h"
 #include "gshare/cli/flag_checks.h"
+#include "gshare/cli/program_folder.h"
 #include "gshare/common/slice_granularity.h"
 #include "gshare/common/units.h"
 #include "gshare/device/device_registry.h"
@@ -202,10 +203,8 @@ Result<serve::ServerOptions> MakeOptions(const ServeFlags& flags) {
         options.tenant_gpu_memory_bytes,
         ParseSize(flags.tenant_gpu_memory, "--tenant-gpu-memory", kMiB, 1024 * 1024 * kGiB));
   }
-  std::error_code error;
-  const auto self = std::filesystem::read_symlink("/proc/self/exe", error);
-  if (error) return IoError("cannot find the gshare program (/proc/self/exe): " + error.message());
-  options.backend.function_program = self.parent_path() / "gshare-function";
+  GSHARE_ASSIGN_OR_RETURN(const std::filesystem::path folder, ProgramFolder());
+  options.backend.function_program = folder / "gshare-function";
   return options;
 }
 

@@ -54,7 +54,7 @@ DeviceAllocation& DeviceAllocation::operator=(DeviceAllocation&& other) noexcept
 }
 
 void DeviceAllocation::Reset() {
-  if (owner_ != nullptr) owner_->Free(offset_bytes_, size_bytes_);
+  if (owner_ != nullptr) owner_->Free(offset_bytes_);
   owner_ = nullptr;
   data_ = nullptr;
 }
@@ -80,10 +80,7 @@ Result<std::unique_ptr<DeviceMemory>> DeviceMemory::Reserve(std::uintptr_t base,
 }
 
 DeviceMemory::DeviceMemory(std::byte* base, std::uint64_t reserve_bytes)
-    : base_(base), reserve_bytes_(reserve_bytes) {
-  MutexLock lock(mutex_);
-  free_[0] = reserve_bytes;
-}
+    : base_(base), reserve_bytes_(reserve_bytes), allocator_(reserve_bytes, kAlignment) {}
 
 DeviceMemory::~DeviceMemory() { ::munmap(base_, reserve_bytes_); }
 
@@ -92,55 +89,25 @@ Result<DeviceAllocation> DeviceMemory::Allocate(std::uint64_t bytes, std::string
     return InvalidArgument(
         fmt::format("device memory: cannot allocate {} bytes for {}", bytes, what));
   }
-  const std::uint64_t size = RoundUp(bytes, kAlignment);
   MutexLock lock(mutex_);
-  for (auto it = free_.begin(); it != free_.end(); ++it) {
-    const std::uint64_t start = it->first;
-    const std::uint64_t end = start + it->second;
-    if (start + size > quota_bytes_) break;  // ranges are in address order
-    if (start + size > end) continue;
-    free_.erase(it);
-    if (start + size < end) free_[start + size] = end - start - size;
-    live_[start] = size;
-    in_use_bytes_ += size;
-    return DeviceAllocation(this, start, size, base_ + start);
+  if (const std::optional<std::uint64_t> start = allocator_.Allocate(bytes, quota_bytes_)) {
+    return DeviceAllocation(this, *start, RoundUp(bytes, kAlignment), base_ + *start);
   }
   return ResourceExhausted(fmt::format(
-      "device memory: allocating {} for {} would exceed the slice's quota of {} ({} in use)",
-      FormatBytes(bytes), what, FormatBytes(quota_bytes_), FormatBytes(in_use_bytes_)));
+      "device memory: allocating {} for {} would exceed the slice's quota of {} ({} in "
+      "use)",
+      FormatBytes(bytes), what, FormatBytes(quota_bytes_), FormatBytes(allocator_.in_use_bytes())));
 }
 
-void DeviceMemory::Free(std::uint64_t offset_bytes, std::uint64_t size_bytes) {
+void DeviceMemory::Free(std::uint64_t offset_bytes) {
   MutexLock lock(mutex_);
-  live_.erase(offset_bytes);
-  in_use_bytes_ -= size_bytes;
-  if (frozen_ && offset_bytes < frozen_end_) return;  // frozen memory is not reused
-  auto next = free_.lower_bound(offset_bytes);
-  std::uint64_t start = offset_bytes;
-  std::uint64_t size = size_bytes;
-  if (next != free_.end() && start + size == next->first) {
-    size += next->second;
-    next = free_.erase(next);
-  }
-  if (next != free_.begin()) {
-    auto previous = std::prev(next);
-    if (previous->first + previous->second == start) {
-      start = previous->first;
-      size += previous->second;
-      free_.erase(previous);
-    }
-  }
-  free_[start] = size;
-}
-
-std::uint64_t DeviceMemory::HighWaterLocked() const {
-  const std::uint64_t live_end = live_.empty() ? 0 : live_.rbegin()->first + live_.rbegin()->second;
-  return std::max(live_end, frozen_end_);
+  allocator_.Free(offset_bytes);
 }
 
 Status DeviceMemory::ProtectFrozenLocked() {
-  if (frozen_end_ == 0 || mapped_bytes_ == 0) return Status::Ok();
-  if (::mprotect(base_, std::min(frozen_end_, mapped_bytes_), PROT_READ) != 0) {
+  const std::uint64_t frozen_end = allocator_.retired_bytes();
+  if (frozen_end == 0 || mapped_bytes_ == 0) return Status::Ok();
+  if (::mprotect(base_, std::min(frozen_end, mapped_bytes_), PROT_READ) != 0) {
     return IoError(fmt::format("device memory: mprotect: {}", std::strerror(errno)));
   }
   return Status::Ok();
@@ -148,18 +115,9 @@ Status DeviceMemory::ProtectFrozenLocked() {
 
 Status DeviceMemory::Freeze() {
   MutexLock lock(mutex_);
-  const std::uint64_t end = RoundUp(HighWaterLocked(), PageBytes());
   frozen_ = true;
-  frozen_end_ = end;
   // Nothing below the mark is handed out again.
-  for (auto it = free_.begin(); it != free_.end() && it->first < end;) {
-    const std::uint64_t range_end = it->first + it->second;
-    it = free_.erase(it);
-    if (range_end > end) {
-      free_[end] = range_end - end;
-      break;
-    }
-  }
+  allocator_.Retire(RoundUp(allocator_.high_water_bytes(), PageBytes()));
   return ProtectFrozenLocked();
 }
 
@@ -175,15 +133,15 @@ std::uint64_t DeviceMemory::quota_bytes() const {
 
 std::uint64_t DeviceMemory::in_use_bytes() const {
   MutexLock lock(mutex_);
-  return in_use_bytes_;
+  return allocator_.in_use_bytes();
 }
 
 MemoryImage DeviceMemory::Image() const {
   MutexLock lock(mutex_);
   MemoryImage image;
-  image.used_bytes = HighWaterLocked();
+  image.used_bytes = allocator_.high_water_bytes();
   // Clean only when frozen and nothing lives above the mark: the image is the frozen memory.
-  image.written = !frozen_ || image.used_bytes > frozen_end_;
+  image.written = !frozen_ || image.used_bytes > allocator_.retired_bytes();
   return image;
 }
 
@@ -204,10 +162,10 @@ Status DeviceMemory::Map(UniqueFd segment, std::uint64_t mapped_bytes, std::uint
   }
   MutexLock lock(mutex_);
   if (mapped_bytes_ != 0) return FailedPrecondition("device memory: already mapped");
-  if (HighWaterLocked() > quota_bytes) {
+  if (allocator_.high_water_bytes() > quota_bytes) {
     return FailedPrecondition(
         fmt::format("device memory: allocations up to {} do not fit a quota of {}",
-                    HighWaterLocked(), quota_bytes));
+                    allocator_.high_water_bytes(), quota_bytes));
   }
   void* got =
       ::mmap(base_, mapped_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, segment.get(), 0);
@@ -234,10 +192,10 @@ Status DeviceMemory::Unmap() {
 Status DeviceMemory::SetQuota(std::uint64_t quota_bytes) {
   MutexLock lock(mutex_);
   const std::uint64_t limit = mapped_bytes_ != 0 ? mapped_bytes_ : reserve_bytes_;
-  if (quota_bytes > limit || quota_bytes < HighWaterLocked()) {
+  if (quota_bytes > limit || quota_bytes < allocator_.high_water_bytes()) {
     return InvalidArgument(
         fmt::format("device memory: a quota of {} must lie between the allocations' end {} and {}",
-                    quota_bytes, HighWaterLocked(), limit));
+                    quota_bytes, allocator_.high_water_bytes(), limit));
   }
   quota_bytes_ = quota_bytes;
   return Status::Ok();

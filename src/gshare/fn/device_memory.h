@@ -7,7 +7,7 @@
 // the segment is unmapped and the range is reserved again. Because the range never moves,
 // pointers into device memory stay valid across a checkpoint and a restore onto another GPU.
 //
-// Allocation is a first-fit sub-allocator over offsets in [0, quota): an allocation that would
+// Allocation is first fit (sub_allocator.h) over offsets in [0, quota): an allocation that would
 // end past the slice's quota fails with ResourceExhausted and a message naming the quota and the
 // bytes in use, and nothing else changes. Freeze() marks everything allocated so far (the model's
 // weights, say) read-only and puts later allocations above it; a snapshot of a frozen function
@@ -24,13 +24,13 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <map>
 #include <memory>
 #include <string>
 
 #include "gshare/common/mutex.h"
 #include "gshare/common/status.h"
 #include "gshare/common/unique_fd.h"
+#include "gshare/fn/sub_allocator.h"
 
 namespace gshare::fn {
 
@@ -115,17 +115,13 @@ class DeviceMemory {
  private:
   friend class DeviceAllocation;
   DeviceMemory(std::byte* base, std::uint64_t reserve_bytes);
-  void Free(std::uint64_t offset_bytes, std::uint64_t size_bytes) EXCLUDES(mutex_);
-  std::uint64_t HighWaterLocked() const REQUIRES(mutex_);
+  void Free(std::uint64_t offset_bytes) EXCLUDES(mutex_);
   Status ProtectFrozenLocked() REQUIRES(mutex_);
 
   std::byte* const base_;
   const std::uint64_t reserve_bytes_;
   mutable Mutex mutex_;
-  std::map<std::uint64_t, std::uint64_t> free_ GUARDED_BY(mutex_);  // offset -> size
-  std::map<std::uint64_t, std::uint64_t> live_ GUARDED_BY(mutex_);  // offset -> size
-  std::uint64_t in_use_bytes_ GUARDED_BY(mutex_) = 0;
-  std::uint64_t frozen_end_ GUARDED_BY(mutex_) = 0;  // page-aligned; 0: never frozen
+  SubAllocator allocator_ GUARDED_BY(mutex_);  // its retired range is the frozen memory
   bool frozen_ GUARDED_BY(mutex_) = false;
   std::uint64_t mapped_bytes_ GUARDED_BY(mutex_) = 0;  // 0: unmapped
   std::uint64_t quota_bytes_ GUARDED_BY(mutex_) = 0;

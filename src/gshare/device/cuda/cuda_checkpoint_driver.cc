@@ -13,6 +13,8 @@
 #include <utility>
 #include <vector>
 
+#include "gshare/device/cuda/cuda_driver_api.h"
+
 namespace gshare {
 namespace {
 
@@ -40,8 +42,8 @@ class SharedLibrary {
 };
 
 struct EntryPoints {
-  decltype(&cuGetErrorName) get_error_name = nullptr;
-  decltype(&cuGetErrorString) get_error_string = nullptr;
+  PFN_cuGetErrorName_v6000 get_error_name = nullptr;
+  PFN_cuGetErrorString_v6000 get_error_string = nullptr;
   decltype(&cuCheckpointProcessLock) lock = nullptr;
   decltype(&cuCheckpointProcessCheckpoint) checkpoint = nullptr;
   decltype(&cuCheckpointProcessRestore) restore = nullptr;
@@ -109,19 +111,10 @@ class DriverProcessCheckpointApi final : public ProcessCheckpointApi {
  private:
   Status Check(CUresult result, std::string_view call, int pid) const {
     if (result == CUDA_SUCCESS) return Status::Ok();
-    const char* name = nullptr;
-    const char* text = nullptr;
-    if (entry_.get_error_name == nullptr || entry_.get_error_name(result, &name) != CUDA_SUCCESS) {
-      name = nullptr;
-    }
-    if (entry_.get_error_string == nullptr ||
-        entry_.get_error_string(result, &text) != CUDA_SUCCESS) {
-      text = nullptr;
-    }
+    const CuResultText described =
+        DescribeCuResult(result, entry_.get_error_name, entry_.get_error_string);
     std::string message =
-        fmt::format("{} (pid {}): {} ({})", call, pid,
-                    name != nullptr ? name : fmt::format("CUDA error {}", static_cast<int>(result)),
-                    text != nullptr ? text : "no description");
+        fmt::format("{} (pid {}): {} ({})", call, pid, described.name, described.text);
     switch (result) {
       case CUDA_ERROR_OUT_OF_MEMORY:
         return ResourceExhausted(std::move(message));
@@ -168,18 +161,13 @@ Result<std::unique_ptr<DriverProcessCheckpointApi>> OpenDriver() {
     return Unavailable(fmt::format("{} is not a CUDA driver (no cuInit)", kDriverLibrary));
   }
   EntryPoints entry;
-  entry.get_error_name = library->Find<decltype(&cuGetErrorName)>("cuGetErrorName");
-  entry.get_error_string = library->Find<decltype(&cuGetErrorString)>("cuGetErrorString");
+  entry.get_error_name = library->Find<PFN_cuGetErrorName_v6000>("cuGetErrorName");
+  entry.get_error_string = library->Find<PFN_cuGetErrorString_v6000>("cuGetErrorString");
   // A restore needs cuInit in the calling process (or persistence mode).
   if (const CUresult initialized = init(0); initialized != CUDA_SUCCESS) {
-    const char* name = nullptr;
-    if (entry.get_error_name == nullptr ||
-        entry.get_error_name(initialized, &name) != CUDA_SUCCESS) {
-      name = nullptr;
-    }
-    return Unavailable(
-        fmt::format("the NVIDIA driver could not initialize: cuInit: {}",
-                    name != nullptr ? name : fmt::format("CUDA error {}", int{initialized})));
+    return Unavailable(fmt::format(
+        "the NVIDIA driver could not initialize: cuInit: {}",
+        DescribeCuResult(initialized, entry.get_error_name, entry.get_error_string).name));
   }
   int version = 0;
   if (get_version(&version) != CUDA_SUCCESS) version = 0;

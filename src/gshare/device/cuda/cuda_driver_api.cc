@@ -52,19 +52,21 @@ Result<CudaDriverApi> ResolveAll() {
 
 }  // namespace
 
-Status CudaDriverApi::Error(CUresult result, std::string_view what) const {
+CuResultText DescribeCuResult(CUresult result, PFN_cuGetErrorName_v6000 get_name,
+                              PFN_cuGetErrorString_v6000 get_string) {
   const char* name = nullptr;
   const char* text = nullptr;
-  if (get_error_name == nullptr || get_error_name(result, &name) != CUDA_SUCCESS) name = nullptr;
-  if (get_error_string == nullptr || get_error_string(result, &text) != CUDA_SUCCESS) {
-    text = nullptr;
-  }
-  const std::string message =
-      fmt::format("{}: {} ({})", what, text != nullptr ? text : "CUDA driver error",
-                  name != nullptr ? std::string(name) : fmt::format("CUresult {}", +result));
+  if (get_name == nullptr || get_name(result, &name) != CUDA_SUCCESS) name = nullptr;
+  if (get_string == nullptr || get_string(result, &text) != CUDA_SUCCESS) text = nullptr;
+  return {.name = name != nullptr ? std::string(name) : fmt::format("CUresult {}", +result),
+          .text = text != nullptr ? std::string(text) : std::string("CUDA driver error")};
+}
+
+Status CudaDriverApi::Error(CUresult result, std::string_view what) const {
+  const CuResultText described = DescribeCuResult(result, get_error_name, get_error_string);
   return Status(
       result == CUDA_ERROR_OUT_OF_MEMORY ? StatusCode::kResourceExhausted : StatusCode::kInternal,
-      message);
+      fmt::format("{}: {} ({})", what, described.text, described.name));
 }
 
 Result<const CudaDriverApi*> CudaDriver() {

@@ -13,6 +13,7 @@
 #include <cuda.h>
 #include <cudaTypedefs.h>
 
+#include <string>
 #include <string_view>
 
 #include "gshare/common/status.h"
@@ -40,6 +41,16 @@ struct CudaDriverApi {
   // ResourceExhausted; everything else Internal.
   Status Error(CUresult result, std::string_view what) const;
 };
+
+// A driver result's name ("CUDA_ERROR_OUT_OF_MEMORY") and description, from the driver's own
+// lookups, either of which may be null (a driver without them) or fail (a code it does not know):
+// then "CUresult <n>" and "CUDA driver error".
+struct CuResultText {
+  std::string name;
+  std::string text;
+};
+CuResultText DescribeCuResult(CUresult result, PFN_cuGetErrorName_v6000 get_name,
+                              PFN_cuGetErrorString_v6000 get_string);
 
 // The driver's functions, resolved on first use. Unavailable, naming the function and the
 // runtime's reason, when the driver is missing or lacks one of them.

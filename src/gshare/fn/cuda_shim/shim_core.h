@@ -43,7 +43,7 @@
 #include "gshare/common/unique_fd.h"
 #include "gshare/fn/control_channel.h"
 #include "gshare/fn/cuda_shim/memory_backend.h"
-#include "gshare/fn/cuda_shim/sub_allocator.h"
+#include "gshare/fn/sub_allocator.h"
 
 namespace gshare::fn::cuda_shim {
 

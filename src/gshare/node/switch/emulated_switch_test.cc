@@ -317,14 +317,25 @@ TEST_F(EmulatedSwitchTest, InstancesOnOneGpuTakeTurnsAndNeverComputeAtOnce) {
   const std::vector<std::string> b_words = Words(b_child->ReadLine());
   ASSERT_GE(a_words.size(), 4u);
   ASSERT_GE(b_words.size(), 4u);
-  // 200 ms of kernels in 20 ms quanta: at least 200 / (20 + 1) grants each.
-  EXPECT_GE(std::stoull(a_words[1]), 9u);
-  EXPECT_GE(std::stoull(b_words[1]), 9u);
   std::vector<std::pair<std::uint64_t, std::uint64_t>> kernels;
   for (const auto* words : {&a_words, &b_words}) {
+    // A grant ends at the first kernel boundary after its quantum, so its kernels take less than
+    // the quantum plus one kernel: 200 ms of kernels need more than 200 / (20 + longest) grants.
+    // The longest kernel is measured, not assumed: a child the machine descheduled in a kernel
+    // has a longer one (and then needs fewer grants).
+    std::uint64_t kernel_ns = 0, longest_ns = 0;
     for (std::size_t i = 2; i + 1 < words->size(); i += 2) {
-      kernels.emplace_back(std::stoull((*words)[i]), std::stoull((*words)[i + 1]));
+      const std::uint64_t start = std::stoull((*words)[i]), end = std::stoull((*words)[i + 1]);
+      ASSERT_LE(start, end);
+      kernels.emplace_back(start, end);
+      kernel_ns += end - start;
+      longest_ns = std::max(longest_ns, end - start);
     }
+    const auto quantum_ns = static_cast<std::uint64_t>(
+        std::chrono::nanoseconds(ComputeArbiter::kDefaultQuantum).count());
+    EXPECT_GE(kernel_ns, 200'000'000u);
+    EXPECT_GT(std::stoull((*words)[1]) * (quantum_ns + longest_ns), kernel_ns)
+        << "fewer grants than the quantum allows";
   }
   std::sort(kernels.begin(), kernels.end());
   for (std::size_t i = 1; i < kernels.size(); ++i) {

@@ -1,8 +1,9 @@
-#include "gshare/fn/cuda_shim/sub_allocator.h"
+#include "gshare/fn/sub_allocator.h"
 
+#include <algorithm>
 #include <iterator>
 
-namespace gshare::fn::cuda_shim {
+namespace gshare::fn {
 
 SubAllocator::SubAllocator(std::uint64_t capacity_bytes, std::uint64_t alignment_bytes)
     : capacity_bytes_(capacity_bytes), alignment_bytes_(alignment_bytes) {
@@ -33,6 +34,7 @@ std::optional<std::uint64_t> SubAllocator::Free(std::uint64_t offset) {
   const std::uint64_t freed = live->second;
   live_.erase(live);
   in_use_bytes_ -= freed;
+  if (offset < retired_end_) return freed;  // retired memory is not reused
   std::uint64_t start = offset;
   std::uint64_t size = freed;
   auto next = free_.lower_bound(offset);
@@ -52,8 +54,23 @@ std::optional<std::uint64_t> SubAllocator::Free(std::uint64_t offset) {
   return freed;
 }
 
-std::uint64_t SubAllocator::high_water_bytes() const {
-  return live_.empty() ? 0 : live_.rbegin()->first + live_.rbegin()->second;
+void SubAllocator::Retire(std::uint64_t end_bytes) {
+  end_bytes = std::min(end_bytes, capacity_bytes_);
+  if (end_bytes <= retired_end_) return;
+  retired_end_ = end_bytes;
+  for (auto it = free_.begin(); it != free_.end() && it->first < end_bytes;) {
+    const std::uint64_t range_end = it->first + it->second;
+    it = free_.erase(it);
+    if (range_end > end_bytes) {
+      free_[end_bytes] = range_end - end_bytes;
+      break;
+    }
+  }
 }
 
-}  // namespace gshare::fn::cuda_shim
+std::uint64_t SubAllocator::high_water_bytes() const {
+  const std::uint64_t live_end = live_.empty() ? 0 : live_.rbegin()->first + live_.rbegin()->second;
+  return std::max(live_end, retired_end_);
+}
+
+}  // namespace gshare::fn

@@ -1,13 +1,16 @@
-// SubAllocator: first-fit allocation of offsets within a range, the CUDA allocator shim's
-// bookkeeping of its slice.
+// SubAllocator: first-fit allocation of offsets within a range: a function's device memory
+// (DeviceMemory on an emulated GPU, the CUDA allocator shim's slice).
 //
 // Hands out ranges [offset, offset + size) of [0, capacity), each size rounded up to the
 // alignment, at the lowest offset where one fits (first fit keeps allocations low, and so the
 // image a checkpoint copies, [0, high water), small). A freed range merges with its free
 // neighbours. A limit passed with each allocation bounds where it may end (the slice's quota),
-// so the quota may change without touching the free list.
+// so the quota may change without touching the free list. Retire(end) takes [0, end) out of use
+// for good: what is free there now, and what is freed there later, is never handed out again
+// (frozen weights stay where they are; DeviceMemory::Freeze).
 //
-// Not thread-safe: its owner serializes the calls (ShimCore does, under its mutex).
+// Not thread-safe: its owner serializes the calls (DeviceMemory and ShimCore do, under their
+// mutexes).
 #pragma once
 
 #include <cstddef>
@@ -15,7 +18,7 @@
 #include <map>
 #include <optional>
 
-namespace gshare::fn::cuda_shim {
+namespace gshare::fn {
 
 class SubAllocator {
  public:
@@ -28,11 +31,16 @@ class SubAllocator {
   // Frees the allocation that starts at `offset`; returns its (rounded) size, or nullopt, with
   // nothing changed, when no allocation starts there.
   std::optional<std::uint64_t> Free(std::uint64_t offset);
+  // Nothing below `end_bytes` (<= capacity) is handed out again; a lower end than an earlier
+  // call's changes nothing.
+  void Retire(std::uint64_t end_bytes);
 
   // The sum of the live allocations' (rounded) sizes.
   std::uint64_t in_use_bytes() const { return in_use_bytes_; }
-  // The end of the highest live allocation; 0 when there is none.
+  // The end of the highest live allocation or of the retired range, whichever is higher; 0 when
+  // there is neither.
   std::uint64_t high_water_bytes() const;
+  std::uint64_t retired_bytes() const { return retired_end_; }
   std::size_t live_count() const { return live_.size(); }
   std::uint64_t capacity_bytes() const { return capacity_bytes_; }
   std::uint64_t alignment_bytes() const { return alignment_bytes_; }
@@ -45,6 +53,7 @@ class SubAllocator {
   std::map<std::uint64_t, std::uint64_t> free_;  // offset -> size; never adjacent
   std::map<std::uint64_t, std::uint64_t> live_;  // offset -> size
   std::uint64_t in_use_bytes_ = 0;
+  std::uint64_t retired_end_ = 0;
 };
 
-}  // namespace gshare::fn::cuda_shim
+}  // namespace gshare::fn

@@ -1,4 +1,4 @@
-#include "gshare/fn/cuda_shim/sub_allocator.h"
+#include "gshare/fn/sub_allocator.h"
 
 #include <gtest/gtest.h>
 
@@ -7,7 +7,7 @@
 #include <random>
 #include <vector>
 
-namespace gshare::fn::cuda_shim {
+namespace gshare::fn {
 namespace {
 
 constexpr std::uint64_t kAlign = 512;
@@ -74,6 +74,34 @@ TEST(SubAllocatorTest, FreeOfNoAllocationChangesNothing) {
 
 // Random allocations and frees against a plain model: no overlap, every free byte accounted for,
 // first fit, and the high-water mark the end of the highest live allocation.
+TEST(SubAllocatorTest, RetiredMemoryIsNeverHandedOutAgain) {
+  SubAllocator allocator(kCapacity, kAlign);
+  const auto weights = allocator.Allocate(3 * kAlign, kCapacity);
+  const auto scratch = allocator.Allocate(kAlign, kCapacity);
+  ASSERT_EQ(weights, 0u);
+  ASSERT_EQ(scratch, 3 * kAlign);
+  ASSERT_EQ(allocator.Free(*scratch), kAlign);
+  allocator.Retire(2 * kAlign);  // inside the weights: the free range above them stays
+  EXPECT_EQ(allocator.high_water_bytes(), 3 * kAlign);
+  allocator.Retire(5 * kAlign);  // past them: the free range below the end goes
+  EXPECT_EQ(allocator.retired_bytes(), 5 * kAlign);
+  EXPECT_EQ(allocator.high_water_bytes(), 5 * kAlign);
+  EXPECT_EQ(allocator.free_ranges(),
+            (std::map<std::uint64_t, std::uint64_t>{{5 * kAlign, kCapacity - 5 * kAlign}}));
+  // Freed below the end: counted, not reused.
+  EXPECT_EQ(allocator.Free(*weights), 3 * kAlign);
+  EXPECT_EQ(allocator.in_use_bytes(), 0u);
+  EXPECT_EQ(allocator.Allocate(1, kCapacity), 5 * kAlign);
+  EXPECT_EQ(allocator.free_ranges().begin()->first, 6 * kAlign);
+  // A lower end changes nothing; one past the capacity stops at it.
+  allocator.Retire(kAlign);
+  EXPECT_EQ(allocator.retired_bytes(), 5 * kAlign);
+  allocator.Retire(2 * kCapacity);
+  EXPECT_EQ(allocator.retired_bytes(), kCapacity);
+  EXPECT_TRUE(allocator.free_ranges().empty());
+  EXPECT_EQ(allocator.Allocate(1, kCapacity), std::nullopt);
+}
+
 TEST(SubAllocatorTest, RandomStepsKeepTheInvariants) {
   SubAllocator allocator(kCapacity, kAlign);
   std::map<std::uint64_t, std::uint64_t> live;  // offset -> size
@@ -124,4 +152,4 @@ TEST(SubAllocatorTest, RandomStepsKeepTheInvariants) {
 }
 
 }  // namespace
-}  // namespace gshare::fn::cuda_shim
+}  // namespace gshare::fn

@@ -1,0 +1,17 @@
+// ProgramFolder: the folder the running gshare binary lies in. What it ships beside itself is
+// found there: the function program (gshare-function) and the CUDA allocator shim
+// (libgshare-cuda-shim.so).
+//
+// Thread safety: any thread.
+#pragma once
+
+#include <filesystem>
+
+#include "gshare/common/status.h"
+
+namespace gshare {
+
+// IoError naming /proc/self/exe when the kernel does not say where this program is.
+Result<std::filesystem::path> ProgramFolder();
+
+}  // namespace gshare
