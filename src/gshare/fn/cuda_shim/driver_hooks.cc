@@ -4,6 +4,7 @@
 #include <cuda.h>
 
 #include <cstring>
+#include <optional>
 #include <span>
 
 #include "gshare/fn/cuda_shim/proc_address.h"
@@ -133,11 +134,10 @@ GSHARE_SHIM_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr* pointer, std::size_t
       (element_bytes != 4 && element_bytes != 8 && element_bytes != 16)) {
     return CUDA_ERROR_INVALID_VALUE;
   }
-  const std::size_t row =
-      (width_bytes + ShimCore::kAlignment - 1) / ShimCore::kAlignment * ShimCore::kAlignment;
-  if (row < width_bytes || height > SIZE_MAX / row) return CUDA_ERROR_INVALID_VALUE;
-  const CUresult allocated = AllocateFromSlice(pointer, row * height);
-  if (allocated == CUDA_SUCCESS) *pitch = row;
+  const std::optional<PitchedLayout> layout = LayOutPitched(width_bytes, height);
+  if (!layout) return CUDA_ERROR_INVALID_VALUE;
+  const CUresult allocated = AllocateFromSlice(pointer, layout->total_bytes);
+  if (allocated == CUDA_SUCCESS) *pitch = layout->row_bytes;
   return allocated;
 }
 
@@ -149,7 +149,7 @@ GSHARE_SHIM_EXPORT CUresult cuMemGetInfo_v2(std::size_t* free_bytes, std::size_t
   if (slice == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
   const SliceUsage usage = slice->usage();
   *total_bytes = usage.quota_bytes;
-  *free_bytes = usage.quota_bytes > usage.in_use_bytes ? usage.quota_bytes - usage.in_use_bytes : 0;
+  *free_bytes = usage.free_bytes();
   return CUDA_SUCCESS;
 }
 

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <cstring>
 #include <initializer_list>
+#include <optional>
 #include <string>
 
 #include "gshare/fn/cuda_shim/shim.h"
@@ -253,11 +254,10 @@ GSHARE_SHIM_EXPORT cudaError_t cudaMallocPitch(void** pointer, std::size_t* pitc
   using namespace gshare::fn::cuda_shim;
   if (!Active()) return Forward(next_malloc_pitch.get(), pointer, pitch, width_bytes, height);
   if (pointer == nullptr || pitch == nullptr) return cudaErrorInvalidValue;
-  const std::size_t row =
-      (width_bytes + ShimCore::kAlignment - 1) / ShimCore::kAlignment * ShimCore::kAlignment;
-  if (row < width_bytes || (row != 0 && height > SIZE_MAX / row)) return cudaErrorInvalidValue;
-  const cudaError_t allocated = AllocateFromSlice(pointer, row * height);
-  if (allocated == cudaSuccess) *pitch = row;
+  const std::optional<PitchedLayout> layout = LayOutPitched(width_bytes, height);
+  if (!layout) return cudaErrorInvalidValue;
+  const cudaError_t allocated = AllocateFromSlice(pointer, layout->total_bytes);
+  if (allocated == cudaSuccess) *pitch = layout->row_bytes;
   return allocated;
 }
 
@@ -269,7 +269,7 @@ GSHARE_SHIM_EXPORT cudaError_t cudaMemGetInfo(std::size_t* free_bytes, std::size
   if (slice == nullptr) return cudaErrorInitializationError;
   const SliceUsage usage = slice->usage();
   *total_bytes = usage.quota_bytes;
-  *free_bytes = usage.quota_bytes > usage.in_use_bytes ? usage.quota_bytes - usage.in_use_bytes : 0;
+  *free_bytes = usage.free_bytes();
   return cudaSuccess;
 }
 

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -240,6 +241,14 @@ SliceUsage ShimCore::usage() const {
 std::uint64_t ShimCore::maps() const {
   MutexLock lock(mutex_);
   return maps_;
+}
+
+std::optional<PitchedLayout> LayOutPitched(std::size_t width_bytes, std::size_t height) {
+  constexpr std::size_t kAlignment = ShimCore::kAlignment;
+  if (width_bytes > SIZE_MAX - (kAlignment - 1)) return std::nullopt;
+  const std::size_t row = (width_bytes + kAlignment - 1) / kAlignment * kAlignment;
+  if (row != 0 && height > SIZE_MAX / row) return std::nullopt;
+  return PitchedLayout{.row_bytes = row, .total_bytes = row * height};
 }
 
 }  // namespace gshare::fn::cuda_shim

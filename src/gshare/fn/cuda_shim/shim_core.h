@@ -32,9 +32,11 @@
 // forgets them.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string_view>
 #include <thread>
 
@@ -63,7 +65,20 @@ struct ShimOptions {
 struct SliceUsage {
   std::uint64_t quota_bytes = 0;
   std::uint64_t in_use_bytes = 0;  // the sum of the live allocations' aligned sizes
+
+  // What the memory queries (cuMemGetInfo, cudaMemGetInfo) report as free: the quota left.
+  std::uint64_t free_bytes() const {
+    return quota_bytes > in_use_bytes ? quota_bytes - in_use_bytes : 0;
+  }
 };
+
+// A pitched allocation (cuMemAllocPitch, cudaMallocPitch) of `height` rows of `width_bytes`: each
+// row rounded up to ShimCore::kAlignment. nullopt when the size overflows.
+struct PitchedLayout {
+  std::size_t row_bytes = 0;
+  std::size_t total_bytes = 0;
+};
+std::optional<PitchedLayout> LayOutPitched(std::size_t width_bytes, std::size_t height);
 
 class ShimCore {
  public:

@@ -197,6 +197,22 @@ class ShimCoreSwitchTest : public ::testing::Test {
   std::unique_ptr<ShimCore> core_;
 };
 
+TEST(ShimCoreLayoutTest, PitchedRowsAreAlignedAndOverflowIsRefused) {
+  const auto layout = LayOutPitched(1000, 3);
+  ASSERT_TRUE(layout.has_value());
+  EXPECT_EQ(layout->row_bytes, 1024u);
+  EXPECT_EQ(layout->total_bytes, 3072u);
+  EXPECT_EQ(LayOutPitched(512, 2)->row_bytes, 512u);
+  EXPECT_EQ(LayOutPitched(0, 7)->total_bytes, 0u);
+  EXPECT_FALSE(LayOutPitched(SIZE_MAX, 1).has_value());
+  EXPECT_FALSE(LayOutPitched(SIZE_MAX / 2, 4).has_value());
+}
+
+TEST(ShimCoreLayoutTest, FreeMemoryIsTheQuotaLeft) {
+  EXPECT_EQ((SliceUsage{.quota_bytes = 1000, .in_use_bytes = 300}).free_bytes(), 700u);
+  EXPECT_EQ((SliceUsage{.quota_bytes = 100, .in_use_bytes = 300}).free_bytes(), 0u);
+}
+
 TEST_F(ShimCoreSwitchTest, RestoreOntoAnotherGpuKeepsTheBytesAtTheSameAddresses) {
   Launch(0, kSlice);
   auto weights = core_->Allocate(1 << 20);
