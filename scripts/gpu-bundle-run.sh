@@ -151,15 +151,32 @@ smoke_failed() {
   exit 1
 }
 
+# PyTorch's expandable segments allocate outside the shim's hooks, and the shim refuses them: the
+# run measures PyTorch's default allocator, whatever this environment asks for.
+for conf in PYTORCH_CUDA_ALLOC_CONF PYTORCH_ALLOC_CONF; do
+  if [ -n "${!conf:-}" ]; then
+    echo "run.sh: ${conf}=${!conf} is unset for this run (the default allocator is measured)"
+    unset "${conf}"
+  fi
+done
+
 echo "== machine"
+torch_rc=0
+torch_line="$(timeout 120 "${py}" -c 'import sys, torch, torchvision; print("python", sys.executable, sys.version.split()[0], "torch", torch.__version__, "torchvision", torchvision.__version__, "torch CUDA", torch.version.cuda)' 2>&1)" || torch_rc=$?
 {
   timeout 30 nvidia-smi --query-gpu=index,name,uuid,memory.total,driver_version,pcie.link.gen.max,pcie.link.width.max --format=csv || true
   grep -m1 'model name' /proc/cpuinfo || true
   echo "CPUs: $(nproc)"
   head -n 2 /etc/os-release 2>/dev/null || true
-  timeout 60 "${py}" -c 'import sys, torch, torchvision; print("python", sys.executable, sys.version.split()[0], "torch", torch.__version__, "torchvision", torchvision.__version__, "torch CUDA", torch.version.cuda)' 2>&1 || true
+  echo "C library: $(getconf GNU_LIBC_VERSION 2>/dev/null || echo unknown)"
+  echo "${torch_line}"
   cat "${here}/BUILD-INFO" 2>/dev/null || true
 } | tee "${results}/machine.txt"
+if [ "${torch_rc}" -ne 0 ]; then
+  echo "run.sh: ${py} cannot import torch and torchvision, which the PyTorch function needs" \
+    "(exit ${torch_rc}): $(tail -n 1 <<<"${torch_line}")" >&2
+  exit 1
+fi
 
 echo "== smoke phase"
 run_step smoke-node-info "$(cap_for 10 20)" "${gshare}" node info --device cuda --json ||

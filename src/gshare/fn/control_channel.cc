@@ -1,6 +1,5 @@
 #include "gshare/fn/control_channel.h"
 
-#include <fcntl.h>
 #include <fmt/format.h>
 #include <sys/socket.h>
 
@@ -55,9 +54,6 @@ Result<std::pair<ControlChannel, UniqueFd>> ControlChannel::CreatePair() {
   }
   UniqueFd node(fds[0]);
   UniqueFd function(fds[1]);
-  if (::fcntl(node.get(), F_SETFD, FD_CLOEXEC) != 0) {
-    return IoError(fmt::format("control channel: fcntl: {}", std::strerror(errno)));
-  }
   return std::pair<ControlChannel, UniqueFd>(ControlChannel(std::move(node)), std::move(function));
 }
 

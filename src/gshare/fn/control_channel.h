@@ -95,8 +95,9 @@ class ControlChannel {
   ControlChannel() = default;
   explicit ControlChannel(UniqueFd socket) : socket_(std::move(socket)) {}
 
-  // A connected pair: first for the node, second for the function (not close-on-exec, so that a
-  // child inherits it).
+  // A connected pair: first for the node, second for the function. Both are close-on-exec: a
+  // child gets the function's end as a descriptor passed to it (ProcessSpec::pass_fds, which
+  // dup2 makes inheritable in the child alone), so that no other child inherits it.
   static Result<std::pair<ControlChannel, UniqueFd>> CreatePair();
 
   int fd() const { return socket_.get(); }

@@ -1,47 +1,24 @@
 #include "gshare/fn/runtime.h"
 
-#include <fcntl.h>
 #include <fmt/format.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <charconv>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <string_view>
 
+#include "gshare/fn/control_session.h"
+
 namespace gshare::fn {
-namespace {
-
-Result<std::uint64_t> ReadEnvNumber(const char* name, int base) {
-  const char* text = std::getenv(name);
-  if (text == nullptr || *text == '\0') {
-    return InvalidArgument(
-        fmt::format("{} is not set: this program is a gshare function and must "
-                    "be started by a gshare node",
-                    name));
-  }
-  std::string_view view(text);
-  if (base == 16 && (view.starts_with("0x") || view.starts_with("0X"))) view.remove_prefix(2);
-  std::uint64_t value = 0;
-  const auto [end, error] = std::from_chars(view.data(), view.data() + view.size(), value, base);
-  if (error != std::errc() || end != view.data() + view.size()) {
-    return InvalidArgument(fmt::format("{}={} is not a number", name, text));
-  }
-  return value;
-}
-
-}  // namespace
 
 Result<std::unique_ptr<FunctionRuntime>> FunctionRuntime::ConnectFromEnvironment(
     RuntimeOptions options) {
-  auto fd = ReadEnvNumber(kControlFdEnv, 10);
+  auto fd = ReadNodeNumber(kControlFdEnv, 10);
   if (!fd.ok()) return fd.status();
-  auto base = ReadEnvNumber(kDeviceBaseEnv, 16);
+  auto base = ReadNodeNumber(kDeviceBaseEnv, 16);
   if (!base.ok()) return base.status();
-  auto reserve = ReadEnvNumber(kDeviceReserveEnv, 10);
+  auto reserve = ReadNodeNumber(kDeviceReserveEnv, 10);
   if (!reserve.ok()) return reserve.status();
   if (*fd > 1 << 20) return InvalidArgument(fmt::format("{} is out of range", kControlFdEnv));
   return Connect(UniqueFd(static_cast<int>(*fd)), static_cast<std::uintptr_t>(*base), *reserve,
@@ -52,13 +29,7 @@ Result<std::unique_ptr<FunctionRuntime>> FunctionRuntime::Connect(UniqueFd contr
                                                                   std::uintptr_t base,
                                                                   std::uint64_t reserve_bytes,
                                                                   RuntimeOptions options) {
-  // Before any device memory is mapped: no process of the same uid may read this one's memory or
-  // descriptors through /proc (the kernel makes /proc/<pid>/{mem,fd,map_files} root's).
-  if (::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0) {
-    return Internal(fmt::format("prctl(PR_SET_DUMPABLE): {}", std::strerror(errno)));
-  }
-  // Inherited once, by this program: nothing it starts in turn gets the channel.
-  ::fcntl(control.get(), F_SETFD, FD_CLOEXEC);
+  GSHARE_RETURN_IF_ERROR(SealFunctionProcess(control.get()));
   auto memory = DeviceMemory::Reserve(base, reserve_bytes);
   if (!memory.ok()) return memory.status();
   ControlChannel channel(std::move(control));
@@ -93,26 +64,11 @@ FunctionRuntime::~FunctionRuntime() {
 }
 
 void FunctionRuntime::Serve() {
-  for (;;) {
-    auto received = channel_.Receive();
-    if (!received.ok()) {
-      if (received.status().code() == StatusCode::kInvalidArgument) {
-        std::fprintf(stderr, "gshare function: ignored: %s\n",
-                     received.status().ToString().c_str());
-        continue;
-      }
-      NodeGone(received.status());
-      return;
-    }
-    const Status handled = Handle(std::move(received).value());
-    if (!handled.ok()) {
-      std::fprintf(stderr, "gshare function: %s\n", handled.ToString().c_str());
-      if (handled.code() == StatusCode::kUnavailable) {
-        NodeGone(handled);
-        return;
-      }
-    }
-  }
+  NodeGone(ServeControl(
+      channel_, [this](ReceivedMessage received) { return Handle(std::move(received)); },
+      [](std::string_view line) {
+        std::fprintf(stderr, "gshare function: %.*s\n", static_cast<int>(line.size()), line.data());
+      }));
 }
 
 void FunctionRuntime::NodeGone(const Status& why) {

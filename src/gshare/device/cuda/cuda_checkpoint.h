@@ -69,9 +69,11 @@ class ProcessCheckpointApi {
 // driver cannot initialize, or where the driver lacks the API (older than R570).
 Result<std::unique_ptr<ProcessCheckpointApi>> OpenProcessCheckpointApi();
 
-// One line for people (`gshare node info`, the GPU check): "supported (...)" or
-// "unsupported: <why>". Opens the API and asks the driver for this process's own state, which is
-// how a driver that exports the API but refuses it here (a sandbox runtime) shows.
+// One line for people (`gshare node info`, the GPU check): "supported (...)",
+// "unsupported: <why>", or "unknown: <why>" when the driver does not answer within 5 s. Opens the
+// API and asks the driver for this process's own state (on a thread of its own, waited for a
+// bounded time), which is how a driver that exports the API but refuses it here (a sandbox
+// runtime) shows.
 std::string ProbeProcessCheckpointApi();
 
 }  // namespace gshare

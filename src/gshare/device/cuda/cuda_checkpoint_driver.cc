@@ -7,9 +7,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
+#include <future>
 #include <limits>
+#include <memory>
 #include <string_view>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -22,6 +26,8 @@ namespace {
 constexpr const char* kDriverLibrary = "libcuda.so.1";
 // cuDriverGetVersion of the first driver branch (R580) that restores onto another GPU.
 constexpr int kRemapDriverVersion = 13000;
+// How long the probe waits for the driver's answer about this process.
+constexpr std::chrono::seconds kProbeTimeout{5};
 
 // A dlopen'ed library, closed when destroyed.
 class SharedLibrary {
@@ -202,15 +208,30 @@ Result<std::unique_ptr<ProcessCheckpointApi>> OpenDriverProcessCheckpointApi() {
 }
 
 std::string ProbeDriverProcessCheckpointApi() {
-  auto api = OpenDriver();
-  if (!api.ok()) return "unsupported: " + api.status().message();
+  auto opened = OpenDriver();
+  if (!opened.ok()) return "unsupported: " + opened.status().message();
   // This process's own state: a driver that refuses the API here says so (not supported); one
-  // that allows it answers, or says that this process has no CUDA state to report.
-  auto own = (*api)->GetState(static_cast<int>(::getpid()));
-  if (!own.ok() && own.status().code() == StatusCode::kUnavailable) {
-    return "unsupported: " + own.status().message();
+  // that allows it answers, or says that this process has no CUDA state to report. Asked on a
+  // thread of its own and waited for a bounded time: how the driver treats a query of the calling
+  // process is not documented, and a probe must not hang the command that asks. A thread that
+  // never returns is left behind (detached), holding the API it uses.
+  std::shared_ptr<DriverProcessCheckpointApi> api = std::move(opened).value();
+  auto answer = std::make_shared<std::promise<Status>>();
+  std::future<Status> answered = answer->get_future();
+  std::thread([api, answer, pid = static_cast<int>(::getpid())] {
+    auto own = api->GetState(pid);
+    answer->set_value(own.ok() ? Status::Ok() : own.status());
+  }).detach();
+  if (answered.wait_for(kProbeTimeout) != std::future_status::ready) {
+    return fmt::format(
+        "unknown: cuCheckpointProcessGetState on this process did not answer within {} s (gshare "
+        "bench function --mechanism checkpoint tries it on a function process)",
+        std::chrono::duration_cast<std::chrono::seconds>(kProbeTimeout).count());
   }
-  const int version = (*api)->driver_version();
+  if (const Status own = answered.get(); !own.ok() && own.code() == StatusCode::kUnavailable) {
+    return "unsupported: " + own.message();
+  }
+  const int version = api->driver_version();
   return fmt::format("supported (driver {}; restore onto another GPU of the same chip type: {})",
                      DriverVersionText(version),
                      version >= kRemapDriverVersion ? "yes" : "no, it needs driver R580");

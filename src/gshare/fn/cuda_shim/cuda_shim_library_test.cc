@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cstdio>
 #include <map>
 #include <set>
@@ -106,11 +107,12 @@ TEST(CudaShimLibraryTest, ExportsItsHooksOnly) {
   EXPECT_EQ(exported, hooks);
 }
 
-// The C++ runtime and libgcc are linked in (a Python whose libstdc++ is older than the
-// compiler's still loads the library), hidden by the exports map.
-TEST(CudaShimLibraryTest, NeedsOnlyTheCRuntime) {
-  const std::set<std::string> allowed = {"libc.so.6", "libm.so.6", "ld-linux-x86-64.so.2",
-                                         "ld-linux-aarch64.so.1"};
+// The C++ runtime is linked in (a Python whose libstdc++ is older than the compiler's still loads
+// the library), hidden by the exports map; libgcc's unwinder is the system's libgcc_s, whose
+// static copy would need a newer C library (_dl_find_object, GLIBC_2.35).
+TEST(CudaShimLibraryTest, NeedsOnlyTheCRuntimeAndLibgcc) {
+  const std::set<std::string> allowed = {"libc.so.6", "libm.so.6", "libgcc_s.so.1",
+                                         "ld-linux-x86-64.so.2", "ld-linux-aarch64.so.1"};
   std::istringstream lines(RunCommand("readelf -dW " CUDA_SHIM_LIBRARY));
   int needed = 0;
   for (std::string line; std::getline(lines, line);) {
@@ -127,7 +129,24 @@ TEST(CudaShimLibraryTest, NeedsOnlyTheCRuntime) {
   const std::string loaded = RunCommand("ldd " CUDA_SHIM_LIBRARY " 2>&1");
   EXPECT_NE(loaded.find("libc.so.6"), std::string::npos) << loaded;
   EXPECT_EQ(loaded.find("libstdc++"), std::string::npos) << loaded;
-  EXPECT_EQ(loaded.find("libgcc_s"), std::string::npos) << loaded;
+}
+
+// It loads into programs on older systems than the one it was built on: no symbol of the C library
+// newer than GLIBC_2.34 (Ubuntu 22.04 has 2.35, RHEL 9 2.34), whichever glibc built it. The static
+// C++ runtime's std::random_device would need arc4random (2.36): unused code is dropped.
+TEST(CudaShimLibraryTest, NeedsNoCLibraryNewerThan234) {
+  std::istringstream lines(RunCommand("objdump -T " CUDA_SHIM_LIBRARY));
+  int checked = 0;
+  for (std::string line; std::getline(lines, line);) {
+    const auto at = line.find("GLIBC_2.");
+    if (at == std::string::npos) continue;
+    std::size_t end = at + 8;
+    while (end < line.size() && std::isdigit(static_cast<unsigned char>(line[end]))) ++end;
+    const int minor = std::stoi(line.substr(at + 8, end - at - 8));
+    EXPECT_LE(minor, 34) << line;
+    ++checked;
+  }
+  EXPECT_GT(checked, 0);
 }
 
 TEST(CudaShimLibraryTest, PassiveWithoutAControlChannelForwardsEverything) {
@@ -166,6 +185,8 @@ TEST(CudaShimLibraryTest, ActiveHandsOutItsHooksAndFailsAllocationsItCannotServe
   ASSERT_TRUE(channel.ok());
   const std::string output = Probe(channel.Environment());
   const auto keys = Keys(output);
+  // Inherited by the probe, and close-on-exec once the shim is loaded, before its main.
+  EXPECT_EQ(keys.at("control_fd_cloexec"), "yes") << output;
   EXPECT_EQ(keys.at("rtld_next_finds_shim"), "yes") << output;
   if (keys.at("driver_opened") == "yes") {
     EXPECT_EQ(keys.at("cuMemAlloc_v2"), "shim") << output;
@@ -181,10 +202,33 @@ TEST(CudaShimLibraryTest, ActiveHandsOutItsHooksAndFailsAllocationsItCannotServe
   EXPECT_EQ(output.find(refused, first + 1), std::string::npos) << output;
 }
 
+TEST(CudaShimLibraryTest, RefusesPyTorchsExpandableSegmentsClearly) {
+  const ClosedChannel channel;
+  ASSERT_TRUE(channel.ok());
+  for (const std::string variable : {"PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF"}) {
+    const std::string output = Probe(channel.Environment() + " " + variable +
+                                     "=max_split_size_mb:64,expandable_segments:True");
+    const auto keys = Keys(output);
+    EXPECT_EQ(keys.at("cudaMalloc_result"), "2") << output;  // cudaErrorMemoryAllocation
+    EXPECT_NE(output.find("cannot serve the slice, every allocation fails: FailedPrecondition: " +
+                          variable +
+                          "=max_split_size_mb:64,expandable_segments:True turns on "
+                          "PyTorch's expandable segments"),
+              std::string::npos)
+        << output;
+  }
+  // Turned off, it is no reason to refuse (the connection fails here for want of a driver or a
+  // node instead).
+  const std::string off =
+      Probe(channel.Environment() + " PYTORCH_CUDA_ALLOC_CONF=expandable_segments:False");
+  EXPECT_EQ(off.find("expandable segments"), std::string::npos) << off;
+}
+
 TEST(CudaShimLibraryTest, AVariableWithoutAChannelBehindItIsPassive) {
   // What a program the function starts inherits: the variable, not the channel.
   const std::string output = Probe("GSHARE_CONTROL_FD=1000");
   const auto keys = Keys(output);
+  EXPECT_EQ(keys.at("control_fd_cloexec"), "none") << output;
   if (keys.at("driver_opened") == "yes") {
     EXPECT_EQ(keys.at("cuMemAlloc_v2"), "driver") << output;
   }

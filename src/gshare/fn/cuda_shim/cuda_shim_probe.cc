@@ -7,9 +7,11 @@
 // RUNTIME_LIBRARY, a CUDA runtime (or a stand-in), is opened with RTLD_LOCAL before the calls: it
 // is loaded, but not in the global scope, where the shim's RTLD_NEXT would find it.
 #include <dlfcn.h>
+#include <fcntl.h>
 
 #include <cstddef>
 #include <cstdio>
+#include <cstdlib>
 #include <initializer_list>
 
 namespace {
@@ -26,6 +28,11 @@ int main(int argc, char** argv) {
   if (argc != 3 && argc != 4) {
     std::fprintf(stderr, "usage: cuda_shim_probe SHIM_LIBRARY DRIVER_LIBRARY [RUNTIME_LIBRARY]\n");
     return 2;
+  }
+  // Before any call into the shim: the channel GSHARE_CONTROL_FD names, as loading left it.
+  if (const char* control = std::getenv("GSHARE_CONTROL_FD"); control != nullptr) {
+    const int flags = ::fcntl(std::atoi(control), F_GETFD);
+    std::printf("control_fd_cloexec %s\n", flags < 0 ? "none" : YesNo((flags & FD_CLOEXEC) != 0));
   }
   void* shim = ::dlopen(argv[1], RTLD_NOW | RTLD_NOLOAD);
   std::printf("shim_preloaded %s\n", YesNo(shim != nullptr));

@@ -1,16 +1,18 @@
 #include "gshare/fn/cuda_shim/shim.h"
 
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <sys/socket.h>
 
 #include <atomic>
-#include <charconv>
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
 #include <string>
 
 #include "gshare/fn/control_channel.h"
+#include "gshare/fn/control_session.h"
 #include "gshare/fn/cuda_shim/cuda_backend.h"
 
 namespace gshare::fn::cuda_shim {
@@ -18,26 +20,11 @@ namespace {
 
 constexpr const char* kVerboseEnv = "GSHARE_SHIM_VERBOSE";
 
-Result<std::uint64_t> ReadEnvNumber(const char* name, int base) {
-  const char* text = std::getenv(name);
-  if (text == nullptr || *text == '\0') {
-    return InvalidArgument(std::string(name) + " is not set (the gshare node sets it)");
-  }
-  std::string_view view(text);
-  if (base == 16 && (view.starts_with("0x") || view.starts_with("0X"))) view.remove_prefix(2);
-  std::uint64_t value = 0;
-  const auto [end, error] = std::from_chars(view.data(), view.data() + view.size(), value, base);
-  if (error != std::errc() || end != view.data() + view.size()) {
-    return InvalidArgument(std::string(name) + "=" + text + " is not a number");
-  }
-  return value;
-}
-
 // The descriptor GSHARE_CONTROL_FD names, when it is a control channel (a SOCK_SEQPACKET socket);
 // -1 otherwise. A program that the function starts inherits the variable but not the channel (the
 // shim marks it close-on-exec), and must not take whatever else has that number for one.
 int ControlChannelFd() {
-  auto number = ReadEnvNumber(kControlFdEnv, 10);
+  auto number = ReadNodeNumber(kControlFdEnv, 10);
   if (!number.ok() || *number > 1 << 20) return -1;
   const int fd = static_cast<int>(*number);
   int type = 0;
@@ -48,16 +35,45 @@ int ControlChannelFd() {
   return fd;
 }
 
+// At load, before the program's main: the channel the node passed is this program's alone. Marked
+// close-on-exec now, not at the connection, so that a program it starts before its first CUDA
+// allocation (a shell, a helper) does not inherit it either. Nothing else happens at load.
+__attribute__((constructor)) void KeepTheChannelFromChildren() {
+  if (const int fd = ControlChannelFd(); fd >= 0) ::fcntl(fd, F_SETFD, FD_CLOEXEC);
+}
+
 struct Connection {
   CUcontext context = nullptr;
   ShimCore* slice = nullptr;  // never destroyed: serves the node until the process ends
 };
 
+// PyTorch's expandable segments allocate with the driver's virtual memory API (cuMemCreate,
+// cuMemMap), which the shim does not catch: the model would live outside the slice, and a
+// checkpoint would move nothing while seeming to work. FailedPrecondition naming the variable
+// where PyTorch's allocator settings turn them on.
+Status RefuseExpandableSegments() {
+  for (const char* name : {"PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF"}) {
+    const char* value = std::getenv(name);
+    if (value == nullptr) continue;
+    std::string settings;
+    for (const char* c = value; *c != '\0'; ++c) {
+      if (*c != ' ') settings += static_cast<char>(std::tolower(static_cast<unsigned char>(*c)));
+    }
+    if (settings.find("expandable_segments:true") != std::string::npos) {
+      return FailedPrecondition(std::string(name) + "=" + value +
+                                " turns on PyTorch's expandable segments, whose cuMemCreate "
+                                "memory the shim cannot switch; unset it for the shim mechanism");
+    }
+  }
+  return Status::Ok();
+}
+
 // Connects the slice over the channel `control` (closed on failure, so that the node hears of it).
 Result<Connection> Connect(UniqueFd control) {
-  auto base = ReadEnvNumber(kDeviceBaseEnv, 16);
+  GSHARE_RETURN_IF_ERROR(RefuseExpandableSegments());
+  auto base = ReadNodeNumber(kDeviceBaseEnv, 16);
   if (!base.ok()) return base.status();
-  auto reserve = ReadEnvNumber(kDeviceReserveEnv, 10);
+  auto reserve = ReadNodeNumber(kDeviceReserveEnv, 10);
   if (!reserve.ok()) return reserve.status();
   const CudaDriver* driver = Driver();
   if (driver == nullptr) return Unavailable("the CUDA driver (libcuda.so.1) cannot be loaded");

@@ -1,7 +1,8 @@
 // The CUDA allocator shim's process-wide state, shared by its hooks (driver_hooks.cc,
 // runtime_hooks.cc, dlsym_hook.cc).
 //
-// Nothing happens when the library is loaded. On the first hooked call the shim decides its mode
+// When the library is loaded it only marks the control channel close-on-exec (a program the
+// function starts never inherits it). On the first hooked call the shim decides its mode
 // from the environment: with GSHARE_CONTROL_FD naming a control channel it is active and serves
 // the instance's slice; without the variable it is passive: every hook forwards to the real
 // function, and with GSHARE_SHIM_VERBOSE set it says so once on standard error. A variable with

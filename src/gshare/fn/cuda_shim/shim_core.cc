@@ -1,7 +1,5 @@
 #include "gshare/fn/cuda_shim/shim_core.h"
 
-#include <fcntl.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -11,6 +9,8 @@
 #include <cstring>
 #include <string>
 #include <utility>
+
+#include "gshare/fn/control_session.h"
 
 namespace gshare::fn::cuda_shim {
 namespace {
@@ -25,13 +25,7 @@ Result<std::unique_ptr<ShimCore>> ShimCore::Connect(UniqueFd control, std::uintp
                                                     ShimOptions options) {
   if (!control.valid()) return InvalidArgument("cuda shim: no control channel");
   if (reserve_bytes == 0) return InvalidArgument("cuda shim: an empty address range");
-  // As the function runtime: no process of the same uid reads this one's memory or descriptors
-  // through /proc once device memory may be mapped.
-  if (::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0) {
-    return Internal(std::string("cuda shim: prctl(PR_SET_DUMPABLE): ") + std::strerror(errno));
-  }
-  // Inherited once, by this program: nothing it starts in turn gets the channel.
-  ::fcntl(control.get(), F_SETFD, FD_CLOEXEC);
+  GSHARE_RETURN_IF_ERROR(SealFunctionProcess(control.get()).WithContext("cuda shim"));
   auto range = backend->Reserve(base_hint, reserve_bytes);
   if (!range.ok()) return range.status();
   ControlChannel channel(std::move(control));
@@ -80,25 +74,9 @@ void ShimCore::Log(std::string_view line) const {
 }
 
 void ShimCore::Serve() {
-  for (;;) {
-    auto received = channel_.Receive();
-    if (!received.ok()) {
-      if (received.status().code() == StatusCode::kInvalidArgument) {
-        Log("ignored: " + received.status().ToString());
-        continue;
-      }
-      NodeGone(received.status());
-      return;
-    }
-    const Status handled = Handle(std::move(received).value());
-    if (!handled.ok()) {
-      Log(handled.ToString());
-      if (handled.code() == StatusCode::kUnavailable) {
-        NodeGone(handled);
-        return;
-      }
-    }
-  }
+  NodeGone(ServeControl(
+      channel_, [this](ReceivedMessage received) { return Handle(std::move(received)); },
+      [this](std::string_view line) { Log(line); }));
 }
 
 void ShimCore::NodeGone(const Status& why) {
