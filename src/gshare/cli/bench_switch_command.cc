@@ -6,7 +6,7 @@
 // For each example function (mlp, cnn, echo), on a node of two emulated GPUs: the function runs
 // in this process on the function library, exactly as a function process does (its device memory
 // at a fixed address, its kernels under the node's compute grants); the node side is the
-// EmulatedSwitch and the restore engine.
+// ChannelSwitch and the restore engine.
 //   checkpoint  lock, copy the function's image into its host snapshot (a copy is forced: no fast
 //               swap), unmap: from the call to its completion on the node's event loop;
 //   restore     copy the snapshot onto the other GPU, map it back at the same addresses, unlock;
@@ -40,7 +40,7 @@
 #include "gshare/device/device_registry.h"
 #include "gshare/device/emulated/copy_engine.h"
 #include "gshare/node/node_agent.h"
-#include "gshare/node/switch/emulated_switch.h"
+#include "gshare/node/switch/channel_switch.h"
 
 namespace gshare::cli {
 namespace {
@@ -96,12 +96,12 @@ class Bench {
     auto pair = fn::ControlChannel::CreatePair();
     if (!pair.ok()) return pair.status();
     ComputeArbiter arbiters[2];  // outlives the switch, which withdraws from it when destroyed
-    std::shared_ptr<EmulatedSwitch> instance;
+    std::shared_ptr<ChannelSwitch> instance;
     auto created = std::make_shared<std::promise<void>>();
     auto made = created->get_future();
     boost::asio::post(node_.loop(), [&, created] {
       NodeResources resources = node_.resources();
-      instance = EmulatedSwitch::Create(
+      instance = ChannelSwitch::Create(
           {resources.loop, resources.copies, resources.engine, resources.snapshots},
           "bench-" + model, std::move(pair->first));
       created->set_value();
@@ -110,7 +110,7 @@ class Bench {
     // Whatever way this returns, the switch is closed and dropped on the loop, its thread.
     struct CloseOnLoop {
       boost::asio::io_context& loop;
-      std::shared_ptr<EmulatedSwitch>& instance;
+      std::shared_ptr<ChannelSwitch>& instance;
       ~CloseOnLoop() { Close(); }
       void Close() {
         auto closed = std::make_shared<std::promise<void>>();
@@ -138,7 +138,7 @@ class Bench {
       return first.status();
     }
     std::unique_ptr<DeviceBuffer> slice = std::move(first).value();
-    auto attached = Timed([&](EmulatedSwitch::Done done) {
+    auto attached = Timed([&](ChannelSwitch::Done done) {
       instance->Attach(*slice, kSliceBytes, &arbiters[0], std::move(done));
     });
     connecting.join();
@@ -166,13 +166,13 @@ class Bench {
       slices.push_back(std::move(next).value());
     }
     for (int round = 0; round <= repetitions; ++round) {
-      auto [out, checkpoint_ms] = Timed([&](EmulatedSwitch::Done done) {
+      auto [out, checkpoint_ms] = Timed([&](ChannelSwitch::Done done) {
         instance->Checkpoint(/*force_copy=*/true, std::move(done));
       });
       if (!out.ok()) return out;
       slice = std::move(slices[static_cast<std::size_t>(round)]);
       gpu = 1 - gpu;
-      auto [in, restore_ms] = Timed([&](EmulatedSwitch::Done done) {
+      auto [in, restore_ms] = Timed([&](ChannelSwitch::Done done) {
         instance->Restore(*slice, kSliceBytes, &arbiters[gpu], std::move(done));
       });
       if (!in.ok()) return in;

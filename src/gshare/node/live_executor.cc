@@ -465,7 +465,7 @@ Status LiveExecutor::LaunchInstance(Instance& instance, std::uint64_t reserve_by
     instances_.erase(instance_id);
     return pair.status();
   }
-  instance.switcher = EmulatedSwitch::Create(
+  instance.switcher = ChannelSwitch::Create(
       {resources_.loop, resources_.copies, resources_.engine, resources_.snapshots},
       fmt::format("instance-{}", instance_id), std::move(pair->first),
       [this, instance_id](Status status) { InstanceLost(instance_id, status); });

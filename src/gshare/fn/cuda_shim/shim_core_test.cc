@@ -1,5 +1,5 @@
 // ShimCore against the node's side of the switching protocol, on emulated GPUs through the memfd
-// backend: the real EmulatedSwitch, restore engine and snapshot store (end to end), and a node
+// backend: the real ChannelSwitch, restore engine and snapshot store (end to end), and a node
 // written out message by message (the protocol's fine points). No test sleeps: each waits for a
 // message, an operation's completion, or the core saying that an allocation waits.
 #include "gshare/fn/cuda_shim/shim_core.h"
@@ -26,7 +26,7 @@
 #include "gshare/device/emulated/emulated_host_memory.h"
 #include "gshare/fn/cuda_shim/testing/memfd_backend.h"
 #include "gshare/fn/testing/fake_node.h"
-#include "gshare/node/switch/emulated_switch.h"
+#include "gshare/node/switch/channel_switch.h"
 
 namespace gshare::fn::cuda_shim {
 namespace {
@@ -90,7 +90,7 @@ std::future<Result<std::unique_ptr<ShimCore>>> ConnectInBackground(
 }
 
 // ---------------------------------------------------------------------------------------------
-// End to end: EmulatedSwitch drives the core.
+// End to end: ChannelSwitch drives the core.
 
 class ShimCoreSwitchTest : public ::testing::Test {
  protected:
@@ -155,8 +155,8 @@ class ShimCoreSwitchTest : public ::testing::Test {
     auto pair = fn::ControlChannel::CreatePair();
     ASSERT_TRUE(pair.ok());
     switch_ = OnLoop([&] {
-      return EmulatedSwitch::Create({loop_, copies_, *engine_, *store_}, "shimmed",
-                                    std::move(pair->first));
+      return ChannelSwitch::Create({loop_, copies_, *engine_, *store_}, "shimmed",
+                                   std::move(pair->first));
     });
     auto backend = std::make_unique<MemfdBackend>();
     backend_ = backend.get();
@@ -191,7 +191,7 @@ class ShimCoreSwitchTest : public ::testing::Test {
   boost::asio::thread_pool copies_{1};
   std::thread loop_thread_;
   std::vector<std::unique_ptr<DeviceBuffer>> slices_;  // freed after the switch is closed
-  std::shared_ptr<EmulatedSwitch> switch_;
+  std::shared_ptr<ChannelSwitch> switch_;
   CoreWatcher watcher_;
   MemfdBackend* backend_ = nullptr;  // owned by core_
   std::unique_ptr<ShimCore> core_;

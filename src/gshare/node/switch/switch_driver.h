@@ -1,7 +1,7 @@
 // SwitchDriver: what moves one function instance between host memory and a GPU slice.
 //
 // The node keeps one switch driver per instance. Drivers differ in how the instance's device
-// memory moves (EmulatedSwitch: the node copies a memfd image through its restore engine;
+// memory moves (ChannelSwitch: the node copies a memfd image through its restore engine;
 // CheckpointApiSwitch: the NVIDIA driver checkpoints an unmodified CUDA process), not in what
 // they offer their caller:
 //  - Attach: the instance's first slice; afterwards it is resident and may run;
@@ -41,7 +41,7 @@
 namespace gshare {
 
 // Where an instance stands. Drivers go through the states that fit their mechanism: kMapping and
-// kUnmapping are the emulated switch's (messages to the instance); a checkpoint-API switch goes
+// kUnmapping are the channel switch's (messages to the instance); a checkpoint-API switch goes
 // kResident -> kLocking -> kCheckpointing -> kCheckpointed -> kRestoring -> kResident.
 enum class SwitchState {
   kStarting,       // created, not attached yet

@@ -50,7 +50,7 @@ Result<std::shared_ptr<SwitchDriver>> CreateSwitchDriver(SwitchContext context,
         std::move(target.name), static_cast<int>(target.pid)));
   }
   if (!target.channel.valid()) return InvalidArgument("the shim mechanism needs a control channel");
-  return std::shared_ptr<SwitchDriver>(EmulatedSwitch::Create(
+  return std::shared_ptr<SwitchDriver>(ChannelSwitch::Create(
       context, std::move(target.name), std::move(target.channel), std::move(target.on_failure)));
 }
 

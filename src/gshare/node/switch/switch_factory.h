@@ -5,7 +5,7 @@
 //               function library maps; on a CUDA GPU a virtual-memory allocation exported as a
 //               file descriptor, which the allocator shim (libgshare-cuda-shim.so, preloaded into
 //               an unmodified CUDA program) maps. Bytes move through the node's restore engine and
-//               snapshot store; fast swap applies. EmulatedSwitch drives both.
+//               snapshot store; fast swap applies. ChannelSwitch drives both.
 //   checkpoint  the driver's process checkpoint API on the function's pid (CUDA only); the driver
 //               keeps the bytes in the process's host memory.
 //
@@ -22,7 +22,7 @@
 #include "gshare/device/cuda/cuda_checkpoint.h"
 #include "gshare/device/device.h"
 #include "gshare/fn/control_channel.h"
-#include "gshare/node/switch/emulated_switch.h"
+#include "gshare/node/switch/channel_switch.h"
 #include "gshare/node/switch/switch_driver.h"
 
 namespace gshare {

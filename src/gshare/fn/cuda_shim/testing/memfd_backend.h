@@ -1,9 +1,9 @@
 // MemfdBackend: the CUDA allocator shim's memory backend over emulated GPUs' shared memory, so
-// that tests drive ShimCore against the real node side (EmulatedSwitch, the restore engine) on a
+// that tests drive ShimCore against the real node side (ChannelSwitch, the restore engine) on a
 // machine without a GPU.
 //
 // Reserve takes an inaccessible range (at the hint when free); Map maps a memfd (kind kMemfd,
-// what EmulatedSwitch sends) over its start with mmap; Unmap puts the inaccessible reservation
+// what ChannelSwitch sends) over its start with mmap; Unmap puts the inaccessible reservation
 // back. Synchronize has no device to wait for: it counts its calls.
 //
 // Threading: as MemoryBackend; synchronize_count may be read from any thread.

@@ -1,14 +1,16 @@
-// EmulatedSwitch: the SwitchDriver (switch_driver.h) that moves one function instance between
-// host memory and emulated GPUs.
+// ChannelSwitch: the SwitchDriver (switch_driver.h) that moves one function instance between
+// host memory and GPUs over its control channel.
 //
 // The node side of the switching protocol (fn/control_channel.h) for one instance whose device
-// memory is a segment of an emulated GPU (device/emulated). The instance's code never knows:
+// memory the node hands it as a descriptor: a memfd segment of an emulated GPU (device/emulated),
+// mapped by the function library, or an exported CUDA virtual-memory allocation, mapped by the
+// CUDA allocator shim (the "shim" mechanism, switch_factory.h). The instance's code never knows:
 //  - Attach maps the instance's first slice (it initializes its model there);
 //  - Checkpoint locks the instance (its kernel in flight finishes, no other starts), copies the
 //    image it reports through the restore engine into its host snapshot (nothing is copied when
 //    the snapshot already holds it: fast swap), and unmaps the segment in the instance, after
 //    which the caller may free the slice's buffer;
-//  - Restore copies the snapshot into a buffer on any emulated GPU, maps it at the same
+//  - Restore copies the snapshot into a buffer on any GPU of the node, maps it at the same
 //    addresses, and unlocks the instance.
 // While resident, the instance's compute requests go to the arbiter of its GPU.
 //
@@ -48,16 +50,16 @@ struct SwitchContext {
   SnapshotStore& snapshots;
 };
 
-class EmulatedSwitch final : public SwitchDriver,
-                             public std::enable_shared_from_this<EmulatedSwitch>,
-                             private ComputeArbiter::Client {
+class ChannelSwitch final : public SwitchDriver,
+                            public std::enable_shared_from_this<ChannelSwitch>,
+                            private ComputeArbiter::Client {
  public:
   // `snapshot_id` names the instance's snapshot in the store (unique per instance).
   // `on_failure` is called once when the switch fails outside an operation (may be empty).
-  static std::shared_ptr<EmulatedSwitch> Create(SwitchContext context, std::string snapshot_id,
-                                                fn::ControlChannel channel,
-                                                std::function<void(Status)> on_failure = {});
-  ~EmulatedSwitch() override;
+  static std::shared_ptr<ChannelSwitch> Create(SwitchContext context, std::string snapshot_id,
+                                               fn::ControlChannel channel,
+                                               std::function<void(Status)> on_failure = {});
+  ~ChannelSwitch() override;
 
   // Maps `buffer` (an emulated GPU's) as the instance's first device memory, with `quota_bytes`
   // as its allocation bound, once it has said hello. Precondition: kStarting.
@@ -86,8 +88,8 @@ class EmulatedSwitch final : public SwitchDriver,
   std::uint64_t quota_exceeded_count() const override { return quota_exceeded_; }
 
  private:
-  EmulatedSwitch(SwitchContext context, std::string snapshot_id, fn::ControlChannel channel,
-                 std::function<void(Status)> on_failure);
+  ChannelSwitch(SwitchContext context, std::string snapshot_id, fn::ControlChannel channel,
+                std::function<void(Status)> on_failure);
   void Listen();
   void OnReadable();
   void OnMessage(fn::ReceivedMessage received);

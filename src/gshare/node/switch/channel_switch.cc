@@ -1,4 +1,4 @@
-#include "gshare/node/switch/emulated_switch.h"
+#include "gshare/node/switch/channel_switch.h"
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -35,33 +35,32 @@ Status CheckShareable(const DeviceBuffer& buffer) {
 
 }  // namespace
 
-std::shared_ptr<EmulatedSwitch> EmulatedSwitch::Create(SwitchContext context,
-                                                       std::string snapshot_id,
-                                                       fn::ControlChannel channel,
-                                                       std::function<void(Status)> on_failure) {
-  std::shared_ptr<EmulatedSwitch> created(new EmulatedSwitch(
+std::shared_ptr<ChannelSwitch> ChannelSwitch::Create(SwitchContext context, std::string snapshot_id,
+                                                     fn::ControlChannel channel,
+                                                     std::function<void(Status)> on_failure) {
+  std::shared_ptr<ChannelSwitch> created(new ChannelSwitch(
       context, std::move(snapshot_id), std::move(channel), std::move(on_failure)));
   created->Listen();
   return created;
 }
 
-EmulatedSwitch::EmulatedSwitch(SwitchContext context, std::string snapshot_id,
-                               fn::ControlChannel channel, std::function<void(Status)> on_failure)
+ChannelSwitch::ChannelSwitch(SwitchContext context, std::string snapshot_id,
+                             fn::ControlChannel channel, std::function<void(Status)> on_failure)
     : context_(context),
       snapshot_id_(std::move(snapshot_id)),
       channel_(std::move(channel)),
       reader_(context.loop, ::dup(channel_.fd())),
       on_failure_(std::move(on_failure)) {}
 
-EmulatedSwitch::~EmulatedSwitch() {
+ChannelSwitch::~ChannelSwitch() {
   if (gpu_ != nullptr) gpu_->Withdraw(this);
 }
 
-Status EmulatedSwitch::Send(const ControlMessage& message, int fd) {
+Status ChannelSwitch::Send(const ControlMessage& message, int fd) {
   return channel_.Send(message, fd);
 }
 
-void EmulatedSwitch::Listen() {
+void ChannelSwitch::Listen() {
   if (closed_ || state_ == SwitchState::kFailed) return;
   reader_.async_wait(boost::asio::posix::stream_descriptor::wait_read,
                      [weak = weak_from_this()](const boost::system::error_code& error) {
@@ -71,7 +70,7 @@ void EmulatedSwitch::Listen() {
                      });
 }
 
-void EmulatedSwitch::OnReadable() {
+void ChannelSwitch::OnReadable() {
   for (;;) {
     if (closed_ || state_ == SwitchState::kFailed) return;
     bool would_block = false;
@@ -86,7 +85,7 @@ void EmulatedSwitch::OnReadable() {
   Listen();
 }
 
-void EmulatedSwitch::OnMessage(fn::ReceivedMessage received) {
+void ChannelSwitch::OnMessage(fn::ReceivedMessage received) {
   const ControlMessage& message = received.message;
   switch (message.type) {
     case ControlType::kHello:
@@ -136,7 +135,7 @@ void EmulatedSwitch::OnMessage(fn::ReceivedMessage received) {
   }
 }
 
-void EmulatedSwitch::SendMap() {
+void ChannelSwitch::SendMap() {
   ++generation_;
   state_ = SwitchState::kMapping;
   auto exported = buffer_->Export();
@@ -151,8 +150,8 @@ void EmulatedSwitch::SendMap() {
   if (!sent.ok()) FailSoon(sent);
 }
 
-void EmulatedSwitch::Attach(DeviceBuffer& buffer, std::uint64_t quota_bytes, ComputeArbiter* gpu,
-                            Done done) {
+void ChannelSwitch::Attach(DeviceBuffer& buffer, std::uint64_t quota_bytes, ComputeArbiter* gpu,
+                           Done done) {
   Status refused;
   if (state_ != SwitchState::kStarting || buffer_ != nullptr || pending_) {
     refused = FailedPrecondition(
@@ -166,8 +165,8 @@ void EmulatedSwitch::Attach(DeviceBuffer& buffer, std::uint64_t quota_bytes, Com
   if (hello_) SendMap();
 }
 
-bool EmulatedSwitch::TakeOn(const Status& refused, DeviceBuffer* buffer, std::uint64_t quota_bytes,
-                            ComputeArbiter* gpu, Done& done) {
+bool ChannelSwitch::TakeOn(const Status& refused, DeviceBuffer* buffer, std::uint64_t quota_bytes,
+                           ComputeArbiter* gpu, Done& done) {
   if (!refused.ok()) {
     boost::asio::post(context_.loop, [done = std::move(done), refused] { done(refused); });
     return false;
@@ -179,7 +178,7 @@ bool EmulatedSwitch::TakeOn(const Status& refused, DeviceBuffer* buffer, std::ui
   return true;
 }
 
-void EmulatedSwitch::Checkpoint(bool force_copy, Done done) {
+void ChannelSwitch::Checkpoint(bool force_copy, Done done) {
   if (state_ != SwitchState::kResident || pending_) {
     const Status refused =
         state_ == SwitchState::kFailed
@@ -195,7 +194,7 @@ void EmulatedSwitch::Checkpoint(bool force_copy, Done done) {
   if (const Status sent = Send({.type = ControlType::kLock}); !sent.ok()) FailSoon(sent);
 }
 
-void EmulatedSwitch::StartCheckpointCopy(std::uint64_t used_bytes, bool written) {
+void ChannelSwitch::StartCheckpointCopy(std::uint64_t used_bytes, bool written) {
   if (used_bytes > buffer_->size_bytes()) {
     return Fail(
         InvalidArgument(fmt::format("the instance reports {} bytes in use in a {}-byte slice",
@@ -251,8 +250,8 @@ void EmulatedSwitch::StartCheckpointCopy(std::uint64_t used_bytes, bool written)
   });
 }
 
-void EmulatedSwitch::Restore(DeviceBuffer& buffer, std::uint64_t quota_bytes, ComputeArbiter* gpu,
-                             Done done) {
+void ChannelSwitch::Restore(DeviceBuffer& buffer, std::uint64_t quota_bytes, ComputeArbiter* gpu,
+                            Done done) {
   Status refused;
   if (state_ != SwitchState::kCheckpointed || pending_) {
     refused =
@@ -297,13 +296,13 @@ void EmulatedSwitch::Restore(DeviceBuffer& buffer, std::uint64_t quota_bytes, Co
       });
 }
 
-void EmulatedSwitch::Complete(Status status) {
+void ChannelSwitch::Complete(Status status) {
   Done done = std::move(pending_);
   pending_ = nullptr;
   if (done) done(std::move(status));
 }
 
-void EmulatedSwitch::Fail(Status why) {
+void ChannelSwitch::Fail(Status why) {
   if (state_ == SwitchState::kFailed) return;
   state_ = SwitchState::kFailed;
   failure_ =
@@ -325,7 +324,7 @@ void EmulatedSwitch::Fail(Status why) {
   if (on_failure_) on_failure_(failure_);
 }
 
-void EmulatedSwitch::SetQuota(std::uint64_t quota_bytes) {
+void ChannelSwitch::SetQuota(std::uint64_t quota_bytes) {
   if (state_ != SwitchState::kResident || buffer_ == nullptr) return;
   quota_bytes_ = std::min(quota_bytes, buffer_->size_bytes());
   if (const Status sent = Send({.type = ControlType::kSetQuota, .a = quota_bytes_}); !sent.ok()) {
@@ -333,14 +332,14 @@ void EmulatedSwitch::SetQuota(std::uint64_t quota_bytes) {
   }
 }
 
-void EmulatedSwitch::FailSoon(Status why) {
+void ChannelSwitch::FailSoon(Status why) {
   // From inside a caller's action: the failure (and any callback it completes) comes on the loop.
   boost::asio::post(context_.loop, [weak = weak_from_this(), why = std::move(why)] {
     if (auto self = weak.lock()) self->Fail(why);
   });
 }
 
-void EmulatedSwitch::Close() {
+void ChannelSwitch::Close() {
   if (closed_) return;
   closed_ = true;
   if (snapshot_) {
@@ -351,7 +350,7 @@ void EmulatedSwitch::Close() {
   Fail(Cancelled("closed"));
 }
 
-void EmulatedSwitch::GrantCompute(Duration quantum) {
+void ChannelSwitch::GrantCompute(Duration quantum) {
   const Status sent =
       Send({.type = ControlType::kComputeGrant,
             .a = static_cast<std::uint64_t>(

@@ -1,7 +1,7 @@
 // Switching real function processes (switch_test_function) between host memory and two emulated
 // GPUs. The test owns the node side: an event loop thread, a copy pool, the restore engine and
 // the snapshot store; it starts each function process itself and ends it by its pid.
-#include "gshare/node/switch/emulated_switch.h"
+#include "gshare/node/switch/channel_switch.h"
 
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -115,7 +115,7 @@ class FunctionChild {
   std::FILE* out_ = nullptr;
 };
 
-class EmulatedSwitchTest : public ::testing::Test {
+class ChannelSwitchTest : public ::testing::Test {
  protected:
   void SetUp() override {
     for (int i = 0; i < 2; ++i) {
@@ -174,20 +174,20 @@ class EmulatedSwitchTest : public ::testing::Test {
   }
 
   // Starts a function process and attaches its first slice on `gpu`; returns it once ready.
-  std::pair<std::shared_ptr<EmulatedSwitch>, std::unique_ptr<FunctionChild>> Launch(
+  std::pair<std::shared_ptr<ChannelSwitch>, std::unique_ptr<FunctionChild>> Launch(
       int gpu, int uid = -1, std::string* ready = nullptr) {
     auto pair = fn::ControlChannel::CreatePair();
     EXPECT_TRUE(pair.ok());
     auto child = FunctionChild::Start(std::move(pair->second), uid);
     const std::string id = "instance-" + std::to_string(next_id_++);
     auto created = OnLoop([&] {
-      auto s = EmulatedSwitch::Create(context(), id, std::move(pair->first));
+      auto s = ChannelSwitch::Create(context(), id, std::move(pair->first));
       switches_.push_back(s);
       return s;
     });
     first_slices_.push_back(Slice(gpu));  // freed after the switches are closed
     DeviceBuffer& slice = *first_slices_.back();
-    const Status attached = Operate([&](EmulatedSwitch::Done done) {
+    const Status attached = Operate([&](ChannelSwitch::Done done) {
       created->Attach(slice, kSlice, &arbiters_[gpu], std::move(done));
     });
     EXPECT_TRUE(attached.ok()) << attached.ToString();
@@ -211,7 +211,7 @@ class EmulatedSwitchTest : public ::testing::Test {
   boost::asio::thread_pool copies_{1};
   ComputeArbiter arbiters_[2];
   std::vector<std::unique_ptr<DeviceBuffer>> first_slices_;
-  std::vector<std::shared_ptr<EmulatedSwitch>> switches_;
+  std::vector<std::shared_ptr<ChannelSwitch>> switches_;
   std::thread loop_thread_;
   int next_id_ = 0;
 
@@ -225,7 +225,7 @@ std::vector<std::string> Words(const std::string& line) {
   return words;
 }
 
-TEST_F(EmulatedSwitchTest, RoundTripsOntoAnotherGpuKeepAddressesAndOutputs) {
+TEST_F(ChannelSwitchTest, RoundTripsOntoAnotherGpuKeepAddressesAndOutputs) {
   auto [instance, child] = Launch(0);
   const std::vector<std::string> before = Words(child->Ask("sum"));
   ASSERT_EQ(before.size(), 3u);
@@ -269,7 +269,7 @@ TEST_F(EmulatedSwitchTest, RoundTripsOntoAnotherGpuKeepAddressesAndOutputs) {
   EXPECT_EQ(instance->last_checkpoint().bytes, 4u << 20);
 }
 
-TEST_F(EmulatedSwitchTest, RoundTripsUnderConcurrentRequests) {
+TEST_F(ChannelSwitchTest, RoundTripsUnderConcurrentRequests) {
   auto [instance, child] = Launch(0);
   const std::string expected = child->Ask("sum");
   // Requests keep coming while the node switches the instance back and forth: every answer is
@@ -293,7 +293,7 @@ TEST_F(EmulatedSwitchTest, RoundTripsUnderConcurrentRequests) {
   ASSERT_TRUE(out.ok()) << out.ToString();
 }
 
-TEST_F(EmulatedSwitchTest, AQuotaOverrunFailsOnlyThatRequest) {
+TEST_F(ChannelSwitchTest, AQuotaOverrunFailsOnlyThatRequest) {
   auto [instance, child] = Launch(0);
   auto [other, other_child] = Launch(0);
   const std::string before = child->Ask("sum");
@@ -308,7 +308,7 @@ TEST_F(EmulatedSwitchTest, AQuotaOverrunFailsOnlyThatRequest) {
   EXPECT_EQ(OnLoop([&] { return instance->quota_exceeded_count(); }), 1u);
 }
 
-TEST_F(EmulatedSwitchTest, InstancesOnOneGpuTakeTurnsAndNeverComputeAtOnce) {
+TEST_F(ChannelSwitchTest, InstancesOnOneGpuTakeTurnsAndNeverComputeAtOnce) {
   auto [a, a_child] = Launch(0);
   auto [b, b_child] = Launch(0);
   a_child->Send("spin 200 1000");
@@ -352,7 +352,7 @@ TEST_F(EmulatedSwitchTest, InstancesOnOneGpuTakeTurnsAndNeverComputeAtOnce) {
   EXPECT_TRUE(released) << "the GPU's compute was never handed back";
 }
 
-TEST_F(EmulatedSwitchTest, AFunctionCannotReachAnothersSegments) {
+TEST_F(ChannelSwitchTest, AFunctionCannotReachAnothersSegments) {
   // Distinct uids where the test runs as root; otherwise both run as the test's own uid, the
   // same-uid fallback, where only non-dumpability protects them.
   const bool root = ::geteuid() == 0;
@@ -377,7 +377,7 @@ TEST_F(EmulatedSwitchTest, AFunctionCannotReachAnothersSegments) {
   }
 }
 
-TEST_F(EmulatedSwitchTest, AFunctionKilledDuringACheckpointLetsItsMemoryGo) {
+TEST_F(ChannelSwitchTest, AFunctionKilledDuringACheckpointLetsItsMemoryGo) {
   auto [instance, child] = Launch(0);
   child->Send("hang");
   ASSERT_EQ(child->ReadLine(), "hanging");  // a kernel that never ends holds the GPU
@@ -401,7 +401,7 @@ TEST_F(EmulatedSwitchTest, AFunctionKilledDuringACheckpointLetsItsMemoryGo) {
   EXPECT_EQ(again.code(), StatusCode::kUnavailable);
 }
 
-TEST_F(EmulatedSwitchTest, AFunctionKilledWhileCheckpointedFailsItsRestore) {
+TEST_F(ChannelSwitchTest, AFunctionKilledWhileCheckpointedFailsItsRestore) {
   auto [instance, child] = Launch(0);
   const Status out = Operate([&](auto done) { instance->Checkpoint(false, std::move(done)); });
   ASSERT_TRUE(out.ok());
