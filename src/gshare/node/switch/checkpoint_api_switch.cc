@@ -93,16 +93,27 @@ Result<GpuUuidBytes> CheckpointApiSwitch::CheckBuffer(const DeviceBuffer& buffer
   return uuid->bytes;
 }
 
-void CheckpointApiSwitch::Attach(DeviceBuffer& buffer, std::uint64_t quota_bytes,
-                                 ComputeArbiter* /*gpu*/, Done done) {
-  Status refused = CheckState(SwitchState::kStarting, "attach");
+std::optional<GpuUuidBytes> CheckpointApiSwitch::BeginWithSlice(SwitchState expected,
+                                                                std::string_view operation,
+                                                                DeviceBuffer& buffer,
+                                                                std::uint64_t quota_bytes,
+                                                                Done& done) {
+  Status refused = CheckState(expected, operation);
   Result<GpuUuidBytes> uuid = GpuUuidBytes{};
   if (refused.ok()) uuid = CheckBuffer(buffer, quota_bytes);
   if (refused.ok() && !uuid.ok()) refused = uuid.status();
-  if (!Begin(refused, done)) return;
+  if (!Begin(refused, done)) return std::nullopt;
   buffer_ = &buffer;
   quota_bytes_ = quota_bytes;
-  gpu_ = *uuid;
+  return *uuid;
+}
+
+void CheckpointApiSwitch::Attach(DeviceBuffer& buffer, std::uint64_t quota_bytes,
+                                 ComputeArbiter* /*gpu*/, Done done) {
+  const std::optional<GpuUuidBytes> gpu =
+      BeginWithSlice(SwitchState::kStarting, "attach", buffer, quota_bytes, done);
+  if (!gpu) return;
+  gpu_ = *gpu;
   // The process made its own context on this GPU: nothing to move. Completes on the loop, as a
   // driver call would.
   call_in_flight_ = true;
@@ -196,14 +207,10 @@ void CheckpointApiSwitch::Recover(Status error) {
 
 void CheckpointApiSwitch::Restore(DeviceBuffer& buffer, std::uint64_t quota_bytes,
                                   ComputeArbiter* /*gpu*/, Done done) {
-  Status refused = CheckState(SwitchState::kCheckpointed, "restore");
-  Result<GpuUuidBytes> uuid = GpuUuidBytes{};
-  if (refused.ok()) uuid = CheckBuffer(buffer, quota_bytes);
-  if (refused.ok() && !uuid.ok()) refused = uuid.status();
-  if (!Begin(refused, done)) return;
-  buffer_ = &buffer;
-  quota_bytes_ = quota_bytes;
-  target_ = *uuid;
+  const std::optional<GpuUuidBytes> target =
+      BeginWithSlice(SwitchState::kCheckpointed, "restore", buffer, quota_bytes, done);
+  if (!target) return;
+  target_ = *target;
   state_ = SwitchState::kRestoring;
   std::vector<GpuPair> pairs;
   if (target_ != gpu_) pairs.push_back(GpuPair{.from = gpu_, .to = target_});

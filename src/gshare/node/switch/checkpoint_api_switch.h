@@ -45,6 +45,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -129,6 +130,12 @@ class CheckpointApiSwitch final : public SwitchDriver,
   bool Begin(const Status& refused, Done& done);
   // The UUID of the slice's GPU, when the buffer and quota fit.
   Result<GpuUuidBytes> CheckBuffer(const DeviceBuffer& buffer, std::uint64_t quota_bytes) const;
+  // Attach's and Restore's start: in `expected`, with a buffer and quota that fit, it begins the
+  // operation (Begin), takes the buffer and quota on and returns the slice's GPU; otherwise it
+  // posts why to `done` and returns nullopt.
+  std::optional<GpuUuidBytes> BeginWithSlice(SwitchState expected, std::string_view operation,
+                                             DeviceBuffer& buffer, std::uint64_t quota_bytes,
+                                             Done& done);
   void OnLocked(Status locked);
   void OnCheckpointed(Status checkpointed);
   void OnRestored(Status restored);
