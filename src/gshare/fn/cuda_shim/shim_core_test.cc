@@ -9,24 +9,19 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <boost/asio/executor_work_guard.hpp>
-#include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
-#include <boost/asio/thread_pool.hpp>
 #include <chrono>
 #include <cstring>
 #include <future>
-#include <optional>
 #include <random>
 #include <string>
 #include <vector>
 
-#include "gshare/common/clock.h"
 #include "gshare/device/emulated/emulated_device.h"
-#include "gshare/device/emulated/emulated_host_memory.h"
 #include "gshare/fn/cuda_shim/testing/memfd_backend.h"
 #include "gshare/fn/testing/fake_node.h"
 #include "gshare/node/switch/channel_switch.h"
+#include "gshare/node/switch/testing/switch_test_node.h"
 
 namespace gshare::fn::cuda_shim {
 namespace {
@@ -94,41 +89,16 @@ std::future<Result<std::unique_ptr<ShimCore>>> ConnectInBackground(
 
 class ShimCoreSwitchTest : public ::testing::Test {
  protected:
-  // Runs `f` on the event loop and returns its result.
   template <typename F>
   auto OnLoop(F f) {
-    std::promise<decltype(f())> promise;
-    boost::asio::post(loop_, [&] { promise.set_value(f()); });
-    return promise.get_future().get();
+    return node_.OnLoop(std::move(f));
+  }
+  template <typename Begin>
+  Status Operate(Begin begin) {
+    return node_.Operate(std::move(begin));
   }
 
-  // Runs an operation that completes through a Done callback, and waits for it.
-  template <typename Start>
-  Status Operate(Start start) {
-    std::promise<Status> promise;
-    boost::asio::post(loop_, [&] { start([&](Status status) { promise.set_value(status); }); });
-    return promise.get_future().get();
-  }
-
-  void SetUp() override {
-    for (int i = 0; i < 2; ++i) {
-      auto device = EmulatedDevice::Create(i, {.name = "",
-                                               .memory_bytes = 256ULL << 20,
-                                               .link_bytes_per_second = 0,
-                                               .prepared_bytes = 0});
-      ASSERT_TRUE(device.ok());
-      devices_.push_back(std::move(device).value());
-      device_pointers_.push_back(devices_.back().get());
-    }
-    auto store =
-        SnapshotStore::Create(host_memory_, {.pool_bytes = 64ULL << 20, .chunk_bytes = 1ULL << 20});
-    ASSERT_TRUE(store.ok());
-    store_ = std::move(store).value();
-    auto engine = RestoreEngine::Create(device_pointers_, {.streams_per_device = 2}, clock_);
-    ASSERT_TRUE(engine.ok());
-    engine_ = std::move(engine).value();
-    loop_thread_ = std::thread([this] { loop_.run(); });
-  }
+  void SetUp() override { node_.Start(); }
 
   void TearDown() override {
     OnLoop([&] {
@@ -138,13 +108,11 @@ class ShimCoreSwitchTest : public ::testing::Test {
     core_.reset();
     switch_.reset();
     slices_.clear();
-    work_.reset();
-    loop_thread_.join();
-    copies_.join();
+    node_.Stop();
   }
 
   DeviceBuffer& NewSlice(int gpu) {
-    auto buffer = devices_[gpu]->Allocate(kSlice);
+    auto buffer = node_.device(gpu).Allocate(kSlice);
     EXPECT_TRUE(buffer.ok());
     slices_.push_back(std::move(buffer).value());
     return *slices_.back();
@@ -154,10 +122,8 @@ class ShimCoreSwitchTest : public ::testing::Test {
   void Launch(int gpu, std::uint64_t quota) {
     auto pair = fn::ControlChannel::CreatePair();
     ASSERT_TRUE(pair.ok());
-    switch_ = OnLoop([&] {
-      return ChannelSwitch::Create({loop_, copies_, *engine_, *store_}, "shimmed",
-                                   std::move(pair->first));
-    });
+    switch_ = OnLoop(
+        [&] { return ChannelSwitch::Create(node_.context(), "shimmed", std::move(pair->first)); });
     auto backend = std::make_unique<MemfdBackend>();
     backend_ = backend.get();
     auto connecting =
@@ -179,17 +145,7 @@ class ShimCoreSwitchTest : public ::testing::Test {
     return Operate([&](auto done) { switch_->Restore(slice, quota, nullptr, std::move(done)); });
   }
 
-  SteadyClock clock_;
-  EmulatedHostMemory host_memory_;
-  std::vector<std::unique_ptr<EmulatedDevice>> devices_;
-  std::vector<Device*> device_pointers_;
-  std::unique_ptr<SnapshotStore> store_;
-  std::unique_ptr<RestoreEngine> engine_;
-  boost::asio::io_context loop_;
-  std::optional<boost::asio::executor_work_guard<boost::asio::io_context::executor_type>> work_{
-      loop_.get_executor()};
-  boost::asio::thread_pool copies_{1};
-  std::thread loop_thread_;
+  ::gshare::switch_testing::SwitchTestNode node_;      // declared first: destroyed after the switch
   std::vector<std::unique_ptr<DeviceBuffer>> slices_;  // freed after the switch is closed
   std::shared_ptr<ChannelSwitch> switch_;
   CoreWatcher watcher_;
@@ -235,7 +191,7 @@ TEST_F(ShimCoreSwitchTest, RestoreOntoAnotherGpuKeepsTheBytesAtTheSameAddresses)
   // The image is everything up to the end of the highest allocation, the hole included.
   EXPECT_EQ(switch_->last_checkpoint().bytes, *cache + (3 << 20) - core_->base());
   slices_.clear();
-  EXPECT_EQ(devices_[0]->allocated_bytes(), 0u);
+  EXPECT_EQ(node_.device(0).allocated_bytes(), 0u);
 
   Status in = Restore(1, kSlice);
   ASSERT_TRUE(in.ok()) << in.ToString();

@@ -13,19 +13,15 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/post.hpp>
 #include <cstdio>
 #include <future>
-#include <optional>
 #include <sstream>
 #include <string>
-#include <thread>
 #include <vector>
 
-#include "gshare/common/clock.h"
 #include "gshare/device/emulated/emulated_device.h"
-#include "gshare/device/emulated/emulated_host_memory.h"
+#include "gshare/node/switch/testing/switch_test_node.h"
 
 namespace gshare {
 namespace {
@@ -117,58 +113,29 @@ class FunctionChild {
 
 class ChannelSwitchTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    for (int i = 0; i < 2; ++i) {
-      auto device = EmulatedDevice::Create(i, {.name = "",
-                                               .memory_bytes = 256ULL << 20,
-                                               .link_bytes_per_second = 0,
-                                               .prepared_bytes = 0});
-      ASSERT_TRUE(device.ok());
-      devices_.push_back(std::move(device).value());
-      device_pointers_.push_back(devices_.back().get());
-    }
-    auto store =
-        SnapshotStore::Create(host_memory_, {.pool_bytes = 64ULL << 20, .chunk_bytes = 1ULL << 20});
-    ASSERT_TRUE(store.ok());
-    store_ = std::move(store).value();
-    auto engine = RestoreEngine::Create(device_pointers_, {.streams_per_device = 2}, clock_);
-    ASSERT_TRUE(engine.ok());
-    engine_ = std::move(engine).value();
-    loop_thread_ = std::thread([this] { loop_.run(); });
-  }
+  void SetUp() override { node_.Start(); }
 
   void TearDown() override {
-    std::promise<void> closed;
-    boost::asio::post(loop_, [&] {
+    node_.OnLoop([&] {
       for (auto& s : switches_) s->Close();
       switches_.clear();
-      closed.set_value();
+      return 0;
     });
-    closed.get_future().get();
     first_slices_.clear();
-    work_.reset();
-    loop_thread_.join();
-    copies_.join();
+    node_.Stop();
   }
 
-  // Runs `f` on the event loop and returns its result.
   template <typename F>
   auto OnLoop(F f) {
-    std::promise<decltype(f())> promise;
-    boost::asio::post(loop_, [&] { promise.set_value(f()); });
-    return promise.get_future().get();
+    return node_.OnLoop(std::move(f));
   }
-
-  // Runs an operation that completes through a Done callback, and waits for it.
-  template <typename Start>
-  Status Operate(Start start) {
-    std::promise<Status> promise;
-    boost::asio::post(loop_, [&] { start([&](Status status) { promise.set_value(status); }); });
-    return promise.get_future().get();
+  template <typename Begin>
+  Status Operate(Begin begin) {
+    return node_.Operate(std::move(begin));
   }
 
   std::unique_ptr<DeviceBuffer> Slice(int gpu) {
-    auto buffer = devices_[gpu]->Allocate(kSlice);
+    auto buffer = node_.device(gpu).Allocate(kSlice);
     EXPECT_TRUE(buffer.ok());
     return std::move(buffer).value();
   }
@@ -197,25 +164,15 @@ class ChannelSwitchTest : public ::testing::Test {
     return {created, std::move(child)};
   }
 
-  std::uint64_t Allocated(int gpu) const { return devices_[gpu]->allocated_bytes(); }
+  std::uint64_t Allocated(int gpu) { return node_.device(gpu).allocated_bytes(); }
 
-  SteadyClock clock_;
-  EmulatedHostMemory host_memory_;
-  std::vector<std::unique_ptr<EmulatedDevice>> devices_;
-  std::vector<Device*> device_pointers_;
-  std::unique_ptr<SnapshotStore> store_;
-  std::unique_ptr<RestoreEngine> engine_;
-  boost::asio::io_context loop_;
-  std::optional<boost::asio::executor_work_guard<boost::asio::io_context::executor_type>> work_{
-      loop_.get_executor()};
-  boost::asio::thread_pool copies_{1};
+  ::gshare::switch_testing::SwitchTestNode node_;  // declared first: destroyed after the switches
   ComputeArbiter arbiters_[2];
   std::vector<std::unique_ptr<DeviceBuffer>> first_slices_;
   std::vector<std::shared_ptr<ChannelSwitch>> switches_;
-  std::thread loop_thread_;
   int next_id_ = 0;
 
-  SwitchContext context() { return {loop_, copies_, *engine_, *store_}; }
+  SwitchContext context() { return node_.context(); }
 };
 
 std::vector<std::string> Words(const std::string& line) {
@@ -382,7 +339,7 @@ TEST_F(ChannelSwitchTest, AFunctionKilledDuringACheckpointLetsItsMemoryGo) {
   child->Send("hang");
   ASSERT_EQ(child->ReadLine(), "hanging");  // a kernel that never ends holds the GPU
   std::promise<Status> promise;
-  boost::asio::post(loop_, [&] {
+  boost::asio::post(node_.loop(), [&] {
     instance->Checkpoint(false, [&](Status status) { promise.set_value(status); });
   });
   // The lock waits for the kernel; the process dies instead.
