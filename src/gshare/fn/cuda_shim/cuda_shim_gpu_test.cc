@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "gshare/common/testing/beside_self.h"
+#include "gshare/common/testing/line_child.h"
 #include "gshare/fn/control_channel.h"
 
 extern char** environ;
@@ -127,80 +128,26 @@ class NodeSlice {
   bool ok_ = false;
 };
 
-// The CUDA program, started with the shim preloaded and the control channel as its fd 3.
-class ShimmedProgram {
- public:
-  ShimmedProgram(const char* program, UniqueFd control) {
-    int to_child[2], from_child[2];
-    if (::pipe2(to_child, O_CLOEXEC) != 0 || ::pipe2(from_child, O_CLOEXEC) != 0) return;
-    std::vector<std::string> env_text;
-    for (char** entry = environ; *entry != nullptr; ++entry) {
-      const std::string_view text(*entry);
-      if (text.starts_with("LD_PRELOAD=") || text.starts_with("GSHARE_")) continue;
-      env_text.emplace_back(text);
-    }
-    env_text.push_back("LD_PRELOAD=" + gshare::testing::BesideSelf(CUDA_SHIM_LIBRARY));
-    env_text.push_back(std::string(kControlFdEnv) + "=" + std::to_string(kChildControlFd));
-    env_text.push_back(std::string(kDeviceBaseEnv) + "=" +
-                       fmt::format("{:#x}", kDefaultDeviceBase));
-    env_text.push_back(std::string(kDeviceReserveEnv) + "=" + std::to_string(kReserve));
-    env_text.push_back("GSHARE_SHIM_VERBOSE=1");
-    std::vector<char*> envp;
-    for (auto& entry : env_text) envp.push_back(entry.data());
-    envp.push_back(nullptr);
-    std::string path = program;
-    char* argv[] = {path.data(), nullptr};
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      ::dup2(to_child[0], 0);
-      ::dup2(from_child[1], 1);
-      ::dup2(control.get(), kChildControlFd);  // dup2 clears close-on-exec
-      ::execve(argv[0], argv, envp.data());
-      ::_exit(127);
-    }
-    ::close(to_child[0]);
-    ::close(from_child[1]);
-    in_ = ::fdopen(to_child[1], "w");
-    out_ = ::fdopen(from_child[0], "r");
+// The CUDA program, started with the shim preloaded and the control channel as its fd 3: this
+// process's environment without its own LD_PRELOAD and GSHARE_ variables, plus the node's.
+std::unique_ptr<gshare::testing::LineChild> StartShimmed(const std::string& program,
+                                                         const UniqueFd& control) {
+  std::vector<std::string> env;
+  for (char** entry = environ; *entry != nullptr; ++entry) {
+    const std::string_view text(*entry);
+    if (text.starts_with("LD_PRELOAD=") || text.starts_with("GSHARE_")) continue;
+    env.emplace_back(text);
   }
-  ~ShimmedProgram() {
-    if (pid_ > 0) {
-      ::kill(pid_, SIGKILL);
-      ::waitpid(pid_, nullptr, 0);
-    }
-    if (in_ != nullptr) std::fclose(in_);
-    if (out_ != nullptr) std::fclose(out_);
-  }
-  ShimmedProgram(const ShimmedProgram&) = delete;
-  ShimmedProgram& operator=(const ShimmedProgram&) = delete;
-
-  void Send(const std::string& line) {
-    std::fprintf(in_, "%s\n", line.c_str());
-    std::fflush(in_);
-  }
-  std::string ReadLine() {
-    std::string line;
-    for (int c; (c = std::fgetc(out_)) != EOF && c != '\n';) line.push_back(static_cast<char>(c));
-    return line;
-  }
-  std::string Ask(const std::string& line) {
-    Send(line);
-    return ReadLine();
-  }
-  // Says quit and returns the exit status.
-  int Quit() {
-    Send("quit");
-    int status = 0;
-    ::waitpid(pid_, &status, 0);
-    pid_ = -1;
-    return status;
-  }
-
- private:
-  pid_t pid_ = -1;
-  std::FILE* in_ = nullptr;
-  std::FILE* out_ = nullptr;
-};
+  env.push_back("LD_PRELOAD=" + gshare::testing::BesideSelf(CUDA_SHIM_LIBRARY));
+  env.push_back(std::string(kControlFdEnv) + "=" + std::to_string(kChildControlFd));
+  env.push_back(std::string(kDeviceBaseEnv) + "=" + fmt::format("{:#x}", kDefaultDeviceBase));
+  env.push_back(std::string(kDeviceReserveEnv) + "=" + std::to_string(kReserve));
+  env.push_back("GSHARE_SHIM_VERBOSE=1");
+  return gshare::testing::LineChild::Start({.argv = {program},
+                                            .env = std::move(env),
+                                            .pass_fd = control.get(),
+                                            .pass_as = kChildControlFd});
+}
 
 // "info FREE TOTAL".
 std::pair<std::uint64_t, std::uint64_t> FreeAndTotal(const std::string& reply) {
@@ -312,7 +259,10 @@ TEST_P(CudaShimGpuTest, SwitchesAnUnmodifiedProgramBetweenGpuMemoryAndHostMemory
   const std::string path = gshare::testing::BesideSelf(std::string_view(GetParam()) == "static"
                                                            ? CUDA_SHIM_TEST_PROGRAM_STATIC
                                                            : CUDA_SHIM_TEST_PROGRAM_SHARED);
-  ShimmedProgram program(path.c_str(), std::move(pair->second));
+  const auto child = StartShimmed(path, pair->second);
+  ASSERT_NE(child, nullptr);
+  pair->second.Reset();  // the child's now
+  gshare::testing::LineChild& program = *child;
 
   // The first allocation connects the shim: hello, then it waits for its slice.
   program.Send("alloc 1048576");

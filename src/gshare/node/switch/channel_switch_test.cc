@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "gshare/common/testing/line_child.h"
 #include "gshare/device/emulated/emulated_device.h"
 #include "gshare/node/switch/testing/switch_test_node.h"
 
@@ -31,85 +32,22 @@ constexpr std::uint64_t kSlice = 16ULL << 20;
 constexpr int kChildControlFd = 3;
 constexpr uid_t kNobody = 65534;
 
-// A function process with a pipe to its standard input and one from its standard output.
-class FunctionChild {
- public:
-  // Starts switch_test_function with `control` as its fd 3; as `uid` when it is not -1.
-  static std::unique_ptr<FunctionChild> Start(UniqueFd control, int uid,
-                                              std::vector<std::string> args = {}) {
-    int to_child[2], from_child[2];
-    if (::pipe2(to_child, O_CLOEXEC) != 0 || ::pipe2(from_child, O_CLOEXEC) != 0) return nullptr;
-    std::vector<std::string> argv_text = {SWITCH_TEST_FUNCTION};
-    argv_text.insert(argv_text.end(), args.begin(), args.end());
-    std::vector<char*> argv;
-    for (auto& arg : argv_text) argv.push_back(arg.data());
-    argv.push_back(nullptr);
-    std::vector<std::string> env_text = {
-        std::string(fn::kControlFdEnv) + "=" + std::to_string(kChildControlFd),
-        std::string(fn::kDeviceBaseEnv) + "=" + fmt::format("{:#x}", fn::kDefaultDeviceBase),
-        std::string(fn::kDeviceReserveEnv) + "=" + std::to_string(kReserve)};
-    std::vector<char*> envp;
-    for (auto& entry : env_text) envp.push_back(entry.data());
-    envp.push_back(nullptr);
+using FunctionChild = ::gshare::testing::LineChild;
 
-    const pid_t pid = ::fork();
-    if (pid == 0) {
-      ::dup2(to_child[0], 0);
-      ::dup2(from_child[1], 1);
-      ::dup2(control.get(), kChildControlFd);  // dup2 clears close-on-exec
-      if (uid >= 0) {
-        if (::setgroups(0, nullptr) != 0 || ::setgid(static_cast<gid_t>(uid)) != 0 ||
-            ::setuid(static_cast<uid_t>(uid)) != 0) {
-          ::_exit(121);
-        }
-      }
-      ::execve(argv[0], argv.data(), envp.data());
-      ::_exit(127);
-    }
-    ::close(to_child[0]);
-    ::close(from_child[1]);
-    auto child = std::unique_ptr<FunctionChild>(new FunctionChild);
-    child->pid_ = pid;
-    child->in_ = ::fdopen(to_child[1], "w");
-    child->out_ = ::fdopen(from_child[0], "r");
-    return child;
-  }
-
-  ~FunctionChild() {
-    if (pid_ > 0) {
-      ::kill(pid_, SIGKILL);
-      ::waitpid(pid_, nullptr, 0);
-    }
-    if (in_ != nullptr) std::fclose(in_);
-    if (out_ != nullptr) std::fclose(out_);
-  }
-
-  void Send(const std::string& line) {
-    std::fprintf(in_, "%s\n", line.c_str());
-    std::fflush(in_);
-  }
-  std::string ReadLine() {
-    std::string line;
-    for (int c; (c = std::fgetc(out_)) != EOF && c != '\n';) line.push_back(static_cast<char>(c));
-    return line;
-  }
-  std::string Ask(const std::string& line) {
-    Send(line);
-    return ReadLine();
-  }
-  void Kill() {
-    ::kill(pid_, SIGKILL);
-    ::waitpid(pid_, nullptr, 0);
-    pid_ = -1;
-  }
-  pid_t pid() const { return pid_; }
-
- private:
-  FunctionChild() = default;
-  pid_t pid_ = -1;
-  std::FILE* in_ = nullptr;
-  std::FILE* out_ = nullptr;
-};
+// Starts switch_test_function with `control` as its fd 3; as `uid` when it is not -1.
+std::unique_ptr<FunctionChild> StartFunction(const UniqueFd& control, int uid,
+                                             std::vector<std::string> args = {}) {
+  std::vector<std::string> argv = {SWITCH_TEST_FUNCTION};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return FunctionChild::Start(
+      {.argv = std::move(argv),
+       .env = {std::string(fn::kControlFdEnv) + "=" + std::to_string(kChildControlFd),
+               std::string(fn::kDeviceBaseEnv) + "=" + fmt::format("{:#x}", fn::kDefaultDeviceBase),
+               std::string(fn::kDeviceReserveEnv) + "=" + std::to_string(kReserve)},
+       .pass_fd = control.get(),
+       .pass_as = kChildControlFd,
+       .uid = uid});
+}
 
 class ChannelSwitchTest : public ::testing::Test {
  protected:
@@ -145,7 +83,8 @@ class ChannelSwitchTest : public ::testing::Test {
       int gpu, int uid = -1, std::string* ready = nullptr) {
     auto pair = fn::ControlChannel::CreatePair();
     EXPECT_TRUE(pair.ok());
-    auto child = FunctionChild::Start(std::move(pair->second), uid);
+    auto child = StartFunction(pair->second, uid);
+    pair->second.Reset();  // the child's alone: its end closes when it dies
     const std::string id = "instance-" + std::to_string(next_id_++);
     auto created = OnLoop([&] {
       auto s = ChannelSwitch::Create(context(), id, std::move(pair->first));
@@ -320,7 +259,7 @@ TEST_F(ChannelSwitchTest, AFunctionCannotReachAnothersSegments) {
   auto probe = Slice(0);
   const int segment_fd = dynamic_cast<EmulatedBuffer&>(*probe).fd();
   for (const auto& [uid_a, uid_b] : uids) {
-    SCOPED_TRACE(testing::Message() << "uids " << uid_a << " and " << uid_b);
+    SCOPED_TRACE(::testing::Message() << "uids " << uid_a << " and " << uid_b);
     auto [a, a_child] = Launch(0, uid_a);
     auto [b, b_child] = Launch(1, uid_b);
     // b's control channel is its fd 3, and b maps its own segment: neither is reachable.
