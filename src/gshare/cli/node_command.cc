@@ -59,7 +59,6 @@ int RunNodeInfo(const NodeInfoFlags& flags) {
     return 1;
   }
   const GpuInventory& node = **inventory;
-  const std::string checkpoint_api = ProbeProcessCheckpointApi();
   // The driver's figure now; nullopt when it could not be read (the table shows "-").
   std::vector<std::optional<DeviceMemoryInfo>> memory;
   for (Device* device : node.devices()) {
@@ -71,6 +70,10 @@ int RunNodeInfo(const NodeInfoFlags& flags) {
       memory.emplace_back(*queried);
     }
   }
+  // After every other driver call: a query the driver does not answer is waited for a bounded
+  // time and left behind (ProbeProcessCheckpointApi).
+  const std::string checkpoint_api = ProbeProcessCheckpointApi();
+
   const DeviceInfo* first = node.gpus().empty() ? nullptr : &node.gpus().front().info;
   // The GPUs' own figures where they are CUDA GPUs; otherwise what this binary's runtime and the
   // driver (if any) say.

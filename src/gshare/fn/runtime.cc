@@ -5,7 +5,6 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <cstring>
 #include <string_view>
 
 #include "gshare/fn/control_session.h"

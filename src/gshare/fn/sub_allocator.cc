@@ -34,10 +34,12 @@ std::optional<std::uint64_t> SubAllocator::Free(std::uint64_t offset) {
   const std::uint64_t freed = live->second;
   live_.erase(live);
   in_use_bytes_ -= freed;
-  if (offset < retired_end_) return freed;  // retired memory is not reused
-  std::uint64_t start = offset;
-  std::uint64_t size = freed;
-  auto next = free_.lower_bound(offset);
+  // Retired memory is not reused; the part of a range above the retired end is.
+  const std::uint64_t end = offset + freed;
+  if (end <= retired_end_) return freed;
+  std::uint64_t start = std::max(offset, retired_end_);
+  std::uint64_t size = end - start;
+  auto next = free_.lower_bound(start);
   if (next != free_.end() && start + size == next->first) {
     size += next->second;
     next = free_.erase(next);

@@ -72,8 +72,6 @@ TEST(SubAllocatorTest, FreeOfNoAllocationChangesNothing) {
   EXPECT_FALSE(allocator.Free(offset).has_value());  // twice
 }
 
-// Random allocations and frees against a plain model: no overlap, every free byte accounted for,
-// first fit, and the high-water mark the end of the highest live allocation.
 TEST(SubAllocatorTest, RetiredMemoryIsNeverHandedOutAgain) {
   SubAllocator allocator(kCapacity, kAlign);
   const auto weights = allocator.Allocate(3 * kAlign, kCapacity);
@@ -102,6 +100,20 @@ TEST(SubAllocatorTest, RetiredMemoryIsNeverHandedOutAgain) {
   EXPECT_EQ(allocator.Allocate(1, kCapacity), std::nullopt);
 }
 
+TEST(SubAllocatorTest, AnAllocationAcrossTheRetiredEndGivesBackWhatLiesAboveIt) {
+  SubAllocator allocator(kCapacity, kAlign);
+  ASSERT_EQ(allocator.Allocate(4 * kAlign, kCapacity), 0u);
+  allocator.Retire(2 * kAlign);
+  EXPECT_EQ(allocator.high_water_bytes(), 4 * kAlign);
+  EXPECT_EQ(allocator.Free(0), 4 * kAlign);
+  EXPECT_EQ(allocator.high_water_bytes(), 2 * kAlign);
+  EXPECT_EQ(allocator.free_ranges(),
+            (std::map<std::uint64_t, std::uint64_t>{{2 * kAlign, kCapacity - 2 * kAlign}}));
+  EXPECT_EQ(allocator.Allocate(1, kCapacity), 2 * kAlign);
+}
+
+// Random allocations and frees against a plain model: no overlap, every free byte accounted for,
+// first fit, and the high-water mark the end of the highest live allocation.
 TEST(SubAllocatorTest, RandomStepsKeepTheInvariants) {
   SubAllocator allocator(kCapacity, kAlign);
   std::map<std::uint64_t, std::uint64_t> live;  // offset -> size

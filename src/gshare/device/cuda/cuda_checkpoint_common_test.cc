@@ -24,7 +24,10 @@ TEST(ProcessCheckpointApiTest, OpensOrSaysWhyNotAndTheProbeAgrees) {
     EXPECT_EQ(probe, "unsupported: " + api.status().message());
     return;
   }
-  EXPECT_TRUE(probe.starts_with("supported (") || probe.starts_with("unsupported: ")) << probe;
+  // "unknown: " where the driver did not answer about this process within the probe's bound.
+  EXPECT_TRUE(probe.starts_with("supported (") || probe.starts_with("unsupported: ") ||
+              probe.starts_with("unknown: "))
+      << probe;
 }
 
 }  // namespace

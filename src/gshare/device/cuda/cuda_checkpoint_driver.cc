@@ -218,8 +218,11 @@ std::string ProbeDriverProcessCheckpointApi() {
   std::shared_ptr<DriverProcessCheckpointApi> api = std::move(opened).value();
   auto answer = std::make_shared<std::promise<Status>>();
   std::future<Status> answered = answer->get_future();
-  std::thread([api, answer, pid = static_cast<int>(::getpid())] {
+  std::thread([api, answer, pid = static_cast<int>(::getpid())]() mutable {
     auto own = api->GetState(pid);
+    // Let go of the API before answering: the caller's copy is then the last, released on its
+    // thread, never on this one while the process exits.
+    api.reset();
     answer->set_value(own.ok() ? Status::Ok() : own.status());
   }).detach();
   if (answered.wait_for(kProbeTimeout) != std::future_status::ready) {

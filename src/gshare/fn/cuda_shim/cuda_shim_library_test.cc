@@ -185,8 +185,8 @@ TEST(CudaShimLibraryTest, ActiveHandsOutItsHooksAndFailsAllocationsItCannotServe
   ASSERT_TRUE(channel.ok());
   const std::string output = Probe(channel.Environment());
   const auto keys = Keys(output);
-  // Inherited by the probe, and close-on-exec once the shim is loaded, before its main.
-  EXPECT_EQ(keys.at("control_fd_cloexec"), "yes") << output;
+  // Inherited by the probe, and left as it came until the shim connects.
+  EXPECT_EQ(keys.at("control_fd_cloexec"), "no") << output;
   EXPECT_EQ(keys.at("rtld_next_finds_shim"), "yes") << output;
   if (keys.at("driver_opened") == "yes") {
     EXPECT_EQ(keys.at("cuMemAlloc_v2"), "shim") << output;
@@ -200,6 +200,21 @@ TEST(CudaShimLibraryTest, ActiveHandsOutItsHooksAndFailsAllocationsItCannotServe
   const auto first = output.find(refused);
   EXPECT_NE(first, std::string::npos) << output;
   EXPECT_EQ(output.find(refused, first + 1), std::string::npos) << output;
+}
+
+// A launcher that execs the function (an env shebang, a shell's exec) runs with the shim preloaded
+// too: loading it there must not keep the channel from the function.
+TEST(CudaShimLibraryTest, AnExecWrapperPassesTheChannelOn) {
+  const ClosedChannel channel;
+  ASSERT_TRUE(channel.ok());
+  const std::string output =
+      RunCommand("env -u GSHARE_CONTROL_FD -u GSHARE_SHIM_VERBOSE " + channel.Environment() +
+                 " LD_PRELOAD=" CUDA_SHIM_LIBRARY " /bin/sh -c 'exec " CUDA_SHIM_PROBE
+                 " " CUDA_SHIM_LIBRARY " " CUDA_DRIVER_LIBRARY "' 2>&1");
+  const auto keys = Keys(output);
+  EXPECT_EQ(keys.at("control_fd_cloexec"), "no") << output;
+  EXPECT_EQ(keys.at("cudaMalloc_result"), "2") << output;  // active: the slice, which fails here
+  EXPECT_EQ(output.find("passive"), std::string::npos) << output;
 }
 
 TEST(CudaShimLibraryTest, RefusesPyTorchsExpandableSegmentsClearly) {

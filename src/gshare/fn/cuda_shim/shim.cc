@@ -1,7 +1,6 @@
 #include "gshare/fn/cuda_shim/shim.h"
 
 #include <dlfcn.h>
-#include <fcntl.h>
 #include <sys/socket.h>
 
 #include <atomic>
@@ -33,13 +32,6 @@ int ControlChannelFd() {
     return -1;
   }
   return fd;
-}
-
-// At load, before the program's main: the channel the node passed is this program's alone. Marked
-// close-on-exec now, not at the connection, so that a program it starts before its first CUDA
-// allocation (a shell, a helper) does not inherit it either. Nothing else happens at load.
-__attribute__((constructor)) void KeepTheChannelFromChildren() {
-  if (const int fd = ControlChannelFd(); fd >= 0) ::fcntl(fd, F_SETFD, FD_CLOEXEC);
 }
 
 struct Connection {

@@ -1,16 +1,17 @@
 // The CUDA allocator shim's process-wide state, shared by its hooks (driver_hooks.cc,
 // runtime_hooks.cc, dlsym_hook.cc).
 //
-// When the library is loaded it only marks the control channel close-on-exec (a program the
-// function starts never inherits it). On the first hooked call the shim decides its mode
+// Nothing happens when the library is loaded (so a launcher that execs the function, an env
+// shebang or a shell's exec, passes the channel on to it). On the first hooked call the shim
+// decides its mode
 // from the environment: with GSHARE_CONTROL_FD naming a control channel it is active and serves
 // the instance's slice; without the variable it is passive: every hook forwards to the real
 // function, and with GSHARE_SHIM_VERBOSE set it says so once on standard error. A variable with
 // no channel behind it (what a program the function starts inherits: the shim marks the channel
-// close-on-exec) is passive too, said once. The slice is connected on the first call that needs
-// it (an allocation, a memory query): the driver is loaded, initialized, device 0's primary
-// context retained, the address range reserved (GSHARE_DEVICE_BASE, GSHARE_DEVICE_RESERVE), hello
-// said, and the node's first map awaited. A connection that fails before the node is reached
+// close-on-exec when it connects) is passive too, said once. The slice is connected on the first
+// call that needs it (an allocation, a memory query): the driver is loaded, initialized, device 0's
+// primary context retained, the address range reserved (GSHARE_DEVICE_BASE, GSHARE_DEVICE_RESERVE),
+// hello said, and the node's first map awaited. A connection that fails before the node is reached
 // closes the channel (the node hears of it), is said once on standard error, and every allocation
 // fails from then on. Once connected, a node that closes the channel ends the process
 // (_exit(70), as the function library does: a function without its node has nothing to do), and

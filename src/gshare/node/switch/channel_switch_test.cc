@@ -3,13 +3,9 @@
 // the snapshot store; it starts each function process itself and ends it by its pid.
 #include "gshare/node/switch/channel_switch.h"
 
-#include <fcntl.h>
 #include <fmt/format.h>
-#include <grp.h>
 #include <gtest/gtest.h>
-#include <signal.h>
 #include <sys/prctl.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>

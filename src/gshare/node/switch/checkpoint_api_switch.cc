@@ -70,7 +70,6 @@ bool CheckpointApiSwitch::Begin(const Status& refused, Done& done) {
   }
   pending_ = std::move(done);
   timings_ = CheckpointApiTimings{};
-  began_ = context_.clock.Now();
   return true;
 }
 
@@ -177,7 +176,8 @@ void CheckpointApiSwitch::OnCheckpointed(Status checkpointed) {
   if (!checkpointed.ok()) return Recover(checkpointed.WithContext(Context("checkpoint")));
   state_ = SwitchState::kCheckpointed;
   buffer_ = nullptr;  // the driver holds the memory now, in the process's host memory
-  last_checkpoint_ = TransferReport{.elapsed = context_.clock.Now() - began_};
+  // The driver's calls that moved the memory (the bytes are the driver's and not counted).
+  last_checkpoint_ = TransferReport{.elapsed = timings_.lock + timings_.checkpoint};
   Complete(Status::Ok());
 }
 
@@ -237,7 +237,7 @@ void CheckpointApiSwitch::OnRestoreUnlocked(Status unlocked) {
   }
   gpu_ = target_;
   state_ = SwitchState::kResident;
-  last_restore_ = TransferReport{.elapsed = context_.clock.Now() - began_};
+  last_restore_ = TransferReport{.elapsed = timings_.restore + timings_.unlock};
   Complete(Status::Ok());
 }
 

@@ -105,6 +105,8 @@ class CheckpointApiSwitch final : public SwitchDriver,
 
   SwitchState state() const override { return state_; }
   std::int64_t pid() const override { return pid_; }
+  // Their `elapsed` is the driver's calls' (lock and checkpoint; restore and unlock), without the
+  // waits for a worker thread; `bytes` is 0: the driver does not say what it moved.
   const TransferReport& last_checkpoint() const override { return last_checkpoint_; }
   const TransferReport& last_restore() const override { return last_restore_; }
   std::uint64_t quota_exceeded_count() const override { return 0; }
@@ -162,7 +164,6 @@ class CheckpointApiSwitch final : public SwitchDriver,
   std::uint64_t quota_bytes_ = 0;
   GpuUuidBytes gpu_{};     // the GPU the process is on, or was on when checkpointed
   GpuUuidBytes target_{};  // a restore's GPU
-  TimePoint began_{};      // the pending operation's start
   Done pending_;
   Status failure_;
   TransferReport last_checkpoint_;

@@ -69,9 +69,11 @@ class SwitchTestNode {
     copies_.join();
   }
 
-  // Runs `f` on the event loop and returns its result.
+  // Runs `f` on the event loop and returns its result; on this thread when the loop does not run
+  // (Start failed or Stop was called), so that a test's TearDown never waits for it.
   template <typename F>
   auto OnLoop(F f) {
+    if (!loop_thread_.joinable()) return f();
     std::promise<decltype(f())> promise;
     boost::asio::post(loop_, [&] { promise.set_value(f()); });
     return promise.get_future().get();
@@ -80,6 +82,7 @@ class SwitchTestNode {
   // Runs an operation that completes through a Done callback, and waits for it.
   template <typename Begin>
   Status Operate(Begin begin) {
+    if (!loop_thread_.joinable()) return Internal("the test node's loop does not run");
     std::promise<Status> promise;
     boost::asio::post(loop_, [&] { begin([&](Status status) { promise.set_value(status); }); });
     return promise.get_future().get();
