@@ -70,8 +70,9 @@ int RunNodeInfo(const NodeInfoFlags& flags) {
       memory.emplace_back(*queried);
     }
   }
-  // After every other driver call: a query the driver does not answer is waited for a bounded
-  // time and left behind (ProbeProcessCheckpointApi).
+  // After the memory queries: a query the driver does not answer is waited for a bounded time and
+  // left behind (ProbeProcessCheckpointApi), so that the answer is printed; the driver calls of the
+  // command's end (the devices' teardown) may still wait for it.
   const std::string checkpoint_api = ProbeProcessCheckpointApi();
 
   const DeviceInfo* first = node.gpus().empty() ? nullptr : &node.gpus().front().info;

@@ -221,11 +221,14 @@ std::string ProbeDriverProcessCheckpointApi() {
   std::thread([api, answer, pid = static_cast<int>(::getpid())]() mutable {
     auto own = api->GetState(pid);
     // Let go of the API before answering: the caller's copy is then the last, released on its
-    // thread, never on this one while the process exits.
+    // thread. (When the caller gave up waiting, a copy it left behind keeps the API alive.)
     api.reset();
     answer->set_value(own.ok() ? Status::Ok() : own.status());
   }).detach();
   if (answered.wait_for(kProbeTimeout) != std::future_status::ready) {
+    // Left behind on purpose, never destroyed: the thread may return while the process exits,
+    // and must not close the driver library then.
+    (void)new std::shared_ptr<DriverProcessCheckpointApi>(api);
     return fmt::format(
         "unknown: cuCheckpointProcessGetState on this process did not answer within {} s (gshare "
         "bench function --mechanism checkpoint tries it on a function process)",

@@ -243,6 +243,9 @@ TEST_F(CheckpointApiSwitchTest, AttachesCheckpointsAndRestoresOntoTheSameGpuWith
   EXPECT_EQ(calls[1].name, "Checkpoint");
   EXPECT_EQ(driver->last_checkpoint().bytes, 0u) << "the driver holds the bytes";
   EXPECT_FALSE(driver->last_checkpoint().skipped);
+  // Its time is the driver's calls', not the operation's with its waits for a worker.
+  EXPECT_EQ(driver->last_checkpoint().elapsed,
+            driver->last_timings().lock + driver->last_timings().checkpoint);
   EXPECT_EQ(driver->quota_exceeded_count(), 0u);
 
   slice_a_.reset();  // the caller frees the slice
@@ -255,6 +258,8 @@ TEST_F(CheckpointApiSwitchTest, AttachesCheckpointsAndRestoresOntoTheSameGpuWith
   calls = api_.calls();
   ASSERT_EQ(api_.call_names(), (Names{"Restore", "Unlock"}));
   EXPECT_TRUE(calls[0].pairs.empty()) << "the same GPU: no remapping";
+  EXPECT_EQ(driver->last_restore().elapsed,
+            driver->last_timings().restore + driver->last_timings().unlock);
 
   // force_copy changes nothing: every checkpoint is a full one.
   api_.ClearCalls();
