@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "gshare/device/cuda/cuda_driver_api.h"
+#include "gshare/device/device.h"
 
 namespace gshare {
 namespace {
@@ -149,10 +150,6 @@ class DriverProcessCheckpointApi final : public ProcessCheckpointApi {
   const int driver_version_;
 };
 
-std::string DriverVersionText(int version) {
-  return fmt::format("CUDA {}.{}", version / 1000, (version % 1000) / 10);
-}
-
 Result<std::unique_ptr<DriverProcessCheckpointApi>> OpenDriver() {
   void* handle = ::dlopen(kDriverLibrary, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
   if (handle == nullptr) {
@@ -195,7 +192,7 @@ Result<std::unique_ptr<DriverProcessCheckpointApi>> OpenDriver() {
     return Unavailable(fmt::format(
         "the NVIDIA driver ({}) lacks the process checkpoint API ({} not found): it needs "
         "driver R570 or later",
-        DriverVersionText(version), fmt::join(missing, ", ")));
+        "CUDA " + FormatCudaVersion(version), fmt::join(missing, ", ")));
   }
   return std::make_unique<DriverProcessCheckpointApi>(std::move(library), entry, version);
 }
@@ -239,7 +236,7 @@ std::string ProbeDriverProcessCheckpointApi() {
   }
   const int version = api->driver_version();
   return fmt::format("supported (driver {}; restore onto another GPU of the same chip type: {})",
-                     DriverVersionText(version),
+                     "CUDA " + FormatCudaVersion(version),
                      version >= kRemapDriverVersion ? "yes" : "no, it needs driver R580");
 }
 

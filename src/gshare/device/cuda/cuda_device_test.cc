@@ -20,7 +20,11 @@ class CudaDeviceTest : public ::testing::Test {
  protected:
   void SetUp() override {
     auto devices = DiscoverCudaDevices();
-    if (!devices.ok()) GTEST_SKIP() << "no CUDA GPU here: " << devices.status().ToString();
+    // Only "no driver or no GPU" skips; a driver that fails is a failure (no silent pass).
+    if (!devices.ok() && devices.status().code() == StatusCode::kUnavailable) {
+      GTEST_SKIP() << "no CUDA GPU here: " << devices.status().ToString();
+    }
+    ASSERT_TRUE(devices.ok()) << devices.status().ToString();
     devices_ = std::move(devices).value();
     host_ = NewCudaHostMemory();
   }

@@ -8,7 +8,6 @@
 #include <utility>
 
 #include "gshare/common/units.h"
-#include "gshare/device/emulated/emulated_device.h"
 
 namespace gshare {
 
@@ -22,10 +21,9 @@ namespace {
 using fn::ControlMessage;
 using fn::ControlType;
 
-// Memory this switch can hand to a function process: an emulated GPU's (a memfd), or a GPU's
-// whose allocations export as file descriptors (CUDA virtual memory, for the allocator shim).
+// Memory this switch can hand to a function process: a GPU's whose allocations export as file
+// descriptors (an emulated GPU's memfds; CUDA virtual memory, for the allocator shim).
 Status CheckShareable(const DeviceBuffer& buffer) {
-  if (dynamic_cast<const EmulatedBuffer*>(&buffer) != nullptr) return Status::Ok();
   const DeviceInfo& info = buffer.device().info();
   if (info.memory_exportable) return Status::Ok();
   return InvalidArgument(fmt::format(

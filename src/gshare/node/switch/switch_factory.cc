@@ -21,7 +21,7 @@ Result<SwitchMechanism> ParseSwitchMechanism(std::string_view text) {
 
 Status SwitchMechanismSupported(SwitchMechanism mechanism, const DeviceInfo& gpu) {
   if (mechanism == SwitchMechanism::kShim) {
-    if (gpu.kind == DeviceKind::kEmulated || gpu.memory_exportable) return Status::Ok();
+    if (gpu.memory_exportable) return Status::Ok();
     return Unavailable(
         fmt::format("the CUDA shim needs GPU memory that exports to a function "
                     "process, which {} lacks: {}",

@@ -5,7 +5,8 @@
 //               function library maps; on a CUDA GPU a virtual-memory allocation exported as a
 //               file descriptor, which the allocator shim (libgshare-cuda-shim.so, preloaded into
 //               an unmodified CUDA program) maps. Bytes move through the node's restore engine and
-//               snapshot store; fast swap applies. ChannelSwitch drives both.
+//               snapshot store. Fast swap applies only to the function library's frozen images:
+//               the shim reports every image written. ChannelSwitch drives both.
 //   checkpoint  the driver's process checkpoint API on the function's pid (CUDA only); the driver
 //               keeps the bytes in the process's host memory.
 //
