@@ -19,8 +19,9 @@
 #   scripts/check-gpu-bundle.sh --report-only     check 4 alone, on scripts/gpu-bundle-report.py
 #                                                 (nothing is built)
 #
-# ctest runs this as gshare_gpu_bundle_test (label build). Exit status: 0 when every check passes,
-# 1 when one fails, 2 on bad usage.
+# scripts/test.sh runs this as its bundle step (build-bundle/ beside build/, so that ccache reuses
+# the default build's objects); ctest runs --report-only as gshare_gpu_bundle_report_test.
+# Exit status: 0 when every check passes, 1 when one fails, 2 on bad usage.
 set -uo pipefail
 
 report_only=0

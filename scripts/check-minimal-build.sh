@@ -10,9 +10,13 @@
 #   scripts/check-minimal-build.sh BUILD_DIR SOURCE_DIR FULL_GSHARE [CXX_COMPILER]
 #
 # BUILD_DIR is created (or reused, incrementally) for the minimal tree only; the full build is
-# only read (FULL_GSHARE is run). ctest runs this as gshare_minimal_build_test (label build).
+# only read (FULL_GSHARE is run). Compilations go through ccache (scripts/compiler-cache.sh): a
+# BUILD_DIR beside the full build's tree (build-minimal/ beside build/, as scripts/test.sh's
+# minimal step gives) reuses that build's objects wherever the flags agree.
 # Exit status: 0 when every check passes, 1 when one fails, 2 on bad usage.
 set -uo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/compiler-cache.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/progress.sh"
 
 if [ $# -lt 3 ] || [ $# -gt 4 ]; then
   echo "usage: $0 BUILD_DIR SOURCE_DIR FULL_GSHARE [CXX_COMPILER]" >&2
@@ -46,7 +50,7 @@ echo "== configure ${build} (GSHARE_BUILD_EXACT=OFF GSHARE_BUILD_BENCH=OFF GSHAR
 mkdir -p "${build}" && touch "${marker}"
 configure=(cmake -S "${src}" -B "${build}" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo
   -DGSHARE_BUILD_EXACT=OFF -DGSHARE_BUILD_BENCH=OFF -DGSHARE_BUILD_TESTS=OFF
-  -DGSHARE_ENABLE_CUDA=OFF)
+  -DGSHARE_ENABLE_CUDA=OFF "${compiler_cache_flags[@]}")
 if [ -n "${compiler}" ]; then configure+=(-DCMAKE_CXX_COMPILER="${compiler}"); fi
 if ! "${configure[@]}" >"${build}/configure.log" 2>&1; then
   tail -n 40 "${build}/configure.log"
@@ -55,7 +59,7 @@ if ! "${configure[@]}" >"${build}/configure.log" 2>&1; then
 fi
 
 echo "== build the gshare target (-j ${jobs})"
-if ! cmake --build "${build}" --target gshare -j "${jobs}" >"${build}/build.log" 2>&1; then
+if ! logged "${build}/build.log" cmake --build "${build}" --target gshare -j "${jobs}"; then
   tail -n 40 "${build}/build.log"
   echo "FAIL: the minimal configuration does not build (log: ${build}/build.log)"
   exit 1

@@ -9,8 +9,11 @@
 # the CUDA backend on (the toolkit is required), the exact solver, the benchmarks and OpenBLAS off
 # (the example models' forward pass runs on plain loops), SQLite and OpenSSL linked statically,
 # tests on, and a run path of $ORIGIN/lib and $ORIGIN/../lib; only the targets the bundle carries
-# are built (BUILD_DIR/gpu-bundle.manifest lists them). CXX picks the compiler, GSHARE_BUILD_JOBS
-# the build jobs (default: every CPU), and CMAKE_CXX_COMPILER_LAUNCHER a launcher such as ccache.
+# are built (BUILD_DIR/gpu-bundle.manifest lists them). It is a release build with debug
+# information, as the default build is, so that its compilations, through ccache
+# (scripts/compiler-cache.sh), reuse the default build's objects where the flags agree (a BUILD_DIR
+# beside build/, as scripts/test.sh gives); the bundled binaries are stripped. CXX picks the
+# compiler, GSHARE_BUILD_JOBS the build jobs (default: every CPU).
 #
 # OUT (created; replaced only when it is an earlier bundle or empty) receives
 #   gshare                       the command, stripped
@@ -30,6 +33,8 @@
 # Exit status: 0 when the bundle is built and passes its checks, 1 when not, 2 on bad usage.
 set -euo pipefail
 shopt -s nullglob
+source "$(dirname "${BASH_SOURCE[0]}")/compiler-cache.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/progress.sh"
 
 if [ $# -lt 1 ] || [ $# -gt 2 ]; then
   echo "usage: $0 OUT [BUILD_DIR]" >&2
@@ -68,11 +73,11 @@ started=${SECONDS}
 echo "== configure ${build} (CUDA on; exact solver, benchmarks and OpenBLAS off; tests on)"
 mkdir -p "${build}"
 touch "${build}/${tree_marker}"
-configure=(cmake -S "${root}" -B "${build}" -G Ninja -DCMAKE_BUILD_TYPE=Release
+configure=(cmake -S "${root}" -B "${build}" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo
   -DGSHARE_ENABLE_CUDA=ON -DGSHARE_BUILD_EXACT=OFF -DGSHARE_BUILD_BENCH=OFF
   -DGSHARE_BUILD_TESTS=ON -DGSHARE_BUILD_FUZZ=OFF -DGSHARE_WITH_OPENBLAS=OFF
   -DOPENSSL_USE_STATIC_LIBS=TRUE
-  "-DCMAKE_BUILD_RPATH=\$ORIGIN/lib;\$ORIGIN/../lib")
+  "-DCMAKE_BUILD_RPATH=\$ORIGIN/lib;\$ORIGIN/../lib" "${compiler_cache_flags[@]}")
 # Debian ships SQLite's static library with its -dev package; yaml-cpp's CMake package imports
 # only its shared one, and fmt and spdlog ship no static library: those three go to lib/.
 sqlite_static="$(${CXX:-c++} -print-file-name=libsqlite3.a 2>/dev/null || true)"
@@ -89,8 +94,8 @@ manifest="${build}/gpu-bundle.manifest"
 mapfile -t targets < <(awk '{print $2}' "${manifest}")
 targets+=(gshare_gpu_tests)
 echo "== build ${targets[*]} (-j ${jobs})"
-if ! cmake --build "${build}" -j "${jobs}" --target "${targets[@]}" \
-  >"${build}/bundle-build.log" 2>&1; then
+if ! logged "${build}/bundle-build.log" cmake --build "${build}" -j "${jobs}" \
+  --target "${targets[@]}"; then
   tail -n 40 "${build}/bundle-build.log"
   fail "the bundle's build failed (log: ${build}/bundle-build.log)"
 fi

@@ -12,7 +12,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/serve-url.sh
-bash scripts/build.sh
+bash scripts/build.sh gshare gshare-function
 
 DURATION="${1:-5m}"
 OUT=out/live

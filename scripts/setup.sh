@@ -4,7 +4,7 @@
 set -euo pipefail
 
 packages=(
-  build-essential cmake ninja-build pkg-config git
+  build-essential cmake ninja-build pkg-config git ccache
   libfmt-dev libspdlog-dev libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libsqlite3-dev
   libssl-dev
   coinor-libcbc-dev zlib1g-dev
@@ -38,6 +38,13 @@ if [ "$(id -u)" -ne 0 ]; then
   fi
 fi
 export DEBIAN_FRONTEND=noninteractive
-"${as_root[@]}" apt-get update -qq
-"${as_root[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+# apt-get and dpkg print a page per package: their output goes to a log, shown only on failure.
+log="$(mktemp /tmp/gshare-setup.XXXXXX)"
+if ! { "${as_root[@]}" apt-get update -qq && "${as_root[@]}" apt-get install -y -qq \
+  --no-install-recommends "${missing[@]}"; } >"$log" 2>&1; then
+  tail -n 40 "$log" >&2
+  echo "setup: apt-get failed (its whole output: $log)" >&2
+  exit 1
+fi
+rm -f "$log"
 echo "setup: done"

@@ -6,7 +6,7 @@
 # to `gshare sim` (for example --exec-noise lognormal:0.2).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/build.sh
+bash scripts/build.sh gshare
 ./build/gshare workload --functions 100 --duration 10m --seed 1 --out out/demo/workload
 ./build/gshare sim \
   --catalog out/demo/workload/catalog.yaml \

@@ -417,6 +417,7 @@ class FunctionBench {
     return loop_.Run([&]() -> Status {
       NodeResources resources = node_.resources();
       GSHARE_ASSIGN_OR_RETURN(child_, ChildProcess::Spawn(resources.loop, spec));
+      child_->OnExit([exit = exit_](int wait_status) { exit->set_value(wait_status); });
       SwitchTarget target{.mechanism = mechanism_,
                           .name = "bench-function",
                           .pid = child_->pid(),
@@ -432,17 +433,25 @@ class FunctionBench {
   }
 
   // Polls the function's readiness until `timeout`; fails at once when the function exits or its
-  // attach fails (a function that cannot get its slice never becomes ready).
+  // attach fails (a function that cannot get its slice never becomes ready). A function that
+  // exits closes its control channel as it goes, so an attach may fail before the exit is seen:
+  // the exit, when it follows within a few seconds, is what the failure reports.
   Status WaitReady(FunctionClient& client, std::future<Status>& attach,
                    std::chrono::seconds timeout) {
     const auto deadline = std::chrono::steady_clock::now() + timeout;
+    const auto exited = [this](std::chrono::seconds wait) -> std::optional<Status> {
+      if (exited_.wait_for(wait) != std::future_status::ready) return std::nullopt;
+      return Unavailable(fmt::format("the function exited before it was ready ({})",
+                                     DescribeWaitStatus(exited_.get())));
+    };
     while (std::chrono::steady_clock::now() < deadline) {
-      if (loop_.Run([&] { return child_->exited(); })) {
-        return Unavailable("the function exited before it was ready");
-      }
+      if (auto gone = exited(std::chrono::seconds(0))) return *gone;
       if (attach.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
         Status attached = attach.get();
-        if (!attached.ok()) return attached.WithContext("attaching the function");
+        if (!attached.ok()) {
+          if (auto gone = exited(std::chrono::seconds(5))) return *gone;
+          return attached.WithContext("attaching the function");
+        }
         attach = MakeReadyFuture(Status::Ok());
       }
       auto ready = client.Ready(std::chrono::seconds(5));
@@ -467,7 +476,11 @@ class FunctionBench {
   std::filesystem::path socket_;
   std::filesystem::path log_;
   LoopThread loop_;
-  std::unique_ptr<ChildProcess> child_;   // on the loop
+  std::unique_ptr<ChildProcess> child_;  // on the loop
+  // The function's wait status once it has exited (set on the loop; shared: the loop may still be
+  // inside set_value when a waiter wakes).
+  std::shared_ptr<std::promise<int>> exit_ = std::make_shared<std::promise<int>>();
+  std::shared_future<int> exited_ = exit_->get_future().share();
   std::shared_ptr<SwitchDriver> switch_;  // on the loop
   std::unique_ptr<DeviceBuffer> slice_;
 };

@@ -7,38 +7,20 @@
 set -u
 gshare="$1"
 function_program="$(dirname "$gshare")/gshare-function"
-work="$(mktemp -d)"
-trap 'rm -rf "$work"' EXIT
-failed=0
-passed=0
-check() {  # check NAME COMMAND...: the command succeeds
-  local name="$1"
-  shift
-  if "$@"; then passed=$((passed + 1)); else echo "FAIL $name"; failed=$((failed + 1)); fi
-}
-expect_exit() {  # expect_exit NAME CODE TEXT COMMAND...: exits CODE and prints TEXT
+source "$(dirname "$0")/shell_test.sh"
+# expect_exit NAME CODE TEXT COMMAND...: exits CODE and prints TEXT
+expect_exit() {
   local name="$1" code="$2" text="$3"
   shift 3
-  "$@" >"$work/out" 2>&1
-  local rc=$?
-  if [ "$rc" -eq "$code" ] && grep -q -- "$text" "$work/out"; then
-    passed=$((passed + 1))
-  else
-    echo "FAIL $name: exit $rc (want $code), output:"
-    cat "$work/out"
-    failed=$((failed + 1))
-  fi
+  expect "$name" "$code" "$(printf '%s' "$text" | sed 's/[][\.*^$]/\\&/g')" "$@"
 }
 
-"$gshare" examples weights --out "$work/weights" >/dev/null || { echo "FAIL weights"; exit 1; }
+run weights "$gshare" examples weights --out "$work/weights" || { finish; exit 1; }
 bench=("$gshare" bench function --device emulated --mechanism shim --model mlp
   --input-shape 1,1,28,28 --slice 256Mi)
-"${bench[@]}" --repetitions 2 --json -- "$function_program" --model mlp \
-  --weights "$work/weights/mlp.safetensors" >"$work/mlp.json" 2>"$work/mlp.stderr"
-rc=$?
-check mlp_exit [ "$rc" -eq 0 ]
-[ "$rc" -eq 0 ] || cat "$work/mlp.json" "$work/mlp.stderr"
-check mlp_report python3 - "$work/mlp.json" <<'PY'
+run mlp "${bench[@]}" --repetitions 2 --json -- "$function_program" --model mlp \
+  --weights "$work/weights/mlp.safetensors" &&
+  check mlp_report python3 - "$work/mlp.stdout" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))
 assert r["status"] == "pass" and r["why"] == "", r
@@ -78,5 +60,5 @@ if ! { command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep
     "$gshare" bench function --device cuda --model mlp --json -- /bin/true
 fi
 
-echo "bench function: ${passed} passed, ${failed} failed"
-[ "$failed" -eq 0 ]
+echo -n "bench function: "
+finish

@@ -5,26 +5,16 @@
 set -u
 gshare="$1"
 src="$2"
+source "$(dirname "$0")/shell_test.sh"
 catalog="$src/data/examples/small-catalog.yaml"
 trace="$src/data/traces/azure-llm-2023/AzureLLMInferenceTrace_code.csv"
-work="$(mktemp -d)"
-trap 'rm -rf "$work"' EXIT
-failed=0
-passed=0
 
 # expect_error NAME PATTERN ARGS...: exit code 2, stderr matching PATTERN, no output folder.
 expect_error() {
   local name="$1" pattern="$2"
   shift 2
-  local out="$work/$name"
-  "$gshare" "$@" --out "$out" >"$work/$name.stdout" 2>"$work/$name.stderr"
-  local rc=$?
-  if [ "$rc" -eq 2 ] && grep -q -- "$pattern" "$work/$name.stderr" && [ ! -e "$out" ]; then
-    passed=$((passed + 1))
-  else
-    echo "FAIL $name: exit $rc, stderr: $(cat "$work/$name.stderr")"
-    failed=$((failed + 1))
-  fi
+  expect "$name" 2 "$pattern" "$gshare" "$@" --out "$work/$name" &&
+    check "$name: no output folder" test ! -e "$work/$name"
 }
 
 sim=(sim --quiet --catalog "$catalog" --trace "$trace" --trace-format azure-llm)
@@ -75,62 +65,36 @@ printf 'functions:\n  - name: f\n    model_size: 1Mi\n    exec_latency: 1ms\n   
 expect_error workload_bad_catalog "env.GSHARE_SOCKET: names starting with GSHARE_ are set by the node" workload --catalog "$work/reserved.yaml" --duration 1m
 expect_error workload_too_many "invocations; at most" workload --catalog "$work/two.yaml" --duration 1h --rps 1e6
 # Rows name only the catalog's functions, both of them, and one seed gives the same bytes.
-if "$gshare" workload --catalog "$work/two.yaml" --duration 5m --seed 4 --rps 10 --out "$work/wa" >/dev/null &&
-   "$gshare" workload --catalog "$work/two.yaml" --duration 5m --seed 4 --rps 10 --out "$work/wb" >/dev/null &&
-   cmp -s "$work/wa/invocations.csv" "$work/wb/invocations.csv" &&
-   [ "$(head -1 "$work/wa/invocations.csv")" = "function,timestamp" ] &&
-   [ "$(tail -n +2 "$work/wa/invocations.csv" | cut -d, -f1 | sort -u | tr '\n' ' ')" = "alpha beta " ] &&
-   [ ! -e "$work/wa/catalog.yaml" ]; then
-  passed=$((passed + 1))
-else
-  echo "FAIL workload_catalog_rows"
-  failed=$((failed + 1))
-fi
+run workload_a "$gshare" workload --catalog "$work/two.yaml" --duration 5m --seed 4 --rps 10 --out "$work/wa" &&
+  run workload_b "$gshare" workload --catalog "$work/two.yaml" --duration 5m --seed 4 --rps 10 --out "$work/wb" &&
+  check workload_same_bytes cmp "$work/wa/invocations.csv" "$work/wb/invocations.csv" &&
+  check workload_header [ "$(head -1 "$work/wa/invocations.csv")" = "function,timestamp" ] &&
+  check workload_functions [ "$(tail -n +2 "$work/wa/invocations.csv" | cut -d, -f1 | sort -u | tr '\n' ' ')" = "alpha beta " ] &&
+  check workload_no_catalog test ! -e "$work/wa/catalog.yaml"
 
 # The same seed gives byte-identical summaries.
-if "$gshare" "${sim[@]}" --seed 7 --out "$work/a" >/dev/null &&
-   "$gshare" "${sim[@]}" --seed 7 --out "$work/b" >/dev/null &&
-   cmp -s "$work/a/summary.json" "$work/b/summary.json" &&
-   grep -q '"gshare"' "$work/a/summary.json"; then
-  passed=$((passed + 1))
-else
-  echo "FAIL deterministic_summary"
-  failed=$((failed + 1))
-fi
+run sim_seed_a "$gshare" "${sim[@]}" --seed 7 --out "$work/a" &&
+  run sim_seed_b "$gshare" "${sim[@]}" --seed 7 --out "$work/b" &&
+  check deterministic_summary cmp "$work/a/summary.json" "$work/b/summary.json" &&
+  check summary_has_gshare grep -q '"gshare"' "$work/a/summary.json"
 
 # One slice granularity for the whole program: 100Mi (a multiple of the 2 MiB GPU page) is taken,
 # and the memory held follows it (here more than with the default 128 MiB).
-if "$gshare" "${sim[@]}" --policy gshare --slice-granularity 100Mi --out "$work/g100" >/dev/null &&
-   "$gshare" "${sim[@]}" --policy gshare --out "$work/g128" >/dev/null &&
-   [ "$(grep -o '"vgpu_gib_seconds": [0-9.]*' "$work/g100/summary.json")" != \
-     "$(grep -o '"vgpu_gib_seconds": [0-9.]*' "$work/g128/summary.json")" ]; then
-  passed=$((passed + 1))
-else
-  echo "FAIL granularity_100Mi"
-  failed=$((failed + 1))
-fi
+run granularity_100Mi "$gshare" "${sim[@]}" --policy gshare --slice-granularity 100Mi --out "$work/g100" &&
+  run granularity_128Mi "$gshare" "${sim[@]}" --policy gshare --out "$work/g128" &&
+  check granularity_changes_memory [ "$(grep -o '"vgpu_gib_seconds": [0-9.]*' "$work/g100/summary.json")" != \
+    "$(grep -o '"vgpu_gib_seconds": [0-9.]*' "$work/g128/summary.json")" ]
 
 # A cluster cap: no policy holds more GPUs than --max-gpus, and every request is answered.
-if "$gshare" "${sim[@]}" --max-gpus 1 --out "$work/cap" >/dev/null &&
-   ! grep -q '"peak_gpus": [2-9]' "$work/cap/summary.json" &&
-   [ "$(grep -c '"failed_requests": 0' "$work/cap/summary.json")" -eq 3 ]; then
-  passed=$((passed + 1))
-else
-  echo "FAIL max_gpus_cap"
-  failed=$((failed + 1))
-fi
+run max_gpus "$gshare" "${sim[@]}" --max-gpus 1 --out "$work/cap" &&
+  check max_gpus_peak bash -c "! grep '\"peak_gpus\": [2-9]' '$work/cap/summary.json'" &&
+  check max_gpus_answered [ "$(grep -c '"failed_requests": 0' "$work/cap/summary.json")" -eq 3 ]
 
 # gshare bench restore: fewer than 11 rounds are refused; the --json layout carries both
 # directions, the raw method chosen and the spreads (docs/node.md).
-"$gshare" bench restore --device emulated --size 4Mi --repetitions 5 >/dev/null 2>"$work/bench_reps.stderr"
-if [ $? -ne 0 ] && grep -q -- "--repetitions" "$work/bench_reps.stderr"; then
-  passed=$((passed + 1))
-else
-  echo "FAIL bench_repetitions: $(cat "$work/bench_reps.stderr")"
-  failed=$((failed + 1))
-fi
-if "$gshare" bench restore --device emulated --size 4Mi --streams 2 --json >"$work/bench.json" 2>/dev/null &&
-   python3 - "$work/bench.json" <<'PY'
+expect bench_repetitions 2 "--repetitions" "$gshare" bench restore --device emulated --size 4Mi --repetitions 5
+run bench_restore_json "$gshare" bench restore --device emulated --size 4Mi --streams 2 --json &&
+  check bench_restore_report python3 - "$work/bench_restore_json.stdout" <<'PY'
 import json, sys
 out = json.load(open(sys.argv[1]))
 assert out["streams"] == 2 and out["repetitions"] == 11 and out["chunk_bytes"] == 8 * 2**20
@@ -147,18 +111,11 @@ assert d["raw_gbps"] == max(d["raw_methods"].values()) and d["checkpoint_gbps"] 
 assert d["checkpoint_spread"]["min"] <= d["checkpoint_gbps"] <= d["checkpoint_spread"]["max"]
 assert abs(d["ratio"] - d["checkpoint_gbps"] / d["raw_gbps"]) < 1e-9
 PY
-then
-  passed=$((passed + 1))
-else
-  echo "FAIL bench_restore_json: $(head -c 2000 "$work/bench.json")"
-  failed=$((failed + 1))
-fi
 # Where the host cannot reach device memory (a paced emulated link, as a CUDA GPU), the raw
 # methods are one pinned copy (memcpy), one stream, and S streams each copying an S-th, for S = 2,
 # the engine's stream count (3) and twice it.
-if "$gshare" bench restore --device emulated --link-bandwidth 8GB/s --size 4Mi --streams 3 --json \
-     >"$work/bench_paced.json" 2>/dev/null &&
-   python3 - "$work/bench_paced.json" <<'PY'
+run bench_restore_paced "$gshare" bench restore --device emulated --link-bandwidth 8GB/s --size 4Mi --streams 3 --json &&
+  check bench_restore_paced_report python3 - "$work/bench_restore_paced.stdout" <<'PY'
 import json, sys
 (r,) = json.load(open(sys.argv[1]))["results"]
 assert set(r["raw_methods"]) == {"memcpy", "stream_x2", "stream_x3", "stream_x6"}, r["raw_methods"]
@@ -167,21 +124,15 @@ d = r["d2h"]
 assert set(d["raw_methods"]) == {"stream", "stream_x2", "stream_x3", "stream_x6"}, d["raw_methods"]
 assert d["raw_gbps"] == max(d["raw_methods"].values()) and d["checkpoint_gbps"] > 0
 PY
-then
-  passed=$((passed + 1))
-else
-  echo "FAIL bench_restore_streams: $(head -c 2000 "$work/bench_paced.json")"
-  failed=$((failed + 1))
-fi
 
 # gshare node info on emulated GPUs: no CUDA driver ("none"), the runtime's version where CUDA is
 # built ("none" otherwise), memory handed over as memfds, total and free memory (docs/node.md,
 # Commands).
-if "$gshare" node info --device emulated --emulated 2x1Gi --no-measure --json >"$work/info.json" 2>/dev/null &&
-   "$gshare" node info --device emulated --emulated 2x1Gi --no-measure >"$work/info.txt" 2>/dev/null &&
-   grep -Eq '^CUDA driver none, runtime (none|[0-9]+[.][0-9]+)$' "$work/info.txt" &&
-   grep -q 'EXPORT' "$work/info.txt" &&
-   python3 - "$work/info.json" <<'PY'
+run node_info_text "$gshare" node info --device emulated --emulated 2x1Gi --no-measure &&
+  check node_info_versions grep -Eq '^CUDA driver none, runtime (none|[0-9]+[.][0-9]+)$' "$work/node_info_text.stdout" &&
+  check node_info_export grep -q 'EXPORT' "$work/node_info_text.stdout"
+run node_info_json "$gshare" node info --device emulated --emulated 2x1Gi --no-measure --json &&
+  check node_info_report python3 - "$work/node_info_json.stdout" <<'PY'
 import json, sys
 out = json.load(open(sys.argv[1]))
 assert out["backend"] == "emulated" and out["cuda_driver_version"] == "none"
@@ -194,112 +145,91 @@ for g in out["gpus"]:
     assert g["memory_export"] == "memfd" and g["memory_export_note"] == ""
     assert g["uuid"].startswith("EMU-")
 PY
-then
-  passed=$((passed + 1))
-else
-  echo "FAIL node_info_emulated: $(head -c 2000 "$work/info.json")"
-  failed=$((failed + 1))
-fi
 # gshare node info --device cuda: where there is no CUDA GPU, exit 1 with the cause named and no
 # fallback; where nvidia-smi lists one, the CUDA backend.
-"$gshare" node info --device cuda --no-measure --json >"$work/info_cuda.json" 2>"$work/info_cuda.stderr"
-rc=$?
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then
-  if [ "$rc" -eq 0 ] && grep -q '"backend": "cuda"' "$work/info_cuda.json"; then
-    passed=$((passed + 1))
-  else
-    echo "FAIL node_info_cuda_present: exit $rc: $(cat "$work/info_cuda.stderr")"
-    failed=$((failed + 1))
-  fi
-elif [ "$rc" -eq 1 ] &&
-  grep -Eq -- "--device cuda: (no NVIDIA driver|no CUDA GPU|this gshare was built without CUDA)" "$work/info_cuda.stderr" &&
-  [ ! -s "$work/info_cuda.json" ]; then
-  passed=$((passed + 1))
+  expect node_info_cuda_present 0 '"backend": "cuda"' "$gshare" node info --device cuda --no-measure --json
 else
-  echo "FAIL node_info_cuda_missing: exit $rc: $(cat "$work/info_cuda.stderr")"
-  failed=$((failed + 1))
+  expect node_info_cuda_missing 1 "--device cuda: \(no NVIDIA driver\|no CUDA GPU\|this gshare was built without CUDA\)" \
+    "$gshare" node info --device cuda --no-measure --json &&
+    check node_info_cuda_no_json test ! -s "$work/node_info_cuda_missing.stdout"
 fi
 
 # gshare bench timeslice: 1, 2 and 3 mlp processes on one emulated GPU, every answer checked;
-# the model's side of the --json layout follows from the solo latency (runs arriving together
-# end one after the other: the whole-latency prediction is 1.5 and 2 times the solo latency).
-if "$gshare" bench timeslice --rounds 3 --json >"$work/timeslice.json" 2>"$work/timeslice.stderr" &&
-   python3 - "$work/timeslice.json" <<'PY'
-import json, sys
+# the model's side of the --json layout follows from the solo latency and the quantum, whatever
+# the machine's load makes them: n runs of the solo latency arriving together, taking turns in
+# quanta (a run alone runs to its end), end as the round-robin below computes.
+run bench_timeslice "$gshare" bench timeslice --rounds 3 --json &&
+  check bench_timeslice_report python3 - "$work/bench_timeslice.stdout" <<'PY'
+import json, statistics, sys
 out = json.load(open(sys.argv[1]))
 assert out["rounds"] == 3 and out["batch"] == 1 and out["quantum_ms"] == 20 and 0 < out["kernel_ms"]
-solo = out["solo_ms"]
+solo, quantum = out["solo_ms"], out["quantum_ms"]
 rows = out["results"]
 assert [r["instances"] for r in rows] == [1, 2, 3]
 assert rows[0]["live_median_ms"] == solo
-for r, factor in zip(rows, (1, 1.5, 2)):
+
+def round_robin(n, compute, quantum):
+    """Completion times of n runs of `compute` ms arriving at 0, taking quanta in turn."""
+    left, now, ends, queue = [compute] * n, 0.0, [0.0] * n, list(range(n))
+    while queue:
+        run = queue.pop(0)
+        piece = left[run] if not queue else min(quantum, left[run])
+        now += piece
+        left[run] -= piece
+        if left[run] > 1e-12:
+            queue.append(run)
+        else:
+            ends[run] = now
+    return ends
+
+for r in rows:
     assert r["live_median_ms"] > 0 and r["live_mean_ms"] > 0 and r["own_gpus_median_ms"] > 0
-    assert abs(r["sim_whole_median_ms"] - factor * solo) < 1e-5 * solo
+    expected = statistics.median(round_robin(r["instances"], solo, quantum))
+    assert abs(r["sim_whole_median_ms"] - expected) < 1e-5 * solo, (r, expected)
     assert abs(r["sim_over_live"] - r["sim_median_ms"] / r["live_median_ms"]) < 1e-9
 assert rows[0]["sim_median_ms"] <= rows[1]["sim_median_ms"] <= rows[2]["sim_median_ms"]
 PY
-then
-  passed=$((passed + 1))
-else
-  echo "FAIL bench_timeslice_json: $(head -c 2000 "$work/timeslice.json") $(head -c 2000 "$work/timeslice.stderr")"
-  failed=$((failed + 1))
-fi
 
 # gshare tenant: add prints the new key alone on stdout (a gsk_ token) and creates the data
 # directory (0700) with its secret (0600); a taken name is exit 1, a malformed one exit 2; list
 # shows the tenants; remove forgets one, and removing it again is exit 1.
-# matches FILE PATTERN: FILE has a line matching the extended regex PATTERN; the PATTERN "EMPTY"
-# means FILE is empty.
-matches() {
-  if [ "$2" = EMPTY ]; then [ ! -s "$1" ]; else grep -Eq -- "$2" "$1"; fi
-}
-# check_tenant NAME EXPECTED_RC STDOUT_PATTERN STDERR_PATTERN ARGS...
+# check_tenant NAME EXPECTED_RC STDOUT_PATTERN STDERR_PATTERN ARGS...: gshare tenant ARGS exits
+# EXPECTED_RC, its stdout matches STDOUT_PATTERN and its stderr STDERR_PATTERN (extended regular
+# expressions; EMPTY: no output there).
 check_tenant() {
-  local name="$1" want_rc="$2" out_pattern="$3" err_pattern="$4"
+  local name="$1" want_rc="$2" out_pattern="$3" err_pattern="$4" stream pattern
   shift 4
-  "$gshare" tenant "$@" >"$work/$name.stdout" 2>"$work/$name.stderr"
-  local rc=$?
-  if [ "$rc" -eq "$want_rc" ] && matches "$work/$name.stdout" "$out_pattern" &&
-    matches "$work/$name.stderr" "$err_pattern"; then
-    passed=$((passed + 1))
-  else
-    echo "FAIL $name: exit $rc (want $want_rc), stdout: $(cat "$work/$name.stdout"), stderr: $(cat "$work/$name.stderr")"
-    failed=$((failed + 1))
-  fi
+  expect "$name" "$want_rc" "" "$gshare" tenant "$@" || return 1
+  for stream in stdout stderr; do
+    if [ "$stream" = stdout ]; then pattern="$out_pattern"; else pattern="$err_pattern"; fi
+    if [ "$pattern" = EMPTY ]; then
+      check "$name: no $stream" test ! -s "$work/$name.$stream" || return 1
+    else
+      check "$name: $stream" grep -Eq -- "$pattern" "$work/$name.$stream" || return 1
+    fi
+  done
 }
 serve_dir="$work/serve/data"
 check_tenant tenant_add 0 '^gsk_[A-Za-z0-9_-]{43}$' "added tenant 'acme'" add acme --data-dir "$serve_dir"
 check_tenant tenant_add_second 0 '^gsk_' "added tenant 'globex'" add globex --data-dir "$serve_dir"
-if [ "$(wc -l <"$work/tenant_add.stdout")" -eq 1 ] &&
-  [ "$(cat "$work/tenant_add.stdout")" != "$(cat "$work/tenant_add_second.stdout")" ] &&
-  [ "$(stat -c %a "$serve_dir")" = 700 ] && [ "$(stat -c %a "$serve_dir/server.secret")" = 600 ] &&
-  [ -f "$serve_dir/gshare.db" ] && ! grep -rqF "$(cat "$work/tenant_add.stdout")" "$serve_dir"; then
-  passed=$((passed + 1))
-else
-  echo "FAIL tenant_files: $(ls -la "$serve_dir")"
-  failed=$((failed + 1))
-fi
+check tenant_one_key_line [ "$(wc -l <"$work/tenant_add.stdout")" -eq 1 ]
+check tenant_keys_differ [ "$(cat "$work/tenant_add.stdout")" != "$(cat "$work/tenant_add_second.stdout")" ]
+check tenant_dir_mode [ "$(stat -c %a "$serve_dir")" = 700 ]
+check tenant_secret_mode [ "$(stat -c %a "$serve_dir/server.secret")" = 600 ]
+check tenant_database test -f "$serve_dir/gshare.db"
+check tenant_key_not_stored bash -c "! grep -rqF '$(cat "$work/tenant_add.stdout")' '$serve_dir'"
 check_tenant tenant_add_taken 1 EMPTY "AlreadyExists: tenant 'acme' already exists" add acme --data-dir "$serve_dir"
 check_tenant tenant_add_bad_name 2 EMPTY "InvalidArgument: a tenant name" add "a/b" --data-dir "$serve_dir"
 check_tenant tenant_add_no_dir 2 EMPTY "data-dir is required" add acme
 check_tenant tenant_list 0 '^acme +0 +[0-9]{4}-' EMPTY list --data-dir "$serve_dir"
-if [ "$(grep -c -E '^(acme|globex) ' "$work/tenant_list.stdout")" -eq 2 ]; then
-  passed=$((passed + 1))
-else
-  echo "FAIL tenant_list_both: $(cat "$work/tenant_list.stdout")"
-  failed=$((failed + 1))
-fi
+check tenant_list_both [ "$(grep -c -E '^(acme|globex) ' "$work/tenant_list.stdout")" -eq 2 ]
 check_tenant tenant_remove 0 '^removed tenant acme' EMPTY remove acme --data-dir "$serve_dir"
 check_tenant tenant_remove_again 1 EMPTY "NotFound: tenant 'acme' does not exist" remove acme --data-dir "$serve_dir"
 check_tenant tenant_list_after 0 '^globex ' EMPTY list --data-dir "$serve_dir"
-if ! grep -q '^acme ' "$work/tenant_list_after.stdout"; then
-  passed=$((passed + 1))
-else
-  echo "FAIL tenant_list_after_remove: $(cat "$work/tenant_list_after.stdout")"
-  failed=$((failed + 1))
-fi
+check tenant_list_after_remove bash -c "! grep '^acme ' '$work/tenant_list_after.stdout'"
 check_tenant tenant_list_missing 1 EMPTY "no such data directory" list --data-dir "$work/serve/none"
-[ ! -e "$work/serve/none" ] || { echo "FAIL tenant_list_missing created the directory"; failed=$((failed + 1)); }
+check tenant_list_missing_creates_nothing test ! -e "$work/serve/none"
 chmod 644 "$serve_dir/server.secret"
 check_tenant tenant_loose_secret 1 EMPTY "FailedPrecondition: .*server.secret: mode 0644.*chmod 600" add initech --data-dir "$serve_dir"
 
@@ -312,5 +242,4 @@ if "$gshare" optgap --help >/dev/null 2>&1; then
   expect_error optgap_size_limit "size-time-limit" "${optgap[@]}" --sizes 6 --size-time-limit 5
 fi
 
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+finish

@@ -6,16 +6,7 @@
 # Usage: compare_test.sh GSHARE_BINARY SOURCE_DIR
 set -u
 gshare="$1"
-work="$(mktemp -d)"
-trap 'rm -rf "$work"' EXIT
-failed=0
-passed=0
-
-pass() { passed=$((passed + 1)); }
-fail() {
-  echo "FAIL $1"
-  failed=$((failed + 1))
-}
+source "$(dirname "$0")/shell_test.sh"
 
 if ! command -v python3 >/dev/null 2>&1; then
   echo "FAIL python3 is needed to check pareto.json (scripts/setup.sh installs it)"
@@ -23,24 +14,16 @@ if ! command -v python3 >/dev/null 2>&1; then
 fi
 
 # 20 functions for one minute: 28,507 invocations of 5 functions (fewer functions invoke none).
-if ! "$gshare" workload --quiet --functions 20 --duration 1m --seed 1 --out "$work/w" >/dev/null; then
-  echo "FAIL workload"
-  exit 1
-fi
+run workload "$gshare" workload --quiet --functions 20 --duration 1m --seed 1 --out "$work/w" ||
+  { finish; exit 1; }
 compare=(compare --quiet --catalog "$work/w/catalog.yaml" --trace "$work/w/invocations.csv")
 
 # expect_error NAME PATTERN ARGS...: exit code 2, stderr matching PATTERN, no output folder.
 expect_error() {
   local name="$1" pattern="$2"
   shift 2
-  local out="$work/$name"
-  "$gshare" "$@" --out "$out" >"$work/$name.stdout" 2>"$work/$name.stderr"
-  local rc=$?
-  if [ "$rc" -eq 2 ] && grep -q -- "$pattern" "$work/$name.stderr" && [ ! -e "$out" ]; then
-    pass
-  else
-    fail "$name: exit $rc, stderr: $(cat "$work/$name.stderr")"
-  fi
+  expect "$name" 2 "$pattern" "$gshare" "$@" --out "$work/$name" &&
+    check "$name: no output folder" test ! -e "$work/$name"
 }
 
 # The contract of pareto.json: check.py FILE SEEDS exits non-zero (with the assertion) on a breach.
@@ -98,61 +81,44 @@ PY
 
 # check_contract NAME DIR SEEDS: pareto.json against the contract, pareto.csv and pareto.gp there.
 check_contract() {
-  if python3 "$work/check.py" "$2/pareto.json" "$3" && [ -s "$2/pareto.csv" ] && [ -s "$2/pareto.gp" ]; then
-    pass
-  else
-    fail "$1"
-  fi
+  check "$1" python3 "$work/check.py" "$2/pareto.json" "$3" &&
+    check "$1: pareto.csv" test -s "$2/pareto.csv" &&
+    check "$1: pareto.gp" test -s "$2/pareto.gp"
 }
 
 # One seed, the whole trace: no intervals; a target some points reach and one none reaches.
-if "$gshare" "${compare[@]}" --slo-target 0.5 --out "$work/one" >"$work/one.stdout"; then
+if run compare_one_seed "$gshare" "${compare[@]}" --slo-target 0.5 --out "$work/one"; then
   check_contract contract_one_seed "$work/one" 1
-  python3 -c 'import json,sys; d=json.load(open(sys.argv[1]))["at_equal_slo"]; sys.exit(0 if any(v is not None for v in d["cost_usd"].values()) else 1)' "$work/one/pareto.json" &&
-    pass || fail "some policy reaches an SLO of 0.5"
-  grep -q "At equal SLO" "$work/one.stdout" && pass || fail "table on stdout"
-else
-  fail "compare one seed"
+  check "some policy reaches an SLO of 0.5" python3 -c 'import json,sys; d=json.load(open(sys.argv[1]))["at_equal_slo"]; sys.exit(0 if any(v is not None for v in d["cost_usd"].values()) else 1)' "$work/one/pareto.json"
+  check "table on stdout" grep -q "At equal SLO" "$work/compare_one_seed.stdout"
 fi
-if "$gshare" "${compare[@]}" --slo-target 1 --out "$work/none" >/dev/null; then
+if run compare_slo_1 "$gshare" "${compare[@]}" --slo-target 1 --out "$work/none"; then
   check_contract contract_unreachable "$work/none" 1
-  python3 -c 'import json,sys; d=json.load(open(sys.argv[1]))["at_equal_slo"]; sys.exit(0 if all(v is None for v in d["cost_usd"].values()) else 1)' "$work/none/pareto.json" &&
-    pass || fail "nothing reaches an SLO of 1: every at_equal_slo entry is null"
-else
-  fail "compare slo 1"
+  check "nothing reaches an SLO of 1: every at_equal_slo entry is null" python3 -c 'import json,sys; d=json.load(open(sys.argv[1]))["at_equal_slo"]; sys.exit(0 if all(v is None for v in d["cost_usd"].values()) else 1)' "$work/none/pareto.json"
 fi
 
 # Three seeds of execution noise after a warm-up: intervals, and the same file with any --jobs.
 noisy=("${compare[@]}" --seeds 3 --exec-noise lognormal:0.2 --warmup 10s --slo-target 0.6)
-if "$gshare" "${noisy[@]}" --jobs 1 --out "$work/j1" >/dev/null &&
-   "$gshare" "${noisy[@]}" --jobs 3 --out "$work/j3" >/dev/null; then
+if run compare_jobs_1 "$gshare" "${noisy[@]}" --jobs 1 --out "$work/j1" &&
+  run compare_jobs_3 "$gshare" "${noisy[@]}" --jobs 3 --out "$work/j3"; then
   check_contract contract_three_seeds "$work/j1" 3
-  cmp -s "$work/j1/pareto.json" "$work/j3/pareto.json" && cmp -s "$work/j1/pareto.csv" "$work/j3/pareto.csv" &&
-    pass || fail "results depend on --jobs"
-else
-  fail "compare three seeds"
+  check "results do not depend on --jobs (json)" cmp "$work/j1/pareto.json" "$work/j3/pareto.json"
+  check "results do not depend on --jobs (csv)" cmp "$work/j1/pareto.csv" "$work/j3/pareto.csv"
 fi
 
 # --knob replaces one knob's values; the values are reported as typed.
-if "$gshare" "${compare[@]}" --policy keepalive --knob keepalive.keep_alive=30s,2m --out "$work/knob" >/dev/null &&
-   python3 -c 'import json,sys; p=json.load(open(sys.argv[1]))["policies"]["keepalive"]; sys.exit(0 if [x["knobs"]["keep_alive"] for x in p] == ["30s"]*4 + ["2m"]*4 else 1)' "$work/knob/pareto.json"; then
-  pass
-else
-  fail "knob override"
-fi
+run compare_knob "$gshare" "${compare[@]}" --policy keepalive --knob keepalive.keep_alive=30s,2m --out "$work/knob" &&
+  check "knob override" python3 -c 'import json,sys; p=json.load(open(sys.argv[1]))["policies"]["keepalive"]; sys.exit(0 if [x["knobs"]["keep_alive"] for x in p] == ["30s"]*4 + ["2m"]*4 else 1)' "$work/knob/pareto.json"
 
 # --generate: each seed generates its own workload, so two seeds give intervals of some width
 # without any noise.
-if "$gshare" compare --quiet --generate functions=20,duration=1m,slo-factor=3 --seeds 2 \
-     --slo-target 0.5 --out "$work/gen2" >/dev/null; then
+if run compare_generate "$gshare" compare --quiet --generate functions=20,duration=1m,slo-factor=3 --seeds 2 \
+  --slo-target 0.5 --out "$work/gen2"; then
   check_contract contract_generated "$work/gen2" 2
-  python3 -c '
+  check "--generate: the seeds generate different workloads" python3 -c '
 import json, sys
 points = json.load(open(sys.argv[1]))["policies"]["gshare"]
-sys.exit(0 if all(p["ci95"]["gpu_seconds"][1] > p["ci95"]["gpu_seconds"][0] for p in points) else 1)' "$work/gen2/pareto.json" &&
-    pass || fail "--generate: the seeds generate different workloads"
-else
-  fail "compare --generate"
+sys.exit(0 if all(p["ci95"]["gpu_seconds"][1] > p["ci95"]["gpu_seconds"][0] for p in points) else 1)' "$work/gen2/pareto.json"
 fi
 expect_error generate_zero "generate: functions: '0' is outside \[1, 1000000\]" compare --quiet --generate functions=0,duration=1m
 expect_error generate_word "generate: functions: 'ten' is not a whole number" compare --quiet --generate functions=ten,duration=1m
@@ -185,5 +151,4 @@ expect_error negative_cap "max-gpus" "${compare[@]}" --max-gpus -1
 expect_error bad_gpu "unknown GPU type 'v100'" "${compare[@]}" --gpu-type v100
 expect_error no_trace "cannot open the file" compare --quiet --catalog "$work/w/catalog.yaml" --trace "$work/none.csv"
 
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+finish

@@ -6,28 +6,16 @@
 set -u
 gshare="$1"
 src="$2"
-work="$(mktemp -d)"
-trap 'rm -rf "$work"' EXIT
+source "$(dirname "$0")/shell_test.sh"
 chmod 755 "$work"  # the functions run as their tenants' uids when this runs as root
-failed=0
-passed=0
-check() {  # check NAME COMMAND...: the command succeeds
-  local name="$1"
-  shift
-  if "$@"; then passed=$((passed + 1)); else echo "FAIL $name"; failed=$((failed + 1)); fi
-}
 
 # A copy of the bundled catalog: the replay writes the weights beside it (weights/).
 cp "$src/examples/catalog.yaml" "$work/catalog.yaml"
-"$gshare" workload --catalog "$work/catalog.yaml" --duration 10s --seed 3 --rps 5 \
-  --out "$work/trace" >/dev/null || { echo "FAIL workload"; exit 1; }
+run workload "$gshare" workload --catalog "$work/catalog.yaml" --duration 10s --seed 3 --rps 5 \
+  --out "$work/trace" || { finish; exit 1; }
 rows=$(($(wc -l <"$work/trace/invocations.csv") - 1))
-"$gshare" node replay --catalog "$work/catalog.yaml" --trace "$work/trace/invocations.csv" \
-  --duration 10s --memory-interval 1s --out "$work/replay" >"$work/replay.stdout" \
-  2>"$work/replay.stderr"
-rc=$?
-check replay_exit [ "$rc" -eq 0 ]
-[ "$rc" -eq 0 ] || cat "$work/replay.stderr"
+run replay "$gshare" node replay --catalog "$work/catalog.yaml" --trace "$work/trace/invocations.csv" \
+  --duration 10s --memory-interval 1s --out "$work/replay"
 check replay_reports python3 - "$work/replay" "$rows" <<'PY'
 import json, sys
 out, rows = sys.argv[1], int(sys.argv[2])
@@ -72,21 +60,14 @@ for key in ("node", "node_and_functions", "node_anon", "node_shmem", "functions"
 assert isinstance(g["node"], float) and g["node"] > -1, g
 PY
 check memory_summary grep -q "memory growth after warm-up" "$work/replay.stdout"
-check weights_written [ -s "$work/weights/mlp.safetensors" ] && [ -s "$work/weights/cnn.safetensors" ]
+check weights_written test -s "$work/weights/mlp.safetensors" -a -s "$work/weights/cnn.safetensors"
 check logs_written compgen -G "$work/replay/run/logs/*/*.log"
 
 # expect_error NAME PATTERN ARGS...: exit 2 and a message naming what is wrong.
 expect_error() {
   local name="$1" pattern="$2"
   shift 2
-  "$gshare" "$@" >"$work/$name.stdout" 2>"$work/$name.stderr"
-  local rc=$?
-  if [ "$rc" -eq 2 ] && grep -q -- "$pattern" "$work/$name.stderr"; then
-    passed=$((passed + 1))
-  else
-    echo "FAIL $name: exit $rc, stderr: $(cat "$work/$name.stderr")"
-    failed=$((failed + 1))
-  fi
+  expect "$name" 2 "$pattern" "$gshare" "$@"
 }
 replay=(node replay --catalog "$work/catalog.yaml" --trace "$work/trace/invocations.csv" --out "$work/bad")
 expect_error cuda "on emulated GPUs only" "${replay[@]}" --device cuda
@@ -101,5 +82,4 @@ expect_error simulation_only "bundled runtimes" node replay \
   --trace "$src/data/traces/azure-llm-2023/AzureLLMInferenceTrace_code.csv" \
   --trace-format azure-llm --out "$work/bad"
 
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+finish

@@ -19,6 +19,13 @@
 #include <boost/asio/post.hpp>
 
 namespace gshare {
+
+std::string DescribeWaitStatus(int wait_status) {
+  if (WIFEXITED(wait_status)) return fmt::format("exited with status {}", WEXITSTATUS(wait_status));
+  if (WIFSIGNALED(wait_status)) return fmt::format("killed by signal {}", WTERMSIG(wait_status));
+  return "ended";
+}
+
 namespace {
 
 // A descriptor closed when it goes out of scope.

@@ -27,6 +27,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <string>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
@@ -35,6 +36,9 @@
 #include "gshare/node/process/process_spec.h"
 
 namespace gshare {
+
+// A wait status in words: "exited with status N", "killed by signal N", or "ended".
+std::string DescribeWaitStatus(int wait_status);
 
 class ChildProcess {
  public:

@@ -36,12 +36,6 @@ Status FromHttp(int status, const std::string& body) {
   return Unavailable(message);
 }
 
-std::string ExitText(int wait_status) {
-  if (WIFEXITED(wait_status)) return fmt::format("exited with status {}", WEXITSTATUS(wait_status));
-  if (WIFSIGNALED(wait_status)) return fmt::format("killed by signal {}", WTERMSIG(wait_status));
-  return "ended";
-}
-
 std::string FunctionName(const InstanceCommand& command) {
   return command.name.empty() ? command.model : command.name;
 }
@@ -388,7 +382,7 @@ void ProcessHost::Exited(InstanceId id, int wait_status) {
     status = process->kill_reason.ok()
                  ? Unavailable(fmt::format("instance {} of {} (pid {}) {}", id,
                                            FunctionName(commands_[process->function]), pid,
-                                           ExitText(wait_status)))
+                                           DescribeWaitStatus(wait_status)))
                  : process->kill_reason;
     spdlog::warn("{}", status.message());
     CountCrash(process->function, *process, status.message());
