@@ -34,4 +34,23 @@ Result<std::vector<float>> LoadExampleWeights(ModelKind kind, const std::string&
   return block;
 }
 
+Result<std::vector<float>> SeedExampleWeights(ModelKind kind, std::uint64_t seed) {
+  const ModelLayout& layout = LayoutOf(kind);
+  return PackWeights(layout, GenerateWeights(layout, seed));
+}
+
+Result<std::vector<std::string>> EnsureExampleWeights(const std::filesystem::path& folder) {
+  std::vector<std::string> written;
+  std::error_code error;
+  std::filesystem::create_directories(folder, error);
+  if (error) return IoError(fmt::format("cannot create {}: {}", folder.string(), error.message()));
+  for (const ModelKind kind : {ModelKind::kMlp, ModelKind::kCnn}) {
+    const std::filesystem::path path = folder / fmt::format("{}.safetensors", ModelKindName(kind));
+    if (std::filesystem::exists(path, error)) continue;
+    GSHARE_RETURN_IF_ERROR(WriteExampleWeights(kind, kDefaultWeightSeed, path.string()));
+    written.push_back(path.string());
+  }
+  return written;
+}
+
 }  // namespace gshare::examples

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -22,5 +23,14 @@ Status WriteExampleWeights(ModelKind kind, std::uint64_t seed, const std::string
 // Reads `path` and returns the model's weight block (layout order), checked against the layout
 // (names, shapes, float32, finite, bounded). Errors name the file.
 Result<std::vector<float>> LoadExampleWeights(ModelKind kind, const std::string& path);
+
+// The model's weight block from `seed`, as a file written from it would give (the bundled
+// runtimes' weights when a spec names no file).
+Result<std::vector<float>> SeedExampleWeights(ModelKind kind, std::uint64_t seed);
+
+// Writes, in `folder` (created when missing), mlp.safetensors and cnn.safetensors from the
+// default seed where they are missing; returns the paths it wrote. The one helper for tools whose
+// catalogs name those files (gshare node replay, gshare replay) and for benchmarks.
+Result<std::vector<std::string>> EnsureExampleWeights(const std::filesystem::path& folder);
 
 }  // namespace gshare::examples

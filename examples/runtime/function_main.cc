@@ -1,6 +1,6 @@
 // gshare-function: the bundled example functions' program (runtimes "mlp", "cnn" and "echo").
 //
-//   gshare-function --model mlp|cnn|echo [--weights FILE]
+//   gshare-function --model mlp|cnn|echo [--weights FILE]   (no FILE: the bundled weights, seed 1)
 //
 // Started by a gshare node, which sets GSHARE_CONTROL_FD, GSHARE_DEVICE_BASE and
 // GSHARE_DEVICE_RESERVE (the function library, fn/runtime.h) and GSHARE_SOCKET (the Unix socket

@@ -57,7 +57,9 @@ Result<std::unique_ptr<ModelFunction>> ModelFunction::Create(fn::FunctionRuntime
   auto kind = ParseModelKind(model);
   if (!kind.ok()) return kind.status();
   function->layout_ = &LayoutOf(*kind);
-  auto block = LoadExampleWeights(*kind, weights_path);
+  // Without a file, the bundled weights (the default seed's).
+  auto block = weights_path.empty() ? SeedExampleWeights(*kind, kDefaultWeightSeed)
+                                    : LoadExampleWeights(*kind, weights_path);
   if (!block.ok()) return block.status();
   auto weights = runtime.Allocate(block->size() * sizeof(float), "weights");
   if (!weights.ok()) return weights.status();

@@ -21,8 +21,9 @@ namespace gshare::examples {
 
 class ModelFunction {
  public:
-  // "mlp", "cnn" or "echo". Loads the model's weights from `weights_path` (unused for echo) into
-  // device memory. Errors: an unknown model, an unreadable or wrong weights file, the quota.
+  // "mlp", "cnn" or "echo". Loads the model's weights from `weights_path` (unused for echo; empty:
+  // the bundled weights, from the default seed) into device memory. Errors: an unknown model, an
+  // unreadable or wrong weights file, the quota.
   static Result<std::unique_ptr<ModelFunction>> Create(fn::FunctionRuntime& runtime,
                                                        const std::string& model,
                                                        const std::string& weights_path);

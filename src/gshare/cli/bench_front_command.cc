@@ -157,13 +157,14 @@ int RunBenchFront(const BenchFrontFlags& flags) {
   options.admin_key = std::string(kAdminKey);
   options.http.port = 0;
   options.http.io_threads = 1;
-  options.node.devices.backend = DeviceBackend::kEmulated;
-  options.node.devices.emulated = {
+  LiveNodeOptions& node = options.backend.node;
+  node.devices.backend = DeviceBackend::kEmulated;
+  node.devices.emulated = {
       EmulatedGpuConfig{.name = "", .memory_bytes = kGiB, .link_bytes_per_second = 12e9}};
-  options.node.snapshot_pool_bytes = 256 * kMiB;
-  options.node.staging_bytes = 4 * kGiB;
-  options.node.prepared_bytes_per_gpu = 64 * kMiB;
-  options.backend.policy = "keepalive";
+  node.snapshot_pool_bytes = 256 * kMiB;
+  node.staging_bytes = 4 * kGiB;
+  node.prepared_bytes_per_gpu = 64 * kMiB;
+  node.policy = "keepalive";
   options.backend.function_program = *folder / "gshare-function";
   auto server = serve::Server::Start(std::move(options));
   if (!server.ok()) return Fail(server.status().ToString());

@@ -50,8 +50,9 @@
 #include "gshare/common/units.h"
 #include "gshare/device/device_registry.h"
 #include "gshare/fn/control_channel.h"
-#include "gshare/node/node_agent.h"
+#include "gshare/node/live_node.h"
 #include "gshare/node/process/child_process.h"
+#include "gshare/node/process/instance_environment.h"
 #include "gshare/node/switch/checkpoint_api_switch.h"
 #include "gshare/node/switch/switch_factory.h"
 
@@ -119,56 +120,35 @@ std::string LogTail(const std::filesystem::path& log) {
   return tail.empty() ? "" : "; the function's log ends:" + tail;
 }
 
-// Runs the node's loop on a thread of its own for as long as it lives.
-class LoopThread {
+// The node's loop on its own thread (LiveNode::StartLoopThread), and waits on it; times are the
+// node's clock's.
+class NodeLoop {
  public:
-  explicit LoopThread(boost::asio::io_context& loop) : loop_(loop), work_(loop.get_executor()) {
-    thread_ = std::thread([this] { loop_.run(); });
-  }
-  ~LoopThread() {
-    work_.reset();
-    loop_.stop();
-    thread_.join();
-  }
+  explicit NodeLoop(LiveNode& node) : node_(node) { node_.StartLoopThread(); }
   // Runs `f` on the loop and waits for it.
   template <typename F>
   auto Run(F f) -> decltype(f()) {
-    // Shared: the loop may still be inside set_value when the waiter wakes and returns.
-    auto done = std::make_shared<std::promise<decltype(f())>>();
-    std::future<decltype(f())> result = done->get_future();
-    boost::asio::post(loop_, [&f, done] {
-      if constexpr (std::is_void_v<decltype(f())>) {
-        f();
-        done->set_value();
-      } else {
-        done->set_value(f());
-      }
-    });
-    return result.get();
+    return node_.OnLoop(std::move(f));
   }
   // Starts `start(done)` on the loop and waits for `done`, at most `limit`; returns its status
-  // and the wall time. Past the limit it returns DeadlineExceeded; the operation may still
-  // complete later, into a promise it shares.
+  // and the time it took (ms). Past the limit it returns DeadlineExceeded; the operation may
+  // still complete later, into a promise it shares.
   template <typename Start>
   std::pair<Status, double> Timed(Start start, std::chrono::seconds limit) {
     auto done = std::make_shared<std::promise<Status>>();
     std::future<Status> result = done->get_future();
-    const auto begin = std::chrono::steady_clock::now();
-    boost::asio::post(
-        loop_, [start, done] { start([done](Status s) { done->set_value(std::move(s)); }); });
+    const TimePoint begin = node_.clock().Now();
+    node_.Post([start, done] { start([done](Status s) { done->set_value(std::move(s)); }); });
     if (result.wait_for(limit) != std::future_status::ready) {
       return {DeadlineExceeded(fmt::format("it did not complete within {} s", limit.count())), 0};
     }
     Status status = result.get();
-    return {status,
-            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - begin)
-                .count()};
+    return {status, ToSeconds(node_.clock().Now() - begin) * 1e3};
   }
+  const Clock& clock() const { return node_.clock(); }
 
  private:
-  boost::asio::io_context& loop_;
-  std::optional<boost::asio::executor_work_guard<boost::asio::io_context::executor_type>> work_;
-  std::thread thread_;
+  LiveNode& node_;
 };
 
 // The program to start: a path as given, or a bare name looked up on PATH as a shell would (the
@@ -195,10 +175,9 @@ Result<std::string> FindProgram(const std::string& name) {
 }
 
 // What a switch may still use after the bench gave up on an operation (a driver call or a copy in
-// flight on the node's copy threads, which only the NodeAgent's end joins): owned by the caller
-// and declared before the NodeAgent, so it outlives them.
+// flight on the node's copy threads, which only the node's end joins): owned by the caller and
+// declared before the node, so it outlives them.
 struct SwitchResources {
-  SteadyClock clock;
   std::unique_ptr<ProcessCheckpointApi> checkpoint_api;
   // The GPU's compute engine, for a function that asks for it (the function library does; the
   // CUDA shim does not: a real GPU time-slices itself).
@@ -207,14 +186,14 @@ struct SwitchResources {
 
 class FunctionBench {
  public:
-  FunctionBench(const BenchFunctionFlags& flags, NodeAgent& node, SwitchResources& resources,
+  FunctionBench(const BenchFunctionFlags& flags, LiveNode& node, SwitchResources& resources,
                 SwitchMechanism mechanism, std::filesystem::path scratch)
       : flags_(flags),
         node_(node),
         resources_(resources),
         mechanism_(mechanism),
         scratch_(std::move(scratch)),
-        loop_(node.loop()) {}
+        loop_(node) {}
 
   // Closes the switch and ends the function's process group. A slice that a copy may still be
   // writing (an operation the bench gave up on) is waited for, up to a bound, and otherwise left
@@ -224,9 +203,9 @@ class FunctionBench {
       if (switch_) switch_->Close();
       child_.reset();  // kills the function's process group if it is still there
     });
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    const TimePoint deadline = loop_.clock().Now() + std::chrono::seconds(30);
     while (switch_ && loop_.Run([&] { return switch_->uses_buffer(); })) {
-      if (std::chrono::steady_clock::now() > deadline) {
+      if (loop_.clock().Now() > deadline) {
         std::fprintf(stderr,
                      "gshare bench function: a copy still uses the slice; left allocated\n");
         (void)slice_.release();
@@ -239,7 +218,7 @@ class FunctionBench {
 
   // Fills `report`; returns the exit status.
   int Run(Report& report) {
-    Device& gpu = *node_.resources().devices[0];
+    Device& gpu = *node_.inventory().devices()[0];
     report.device = fmt::format("{}: {}", DeviceKindName(gpu.info().kind), gpu.info().name);
     // The shim's slice is the function's device memory; the checkpoint API's is accounting only
     // (the function allocates through the driver itself), so it takes no more than it must.
@@ -316,12 +295,10 @@ class FunctionBench {
         report.free_after_checkpoint_bytes = after->free_bytes;
       }
 
-      const auto allocating = std::chrono::steady_clock::now();
+      const TimePoint allocating = loop_.clock().Now();
       auto next = gpu.Allocate(slice_bytes);
       if (!next.ok()) return Fail(report, "allocating a slice: " + next.status().ToString());
-      slice_allocs.push_back(
-          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - allocating)
-              .count());
+      slice_allocs.push_back(ToSeconds(loop_.clock().Now() - allocating) * 1e3);
       slice_ = std::move(next).value();
       DeviceBuffer* target = slice_.get();
       auto [in, restore_ms] = loop_.Timed(
@@ -377,7 +354,9 @@ class FunctionBench {
     ProcessSpec spec;
     spec.argv = flags_.program;
     spec.log_path = log_.string();
-    // This command's environment, without what the node sets itself.
+    // The program is the user's (a PyTorch script, say): it gets this command's environment, but
+    // for what the node sets itself, and the node's variables (instance_environment.h).
+    std::map<std::string, std::string> env;
     for (char** entry = environ; *entry != nullptr; ++entry) {
       const std::string_view text = *entry;
       const std::size_t equals = text.find('=');
@@ -386,11 +365,10 @@ class FunctionBench {
       if (name.starts_with("GSHARE_") || name == "LD_PRELOAD" || name == "CUDA_VISIBLE_DEVICES") {
         continue;
       }
-      spec.env.emplace_back(name, std::string(text.substr(equals + 1)));
+      env[name] = std::string(text.substr(equals + 1));
     }
-    spec.env.emplace_back("GSHARE_SOCKET", socket_.string());
     const bool cuda = gpu.info().kind == DeviceKind::kCuda;
-    if (cuda) spec.env.emplace_back("CUDA_VISIBLE_DEVICES", gpu.info().uuid);
+    if (cuda) env["CUDA_VISIBLE_DEVICES"] = gpu.info().uuid;
 
     if (mechanism_ == SwitchMechanism::kCheckpoint) {
       GSHARE_ASSIGN_OR_RETURN(resources_.checkpoint_api, OpenProcessCheckpointApi());
@@ -402,32 +380,31 @@ class FunctionBench {
       node_end = std::move(pair.first);
       function_end = std::move(pair.second);
       spec.pass_fds = {function_end.get()};
-      spec.env.emplace_back(fn::kControlFdEnv, "3");
-      spec.env.emplace_back(fn::kDeviceBaseEnv, fmt::format("{:#x}", fn::kDefaultDeviceBase));
-      spec.env.emplace_back(fn::kDeviceReserveEnv, fmt::format("{}", kDeviceReserve));
       if (cuda) {
         GSHARE_ASSIGN_OR_RETURN(const std::filesystem::path folder, ProgramFolder());
         const std::filesystem::path shim = folder / kCudaShimLibrary;
         if (!std::filesystem::exists(shim)) {
           return NotFound(fmt::format("the CUDA shim {} is not beside gshare", shim.string()));
         }
-        spec.env.emplace_back("LD_PRELOAD", shim.string());
+        env["LD_PRELOAD"] = shim.string();
       }
     }
+    spec.env = InstanceEnvironment({.control = mechanism_ == SwitchMechanism::kShim,
+                                    .device_base = fn::kDefaultDeviceBase,
+                                    .device_reserve_bytes = kDeviceReserve,
+                                    .socket_path = socket_.string()},
+                                   env);
     return loop_.Run([&]() -> Status {
-      NodeResources resources = node_.resources();
-      GSHARE_ASSIGN_OR_RETURN(child_, ChildProcess::Spawn(resources.loop, spec));
+      GSHARE_ASSIGN_OR_RETURN(child_, ChildProcess::Spawn(node_.loop(), spec));
       child_->OnExit([exit = exit_](int wait_status) { exit->set_value(wait_status); });
       SwitchTarget target{.mechanism = mechanism_,
                           .name = "bench-function",
                           .pid = child_->pid(),
                           .channel = node_end ? std::move(*node_end) : fn::ControlChannel(),
                           .checkpoint_api = resources_.checkpoint_api.get(),
-                          .clock = &resources_.clock,
+                          .clock = &node_.clock(),
                           .on_failure = {}};
-      GSHARE_ASSIGN_OR_RETURN(switch_, CreateSwitchDriver({resources.loop, resources.copies,
-                                                           resources.engine, resources.snapshots},
-                                                          std::move(target)));
+      GSHARE_ASSIGN_OR_RETURN(switch_, node_.switches()(node_.switch_context(), std::move(target)));
       return Status::Ok();
     });
   }
@@ -438,13 +415,13 @@ class FunctionBench {
   // the exit, when it follows within a few seconds, is what the failure reports.
   Status WaitReady(FunctionClient& client, std::future<Status>& attach,
                    std::chrono::seconds timeout) {
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    const TimePoint deadline = loop_.clock().Now() + timeout;
     const auto exited = [this](std::chrono::seconds wait) -> std::optional<Status> {
       if (exited_.wait_for(wait) != std::future_status::ready) return std::nullopt;
       return Unavailable(fmt::format("the function exited before it was ready ({})",
                                      DescribeWaitStatus(exited_.get())));
     };
-    while (std::chrono::steady_clock::now() < deadline) {
+    while (loop_.clock().Now() < deadline) {
       if (auto gone = exited(std::chrono::seconds(0))) return *gone;
       if (attach.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
         Status attached = attach.get();
@@ -469,13 +446,13 @@ class FunctionBench {
   }
 
   const BenchFunctionFlags& flags_;
-  NodeAgent& node_;
+  LiveNode& node_;
   SwitchResources& resources_;
   const SwitchMechanism mechanism_;
   const std::filesystem::path scratch_;
   std::filesystem::path socket_;
   std::filesystem::path log_;
-  LoopThread loop_;
+  NodeLoop loop_;
   std::unique_ptr<ChildProcess> child_;  // on the loop
   // The function's wait status once it has exited (set on the loop; shared: the loop may still be
   // inside set_value when a waiter wakes).
@@ -564,9 +541,10 @@ int RunBenchFunction(const BenchFunctionFlags& flags) {
     std::fprintf(stderr, "gshare bench function: %s\n", devices.status().ToString().c_str());
     return 2;
   }
-  NodeAgentOptions options;
+  LiveNodeOptions options;
   options.devices = std::move(devices).value();
   options.allow_cuda = true;  // this command drives its switch itself
+  options.policy = "";
   auto slice_bytes = ParseBytes(flags.slice);
   if (!slice_bytes.ok() || *slice_bytes == 0 || *slice_bytes > kDeviceReserve) {
     std::fprintf(stderr, "gshare bench function: --slice: a size of bytes up to %s\n",
@@ -579,7 +557,7 @@ int RunBenchFunction(const BenchFunctionFlags& flags) {
   // The shim's snapshot holds at most the slice; the checkpoint API keeps its bytes itself.
   options.snapshot_pool_bytes = *mechanism == SwitchMechanism::kShim ? *slice_bytes : 64 * kMiB;
   SwitchResources resources;  // before the node: it outlives the node's copy threads
-  auto node = NodeAgent::Create(std::move(options));
+  auto node = LiveNode::Create(std::move(options));
   if (!node.ok()) {
     report.why = node.status().ToString();
     Print(report, flags.json);

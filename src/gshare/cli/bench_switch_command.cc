@@ -39,7 +39,7 @@
 #include "gshare/cli/flag_checks.h"
 #include "gshare/device/device_registry.h"
 #include "gshare/device/emulated/copy_engine.h"
-#include "gshare/node/node_agent.h"
+#include "gshare/node/live_node.h"
 #include "gshare/node/switch/channel_switch.h"
 
 namespace gshare::cli {
@@ -61,20 +61,10 @@ struct SwitchResult {
   bool outputs_identical = false;
 };
 
-double Milliseconds(std::chrono::steady_clock::duration d) {
-  return std::chrono::duration<double, std::milli>(d).count();
-}
-
+// Runs on the node's loop thread (LiveNode::StartLoopThread).
 class Bench {
  public:
-  explicit Bench(NodeAgent& node) : node_(node), work_(node.loop().get_executor()) {
-    loop_thread_ = std::thread([this] { node_.loop().run(); });
-  }
-  ~Bench() {
-    work_.reset();
-    node_.loop().stop();
-    loop_thread_.join();
-  }
+  explicit Bench(LiveNode& node) : node_(node) {}
 
   // Runs `start` on the loop with a Done callback and returns its status and wall time.
   template <typename Start>
@@ -82,11 +72,11 @@ class Bench {
     // Shared promises here: the loop may still be inside set_value when this thread wakes.
     auto done = std::make_shared<std::promise<Status>>();
     auto result = done->get_future();
-    const auto begin = std::chrono::steady_clock::now();
+    const TimePoint begin = node_.clock().Now();
     boost::asio::post(node_.loop(),
                       [&start, done] { start([done](Status s) { done->set_value(s); }); });
     Status status = result.get();
-    return {status, Milliseconds(std::chrono::steady_clock::now() - begin)};
+    return {status, ToSeconds(node_.clock().Now() - begin) * 1e3};
   }
 
   Result<SwitchResult> Measure(const std::string& model, const std::string& weights_dir,
@@ -100,10 +90,8 @@ class Bench {
     auto created = std::make_shared<std::promise<void>>();
     auto made = created->get_future();
     boost::asio::post(node_.loop(), [&, created] {
-      NodeResources resources = node_.resources();
-      instance = ChannelSwitch::Create(
-          {resources.loop, resources.copies, resources.engine, resources.snapshots},
-          "bench-" + model, std::move(pair->first));
+      instance =
+          ChannelSwitch::Create(node_.switch_context(), "bench-" + model, std::move(pair->first));
       created->set_value();
     });
     made.get();
@@ -242,9 +230,7 @@ class Bench {
     return best;
   }
 
-  NodeAgent& node_;
-  std::optional<boost::asio::executor_work_guard<boost::asio::io_context::executor_type>> work_;
-  std::thread loop_thread_;
+  LiveNode& node_;
   std::uint64_t next_range_ = 0;
 };
 
@@ -254,11 +240,12 @@ int RunBenchSwitch(const BenchSwitchFlags& flags) {
     std::fprintf(stderr, "gshare bench switch: %s\n", devices.status().ToString().c_str());
     return 2;
   }
-  NodeAgentOptions options;
+  LiveNodeOptions options;
   options.devices = std::move(devices).value();
   options.snapshot_pool_bytes = 256 * kMiB;
   options.prepared_bytes_per_gpu = 0;  // the bench faults its slices in itself, before timing
-  auto node = NodeAgent::Create(std::move(options));
+  options.policy = "";                 // it switches one function itself
+  auto node = LiveNode::Create(std::move(options));
   if (!node.ok()) {
     std::fprintf(stderr, "gshare bench switch: %s\n", node.status().ToString().c_str());
     return 1;
@@ -269,14 +256,9 @@ int RunBenchSwitch(const BenchSwitchFlags& flags) {
     scratch = std::filesystem::temp_directory_path() / fmt::format("gshare-bench-{}", ::getpid());
     std::filesystem::create_directories(scratch);
     weights_dir = scratch.string();
-    for (const auto kind : {examples::ModelKind::kMlp, examples::ModelKind::kCnn}) {
-      const Status written = examples::WriteExampleWeights(
-          kind, examples::kDefaultWeightSeed,
-          fmt::format("{}/{}.safetensors", weights_dir, examples::ModelKindName(kind)));
-      if (!written.ok()) {
-        std::fprintf(stderr, "gshare bench switch: %s\n", written.ToString().c_str());
-        return 1;
-      }
+    if (auto written = examples::EnsureExampleWeights(scratch); !written.ok()) {
+      std::fprintf(stderr, "gshare bench switch: %s\n", written.status().ToString().c_str());
+      return 1;
     }
   }
   auto checker = examples::OutputChecker::Create(weights_dir);
@@ -286,6 +268,7 @@ int RunBenchSwitch(const BenchSwitchFlags& flags) {
   }
   std::vector<SwitchResult> results;
   {
+    (*node)->StartLoopThread();
     Bench bench(**node);
     for (const std::string model : {"mlp", "cnn", "echo"}) {
       auto result = bench.Measure(model, weights_dir, **checker, flags.repetitions);

@@ -44,9 +44,7 @@
 #include "gshare/cli/flag_checks.h"
 #include "gshare/cli/program_folder.h"
 #include "gshare/device/device_registry.h"
-#include "gshare/node/live_executor.h"
-#include "gshare/node/node_agent.h"
-#include "gshare/node/process/process_host.h"
+#include "gshare/node/live_node.h"
 #include "gshare/sim/compute_sharing.h"
 
 namespace gshare::cli {
@@ -137,6 +135,8 @@ class RunWhereRestored final : public Scheduler {
   std::string_view name() const override { return "run-where-restored"; }
   void OnFunctionAdded(FunctionId) override {}
   void OnFunctionRemoved(FunctionId) override {}
+  void OnFunctionDrained(FunctionId) override {}
+  void OnRequestCancelled(RequestId, const Status&) override {}
   void OnRequest(const Request& request) override {
     std::vector<RequestId>& pending = pending_[request.function];
     pending.push_back(request.id);
@@ -168,6 +168,7 @@ class RunWhereRestored final : public Scheduler {
     for (const auto& pending : pending_) held += pending.size();
     return held;
   }
+  std::size_t FunctionsHeld() const override { return functions_; }
 
   std::map<RequestId, TimePoint> ended;
   Status error;
@@ -194,16 +195,35 @@ Result<std::vector<double>> MeasureLatencies(int instances, bool own_gpus, int b
   auto devices =
       MakeDeviceOptions("emulated", fmt::format("{}x1Gi", own_gpus ? instances : 1), "12GB/s");
   if (!devices.ok()) return devices.status();
-  NodeAgentOptions node_options;
+  const std::filesystem::path run_dir =
+      std::filesystem::temp_directory_path() /
+      fmt::format("gshare-timeslice-{}-{}{}", ::getpid(), instances, own_gpus ? "-own" : "");
+  std::error_code error;
+  std::filesystem::create_directories(run_dir, error);
+  if (error) {
+    return Internal(fmt::format("cannot create {}: {}", run_dir.string(), error.message()));
+  }
+  struct RemoveDir {
+    std::filesystem::path dir;
+    ~RemoveDir() {
+      std::error_code ignored;
+      std::filesystem::remove_all(dir, ignored);
+    }
+  } remove_dir{run_dir};
+
+  CheckedMlpRequests requests(checker);
+  LiveNodeOptions node_options;
   node_options.devices = std::move(devices).value();
   node_options.snapshot_pool_bytes = 256 * kMiB;
   node_options.prepared_bytes_per_gpu = 256 * kMiB;
-  GSHARE_ASSIGN_OR_RETURN(auto node, NodeAgent::Create(node_options));
-  GSHARE_ASSIGN_OR_RETURN(const GpuType gpu, node->DescribeGpus(milliseconds(1), 1.0));
+  node_options.policy = "";  // its own scheduler below
+  node_options.host.run_dir = run_dir.string();
+  LiveNodeParts parts;
+  parts.requests = &requests;
+  GSHARE_ASSIGN_OR_RETURN(auto node, LiveNode::Create(node_options, std::move(parts)));
 
   GSHARE_ASSIGN_OR_RETURN(const std::filesystem::path folder, ProgramFolder());
   std::vector<ResolvedFunction> functions;
-  std::vector<InstanceCommand> commands;
   for (int i = 0; i < instances; ++i) {
     ResolvedFunction spec;
     spec.name = fmt::format("mlp{}", i);
@@ -220,44 +240,22 @@ Result<std::vector<double>> MeasureLatencies(int instances, bool own_gpus, int b
     command.model = "mlp";
     command.name = spec.name;
     command.tenant = spec.tenant;
-    commands.push_back(command);
+    node->AddFunction({.function = spec, .command = command, .run_timeout = Duration::zero()});
   }
-  const std::filesystem::path run_dir =
-      std::filesystem::temp_directory_path() /
-      fmt::format("gshare-timeslice-{}-{}{}", ::getpid(), instances, own_gpus ? "-own" : "");
-  std::error_code error;
-  std::filesystem::create_directories(run_dir, error);
-  if (error)
-    return Internal(fmt::format("cannot create {}: {}", run_dir.string(), error.message()));
-  struct RemoveDir {
-    std::filesystem::path dir;
-    ~RemoveDir() {
-      std::error_code ignored;
-      std::filesystem::remove_all(dir, ignored);
-    }
-  } remove_dir{run_dir};
-
-  CheckedMlpRequests requests(checker);
-  FunctionRegistry registry(functions);
-  ProcessHost host(node->loop(), commands, requests, {.run_dir = run_dir.string()});
-  LiveExecutorOptions options;
-  options.gpu_type = gpu;
-  LiveExecutor executor(node->resources(), registry, host, options);
+  LiveExecutor& executor = node->executor();
   RunWhereRestored scheduler(executor, functions.size(), own_gpus, batch);
   executor.set_scheduler(&scheduler);
-  struct ShutdownAtEnd {
-    LiveExecutor& executor;
-    ~ShutdownAtEnd() { executor.Shutdown(); }
-  } shutdown_at_end{executor};
 
-  const auto give_up = std::chrono::steady_clock::now() + std::chrono::minutes(2);
+  // A bound on a bench that does not finish, in wall time.
+  const SteadyClock& wall = SteadyClock::Shared();
+  const TimePoint give_up = wall.Now() + std::chrono::minutes(2);
   const auto run_until = [&](const std::function<bool()>& done) -> Status {
     while (!done()) {
       node->loop().run_one_for(milliseconds(100));
       if (!scheduler.error.ok()) return scheduler.error;
       if (!requests.error.ok()) return requests.error;
       if (!executor.violation().ok()) return executor.violation();
-      if (std::chrono::steady_clock::now() > give_up) {
+      if (wall.Now() > give_up) {
         return DeadlineExceeded("the bench did not finish:\n" + executor.DebugState());
       }
     }
@@ -315,11 +313,12 @@ Result<Duration> MlpKernelTime(const std::string& weights_dir, int batch,
   std::vector<float> logits(static_cast<std::size_t>(batch * examples::MlpLayout().classes));
   examples::UseSingleBlasThread();
   std::vector<double> ms;
+  const SteadyClock& wall = SteadyClock::Shared();  // the kernel's own time, on this core
   for (int call = 0; call <= 101; ++call) {
-    const auto start = std::chrono::steady_clock::now();
+    const TimePoint start = wall.Now();
     GSHARE_RETURN_IF_ERROR(
         examples::Forward(examples::ModelKind::kMlp, weights, values, batch, workspace, logits));
-    const auto took = std::chrono::steady_clock::now() - start;
+    const Duration took = wall.Now() - start;
     if (call > 0) ms.push_back(Ms(took));
   }
   return FromSeconds(Median(ms) / 1e3);
@@ -348,11 +347,8 @@ int RunBenchTimeslice(const BenchTimesliceFlags& flags) {
     std::filesystem::create_directories(scratch);
     weights_dir = scratch.string();
     // The reference checker reads both bundled models' weights.
-    for (const auto kind : {examples::ModelKind::kMlp, examples::ModelKind::kCnn}) {
-      const Status written = examples::WriteExampleWeights(
-          kind, examples::kDefaultWeightSeed,
-          fmt::format("{}/{}.safetensors", weights_dir, examples::ModelKindName(kind)));
-      if (!written.ok()) return Fail(1, written.ToString());
+    if (auto written = examples::EnsureExampleWeights(scratch); !written.ok()) {
+      return Fail(1, written.status().ToString());
     }
   }
   auto checker = examples::OutputChecker::Create(weights_dir);

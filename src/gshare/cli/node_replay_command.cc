@@ -19,7 +19,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <boost/asio/steady_timer.hpp>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -31,7 +30,6 @@
 #include <string>
 #include <vector>
 
-#include "examples/models/model_layout.h"
 #include "examples/runtime/example_weights.h"
 #include "examples/runtime/output_checker.h"
 #include "gshare/cli/commands.h"
@@ -40,10 +38,10 @@
 #include "gshare/common/slice_granularity.h"
 #include "gshare/device/device_registry.h"
 #include "gshare/model/catalog.h"
-#include "gshare/node/live_executor.h"
+#include "gshare/node/launch_plan.h"
+#include "gshare/node/live_node.h"
 #include "gshare/node/memory_sampler.h"
-#include "gshare/node/node_agent.h"
-#include "gshare/node/process/process_host.h"
+#include "gshare/sched/meter.h"
 #include "gshare/sched/policy_registry.h"
 #include "gshare/sim/fidelity.h"
 #include "gshare/sim/report.h"
@@ -83,11 +81,15 @@ int Fail(int code, const std::string& message) {
 // Inputs and answers of the replay's requests, every answer checked where a reference exists.
 class ReplayRequests final : public RequestSource {
  public:
-  ReplayRequests(examples::OutputChecker& checker, std::vector<std::string> models)
-      : checker_(checker), models_(std::move(models)) {}
+  // The reference checker and the bundled runtime of each function, by FunctionId; before the
+  // first request.
+  void Set(examples::OutputChecker& checker, std::vector<std::string> models) {
+    checker_ = &checker;
+    models_ = std::move(models);
+  }
 
   Status Add(RequestId id, FunctionId function) {
-    auto input = checker_.InputFor(ModelOf(function), id);
+    auto input = checker_->InputFor(ModelOf(function), id);
     if (!input.ok()) return input.status();
     InferRequest request;
     request.id = std::to_string(id);
@@ -105,7 +107,7 @@ class ReplayRequests final : public RequestSource {
     ++answered;
     const Status right =
         response.outputs.size() == 1
-            ? checker_.Check(ModelOf(it->second.first), id, response.outputs.front())
+            ? checker_->Check(ModelOf(it->second.first), id, response.outputs.front())
             : InvalidArgument("an answer without exactly one output");
     if (!right.ok()) {
       ++wrong;
@@ -145,7 +147,7 @@ class ReplayRequests final : public RequestSource {
  private:
   const std::string& ModelOf(FunctionId function) const { return models_[function]; }
 
-  examples::OutputChecker& checker_;
+  examples::OutputChecker* checker_ = nullptr;
   std::vector<std::string> models_;
   std::map<RequestId, std::pair<FunctionId, InferRequest>> inputs_;
 };
@@ -260,16 +262,44 @@ int RunReplay(const ReplayFlags& flags) {
   auto raw = ReadTrace(flags.trace, *format, *catalog, trace_options);
   if (!raw.ok()) return Fail(2, raw.status().ToString());
 
-  NodeAgentOptions node_options;
+  if (std::find(PolicyNames().begin(), PolicyNames().end(), flags.policy) == PolicyNames().end()) {
+    return Fail(2, fmt::format("unknown policy '{}'", flags.policy));
+  }
+  std::error_code error;
+  std::filesystem::create_directories(std::filesystem::path(flags.out) / "run", error);
+  if (error) return Fail(1, fmt::format("cannot create {}: {}", flags.out, error.message()));
+  const Result<std::filesystem::path> folder = ProgramFolder();
+  if (!folder.ok()) return Fail(1, folder.status().ToString());
+
+  ReplayRequests replay;
+  ProfileLearner learner;
+  LiveNode* node_view = nullptr;  // set once the node exists; its runs before then are none
+  TimePoint third{};              // the end of the warm-up: the learner's window
+  LiveNodeOptions node_options;
   node_options.devices = std::move(devices).value();
   node_options.snapshot_pool_bytes = 2 * kGiB;
-  node_options.slice_granularity = *granularity;
-  auto node = NodeAgent::Create(node_options);
-  if (!node.ok()) return Fail(1, node.status().ToString());
-  auto gpu = (*node)->DescribeGpus(milliseconds(1), 1.0);
-  if (!gpu.ok()) return Fail(1, gpu.status().ToString());
+  // The policy's knobs, the same live and in the simulator's prediction.
+  PolicyOptions policy_options;
+  policy_options.instance_start = Duration::zero();  // the node's GPUs are there
+  policy_options.slice_granularity = *granularity;   // as the node's vGPU manager
+  node_options.policy = flags.policy;
+  node_options.policy_options = policy_options;
+  node_options.host.run_dir = (std::filesystem::path(flags.out) / "run").string();
+  node_options.executor.on_run_observed = [&](FunctionId function, int batch, Duration elapsed,
+                                              bool alone) {
+    if (node_view != nullptr && node_view->clock().Now() < third) {
+      learner.Observe(function, batch, elapsed, alone);
+    }
+  };
+  LiveNodeParts parts;
+  parts.requests = &replay;
+  auto created = LiveNode::Create(std::move(node_options), std::move(parts));
+  if (!created.ok()) return Fail(1, created.status().ToString());
+  LiveNode& node = **created;
+  node_view = &node;
+  const GpuType& gpu = node.gpu_type();
 
-  auto built = BuildWorkload(*catalog, *raw, *gpu);
+  auto built = BuildWorkload(*catalog, *raw, gpu);
   if (!built.ok()) return Fail(2, built.status().ToString());
   Workload workload = std::move(built).value();
   // The first --duration of trace time, at --speedup.
@@ -291,16 +321,11 @@ int RunReplay(const ReplayFlags& flags) {
   workload.exec_factors.clear();
   const Duration span =
       Duration(static_cast<Duration::rep>(static_cast<double>(horizon.count()) / flags.speedup));
-  const TimePoint third = TimePoint{} + span / 3;
+  third = TimePoint{} + span / 3;
 
-  // The functions' programs: the bundled runtimes, or the spec's command.
-  const std::filesystem::path weights_dir =
-      std::filesystem::path(flags.catalog).parent_path() / "weights";
-  std::vector<InstanceCommand> commands;
+  // The functions, in the workload's order (ids 0..n-1 on a fresh node, as the simulator's):
+  // the bundled runtimes, whose answers the replay can check.
   std::vector<std::string> models;
-  std::vector<Duration> timeouts;
-  const Result<std::filesystem::path> folder = ProgramFolder();
-  if (!folder.ok()) return Fail(1, folder.status().ToString());
   for (const ResolvedFunction& function : workload.functions) {
     const FunctionSpec* spec = nullptr;
     for (const FunctionSpec& candidate : catalog->functions) {
@@ -311,96 +336,58 @@ int RunReplay(const ReplayFlags& flags) {
                                  "mlp, cnn or echo), whose answers it can check",
                                  function.name));
     }
-    InstanceCommand command;
-    command.argv = {(*folder / "gshare-function").string(), "--model", spec->runtime};
-    if (spec->runtime != "echo") {
-      const std::string weights = spec->model_files.empty()
-                                      ? (weights_dir / (spec->runtime + ".safetensors")).string()
-                                      : spec->model_files.front();
-      command.argv.push_back("--weights");
-      command.argv.push_back(weights);
-    }
-    command.env = spec->env;
-    command.working_dir = spec->working_dir;
-    command.model = spec->runtime;
-    command.name = spec->name;
-    command.tenant = spec->tenant;
-    command.memory_max_bytes = spec->host_memory_bytes;
-    commands.push_back(command);
+    auto launch = PlanLaunch(*spec, gpu, {.function_program = *folder / "gshare-function"});
+    if (!launch.ok()) return Fail(2, launch.status().ToString());
+    launch->function = function;  // exactly what the simulator's prediction runs
+    const FunctionId id = node.AddFunction(std::move(launch).value());
+    if (id != models.size()) return Fail(1, "the node numbered the functions out of order");
     models.push_back(spec->runtime);
-    timeouts.push_back(spec->RequestTimeout());
   }
-  // The reference needs the bundled weights; write them from the seed when they are missing.
-  for (const auto kind : {examples::ModelKind::kMlp, examples::ModelKind::kCnn}) {
-    const auto path = weights_dir / fmt::format("{}.safetensors", examples::ModelKindName(kind));
-    if (std::filesystem::exists(path)) continue;
-    std::filesystem::create_directories(weights_dir);
-    if (const Status written =
-            examples::WriteExampleWeights(kind, examples::kDefaultWeightSeed, path.string());
-        !written.ok()) {
-      return Fail(1, written.ToString());
-    }
+  // The reference needs the bundled weights where the catalog names them: written from the seed
+  // when missing.
+  const std::filesystem::path weights_dir =
+      std::filesystem::path(flags.catalog).parent_path() / "weights";
+  auto written = examples::EnsureExampleWeights(weights_dir);
+  if (!written.ok()) return Fail(1, written.status().ToString());
+  for (const std::string& path : *written) {
     std::fprintf(stderr, "wrote %s (seed %llu)\n", path.c_str(),
                  static_cast<unsigned long long>(examples::kDefaultWeightSeed));
   }
   auto checker = examples::OutputChecker::Create(weights_dir.string());
   if (!checker.ok()) return Fail(1, checker.status().ToString());
-
-  std::error_code error;
-  std::filesystem::create_directories(std::filesystem::path(flags.out) / "run", error);
-  if (error) return Fail(1, fmt::format("cannot create {}: {}", flags.out, error.message()));
-  ReplayRequests replay(**checker, models);
-  ProcessHost host((*node)->loop(), commands, replay,
-                   {.run_dir = (std::filesystem::path(flags.out) / "run").string()});
-  ProfileLearner learner;
-  LiveExecutorOptions options;
-  options.gpu_type = *gpu;
-  options.window_start = third;
-  options.run_timeouts = timeouts;
-  LiveExecutor* executor_view = nullptr;
-  options.on_run_observed = [&](FunctionId function, int batch, Duration elapsed, bool alone) {
-    if (executor_view != nullptr && executor_view->Now() < third) {
-      learner.Observe(function, batch, elapsed, alone);
-    }
-  };
-  FunctionRegistry registry(workload.functions);
-  LiveExecutor executor((*node)->resources(), registry, host, options);
-  executor_view = &executor;
-  PolicyOptions policy_options;
-  policy_options.instance_start = Duration::zero();  // the node's GPUs are there
-  policy_options.slice_granularity = *granularity;   // as the node's vGPU manager
-  auto policy = MakePolicy(flags.policy, {&registry, &executor}, policy_options);
-  if (!policy.ok()) return Fail(2, policy.status().ToString());
-  executor.set_scheduler(policy->get());
+  replay.Set(**checker, std::move(models));
+  // The whole replay, and its last two thirds (the fidelity window).
+  const std::vector<GpuType> gpu_types = {gpu};
+  Meter meter(gpu_types, TimePoint{});
+  Meter window_meter(gpu_types, third);
+  node.executor().AddMeter(meter);
+  node.executor().AddMeter(window_meter);
+  LiveExecutor& executor = node.executor();
+  LoopClock& clock = node.clock();
 
   std::size_t submitted = 0;
   // Resident memory on the loop, every --memory-interval, on the replay's clock. The warm-up is the
   // first third, the window the profiles are learned in.
-  MemorySampler memory((*node)->loop(), *memory_interval,
-                       [&executor] { return ToSeconds(executor.Now() - TimePoint{}); },
-                       [&host] { return host.pids(); });
+  MemorySampler memory(clock, *memory_interval, [&node] { return node.process_host()->pids(); });
   memory.Start();
-  // Arrivals on the executor's clock: one timer at a time, re-armed for the next. A request's input
+  // Arrivals on the node's clock: one timer at a time, re-armed for the next. A request's input
   // is made as it arrives and dropped once answered, so the client (in the node's process) holds
   // only the requests in flight and the node's memory figures are not those of the whole trace.
   std::function<void()> arm;
-  auto timer = std::make_unique<boost::asio::steady_timer>((*node)->loop());
+  LoopTimer arrival;
   arm = [&] {
     if (submitted == requests.size()) return;
-    const Duration wait = std::max(Duration::zero(), requests[submitted].arrival - executor.Now());
-    timer->expires_after(wait);
-    timer->async_wait([&](const boost::system::error_code& timer_error) {
-      if (timer_error) return;
-      while (submitted < requests.size() && requests[submitted].arrival <= executor.Now()) {
+    arrival = clock.At(requests[submitted].arrival, [&] {
+      while (submitted < requests.size() && requests[submitted].arrival <= clock.Now()) {
         Request live = requests[submitted];
-        live.arrival = executor.Now();
+        live.arrival = clock.Now();
         live.deadline = live.arrival + (requests[submitted].deadline - requests[submitted].arrival);
         ++submitted;
         if (const Status added = replay.Add(live.id, live.function); !added.ok()) {
           replay.NotMade(live.id, added);
           continue;
         }
-        executor.Submit(live);
+        node.Submit(live);
       }
       arm();
     });
@@ -408,21 +395,23 @@ int RunReplay(const ReplayFlags& flags) {
   arm();
   std::fprintf(stderr, "replaying %zu requests over %.0f s on %d emulated GPUs (%s)\n",
                requests.size(), ToSeconds(span), flags.gpus, flags.policy.c_str());
-  auto last_report = std::chrono::steady_clock::now();
-  const auto give_up = std::chrono::steady_clock::now() + span * 2 + std::chrono::minutes(5);
+  // Progress and the bound on a replay that does not finish are the operator's, in wall time.
+  const SteadyClock& wall = SteadyClock::Shared();
+  TimePoint last_report = wall.Now();
+  const TimePoint give_up = wall.Now() + span * 2 + std::chrono::minutes(5);
   // Until every request is answered: the accounting ends at the last answer, as the simulator's
   // does (a pool's idle tail after it is not counted by either).
   while (replay.answered + replay.failed < requests.size()) {
-    (*node)->loop().run_one_for(milliseconds(200));
-    if (std::chrono::steady_clock::now() - last_report > std::chrono::seconds(10)) {
-      last_report = std::chrono::steady_clock::now();
+    node.loop().run_one_for(milliseconds(200));
+    if (wall.Now() - last_report > std::chrono::seconds(10)) {
+      last_report = wall.Now();
       std::fprintf(stderr, "  %.0f s: %zu submitted, %llu answered\n",
                    ToSeconds(executor.Now() - TimePoint{}), submitted,
                    static_cast<unsigned long long>(replay.answered));
     }
-    if (std::chrono::steady_clock::now() > give_up) {
+    if (wall.Now() > give_up) {
       const std::string state = executor.DebugState();
-      executor.Shutdown();
+      node.Shutdown();
       std::string hint;
       if (flags.policy == "keepalive") {
         hint = fmt::format(
@@ -435,28 +424,30 @@ int RunReplay(const ReplayFlags& flags) {
           1, fmt::format("the replay did not finish: {} of {} requests unanswered after {:.0f} "
                          "s\n{}{}",
                          requests.size() - replay.answered - replay.failed, requests.size(),
-                         ToSeconds(executor.Now() - TimePoint{}), state, hint));
+                         ToSeconds(clock.Now() - TimePoint{}), state, hint));
     }
     if (!executor.violation().ok()) {
-      executor.Shutdown();
-      return Fail(1, executor.violation().ToString());
+      const Status violation = executor.violation();
+      node.Shutdown();
+      return Fail(1, violation.ToString());
     }
   }
-  const TimePoint end = executor.Now();
+  const TimePoint end = clock.Now();
   memory.Stop();
+  arrival.Cancel();
   if (!executor.violation().ok()) {
-    executor.Shutdown();
-    return Fail(1, executor.violation().ToString());
+    const Status violation = executor.violation();
+    node.Shutdown();
+    return Fail(1, violation.ToString());
   }
   const Duration cold_start = executor.Instances(0).cold_start;
-  executor.meter().Freeze(end);
-  executor.window_meter()->Freeze(end);
-  PolicyReport live = MakePolicyReport(flags.policy, executor.meter(), executor.meter().Totals(end),
-                                       workload.functions, *gpu, TimePoint{}, 0);
-  PolicyReport live_window =
-      MakePolicyReport(flags.policy, *executor.window_meter(), executor.window_meter()->Totals(end),
-                       workload.functions, *gpu, third, 0);
-  executor.Shutdown();
+  meter.Freeze(end);
+  window_meter.Freeze(end);
+  PolicyReport live = MakePolicyReport(flags.policy, meter, meter.Totals(end), workload.functions,
+                                       gpu, TimePoint{}, 0);
+  PolicyReport live_window = MakePolicyReport(flags.policy, window_meter, window_meter.Totals(end),
+                                              workload.functions, gpu, third, 0);
+  node.Shutdown();
 
   // The simulator on the last two thirds, with the profiles learned in the first.
   FidelityReport fidelity;
@@ -490,7 +481,7 @@ int RunReplay(const ReplayFlags& flags) {
   RunInfo info;
   info.trace_path = flags.trace;
   info.trace_format = flags.trace_format;
-  info.gpu_type = gpu->name;
+  info.gpu_type = gpu.name;
   auto summary = nlohmann::json::parse(SummaryJson(info, workload, {live}));
   summary["wrong_outputs"] = replay.wrong;
   summary["answered"] = replay.answered;

@@ -135,7 +135,11 @@ void ReplayDriver::Send(net::HttpClient& client, const PlannedRequest& planned) 
   metered.function = planned.function;
   metered.arrival = sent;
   metered.deadline = sent + target.slo;
-  meter_.Answered(now, metered, right);
+  // A 504 is the server's word that the request could not start by its deadline and never ran.
+  const AnswerOutcome outcome = right                                  ? AnswerOutcome::kOk
+                                : answer.ok() && answer->status == 504 ? AnswerOutcome::kNeverRan
+                                                                       : AnswerOutcome::kFailed;
+  meter_.Answered(now, metered, outcome);
   PerFunction& function = counts_.functions[planned.function];
   if (!answer.ok()) {
     ++counts_.unanswered;

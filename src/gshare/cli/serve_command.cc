@@ -179,25 +179,25 @@ Result<serve::ServerOptions> MakeOptions(const ServeFlags& flags) {
         fmt::format("--gpu-memory {} is less than one slice (--slice-granularity {})",
                     FormatBytes(gpu_memory), FormatBytes(granularity->bytes())));
   }
+  LiveNodeOptions& node = options.backend.node;
   GSHARE_ASSIGN_OR_RETURN(
-      options.node.devices,
-      MakeDeviceOptions(flags.device, fmt::format("{}x{}", flags.gpus, gpu_memory),
-                        flags.link_bandwidth));
-  if (options.node.devices.emulated.front().link_bytes_per_second <= 0) {
+      node.devices, MakeDeviceOptions(flags.device, fmt::format("{}x{}", flags.gpus, gpu_memory),
+                                      flags.link_bandwidth));
+  if (node.devices.emulated.front().link_bytes_per_second <= 0) {
     return InvalidArgument(
         "--link-bandwidth: the live node needs a paced link (12GB/s, say), which the scheduler "
         "can plan with");
   }
-  options.node.slice_granularity = *granularity;
+  node.policy_options.slice_granularity = *granularity;
   GSHARE_ASSIGN_OR_RETURN(
-      options.node.snapshot_pool_bytes,
+      node.snapshot_pool_bytes,
       ParseSize(flags.snapshot_pool, "--snapshot-pool", 64 * kMiB, 1024 * kGiB));
-
-  options.backend.policy = flags.policy;
-  options.backend.tenant_max_in_flight = flags.tenant_max_in_flight;
+  node.policy = flags.policy;
   GSHARE_ASSIGN_OR_RETURN(
-      options.backend.instance_keep,
+      node.executor.instance_keep,
       ParseMillis(flags.instance_keep, "--instance-keep", second, std::chrono::hours(24 * 7)));
+
+  options.backend.tenant_max_in_flight = flags.tenant_max_in_flight;
   if (flags.tenant_gpu_memory != "0") {
     GSHARE_ASSIGN_OR_RETURN(
         options.tenant_gpu_memory_bytes,

@@ -199,7 +199,7 @@ Status GshareMetrics::RemoveFunction(std::string_view function, std::string_view
 
 void MeterFeed::Bind(FunctionId id, std::shared_ptr<FunctionSeries> series) {
   MutexLock lock(mutex_);
-  PerFunction& f = Function(id);
+  PerFunction& f = functions_[id];
   f.series = std::move(series);
   f.published_byte_seconds = f.reserved.IntegralUntil(last_);
   if (f.series) (void)f.series->vgpu_memory_->Set(f.reserved.level());
@@ -210,10 +210,18 @@ void MeterFeed::Unbind(FunctionId id) {
   const auto it = functions_.find(id);
   if (it == functions_.end()) return;
   PublishFunction(it->second, last_);
-  it->second.series.reset();
+  functions_.erase(it);
 }
 
-MeterFeed::PerFunction& MeterFeed::Function(FunctionId id) { return functions_[id]; }
+std::size_t MeterFeed::bound() const {
+  MutexLock lock(mutex_);
+  return functions_.size();
+}
+
+MeterFeed::PerFunction* MeterFeed::Function(FunctionId id) {
+  auto it = functions_.find(id);
+  return it == functions_.end() ? nullptr : &it->second;
+}
 
 TimePoint MeterFeed::Clamp(TimePoint now) {
   last_ = std::max(last_, now);
@@ -240,41 +248,42 @@ void MeterFeed::ChangeGpus(TimePoint now, GpuTypeId /*type*/, int delta) {
 void MeterFeed::Reserved(TimePoint now, FunctionId function, double delta_bytes) {
   MutexLock lock(mutex_);
   now = Clamp(now);
-  PerFunction& f = Function(function);
-  f.reserved.Change(now, delta_bytes);
-  PublishFunction(f, now);
-  if (f.series) (void)f.series->vgpu_memory_->Set(f.reserved.level());
+  PerFunction* f = Function(function);
+  if (f == nullptr) return;
+  f->reserved.Change(now, delta_bytes);
+  PublishFunction(*f, now);
+  if (f->series) (void)f->series->vgpu_memory_->Set(f->reserved.level());
 }
 
 void MeterFeed::Restored(TimePoint now, FunctionId function, std::uint64_t bytes) {
   MutexLock lock(mutex_);
   Clamp(now);
-  const PerFunction& f = Function(function);
-  if (!f.series) return;
-  f.series->swaps_->Inc();
-  (void)f.series->swap_bytes_->Add(static_cast<double>(bytes));
+  const PerFunction* f = Function(function);
+  if (f == nullptr || !f->series) return;
+  f->series->swaps_->Inc();
+  (void)f->series->swap_bytes_->Add(static_cast<double>(bytes));
 }
 
 void MeterFeed::Checkpointed(TimePoint now, FunctionId function, std::uint64_t bytes) {
   MutexLock lock(mutex_);
   Clamp(now);
-  const PerFunction& f = Function(function);
-  if (!f.series) return;
-  f.series->checkpoints_->Inc();
-  (void)f.series->checkpoint_bytes_->Add(static_cast<double>(bytes));
+  const PerFunction* f = Function(function);
+  if (f == nullptr || !f->series) return;
+  f->series->checkpoints_->Inc();
+  (void)f->series->checkpoint_bytes_->Add(static_cast<double>(bytes));
 }
 
-void MeterFeed::Answered(TimePoint now, const Request& request, bool ok) {
+void MeterFeed::Answered(TimePoint now, const Request& request, AnswerOutcome outcome) {
   MutexLock lock(mutex_);
   now = Clamp(now);
-  PerFunction& f = Function(request.function);
-  if (!f.series) return;
+  PerFunction* f = Function(request.function);
+  if (f == nullptr || !f->series) return;
   // The Meter's definition: met when answered OK by the deadline.
-  const bool met = ok && now <= request.deadline;
-  (met ? f.series->slo_met_ : f.series->slo_missed_)->Inc();
-  const double met_count = f.series->slo_met_->value();
-  const double answered = met_count + f.series->slo_missed_->value();
-  (void)f.series->slo_attainment_->Set(met_count / answered);
+  const bool met = outcome == AnswerOutcome::kOk && now <= request.deadline;
+  (met ? f->series->slo_met_ : f->series->slo_missed_)->Inc();
+  const double met_count = f->series->slo_met_->value();
+  const double answered = met_count + f->series->slo_missed_->value();
+  (void)f->series->slo_attainment_->Set(met_count / answered);
 }
 
 void MeterFeed::Publish(TimePoint now) {

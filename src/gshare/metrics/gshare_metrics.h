@@ -126,12 +126,12 @@ class GshareMetrics {
       GUARDED_BY(mutex_);
 };
 
-// MeterFeed: the Meter's events, turned into the accounting metrics. The executor calls it
-// exactly where it calls its Meter, with the same arguments (the methods mirror Meter's), so the
-// two can never disagree; its window is the node's whole life (no accounting start, no freeze).
-// Times passed in never go backward. Bind a FunctionId to its series before the function's first
-// event: events of an unbound function count in the node's GPU figures only.
-class MeterFeed {
+// MeterFeed: the Meter's events, turned into the accounting metrics. It is a MeterSink that the
+// executor feeds exactly as it feeds a Meter, with the same calls, so the two can never
+// disagree; its window is the node's whole life (no accounting start, no freeze). Times passed in
+// never go backward. Bind a FunctionId to its series before the function's first event: events of
+// an unbound function count in the node's GPU figures only.
+class MeterFeed final : public MeterSink {
  public:
   explicit MeterFeed(GshareMetrics& metrics) : metrics_(metrics) {}
 
@@ -140,14 +140,18 @@ class MeterFeed {
   // `id` feeds nothing any more (its function was deleted).
   void Unbind(FunctionId id);
 
-  void GpuAcquired(TimePoint now, GpuTypeId type) { ChangeGpus(now, type, +1); }
-  void GpuReleased(TimePoint now, GpuTypeId type) { ChangeGpus(now, type, -1); }
-  void Reserved(TimePoint now, FunctionId function, double delta_bytes);
-  // Active memory is not exported; here so that the executor can call the feed as its Meter.
-  void Active(TimePoint /*now*/, FunctionId /*function*/, double /*delta_bytes*/) {}
-  void Restored(TimePoint now, FunctionId function, std::uint64_t bytes);
-  void Checkpointed(TimePoint now, FunctionId function, std::uint64_t bytes);
-  void Answered(TimePoint now, const Request& request, bool ok);
+  // Functions bound now (tests: the feed holds only live functions).
+  std::size_t bound() const EXCLUDES(mutex_);
+
+  // MeterSink.
+  void GpuAcquired(TimePoint now, GpuTypeId type) override { ChangeGpus(now, type, +1); }
+  void GpuReleased(TimePoint now, GpuTypeId type) override { ChangeGpus(now, type, -1); }
+  void Reserved(TimePoint now, FunctionId function, double delta_bytes) override;
+  // Active memory is not exported.
+  void Active(TimePoint /*now*/, FunctionId /*function*/, double /*delta_bytes*/) override {}
+  void Restored(TimePoint now, FunctionId function, std::uint64_t bytes) override;
+  void Checkpointed(TimePoint now, FunctionId function, std::uint64_t bytes) override;
+  void Answered(TimePoint now, const Request& request, AnswerOutcome outcome) override;
 
   // Brings the time integrals (GPU-seconds, vGPU byte-seconds) up to `now`; call it before each
   // exposition. A `now` before the last event counts as that event's time.
@@ -161,13 +165,14 @@ class MeterFeed {
   };
 
   void ChangeGpus(TimePoint now, GpuTypeId type, int delta);
-  PerFunction& Function(FunctionId id) REQUIRES(mutex_);
+  // The function's figures; null when it is not bound.
+  PerFunction* Function(FunctionId id) REQUIRES(mutex_);
   TimePoint Clamp(TimePoint now) REQUIRES(mutex_);
   void PublishGpus(TimePoint now) REQUIRES(mutex_);
   static void PublishFunction(PerFunction& f, TimePoint now);
 
   GshareMetrics& metrics_;
-  Mutex mutex_;
+  mutable Mutex mutex_;
   TimePoint last_ GUARDED_BY(mutex_){};
   UsageMeter gpus_ GUARDED_BY(mutex_);
   double published_gpu_seconds_ GUARDED_BY(mutex_) = 0;

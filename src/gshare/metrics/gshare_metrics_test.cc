@@ -115,10 +115,10 @@ TEST(MeterFeedTest, AgreesWithTheMeterOnTheSameEvents) {
   both([](auto& m) { m.Reserved(AtSeconds(2), 1, 300); });
   both([](auto& m) { m.Restored(AtSeconds(2), 1, 700); });
   both([](auto& m) { m.Active(AtSeconds(3), 0, 1000); });
-  both([](auto& m) { m.Answered(AtSeconds(3.5), At(0, 3, 1), true); });   // met
-  both([](auto& m) { m.Answered(AtSeconds(6), At(0, 4, 1), true); });     // late
-  both([](auto& m) { m.Answered(AtSeconds(6), At(1, 5.5, 1), false); });  // failed
-  both([](auto& m) { m.Answered(AtSeconds(6.5), At(1, 6, 1), true); });   // met
+  both([](auto& m) { m.Answered(AtSeconds(3.5), At(0, 3, 1), AnswerOutcome::kOk); });      // met
+  both([](auto& m) { m.Answered(AtSeconds(6), At(0, 4, 1), AnswerOutcome::kOk); });        // late
+  both([](auto& m) { m.Answered(AtSeconds(6), At(1, 5.5, 1), AnswerOutcome::kFailed); });  // failed
+  both([](auto& m) { m.Answered(AtSeconds(6.5), At(1, 6, 1), AnswerOutcome::kOk); });      // met
   both([](auto& m) { m.Checkpointed(AtSeconds(7), 0, 250); });
   both([](auto& m) { m.Reserved(AtSeconds(7), 0, -1000); });
   both([](auto& m) { m.GpuReleased(AtSeconds(8), 0); });
@@ -181,11 +181,13 @@ TEST(MeterFeedTest, AnUnboundFunctionCountsOnlyInTheNodeFigures) {
   std::string text = metrics->Expose();
   const std::string fa = "{function=\"a\",tenant=\"t1\"}";
   EXPECT_EQ(Sample(text, "gshare_swaps_total" + fa), 0);
-  EXPECT_EQ(Sample(text, "gshare_vgpu_memory_allocated_bytes" + fa), 200);
-  EXPECT_EQ(Sample(text, "gshare_vgpu_byte_seconds_total" + fa), 100 * 2 + 200 * 2);
+  // Only what came after the bind: the feed keeps nothing for a function it is not bound to.
+  EXPECT_EQ(Sample(text, "gshare_vgpu_memory_allocated_bytes" + fa), 100);
+  EXPECT_EQ(Sample(text, "gshare_vgpu_byte_seconds_total" + fa), 100 * 2);
   EXPECT_EQ(Sample(text, "gshare_gpu_seconds_total"), 4);
-  // Unbound (deleted): the series stops counting.
+  // Unbound (deleted): the series stops counting, and the feed forgets the function.
   feed.Unbind(0);
+  EXPECT_EQ(feed.bound(), 0u);
   ASSERT_TRUE(metrics->RemoveFunction("a", "t1").ok());
   feed.Reserved(AtSeconds(5), 0, -200);
   feed.Publish(AtSeconds(6));

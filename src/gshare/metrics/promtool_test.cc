@@ -76,7 +76,7 @@ TEST(PromtoolTest, CheckMetricsPassesOnTheFullMetricSet) {
   request.function = 0;
   request.arrival = AtSeconds(1);
   request.deadline = AtSeconds(1.1);
-  feed.Answered(AtSeconds(1.05), request, true);
+  feed.Answered(AtSeconds(1.05), request, AnswerOutcome::kOk);
   feed.Checkpointed(AtSeconds(2), 1, 1'000'000);
   feed.Publish(AtSeconds(3.3));
 

@@ -21,7 +21,14 @@ Result<double> MeasureLinkBandwidth(Device& device, HostMemory& host_memory,
   for (int i = 0; i < repetitions; ++i) {
     GSHARE_ASSIGN_OR_RETURN(Duration elapsed,
                             device.TimedRawCopyToDevice(*destination, source->bytes()));
-    const double seconds = std::max(ToSeconds(elapsed), 1e-9);
+    if (elapsed <= Duration::zero()) {
+      // Only a clock that does not move by itself gives this: an unpaced emulated link on a
+      // manual clock has no bandwidth to measure.
+      return InvalidArgument(fmt::format(
+          "{}: a copy of {} took no time on the device's clock; give the link a bandwidth",
+          device.info().name, FormatBytes(size)));
+    }
+    const double seconds = ToSeconds(elapsed);
     rates.push_back(static_cast<double>(size) / seconds);
   }
   std::sort(rates.begin(), rates.end());

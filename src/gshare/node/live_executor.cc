@@ -5,12 +5,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/thread_pool.hpp>
 #include <utility>
 
 #include "gshare/common/units.h"
 #include "gshare/fn/control_channel.h"
-#include "gshare/metrics/gshare_metrics.h"
 
 namespace gshare {
 namespace {
@@ -20,15 +21,6 @@ std::uint64_t PageBytes() { return static_cast<std::uint64_t>(::sysconf(_SC_PAGE
 std::uint64_t RoundUp(std::uint64_t value, std::uint64_t to) { return (value + to - 1) / to * to; }
 
 }  // namespace
-
-template <typename F>
-void LiveExecutor::Account(F&& f) {
-  if (options_.keep_meters) {
-    f(meter_);
-    if (window_meter_) f(*window_meter_);
-  }
-  if (options_.feed != nullptr) f(*options_.feed);
-}
 
 // A slice of the vGPU manager, bound to an instance, with its segment allocated through the
 // manager. Shared by the executor's slice and the switch operations in flight on the segment: the
@@ -81,13 +73,9 @@ LiveExecutor::LiveExecutor(NodeResources resources, const FunctionRegistry& func
       functions_(functions),
       host_(host),
       options_(std::move(options)),
-      meter_(std::span<const GpuType>(&options_.gpu_type, 1), options_.accounting_start),
+      meters_(options_.meters),
+      staging_compute_(options_.quantum),
       device_held_(resources.devices.size(), false) {
-  run_timeouts_ = options_.run_timeouts;
-  if (options_.window_start) {
-    window_meter_ = std::make_unique<Meter>(std::span<const GpuType>(&options_.gpu_type, 1),
-                                            *options_.window_start);
-  }
   std::uint64_t largest = 0;
   for (const Device* device : resources_.devices) {
     largest = std::max(largest, device->info().memory_bytes);
@@ -104,8 +92,8 @@ LiveExecutor::~LiveExecutor() { Shutdown(); }
 void LiveExecutor::Shutdown() {
   if (shut_down_) return;
   shut_down_ = true;
-  for (auto& [id, timer] : timers_) timer->cancel();
-  timers_.clear();
+  timers_.clear();  // cancels them
+  for (auto& [id, held] : requests_) held.latest_start.Cancel();
   for (auto& [id, instance] : instances_) {
     if (instance.switcher) instance.switcher->Close();
     host_.Stop(id);
@@ -144,8 +132,7 @@ std::string LiveExecutor::DebugState() const {
   return out;
 }
 
-bool LiveExecutor::Busy() const {
-  if (scheduler_timers_ > 0) return true;
+bool LiveExecutor::WorkInFlight() const {
   for (const Gpu& gpu : gpus_) {
     if (gpu.leaving > 0) return true;
     for (const auto& [function, slice] : gpu.slices) {
@@ -155,6 +142,10 @@ bool LiveExecutor::Busy() const {
   for (const auto& [id, instance] : instances_) {
     if (instance.state == InstanceState::kDetaching || instance.state == InstanceState::kStarting ||
         instance.state == InstanceState::kReserved || instance.state == InstanceState::kPreparing) {
+      return true;
+    }
+    // A removed function's instance on its way out: its end makes the function drained.
+    if (instance.state == InstanceState::kStopping && removed_.contains(instance.function)) {
       return true;
     }
   }
@@ -191,28 +182,46 @@ LiveExecutor::Slice* LiveExecutor::CheckSlice(Gpu& gpu, GpuId id, FunctionId fun
 
 void LiveExecutor::Submit(const Request& request) {
   if (shut_down_) return;
-  requests_[request.id] = request;
+  Held& held = requests_[request.id];
+  held.request = request;
+  if (request.latest_start != TimePoint::max()) {
+    const RequestId id = request.id;
+    held.latest_start = resources_.clock.At(request.latest_start, [this, id] {
+      (void)Cancel(id, DeadlineExceeded("the request could not start by its latest start"));
+    });
+  }
   if (scheduler_ != nullptr) scheduler_->OnRequest(request);
 }
 
-bool LiveExecutor::Withdraw(RequestId request, const Status& status) {
+bool LiveExecutor::Cancel(RequestId request, const Status& status) {
   if (shut_down_) return false;
   auto it = requests_.find(request);
-  if (it == requests_.end() || running_.contains(request) || withdrawn_.contains(request)) {
-    return false;
-  }
-  Account([&](auto& m) { m.Answered(Now(), it->second, false); });
-  withdrawn_.insert(request);
-  host_.Fail(request, status);
+  if (it == requests_.end() || running_.contains(request)) return false;
+  AnswerWithoutRun(request, status, AnswerOutcome::kNeverRan);
+  if (scheduler_ != nullptr) scheduler_->OnRequestCancelled(request, status);
   return true;
 }
 
+void LiveExecutor::AnswerWithoutRun(RequestId request, const Status& status,
+                                    AnswerOutcome outcome) {
+  auto it = requests_.find(request);
+  const Request answered = it->second.request;
+  Account([&](auto& m) { m.Answered(Now(), answered, outcome); });
+  requests_.erase(it);  // its latest-start timer with it
+  host_.Fail(request, status);
+  CheckDrained(answered.function);
+}
+
 void LiveExecutor::SetRunTimeout(FunctionId function, Duration timeout) {
-  if (function >= run_timeouts_.size()) run_timeouts_.resize(std::size_t{function} + 1);
-  run_timeouts_[function] = timeout;
+  if (timeout > Duration::zero()) {
+    run_timeouts_[function] = timeout;
+  } else {
+    run_timeouts_.erase(function);
+  }
 }
 
 void LiveExecutor::FunctionRemoved(FunctionId function) {
+  removed_.insert(function);
   std::vector<InstanceId> idle;
   for (const auto& [id, instance] : instances_) {
     if (instance.function == function && instance.state == InstanceState::kIdle) {
@@ -220,15 +229,42 @@ void LiveExecutor::FunctionRemoved(FunctionId function) {
     }
   }
   for (const InstanceId id : idle) StopInstance(instances_.at(id));
+  CheckDrained(function);
+}
+
+bool LiveExecutor::Drained(FunctionId function) const {
+  for (const auto& [id, instance] : instances_) {
+    if (instance.function == function) return false;
+  }
+  for (const Gpu& gpu : gpus_) {
+    if (gpu.slices.contains(function)) return false;
+  }
+  for (const auto& [id, held] : requests_) {
+    if (held.request.function == function) return false;
+  }
+  return true;
+}
+
+void LiveExecutor::CheckDrained(FunctionId function) {
+  if (!removed_.contains(function) || !Drained(function)) return;
+  // Reported on an event of its own: this may run inside a scheduler's action.
+  boost::asio::post(resources_.clock.loop(), [this, function] {
+    if (shut_down_ || !removed_.contains(function) || !Drained(function)) return;
+    removed_.erase(function);
+    run_timeouts_.erase(function);
+    start_failures_.erase(function);
+    if (scheduler_ != nullptr) scheduler_->OnFunctionDrained(function);
+    if (options_.on_drained) options_.on_drained(function);
+  });
 }
 
 void LiveExecutor::Prepare(FunctionId function, std::function<void(Status)> done) {
   const auto fail = [this, &done](Status status) {
-    boost::asio::post(resources_.loop,
+    boost::asio::post(resources_.clock.loop(),
                       [done = std::move(done), status = std::move(status)] { done(status); });
   };
   if (shut_down_) return fail(Unavailable("the node is shutting down"));
-  if (function >= functions_.size() || !functions_.active(function)) {
+  if (!functions_.active(function)) {
     return fail(NotFound(fmt::format("Prepare: function {} is not served", function)));
   }
   const InstanceId instance_id = next_instance_++;
@@ -261,17 +297,15 @@ Result<GpuId> LiveExecutor::AcquireGpu(GpuTypeId type, Duration startup) {
   gpu.arbiter = std::make_unique<ComputeArbiter>(options_.quantum);
   Account([&](auto& m) { m.GpuAcquired(Now(), 0); });
   if (!gpu.ready) {
-    auto timer = std::make_unique<boost::asio::steady_timer>(resources_.loop, startup);
     const std::uint64_t key = next_timer_++;
     ++scheduler_timers_;
-    timer->async_wait([this, id, key](const boost::system::error_code& error) {
+    timers_[key] = resources_.clock.After(startup, [this, id, key] {
       timers_.erase(key);
       --scheduler_timers_;
-      if (error || shut_down_ || !gpus_[id].held) return;
+      if (shut_down_ || !gpus_[id].held) return;
       gpus_[id].ready = true;
       if (scheduler_ != nullptr) scheduler_->OnGpuReady(id);
     });
-    timers_[key] = std::move(timer);
   }
   return id;
 }
@@ -333,7 +367,7 @@ std::uintptr_t LiveExecutor::DeviceBase(InstanceId id) const {
 void LiveExecutor::Restore(GpuId id, FunctionId function, std::uint64_t reserve_bytes) {
   Gpu* gpu = CheckGpu(id, "Restore");
   if (gpu == nullptr) return;
-  if (function >= functions_.size() || !functions_.active(function)) {
+  if (!functions_.active(function)) {
     return Violation(Internal(fmt::format("Restore: function {} is not served", function)));
   }
   const ResolvedFunction& spec = functions_[function];
@@ -363,7 +397,7 @@ void LiveExecutor::Restore(GpuId id, FunctionId function, std::uint64_t reserve_
     const Status why = FailedPrecondition(fmt::format(
         "'{}': {} instances in a row died before they were ready (last: {}); see its log",
         spec.name, failing->second.in_a_row, failing->second.why.message()));
-    boost::asio::post(resources_.loop, [this, id, function, why] {
+    boost::asio::post(resources_.clock.loop(), [this, id, function, why] {
       if (!shut_down_) RestoreFinished(id, function, why);
     });
     return;
@@ -397,7 +431,7 @@ void LiveExecutor::Restore(GpuId id, FunctionId function, std::uint64_t reserve_
   slice.state = SliceState::kWaitingMemory;
   Account([&](auto& m) { m.Reserved(Now(), function, static_cast<double>(reserve_bytes)); });
   Account([&](auto& m) { m.Restored(Now(), function, spec.model_bytes); });
-  boost::asio::post(resources_.loop, [this, id, function] {
+  boost::asio::post(resources_.clock.loop(), [this, id, function] {
     if (!shut_down_) StartSliceMemory(id, function);
   });
 }
@@ -465,10 +499,21 @@ Status LiveExecutor::LaunchInstance(Instance& instance, std::uint64_t reserve_by
     instances_.erase(instance_id);
     return pair.status();
   }
-  instance.switcher = ChannelSwitch::Create(
-      {resources_.loop, resources_.copies, resources_.engine, resources_.snapshots},
-      fmt::format("instance-{}", instance_id), std::move(pair->first),
-      [this, instance_id](Status status) { InstanceLost(instance_id, status); });
+  auto switcher = resources_.switches(
+      {resources_.clock.loop(), resources_.copies, resources_.engine, resources_.snapshots},
+      SwitchTarget{
+          .mechanism = SwitchMechanism::kShim,
+          .name = fmt::format("instance-{}", instance_id),
+          .pid = 0,
+          .channel = std::move(pair->first),
+          .checkpoint_api = nullptr,
+          .clock = &resources_.clock,
+          .on_failure = [this, instance_id](Status status) { InstanceLost(instance_id, status); }});
+  if (!switcher.ok()) {
+    instances_.erase(instance_id);
+    return switcher.status();
+  }
+  instance.switcher = std::move(switcher).value();
   InstanceLaunch launch;
   launch.instance = instance_id;
   launch.function = function;
@@ -585,6 +630,7 @@ void LiveExecutor::RestoreFinished(GpuId id, FunctionId function, const Status& 
   }
   RetryWaitingMemory(id);
   if (scheduler_ != nullptr) scheduler_->OnRestoreDone(id, function, status);
+  CheckDrained(function);
 }
 
 EvictOutcome LiveExecutor::Evict(GpuId id, FunctionId function, EvictHint hint) {
@@ -660,6 +706,7 @@ void LiveExecutor::Detached(InstanceId instance_id, GpuId id, FunctionId functio
   if (!gpu.held && gpu.leaving == 0) device_held_[gpu.device] = false;
   RetryWaitingMemory(id);
   if (report && scheduler_ != nullptr) scheduler_->OnEvictDone(id, function, status);
+  CheckDrained(function);
 }
 
 void LiveExecutor::RetryWaitingMemory(GpuId id) {
@@ -709,35 +756,18 @@ void LiveExecutor::Run(GpuId id, FunctionId function, std::span<const RequestId>
   if (batch.empty()) return Violation(Internal("Run: an empty batch"));
   for (const RequestId request : batch) {
     auto it = requests_.find(request);
-    if (it == requests_.end() || it->second.function != function) {
-      return Violation(
-          Internal(fmt::format("Run: request {} is not an unanswered request of "
-                               "function {}",
-                               request, function)));
+    if (it == requests_.end() || it->second.request.function != function) {
+      return Violation(Internal(fmt::format(
+          "Run: request {} is not an unanswered request of function {}", request, function)));
+    }
+    if (running_.contains(request)) {
+      return Violation(Internal(fmt::format("Run: request {} is running already", request)));
     }
   }
-  // Requests withdrawn since the scheduler queued them have been answered: they do not run, and
-  // a batch of nothing else ends at once.
-  std::vector<RequestId> live;
-  live.reserve(batch.size());
   for (const RequestId request : batch) {
-    if (!withdrawn_.contains(request)) live.push_back(request);
+    running_.insert(request);
+    requests_.at(request).latest_start.Cancel();  // it starts now
   }
-  if (live.empty()) {
-    std::vector<RequestId> done_batch(batch.begin(), batch.end());
-    for (const RequestId request : done_batch) {
-      withdrawn_.erase(request);
-      requests_.erase(request);
-    }
-    ++scheduler_timers_;  // Busy until the scheduler has heard
-    boost::asio::post(resources_.loop, [this, id, function, done_batch = std::move(done_batch)] {
-      --scheduler_timers_;
-      if (shut_down_ || scheduler_ == nullptr) return;
-      scheduler_->OnRunDone(id, function, done_batch, RunResult{Status::Ok(), Duration::zero()});
-    });
-    return;
-  }
-  for (const RequestId request : live) running_.insert(request);
   const std::uint64_t run_id = next_run_++;
   if (slice->runs.empty()) {
     Account([&](auto& m) { m.Active(Now(), function, static_cast<double>(slice->reserve_bytes)); });
@@ -755,11 +785,9 @@ void LiveExecutor::Run(GpuId id, FunctionId function, std::span<const RequestId>
   run.started = Now();
   run.shared = shared;
   const InstanceId instance_id = slice->instance;
-  if (function < run_timeouts_.size() && run_timeouts_[function] > Duration::zero()) {
-    run.timeout =
-        std::make_unique<boost::asio::steady_timer>(resources_.loop, run_timeouts_[function]);
-    run.timeout->async_wait([this, instance_id](const boost::system::error_code& error) {
-      if (error || shut_down_) return;
+  if (auto timeout = run_timeouts_.find(function); timeout != run_timeouts_.end()) {
+    run.timeout = resources_.clock.After(timeout->second, [this, instance_id] {
+      if (shut_down_) return;
       auto it = instances_.find(instance_id);
       if (it == instances_.end() || it->second.state == InstanceState::kStopping) return;
       spdlog::warn("instance {} of '{}' exceeded its run timeout: stopping it", instance_id,
@@ -767,7 +795,7 @@ void LiveExecutor::Run(GpuId id, FunctionId function, std::span<const RequestId>
       host_.Stop(instance_id);  // its exit returns the requests of its runs to the policy
     });
   }
-  host_.Infer(instance_id, live, [this, id, function, instance_id, run_id](Status status) {
+  host_.Infer(instance_id, batch, [this, id, function, instance_id, run_id](Status status) {
     if (shut_down_) return;
     auto it = gpus_[id].slices.find(function);
     if (it == gpus_[id].slices.end() || it->second.instance != instance_id) return;
@@ -776,9 +804,7 @@ void LiveExecutor::Run(GpuId id, FunctionId function, std::span<const RequestId>
     if (run_it == owner.runs.end()) return;  // cancelled: the instance died
     std::vector<RequestId> done_batch = std::move(run_it->second.batch);
     for (const RequestId request : done_batch) running_.erase(request);
-    const int ran = static_cast<int>(
-        std::count_if(done_batch.begin(), done_batch.end(),
-                      [this](RequestId request) { return !withdrawn_.contains(request); }));
+    const int ran = static_cast<int>(done_batch.size());
     const Duration elapsed = Now() - run_it->second.started;
     const bool alone = !run_it->second.shared;
     owner.runs.erase(run_it);
@@ -794,30 +820,24 @@ void LiveExecutor::Run(GpuId id, FunctionId function, std::span<const RequestId>
       for (const RequestId request : done_batch) {
         auto request_it = requests_.find(request);
         if (request_it == requests_.end()) continue;
-        if (withdrawn_.erase(request) == 0) {
-          Account([&](auto& m) { m.Answered(Now(), request_it->second, true); });
-        }
+        const Request answered = request_it->second.request;
+        Account([&](auto& m) { m.Answered(Now(), answered, AnswerOutcome::kOk); });
         requests_.erase(request_it);
       }
     }
     if (scheduler_ != nullptr) {
       scheduler_->OnRunDone(id, function, done_batch, RunResult{status, elapsed});
     }
+    CheckDrained(function);
   });
 }
 
 void LiveExecutor::FailRequest(RequestId request, const Status& status) {
-  auto it = requests_.find(request);
-  if (it == requests_.end()) {
-    return Violation(Internal(fmt::format("FailRequest: request {} is not unanswered", request)));
+  if (!requests_.contains(request) || running_.contains(request)) {
+    return Violation(Internal(
+        fmt::format("FailRequest: request {} is not an unanswered request out of a run", request)));
   }
-  if (withdrawn_.erase(request) > 0) {  // its client has had its answer
-    requests_.erase(it);
-    return;
-  }
-  Account([&](auto& m) { m.Answered(Now(), it->second, false); });
-  requests_.erase(it);
-  host_.Fail(request, status);
+  AnswerWithoutRun(request, status, AnswerOutcome::kFailed);
 }
 
 InstanceView LiveExecutor::Instances(FunctionId function) const {
@@ -842,7 +862,7 @@ InstanceView LiveExecutor::Instances(FunctionId function) const {
         break;
     }
   }
-  if (function < functions_.size()) view.max_instances = functions_[function].max_instances;
+  if (functions_.contains(function)) view.max_instances = functions_[function].max_instances;
   view.cold_start =
       observed_cold_starts_ == 0
           ? options_.cold_start_estimate
@@ -851,17 +871,14 @@ InstanceView LiveExecutor::Instances(FunctionId function) const {
 }
 
 void LiveExecutor::SetTimer(TimePoint at, std::uint64_t token) {
-  const Duration wait = std::max(Duration::zero(), at - Now());
-  auto timer = std::make_unique<boost::asio::steady_timer>(resources_.loop, wait);
   const std::uint64_t key = next_timer_++;
   ++scheduler_timers_;
-  timer->async_wait([this, key, token](const boost::system::error_code& error) {
+  timers_[key] = resources_.clock.At(at, [this, key, token] {
     timers_.erase(key);
     --scheduler_timers_;
-    if (error || shut_down_ || scheduler_ == nullptr) return;
+    if (shut_down_ || scheduler_ == nullptr) return;
     scheduler_->OnTimer(token);
   });
-  timers_[key] = std::move(timer);
 }
 
 void LiveExecutor::BecomeIdle(Instance& instance) {
@@ -869,25 +886,24 @@ void LiveExecutor::BecomeIdle(Instance& instance) {
   if (!functions_.active(instance.function)) return StopInstance(instance);  // removed
   const std::uint64_t generation = ++instance.keep_generation;
   const InstanceId instance_id = instance.id;
-  auto timer = std::make_unique<boost::asio::steady_timer>(resources_.loop, options_.instance_keep);
   const std::uint64_t key = next_timer_++;
-  timer->async_wait([this, key, instance_id, generation](const boost::system::error_code& error) {
-    timers_.erase(key);
-    if (error || shut_down_) return;
-    auto it = instances_.find(instance_id);
-    if (it == instances_.end() || it->second.state != InstanceState::kIdle ||
-        it->second.keep_generation != generation) {
-      return;
-    }
-    int alive = 0;
-    for (const auto& [id, other] : instances_) {
-      if (other.function == it->second.function && other.state != InstanceState::kStopping) {
-        ++alive;
-      }
-    }
-    if (alive > functions_[it->second.function].min_instances) StopInstance(it->second);
-  });
-  timers_[key] = std::move(timer);
+  timers_[key] =
+      resources_.clock.After(options_.instance_keep, [this, key, instance_id, generation] {
+        timers_.erase(key);
+        if (shut_down_) return;
+        auto it = instances_.find(instance_id);
+        if (it == instances_.end() || it->second.state != InstanceState::kIdle ||
+            it->second.keep_generation != generation) {
+          return;
+        }
+        int alive = 0;
+        for (const auto& [id, other] : instances_) {
+          if (other.function == it->second.function && other.state != InstanceState::kStopping) {
+            ++alive;
+          }
+        }
+        if (alive > functions_[it->second.function].min_instances) StopInstance(it->second);
+      });
 }
 
 void LiveExecutor::StopInstance(Instance& instance) {
@@ -917,6 +933,7 @@ void LiveExecutor::InstanceLost(InstanceId instance_id, const Status& status) {
   if (instance.switcher) instance.switcher->Close();
   host_.Stop(instance_id);  // when the switch failed first, the process may still run
   if (instance.on_prepared) instance.on_prepared(status);
+  CheckDrained(instance.function);
   // A detach in flight reports through Detached. A slice bound to the instance (starting,
   // reserved, restored, or waiting for the instance's detach), whatever its state now, is gone.
   for (GpuId id = 0; id < gpus_.size(); ++id) {

@@ -19,9 +19,16 @@
 //  - Run sends the batch to the instance over the function protocol (InstanceHost); its kernels
 //    share the GPU's compute engine with the other resident instances (ComputeArbiter);
 //  - an idle instance stops after `instance_keep`, down to the function's min_instances;
-//  - a process that dies is OnInstanceDied, with the requests of its runs in flight.
-// Time is the steady clock; timers are the loop's. It feeds the Meter as the simulator does (the
-// same calls with the same bytes: the scheduler's reservations, not the manager's quotas).
+//  - a process that dies is OnInstanceDied, with the requests of its runs in flight;
+//  - a request not started by its latest start (Request::latest_start), or that its owner
+//    cancels (Cancel: its client went away), is answered with the reason through the host and
+//    never runs: the scheduler is told at once (OnRequestCancelled), from the timer or the call;
+//  - a removed function (FunctionRemoved) is reported drained (Scheduler::OnFunctionDrained, then
+//    LiveExecutorOptions::on_drained) once it has no slice, no instance and no request left, and
+//    the executor forgets it.
+// Time is the node's clock (resources.clock): Now, and every timer, on it. It feeds its meters as
+// the simulator feeds its Meter (the same calls with the same bytes: the scheduler's reservations,
+// not the manager's quotas).
 //
 // Memory. The executor checks the scheduler's calls against the contract in the scheduler's
 // terms: the reservations it made, in bytes, against the GPU type's memory. The node's accounting
@@ -46,14 +53,11 @@
 // allocation past it fails in that request), and a shrink keeps the slice's quota at least the
 // segment (its memory comes back to the manager when the slice leaves).
 //
-// Threading: everything runs on `resources.loop`; copies run on `resources.copies`. The
+// Threading: everything runs on the clock's loop; copies run on `resources.copies`. The
 // resources, registry and host must outlive the executor, and the vGPU manager every slice the
 // executor made (copies in flight hold theirs); Shutdown before destroying it.
 #pragma once
 
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/steady_timer.hpp>
-#include <boost/asio/thread_pool.hpp>
 #include <chrono>
 #include <deque>
 #include <functional>
@@ -64,29 +68,33 @@
 #include <unordered_set>
 #include <vector>
 
-#include "gshare/common/clock.h"
 #include "gshare/device/device.h"
+#include "gshare/model/compute_quantum.h"
 #include "gshare/model/gpu_type.h"
 #include "gshare/node/instance_host.h"
+#include "gshare/node/loop_clock.h"
 #include "gshare/node/restore_engine.h"
 #include "gshare/node/snapshot_store.h"
 #include "gshare/node/switch/channel_switch.h"
 #include "gshare/node/switch/compute_arbiter.h"
 #include "gshare/node/switch/switch_driver.h"
+#include "gshare/node/switch/switch_factory.h"
 #include "gshare/node/vgpu_manager.h"
 #include "gshare/sched/executor.h"
 #include "gshare/sched/function_registry.h"
 #include "gshare/sched/meter.h"
 #include "gshare/sched/scheduler.h"
 
-namespace gshare {
-namespace metrics {
-class MeterFeed;
+namespace boost::asio {
+class thread_pool;
 }
+
+namespace gshare {
 
 // What the live executor drives; owned by the node.
 struct NodeResources {
-  boost::asio::io_context& loop;
+  LoopClock& clock;               // the node's one clock, and its event loop
+  const SwitchFactory& switches;  // makes each instance's switch (mechanism shim)
   boost::asio::thread_pool& copies;
   std::span<Device* const> devices;  // emulated GPUs, all of `gpu_type`
   VGpuManager& vgpus;                // over `devices`: its GPU i is devices[i]
@@ -97,17 +105,16 @@ struct NodeResources {
 
 struct LiveExecutorOptions {
   GpuType gpu_type;  // describes the node's GPUs (memory, link, price) to policies and the meter
-  Duration quantum = ComputeArbiter::kDefaultQuantum;
+  Duration quantum = kDefaultComputeQuantum;  // the policy's (PolicyOptions::quantum)
   Duration instance_keep = std::chrono::minutes(10);
   // What Instances() reports as a cold start until one was observed; then the mean observed.
   Duration cold_start_estimate = std::chrono::seconds(1);
   std::uintptr_t device_base = fn::kDefaultDeviceBase;  // every instance's device memory
   // Give each instance its own range (base + id x reserve): for instances hosted in one process.
   bool distinct_device_ranges = false;
-  TimePoint accounting_start{};
-  // A second accounting window from this time on (fidelity: the last two thirds of a replay);
-  // none when unset.
-  std::optional<TimePoint> window_start;
+  // Fed with every action (a run's Meters, the server's Prometheus feed); each outlives the
+  // executor.
+  std::vector<MeterSink*> meters;
   // Called when a run ends OK: its function, batch size, elapsed time, and whether it had its GPU's
   // compute to itself the whole time (the profile learner uses those).
   std::function<void(FunctionId, int, Duration, bool)> on_run_observed;
@@ -119,16 +126,9 @@ struct LiveExecutorOptions {
   // another try: a program that crashes at start cannot keep the node starting it forever.
   int max_start_failures = 3;
   Duration start_failure_cooldown = std::chrono::seconds(10);
-  // A run that has not ended after this long (by FunctionId; missing or zero: no limit) stops its
-  // instance: the instance dies, and its requests go back to the policy (OnInstanceDied).
-  std::vector<Duration> run_timeouts;
-  // Whether the executor keeps its Meters (meter(), window_meter()). A Meter keeps every
-  // answered request's latency and every change of the GPU count, for a run's report: a server
-  // that runs for weeks turns it off and reports through `feed`, whose memory is bounded.
-  bool keep_meters = true;
-  // Fed exactly as the meters are (the server's Prometheus accounting); none when null. Must
-  // outlive the executor.
-  metrics::MeterFeed* feed = nullptr;
+  // Called once a removed function is drained and forgotten here (after the scheduler's
+  // OnFunctionDrained): the owner frees what it keeps for it (its registry entry, its command).
+  std::function<void(FunctionId)> on_drained;
 };
 
 class LiveExecutor final : public Executor {
@@ -139,14 +139,18 @@ class LiveExecutor final : public Executor {
 
   void set_scheduler(Scheduler* scheduler) { scheduler_ = scheduler; }
 
-  // A request arrives now (its arrival and deadline are set by the caller from Now()).
+  // Feeds `meter` with every action from now on, as LiveExecutorOptions::meters (for an owner that
+  // needs the node's GPU type to make its meters). It must outlive the executor.
+  void AddMeter(MeterSink& meter) { meters_.push_back(&meter); }
+  // A request arrives now (its arrival, deadline and latest start are the caller's, on this
+  // executor's clock).
   void Submit(const Request& request);
-  // Takes back a submitted request that has not started (its deadline passed, its client went
-  // away): it is answered at once with `status` through the host (InstanceHost::Fail) and counted
-  // as answered late, and it never runs. The scheduler is not told: it still holds the request,
-  // and a batch it later runs leaves the request out (a batch of withdrawn requests only ends at
-  // once, OK). False, and nothing changes, when the request is running or already answered.
-  bool Withdraw(RequestId request, const Status& status);
+  // Cancels a submitted request that has not started (its client went away, the node stops): it
+  // is answered at once with `status` through the host (InstanceHost::Fail), counted as never
+  // run, and the scheduler is told (OnRequestCancelled) before this returns; it never runs. The
+  // same path as a latest start that passes. False, and nothing changes, when the request is
+  // running or already answered. Not from inside a scheduler callback.
+  bool Cancel(RequestId request, const Status& status);
   // Starts an instance of `function` in host memory ahead of its first request: its process
   // starts, loads its model into staging, answers its readiness check, is checkpointed into its
   // snapshot and stays idle (as an instance whose slice was evicted), so that the first restore
@@ -155,32 +159,33 @@ class LiveExecutor final : public Executor {
   // it is idle).
   // Not called after Shutdown.
   void Prepare(FunctionId function, std::function<void(Status)> done);
-  // A run of `function` that has not ended after `timeout` stops its instance (as
-  // LiveExecutorOptions::run_timeouts, for a function added while the node runs; zero: no limit).
+  // A run of `function` that has not ended after `timeout` stops its instance: the instance
+  // dies, and its requests go back to the policy (OnInstanceDied). Zero: no limit.
   void SetRunTimeout(FunctionId function, Duration timeout);
   // The owner removed `function` from the registry (and told the scheduler): its idle instances
-  // stop now, the others as soon as they become idle.
+  // stop now, the others as soon as they become idle; it is drained once nothing is left.
   void FunctionRemoved(FunctionId function);
   // Requests submitted and not yet answered.
   std::size_t unanswered() const { return requests_.size(); }
   // Whether anything is in flight that will reach the scheduler: a restore, an eviction's copy,
   // a run, a timer it set, a GPU starting. A replay ends when requests are all in and this is
   // false.
-  bool Busy() const;
+  bool Busy() const { return WorkInFlight() || scheduler_timers_ > 0; }
+  // Whether real work is in flight (a restore, a copy back, a run, an instance starting or a
+  // removed function's instances stopping): Busy, timers left aside. A manual clock moves to the
+  // next timer only when this is false (ManualLoopClock::RunUntil).
+  bool WorkInFlight() const;
+  // Per-function records held (tests: they come back to their size as functions come and go).
+  std::size_t functions_held() const { return run_timeouts_.size() + start_failures_.size(); }
   // What is in flight, for a stalled replay's diagnosis: GPUs, slices, runs, instances.
   std::string DebugState() const;
   // The first contract violation by the scheduler (a call that broke a precondition), or OK.
   const Status& violation() const { return violation_; }
-  // The meters (empty when LiveExecutorOptions::keep_meters is false).
-  const Meter& meter() const { return meter_; }
-  Meter& meter() { return meter_; }
-  // The second window's meter; null without LiveExecutorOptions::window_start.
-  Meter* window_meter() { return window_meter_.get(); }
   // Stops every instance and closes every switch; no scheduler callback fires after it.
   void Shutdown();
 
   // Executor interface.
-  TimePoint Now() const override { return clock_.Now(); }
+  TimePoint Now() const override { return resources_.clock.Now(); }
   std::span<const GpuType> gpu_types() const override { return {&options_.gpu_type, 1}; }
   const GpuType& TypeOf(GpuId) const override { return options_.gpu_type; }
   Result<GpuId> AcquireGpu(GpuTypeId type, Duration startup) override;
@@ -231,7 +236,7 @@ class LiveExecutor final : public Executor {
     std::vector<RequestId> batch;
     TimePoint started{};
     bool shared = false;  // another run was in flight on its GPU at some moment
-    std::unique_ptr<boost::asio::steady_timer> timeout;
+    LoopTimer timeout;
   };
   struct Slice {
     InstanceId instance = 0;
@@ -269,6 +274,12 @@ class LiveExecutor final : public Executor {
   void Detached(InstanceId id, GpuId gpu, FunctionId function, std::shared_ptr<SliceMemory> memory,
                 bool report, const Status& status, std::uint64_t copied_bytes);
   void InstanceLost(InstanceId id, const Status& status);
+  // A request leaves the executor answered without a run: cancelled (OnRequestCancelled) or
+  // failed by the scheduler.
+  void AnswerWithoutRun(RequestId request, const Status& status, AnswerOutcome outcome);
+  // Reports a removed function drained, on an event of its own, once nothing of it is left.
+  void CheckDrained(FunctionId function);
+  bool Drained(FunctionId function) const;
   void BecomeIdle(Instance& instance);
   void StopInstance(Instance& instance);
   void RetryWaitingMemory(GpuId gpu);
@@ -290,15 +301,16 @@ class LiveExecutor final : public Executor {
   const FunctionRegistry& functions_;
   InstanceHost& host_;
   const LiveExecutorOptions options_;
-  SteadyClock clock_;
-  Meter meter_;
-  std::unique_ptr<Meter> window_meter_;
-  // Feeds every meter and the feed (F takes `auto&`: Meter and MeterFeed have the same calls).
+  // Feeds every meter.
   template <typename F>
-  void Account(F&& f);
+  void Account(F&& f) {
+    for (MeterSink* meter : meters_) f(*meter);
+  }
+  std::vector<MeterSink*> meters_;  // LiveExecutorOptions::meters, then AddMeter's
   Scheduler* scheduler_ = nullptr;
   Status violation_;
-  std::vector<Duration> run_timeouts_;  // by FunctionId
+  std::unordered_map<FunctionId, Duration> run_timeouts_;
+  std::unordered_set<FunctionId> removed_;  // removed, not yet drained
   bool shut_down_ = false;
 
   ComputeArbiter staging_compute_;  // the host's compute, for models loading into staging
@@ -307,10 +319,13 @@ class LiveExecutor final : public Executor {
   std::map<InstanceId, Instance> instances_;
   InstanceId next_instance_ = 1;
   std::uint64_t next_run_ = 1;
-  std::unordered_map<RequestId, Request> requests_;
-  std::unordered_set<RequestId> running_;    // in a run in flight
-  std::unordered_set<RequestId> withdrawn_;  // answered by Withdraw; still the scheduler's
-  std::map<std::uint64_t, std::unique_ptr<boost::asio::steady_timer>> timers_;
+  struct Held {
+    Request request;
+    LoopTimer latest_start;  // cancels it, when it has a latest start
+  };
+  std::unordered_map<RequestId, Held> requests_;  // submitted, not answered
+  std::unordered_set<RequestId> running_;         // in a run in flight
+  std::map<std::uint64_t, LoopTimer> timers_;
   std::uint64_t next_timer_ = 0;
   int scheduler_timers_ = 0;  // timers set by SetTimer or GPU startups, not yet fired
   std::uint64_t device_reserve_bytes_ = 0;

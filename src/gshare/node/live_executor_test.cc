@@ -1,21 +1,16 @@
-// The live executor passes the executor contract (sched/testing/executor_contract.h) on emulated
-// GPUs, with its instances hosted in this process: each instance is a thread that links the
-// function library exactly as a function process does, and runs its kernels for the profile's
-// execution time.
+// The live executor passes the executor contract (sched/testing/executor_contract.h) on the live
+// node: LiveNodeHarness composes a LiveNode of emulated GPUs on a ManualLoopClock, its instances
+// hosted in this process (each links the function library exactly as a function process does,
+// and runs its kernels for the profile's execution time on the node's clock). Time moves only as
+// the node waits for it: no test here waits on wall time for a scheduling decision.
 #include "gshare/node/live_executor.h"
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
-#include <boost/asio/post.hpp>
-#include <condition_variable>
-#include <deque>
-#include <mutex>
-#include <thread>
+#include <optional>
 
-#include "gshare/device/emulated/emulated_device.h"
-#include "gshare/device/emulated/emulated_host_memory.h"
-#include "gshare/fn/runtime.h"
+#include "gshare/node/testing/live_node_harness.h"
 #include "gshare/sched/policy_registry.h"
 #include "gshare/sched/testing/executor_contract.h"
 #include "gshare/sched/testing/null_scheduler.h"
@@ -24,277 +19,27 @@
 namespace gshare {
 namespace {
 
-// Instances as threads of this process, speaking the control channel like a function process.
-class InProcessHost final : public InstanceHost {
- public:
-  InProcessHost(boost::asio::io_context& loop, const FunctionRegistry& functions)
-      : loop_(loop), functions_(functions) {}
-  ~InProcessHost() override {
-    for (auto& [id, hosted] : hosted_) Halt(*hosted);
-    for (auto& [id, hosted] : hosted_) hosted->thread.join();
-  }
+using LiveHarness = testing::LiveNodeHarness;
 
-  Status Start(InstanceLaunch launch) override {
-    ++started;
-    if (crash_at_start) {  // the process dies before it says hello
-      Post([exit = launch.on_exit] { exit(Unavailable("exited with status 1")); });
-      return Status::Ok();
-    }
-    auto hosted = std::make_unique<Hosted>();
-    Hosted& h = *hosted;
-    h.spec = &functions_[launch.function];
-    h.thread = std::thread([this, &h, launch = std::move(launch)]() mutable { Serve(h, launch); });
-    hosted_[launch.instance] = std::move(hosted);
-    return Status::Ok();
-  }
-  void Infer(InstanceId instance, std::span<const RequestId> batch,
-             std::function<void(Status)> done) override {
-    Hosted& h = *hosted_.at(instance);
-    std::vector<RequestId> requests(batch.begin(), batch.end());
-    const bool hang = hang_runs > 0;
-    if (hang) --hang_runs;
-    // Answers are delivered when the run ends OK; each request must be answered once.
-    auto deliver = [this, requests, done = std::move(done)](Status status) {
-      if (status.ok()) {
-        for (const RequestId request : requests) ++answered[request];
-      }
-      done(status);
-    };
-    std::lock_guard lock(h.mutex);
-    h.jobs.push_back({static_cast<int>(batch.size()), hang, std::move(deliver)});
-    h.changed.notify_all();
-  }
-  void Fail(RequestId request, const Status& status) override { failed[request] = status; }
-  void Stop(InstanceId instance) override {
-    auto it = hosted_.find(instance);
-    if (it != hosted_.end()) Halt(*it->second);
-  }
-
-  std::map<RequestId, Status> failed;
-  std::map<RequestId, int> answered;
-  int started = 0;    // instances started
-  int hang_runs = 0;  // the next runs that never end on their own (the instance must be stopped)
-  bool crash_at_start = false;  // every instance dies at once
-
- private:
-  struct Job {
-    int batch = 0;
-    bool hang = false;
-    std::function<void(Status)> done;
-  };
-  struct Hosted {
-    const ResolvedFunction* spec = nullptr;
-    std::mutex mutex;
-    std::condition_variable changed;
-    std::deque<Job> jobs;
-    bool stop = false;
-    std::thread thread;
-  };
-
-  static void Halt(Hosted& h) {
-    std::lock_guard lock(h.mutex);
-    h.stop = true;
-    h.changed.notify_all();
-  }
-
-  void Post(std::function<void()> f) { boost::asio::post(loop_, std::move(f)); }
-
-  void Serve(Hosted& h, InstanceLaunch& launch) {
-    auto runtime =
-        fn::FunctionRuntime::Connect(std::move(launch.control), launch.device_base,
-                                     launch.device_reserve_bytes, {.exit_when_node_gone = false});
-    if (!runtime.ok()) {
-      Post([exit = launch.on_exit, status = runtime.status()] { exit(status); });
-      return;
-    }
-    auto weights = (*runtime)->Allocate(h.spec->model_bytes, "weights");
-    if (weights.ok()) {
-      (void)(*runtime)->Launch([&] { std::memset(weights->data(), 0x5a, weights->size_bytes()); });
-      (*runtime)->EndWork();
-      (void)(*runtime)->memory().Freeze();
-      Post(launch.on_ready);
-    }
-    for (;;) {
-      Job job;
-      {
-        std::unique_lock lock(h.mutex);
-        h.changed.wait(lock, [&] { return h.stop || !h.jobs.empty(); });
-        if (h.stop) break;
-        job = std::move(h.jobs.front());
-        h.jobs.pop_front();
-      }
-      if (job.hang) {  // stuck until the node stops the instance: no answer
-        std::unique_lock lock(h.mutex);
-        h.changed.wait(lock, [&] { return h.stop; });
-        break;
-      }
-      // A kernel as long as the profile says; the GPU's compute engine is taken in turns.
-      const Duration exec = h.spec->ExecLatency(job.batch);
-      const auto start = std::chrono::steady_clock::now();
-      Status ran = Status::Ok();
-      while (ran.ok() && std::chrono::steady_clock::now() - start < exec) {
-        ran = (*runtime)->Launch([] {
-          const auto kernel = std::chrono::steady_clock::now();
-          while (std::chrono::steady_clock::now() - kernel < std::chrono::milliseconds(1)) {
-          }
-        });
-      }
-      (*runtime)->EndWork();
-      Post([done = std::move(job.done), ran] { done(ran); });
-    }
-    weights = Status(Cancelled("stopping"));
-    runtime = Status(Cancelled("stopping"));  // closes the channel
-    Post([exit = launch.on_exit] { exit(Status::Ok()); });
-  }
-
-  boost::asio::io_context& loop_;
-  const FunctionRegistry& functions_;
-  std::map<InstanceId, std::unique_ptr<Hosted>> hosted_;
-};
-
-class LiveHarness final : public testing::ExecutorHarness {
- public:
-  ~LiveHarness() override { Teardown(); }
-
-  void Build(const GpuType& gpu, std::vector<ResolvedFunction> functions,
-             std::vector<Request> requests) override {
-    Teardown();
-    drained_ = false;
-    world_ = std::make_unique<World>();
-    World& w = *world_;
-    for (int i = 0; i < 2; ++i) {
-      w.devices.push_back(
-          std::move(EmulatedDevice::Create(i, {.name = "",
-                                               .memory_bytes = gpu.memory_bytes,
-                                               .link_bytes_per_second = gpu.h2d_bytes_per_second,
-                                               .prepared_bytes = 256 * kMiB})
-                        .value()));
-      w.device_pointers.push_back(w.devices.back().get());
-    }
-    w.staging = std::move(EmulatedDevice::Create(2, {.name = "staging",
-                                                     .memory_bytes = 16 * kGiB,
-                                                     .link_bytes_per_second = 0,
-                                                     .prepared_bytes = 0})
-                              .value());
-    w.vgpus = std::make_unique<VGpuManager>(w.device_pointers, granularity);
-    std::vector<Device*> all = w.device_pointers;
-    all.push_back(w.staging.get());
-    w.store = std::move(
-        SnapshotStore::Create(w.host_memory, {.pool_bytes = kGiB, .chunk_bytes = 8 * kMiB})
-            .value());
-    w.engine = std::move(RestoreEngine::Create(all, {}, w.clock).value());
-    w.functions = FunctionRegistry(std::move(functions));
-    w.requests = std::move(requests);
-    w.host = std::make_unique<InProcessHost>(w.loop, w.functions);
-    LiveExecutorOptions options;
-    options.gpu_type = gpu;
-    options.distinct_device_ranges = true;
-    if (configure) configure(options);
-    w.executor =
-        std::make_unique<LiveExecutor>(NodeResources{w.loop, w.copies, w.device_pointers, *w.vgpus,
-                                                     *w.staging, *w.engine, *w.store},
-                                       w.functions, *w.host, options);
-  }
-
-  Executor& executor() override { return *world_->executor; }
-  LiveExecutor& live() { return *world_->executor; }
-  std::function<void(LiveExecutorOptions&)> configure;  // applied by the next Build
-  SliceGranularity granularity;                         // of the next Build's vGPU manager
-  VGpuManager& vgpus() { return *world_->vgpus; }
-  const FunctionRegistry& functions() const { return world_->functions; }
-  InProcessHost& host() { return *world_->host; }
-  boost::asio::io_context& loop() { return world_->loop; }
-
-  Status Run(Scheduler& scheduler) override {
-    World& w = *world_;
-    w.executor->set_scheduler(&scheduler);
-    std::size_t submitted = 0;
-    std::vector<std::unique_ptr<boost::asio::steady_timer>> arrivals;
-    for (const Request& request : w.requests) {
-      const Duration wait = std::max(Duration::zero(), request.arrival - w.executor->Now());
-      arrivals.push_back(std::make_unique<boost::asio::steady_timer>(w.loop, wait));
-      arrivals.back()->async_wait([&w, &submitted, request](const boost::system::error_code&) {
-        Request live = request;
-        live.arrival = w.executor->Now();
-        live.deadline = live.arrival + (request.deadline - request.arrival);
-        ++submitted;
-        w.executor->Submit(live);
-      });
-    }
-    // Runs the loop until every request is in and nothing is in flight; the bound only keeps a
-    // broken executor from hanging the test.
-    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(120);
-    while (submitted < w.requests.size() || w.executor->Busy()) {
-      w.loop.run_one_for(std::chrono::milliseconds(100));
-      if (std::chrono::steady_clock::now() > give_up) {
-        return DeadlineExceeded("the live executor did not settle in 120 s");
-      }
-    }
-    if (!w.executor->violation().ok()) return w.executor->violation();
-    if (w.executor->unanswered() > 0) {
-      return Internal(fmt::format("{} requests unanswered", w.executor->unanswered()));
-    }
-    return Status::Ok();
-  }
-
- private:
-  struct World {
-    boost::asio::io_context loop;
-    boost::asio::thread_pool copies{1};
-    SteadyClock clock;
-    EmulatedHostMemory host_memory;
-    std::vector<std::unique_ptr<EmulatedDevice>> devices;
-    std::vector<Device*> device_pointers;
-    std::unique_ptr<VGpuManager> vgpus;
-    std::unique_ptr<EmulatedDevice> staging;
-    std::unique_ptr<SnapshotStore> store;
-    std::unique_ptr<RestoreEngine> engine;
-    FunctionRegistry functions;
-    std::vector<Request> requests;
-    std::unique_ptr<InProcessHost> host;
-    std::unique_ptr<LiveExecutor> executor;
-  };
-
-  void Teardown() {
-    if (!world_) return;
-    Drain();
-    world_->executor.reset();
-    world_.reset();
-  }
-
-  std::unique_ptr<World> world_;
-  bool drained_ = false;
-
- public:
-  // Shuts the executor down and lets everything in flight end; the world stays for inspection.
-  void Drain() {
-    if (drained_) return;
-    drained_ = true;
-    World& w = *world_;
-    w.executor->Shutdown();
-    w.loop.run_for(std::chrono::milliseconds(10));
-    w.host.reset();  // joins the instance threads
-    w.copies.join();
-    w.loop.restart();
-    w.loop.poll();
-  }
-};
-
-TEST(LiveExecutorContract, GpuStartup) {
+TEST(LiveNodeContract, GpuStartup) {
   LiveHarness h;
   testing::CheckGpuStartup(h);
 }
-TEST(LiveExecutorContract, RestoreThenRun) {
+TEST(LiveNodeContract, RestoreThenRun) {
   LiveHarness h;
   testing::CheckRestoreThenRun(h);
 }
-TEST(LiveExecutorContract, Evictions) {
+TEST(LiveNodeContract, Evictions) {
   LiveHarness h;
   testing::CheckEvictions(h);
 }
-TEST(LiveExecutorContract, FailRequestAndViolations) {
+TEST(LiveNodeContract, FailRequestAndViolations) {
   LiveHarness h;
   testing::CheckFailRequestAndViolations(h);
+}
+TEST(LiveNodeContract, LatestStartAndCancellation) {
+  LiveHarness h;
+  testing::CheckLatestStartAndCancellation(h);
 }
 
 // A scheduler scripted by the test: each event it needs calls the hook set for it.
@@ -305,6 +50,7 @@ class ScriptedScheduler final : public testing::NullScheduler {
   std::function<void(GpuId, FunctionId)> on_run;
   std::function<void(GpuId, FunctionId, const Status&)> on_evict;
   std::vector<std::vector<RequestId>> runs_done;  // the batches of OnRunDone, in order
+  std::map<RequestId, Status> cancelled;          // OnRequestCancelled
 
   void OnRequest(const Request& r) override {
     if (on_request) on_request(r);
@@ -321,6 +67,7 @@ class ScriptedScheduler final : public testing::NullScheduler {
   void OnEvictDone(GpuId g, FunctionId f, const Status& s) override {
     if (on_evict) on_evict(g, f, s);
   }
+  void OnRequestCancelled(RequestId r, const Status& s) override { cancelled[r] = s; }
 };
 
 SliceInfo Slice(SliceId id, int gpu, std::uint64_t quota, std::uint64_t used, std::string holder) {
@@ -432,12 +179,12 @@ TEST(LiveExecutorVGpu, AResizeThatDoesNotFitTheGpuIsRefusedAndLeaksNothing) {
     usage_grown = vgpus.gpu(0).value();
     // The meter's figures at one instant: any change after it would alter them.
     const TimePoint instant = e.Now();
-    reserved_grown = e.meter().Totals(instant).reserved_byte_seconds;
+    reserved_grown = h.meter().Totals(instant).reserved_byte_seconds;
     // 300 MiB + 3796 MiB is the GPU's 4 GiB; 384 MiB + 3840 MiB is more.
     e.Resize(gpu, 1, 4 * kGiB - 300 * kMiB);
     refused = vgpus.slices();
     usage_refused = vgpus.gpu(0).value();
-    reserved_refused = e.meter().Totals(instant).reserved_byte_seconds;
+    reserved_refused = h.meter().Totals(instant).reserved_byte_seconds;
   };
   const Status ran = h.Run(s);
   EXPECT_EQ(ran.code(), StatusCode::kInternal) << ran.ToString();
@@ -493,11 +240,10 @@ TEST(LiveExecutorVGpu, AnAllocationBeyondASlicesQuotaFails) {
   EXPECT_TRUE(vgpus.slices().empty());
 }
 
-// A request withdrawn before it starts (its deadline passed, its client left) is answered at once
-// with the given status and never runs: a batch holding it runs the others, and a batch of nothing
-// else ends at once; the scheduler hears of every request of its batches, and each request is
-// answered exactly once.
-TEST(LiveExecutorWithdraw, AWithdrawnRequestIsAnsweredOnceAndNeverRuns) {
+// A request cancelled before it starts (its client left, or its latest start passed) is answered
+// at once with the given status and never runs; the scheduler is told before Cancel returns, and
+// a request running or answered cannot be cancelled. Each request is answered exactly once.
+TEST(LiveExecutorCancel, ACancelledRequestIsAnsweredOnceNeverRunsAndTheSchedulerIsTold) {
   LiveHarness h;
   h.Build(testing::ContractGpu(), testing::ContractFunctions(),
           {testing::ContractRequest(0, 0, 0.0), testing::ContractRequest(1, 0, 0.0),
@@ -506,42 +252,51 @@ TEST(LiveExecutorWithdraw, AWithdrawnRequestIsAnsweredOnceAndNeverRuns) {
   ScriptedScheduler s;
   GpuId gpu = 0;
   int arrived = 0;
-  bool first_withdrawal = false;
-  bool second_withdrawal = true;
+  bool first_cancel = false;
+  bool second_cancel = true;
+  bool told_at_once = false;
   s.on_request = [&](const Request&) {
     if (++arrived < 3) return;
-    first_withdrawal = e.Withdraw(0, DeadlineExceeded("late"));
-    second_withdrawal = e.Withdraw(0, DeadlineExceeded("late again"));
-    EXPECT_TRUE(e.Withdraw(2, Cancelled("gone")));
-    auto acquired = e.AcquireGpu(0, Duration::zero());
-    ASSERT_TRUE(acquired.ok()) << acquired.status().ToString();
-    gpu = *acquired;
-    e.Restore(gpu, 0, 300 * kMiB);
+    // Not from inside a callback: the owner cancels on an event of its own.
+    h.node().Post([&] {
+      first_cancel = e.Cancel(0, DeadlineExceeded("late"));
+      told_at_once = s.cancelled.contains(0);
+      second_cancel = e.Cancel(0, DeadlineExceeded("late again"));
+      EXPECT_TRUE(e.Cancel(2, Cancelled("gone")));
+      auto acquired = e.AcquireGpu(0, Duration::zero());
+      ASSERT_TRUE(acquired.ok()) << acquired.status().ToString();
+      gpu = *acquired;
+      e.Restore(gpu, 0, 300 * kMiB);
+    });
   };
   s.on_restore = [&](GpuId, FunctionId, const Status& status) {
     ASSERT_TRUE(status.ok()) << status.ToString();
-    const RequestId batch[] = {0, 1};
+    const RequestId batch[] = {1};
     e.Run(gpu, 0, batch);
   };
+  bool cancel_after_run = true;
   s.on_run = [&](GpuId, FunctionId) {
-    if (s.runs_done.size() != 1) return;
-    EXPECT_FALSE(e.Withdraw(1, Cancelled("answered already")));
-    const RequestId only_withdrawn[] = {2};
-    e.Run(gpu, 0, only_withdrawn);
+    h.node().Post([&] { cancel_after_run = e.Cancel(1, Cancelled("answered already")); });
   };
   const Status ran = h.Run(s);
   ASSERT_TRUE(ran.ok()) << ran.ToString();
-  EXPECT_TRUE(first_withdrawal);
-  EXPECT_FALSE(second_withdrawal);
-  EXPECT_EQ(s.runs_done, (std::vector<std::vector<RequestId>>{{0, 1}, {2}}));
+  EXPECT_TRUE(first_cancel);
+  EXPECT_TRUE(told_at_once);
+  EXPECT_FALSE(second_cancel);
+  EXPECT_FALSE(cancel_after_run);
+  EXPECT_EQ(s.runs_done, (std::vector<std::vector<RequestId>>{{1}}));
+  ASSERT_EQ(s.cancelled.size(), 2u);
+  EXPECT_EQ(s.cancelled.at(0).message(), "late");
+  EXPECT_EQ(s.cancelled.at(2).code(), StatusCode::kCancelled);
   EXPECT_EQ(h.host().answered, (std::map<RequestId, int>{{1, 1}}));
   ASSERT_EQ(h.host().failed.size(), 2u);
   EXPECT_EQ(h.host().failed.at(0).code(), StatusCode::kDeadlineExceeded);
   EXPECT_EQ(h.host().failed.at(0).message(), "late");
   EXPECT_EQ(h.host().failed.at(2).code(), StatusCode::kCancelled);
-  const MeterTotals totals = e.meter().Totals(e.Now());
+  const MeterTotals totals = h.meter().Totals(e.Now());
   EXPECT_EQ(totals.requests, 3u);
   EXPECT_EQ(totals.failed, 2u);
+  EXPECT_EQ(totals.never_ran, 2u);
   EXPECT_EQ(e.unanswered(), 0u);
 }
 
@@ -555,11 +310,7 @@ TEST(LiveExecutorPrepare, APreparedInstanceIsIdleAndTheFirstRestoreBindsIt) {
   std::optional<Status> prepared;
   e.Prepare(0, [&](Status status) { prepared = status; });
   EXPECT_FALSE(prepared.has_value());  // never inside the call
-  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (!prepared && std::chrono::steady_clock::now() < give_up) {
-    h.loop().run_one_for(std::chrono::milliseconds(100));
-  }
-  ASSERT_TRUE(prepared.has_value());
+  ASSERT_TRUE(h.RunUntil([&] { return prepared.has_value(); }).ok());
   ASSERT_TRUE(prepared->ok()) << prepared->ToString();
   EXPECT_EQ(e.Instances(0).idle, 1);
   EXPECT_EQ(e.Instances(0).bound, 0);
@@ -591,11 +342,7 @@ TEST(LiveExecutorPrepare, AFailedStartIsReported) {
   h.host().crash_at_start = true;
   std::optional<Status> prepared;
   h.live().Prepare(0, [&](Status status) { prepared = status; });
-  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (!prepared && std::chrono::steady_clock::now() < give_up) {
-    h.loop().run_one_for(std::chrono::milliseconds(100));
-  }
-  ASSERT_TRUE(prepared.has_value());
+  ASSERT_TRUE(h.RunUntil([&] { return prepared.has_value(); }).ok());
   EXPECT_EQ(prepared->code(), StatusCode::kUnavailable) << prepared->ToString();
   EXPECT_EQ(h.live().Instances(0).idle, 0);
 }
@@ -620,9 +367,8 @@ TEST_P(LivePolicyTest, AnswersEveryRequestOnTheLiveNode) {
   }
   LiveHarness h;
   int observed = 0;
-  h.configure = [&](LiveExecutorOptions& options) {
-    options.window_start = AtSeconds(1.0);
-    options.on_run_observed = [&](FunctionId function, int batch, Duration elapsed, bool) {
+  h.configure = [&](LiveNodeOptions& options) {
+    options.executor.on_run_observed = [&](FunctionId function, int batch, Duration elapsed, bool) {
       EXPECT_LT(function, 2u);
       EXPECT_GE(batch, 1);
       // Never shorter than the kernels the instance ran for it.
@@ -631,6 +377,10 @@ TEST_P(LivePolicyTest, AnswersEveryRequestOnTheLiveNode) {
     };
   };
   h.Build(gpu, functions, requests);
+  // A second window, from 1 s on.
+  const std::vector<GpuType> types = {h.node().gpu_type()};
+  Meter window_meter(types, AtSeconds(1.0));
+  h.live().AddMeter(window_meter);
   PolicyOptions options;
   options.keep_alive = std::chrono::milliseconds(500);
   options.pool_idle = std::chrono::milliseconds(500);
@@ -642,7 +392,7 @@ TEST_P(LivePolicyTest, AnswersEveryRequestOnTheLiveNode) {
   EXPECT_TRUE(h.host().failed.empty());
   for (const auto& [request, count] : h.host().answered) EXPECT_EQ(count, 1) << request;
   EXPECT_EQ(h.host().answered.size(), requests.size());
-  const MeterTotals totals = h.live().meter().Totals(h.live().Now());
+  const MeterTotals totals = h.meter().Totals(h.live().Now());
   EXPECT_EQ(totals.requests, requests.size());
   EXPECT_EQ(totals.failed, 0u);
   EXPECT_GT(totals.gpu_seconds, 0);
@@ -650,7 +400,7 @@ TEST_P(LivePolicyTest, AnswersEveryRequestOnTheLiveNode) {
   EXPECT_EQ((*policy)->RequestsHeld(), 0u);
   EXPECT_GT(observed, 0);
   // The second window counts the requests that arrived from 1 s on.
-  const MeterTotals window = h.live().window_meter()->Totals(h.live().Now());
+  const MeterTotals window = window_meter.Totals(h.live().Now());
   EXPECT_GT(window.requests, 0u);
   EXPECT_LT(window.requests, totals.requests);
   h.Drain();  // every slice of the node's vGPU manager is given back
@@ -668,10 +418,8 @@ TEST_P(LivePolicyTest, AHungRunIsStoppedAndItsRequestRetriedNeverLostNorAnswered
   std::vector<Request> requests = {testing::ContractRequest(0, 0, 0.0)};
   requests[0].deadline = requests[0].arrival + std::chrono::seconds(5);
   LiveHarness h;
-  h.configure = [](LiveExecutorOptions& options) {
-    options.run_timeouts = {std::chrono::milliseconds(300)};
-  };
   h.Build(gpu, functions, requests);
+  h.live().SetRunTimeout(0, std::chrono::milliseconds(300));
   h.host().hang_runs = 1;
   PolicyOptions options;
   options.keep_alive = std::chrono::milliseconds(500);

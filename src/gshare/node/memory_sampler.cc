@@ -46,26 +46,25 @@ std::optional<double> GrowthAfterWarmup(std::span<const MemorySample> samples, d
   return (final_value - baseline) / baseline;
 }
 
-MemorySampler::MemorySampler(boost::asio::io_context& loop, Duration interval,
-                             std::function<double()> now_s,
+MemorySampler::MemorySampler(LoopClock& clock, Duration interval,
                              std::function<std::vector<pid_t>()> pids)
-    : interval_(interval), now_s_(std::move(now_s)), pids_(std::move(pids)), timer_(loop) {}
+    : clock_(clock), interval_(interval), pids_(std::move(pids)) {}
 
 void MemorySampler::Start() {
   running_ = true;
-  next_ = std::chrono::steady_clock::now();
+  next_ = clock_.Now();
   Sample();
   Arm();
 }
 
 void MemorySampler::Stop() {
   running_ = false;
-  timer_.cancel();
+  timer_.Cancel();
 }
 
 void MemorySampler::Sample() {
   const std::vector<pid_t> pids = pids_();
-  auto sample = SampleMemory(now_s_(), pids);
+  auto sample = SampleMemory(ToSeconds(clock_.Now() - TimePoint{}), pids);
   if (!sample.ok()) {
     if (error_.ok()) error_ = sample.status();
     return;
@@ -74,13 +73,11 @@ void MemorySampler::Sample() {
 }
 
 void MemorySampler::Arm() {
-  const auto step = std::chrono::duration_cast<std::chrono::steady_clock::duration>(interval_);
-  next_ += step;
+  next_ += interval_;
   // A loop held up past a whole interval takes one sample late, not a burst of catch-up ones.
-  if (const auto now = std::chrono::steady_clock::now(); next_ < now) next_ = now + step;
-  timer_.expires_at(next_);
-  timer_.async_wait([this](const boost::system::error_code& error) {
-    if (error || !running_) return;
+  if (const TimePoint now = clock_.Now(); next_ < now) next_ = now + interval_;
+  timer_ = clock_.At(next_, [this] {
+    if (!running_) return;
     Sample();
     Arm();
   });

@@ -18,8 +18,6 @@
 
 #include <sys/types.h>
 
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/steady_timer.hpp>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -30,6 +28,7 @@
 
 #include "gshare/common/status.h"
 #include "gshare/common/units.h"
+#include "gshare/node/loop_clock.h"
 
 namespace gshare {
 
@@ -55,9 +54,9 @@ std::optional<double> GrowthAfterWarmup(std::span<const MemorySample> samples, d
 
 class MemorySampler {
  public:
-  // `now_s` gives a sample's time; `pids` lists the function processes to read at that moment.
-  MemorySampler(boost::asio::io_context& loop, Duration interval, std::function<double()> now_s,
-                std::function<std::vector<pid_t>()> pids);
+  // Samples on `clock`'s loop, every `interval` of its time; a sample's time is the clock's, in
+  // seconds since its epoch. `pids` lists the function processes to read at that moment.
+  MemorySampler(LoopClock& clock, Duration interval, std::function<std::vector<pid_t>()> pids);
 
   // Takes a sample at once, then one every interval (on a fixed schedule, not drifting) until
   // Stop.
@@ -73,11 +72,11 @@ class MemorySampler {
   void Sample();
   void Arm();
 
+  LoopClock& clock_;
   const Duration interval_;
-  std::function<double()> now_s_;
   std::function<std::vector<pid_t>()> pids_;
-  boost::asio::steady_timer timer_;
-  std::chrono::steady_clock::time_point next_;
+  LoopTimer timer_;
+  TimePoint next_{};
   bool running_ = false;
   std::vector<MemorySample> samples_;
   Status error_;

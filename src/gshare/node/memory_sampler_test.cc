@@ -1,7 +1,10 @@
 #include "gshare/node/memory_sampler.h"
 
 #include <gtest/gtest.h>
+
 #include <unistd.h>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
 
 #include <vector>
 
@@ -62,24 +65,34 @@ TEST(MemorySamplerTest, ASampleReadsTheNodeAndSkipsAProcessThatIsGone) {
   EXPECT_LE(sample->node_rss_anon_bytes, sample->node_rss_bytes + (1u << 20));
 }
 
-TEST(MemorySamplerTest, StartTakesASampleAtOnceAndStopEndsTheSchedule) {
+TEST(MemorySamplerTest, SamplesAtOnceThenEveryIntervalOfItsClockUntilStopped) {
   boost::asio::io_context loop;
+  auto work = boost::asio::make_work_guard(loop);  // poll never finds the loop out of work
+  ManualLoopClock clock(loop);
+  clock.AdvanceTo(AtSeconds(7));
   int listed = 0;
-  MemorySampler sampler(
-      loop, std::chrono::hours(1), [] { return 7.0; },
-      [&] {
-        ++listed;
-        return std::vector<pid_t>{::getpid()};
-      });
+  MemorySampler sampler(clock, std::chrono::hours(1), [&] {
+    ++listed;
+    return std::vector<pid_t>{::getpid()};
+  });
   sampler.Start();
   ASSERT_EQ(sampler.samples().size(), 1u);
   EXPECT_EQ(sampler.samples()[0].t_s, 7.0);
   EXPECT_EQ(sampler.samples()[0].processes, 1u);
   EXPECT_EQ(listed, 1);
   EXPECT_TRUE(sampler.error().ok());
+  clock.Advance(std::chrono::minutes(59));
+  loop.poll();
+  EXPECT_EQ(sampler.samples().size(), 1u);  // not due yet
+  clock.Advance(std::chrono::minutes(1));
+  loop.poll();
+  ASSERT_EQ(sampler.samples().size(), 2u);
+  EXPECT_EQ(sampler.samples()[1].t_s, 3607.0);
   sampler.Stop();
-  loop.run();  // the cancelled timer's handler runs and takes no sample
-  EXPECT_EQ(sampler.samples().size(), 1u);
+  clock.Advance(std::chrono::hours(5));
+  loop.poll();
+  EXPECT_EQ(sampler.samples().size(), 2u);  // no sample after Stop
+  EXPECT_EQ(clock.pending_timers(), 0u);
 }
 
 }  // namespace

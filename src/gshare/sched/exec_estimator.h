@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <unordered_map>
 #include <vector>
 
 #include "gshare/common/units.h"
@@ -21,8 +22,8 @@ class ExecTimeEstimator {
   // The estimate for a batch of `batch` (clamped to 1..max_batch) of `function`.
   Duration Estimate(FunctionId function, int batch) const {
     const int b = Clamp(function, batch);
-    if (function < learned_.size()) {
-      const auto& learned = learned_[function];
+    if (auto it = learned_.find(function); it != learned_.end()) {
+      const auto& learned = it->second;
       const auto i = static_cast<std::size_t>(b - 1);
       if (i < learned.size() && learned[i] > 0) return Duration(learned[i]);
     }
@@ -33,7 +34,6 @@ class ExecTimeEstimator {
   void Observe(FunctionId function, int batch, Duration elapsed) {
     if (elapsed <= Duration::zero()) return;
     const int b = Clamp(function, batch);
-    if (function >= learned_.size()) learned_.resize(function + 1);
     auto& learned = learned_[function];
     const auto i = static_cast<std::size_t>(b - 1);
     if (i >= learned.size()) learned.resize(i + 1, 0);
@@ -43,9 +43,10 @@ class ExecTimeEstimator {
   }
 
   // Drops what was learned about `function` (it was removed).
-  void Forget(FunctionId function) {
-    if (function < learned_.size()) learned_[function] = {};
-  }
+  void Forget(FunctionId function) { learned_.erase(function); }
+  // Whether it learned anything about `function`, and for how many functions it did.
+  bool Knows(FunctionId function) const { return learned_.contains(function); }
+  std::size_t functions() const { return learned_.size(); }
 
  private:
   int Clamp(FunctionId function, int batch) const {
@@ -54,7 +55,8 @@ class ExecTimeEstimator {
   }
 
   const FunctionRegistry* functions_;
-  std::vector<std::vector<std::int64_t>> learned_;  // by function, batch - 1; 0: not learned
+  // By function, batch - 1; 0: not learned.
+  std::unordered_map<FunctionId, std::vector<std::int64_t>> learned_;
 };
 
 }  // namespace gshare

@@ -17,17 +17,37 @@ constexpr std::size_t kNoSlot = std::numeric_limits<std::size_t>::max();
 }  // namespace
 
 FaaSwapPolicy::FaaSwapPolicy(const SchedulerContext& context, const PolicyOptions& options)
-    : context_(context),
-      options_(options),
-      estimator_(context.functions),
-      model_idle_(context.functions->size()),
-      model_busy_(context.functions->size()),
-      sizer_(options) {}
+    : context_(context), options_(options), estimator_(context.functions), sizer_(options) {}
 
-void FaaSwapPolicy::OnFunctionAdded(FunctionId function) {
-  if (function >= model_idle_.size()) {
-    model_idle_.resize(function + 1);
-    model_busy_.resize(function + 1);
+void FaaSwapPolicy::OnFunctionAdded(FunctionId /*function*/) {}
+
+void FaaSwapPolicy::OnFunctionDrained(FunctionId function) {
+  models_.erase(function);
+  estimator_.Forget(function);
+}
+
+std::size_t FaaSwapPolicy::FunctionsHeld() const {
+  // The functions it keeps anything for: a model index, learned execution times.
+  std::size_t held = models_.size();
+  for (FunctionId f = 0; f < context_.functions->size(); ++f) {
+    if (!models_.contains(f) && estimator_.Knows(f)) ++held;
+  }
+  return held;
+}
+
+void FaaSwapPolicy::OnRequestCancelled(RequestId request, const Status& /*status*/) {
+  if (!requests_.Holds(request)) return;
+  const FunctionId function = requests_.Get(request).function;
+  requests_.Erase(request);
+  for (std::size_t slot : alive_) {
+    PoolGpu& gpu = pool_[slot];
+    auto it = std::find(gpu.queue.begin(), gpu.queue.end(), request);
+    if (it == gpu.queue.end()) continue;
+    gpu.queue.erase(it);
+    Unqueued(gpu, function);
+    Advance(slot);  // it may have been the head
+    MaybeIdle(slot);
+    return;
   }
 }
 
@@ -113,10 +133,11 @@ void FaaSwapPolicy::AddModel(std::size_t slot, FunctionId function) {
   HolderEntry& entry = gpu.holder_entries[function];
   entry.idle = gpu.indexed_idle;
   entry.busy_key = gpu.indexed_key;
+  ModelIndex& index = models_[function];
   if (entry.idle) {
-    model_idle_[function].insert(slot);
+    index.idle.insert(slot);
   } else {
-    model_busy_[function].insert({entry.busy_key, slot});
+    index.busy.insert({entry.busy_key, slot});
   }
 }
 
@@ -124,10 +145,14 @@ void FaaSwapPolicy::DropModel(std::size_t slot, FunctionId function) {
   PoolGpu& gpu = pool_[slot];
   auto it = gpu.holder_entries.find(function);
   if (it == gpu.holder_entries.end()) return;
-  if (it->second.idle) {
-    model_idle_[function].erase(slot);
-  } else {
-    model_busy_[function].erase({it->second.busy_key, slot});
+  auto index = models_.find(function);
+  if (index != models_.end()) {
+    if (it->second.idle) {
+      index->second.idle.erase(slot);
+    } else {
+      index->second.busy.erase({it->second.busy_key, slot});
+    }
+    if (index->second.idle.empty() && index->second.busy.empty()) models_.erase(index);
   }
   gpu.holder_entries.erase(it);
 }
@@ -137,8 +162,10 @@ void FaaSwapPolicy::RepairModelIndex(FunctionId function) {
   // later than its current one (keys only grow while a GPU stays busy). GPU-level changes do not
   // touch these sets; entries are brought up to date here, from the front, until the front of
   // each set is right: then the front is the true minimum.
-  auto& busy = model_busy_[function];
-  auto& idle = model_idle_[function];
+  auto found = models_.find(function);
+  if (found == models_.end()) return;  // no GPU holds its model
+  auto& busy = found->second.busy;
+  auto& idle = found->second.idle;
   while (!busy.empty()) {
     const auto [key, slot] = *busy.begin();
     PoolGpu& gpu = pool_[slot];
@@ -234,9 +261,10 @@ std::size_t FaaSwapPolicy::Place(const Request& request) {
   RepairModelIndex(request.function);
   if (!idle_slots_.empty()) consider(*idle_slots_.begin());
   if (!by_free_time_.empty()) consider(by_free_time_.begin()->second);
-  const FunctionId f = request.function;
-  if (!model_idle_[f].empty()) consider(*model_idle_[f].begin());
-  if (!model_busy_[f].empty()) consider(model_busy_[f].begin()->second);
+  if (auto index = models_.find(request.function); index != models_.end()) {
+    if (!index->second.idle.empty()) consider(*index->second.idle.begin());
+    if (!index->second.busy.empty()) consider(index->second.busy.begin()->second);
+  }
   // Grow when the best GPU (starting ones included) misses the deadline because of the work
   // queued on it, and a GPU asked for now would finish the request sooner (PoolSizer).
   const bool grow = alive_.empty()
@@ -411,7 +439,7 @@ bool FaaSwapPolicy::Relocate(std::size_t slot) {
   const FunctionId function = requests_.Get(gpu.queue.front()).function;
   if (HasModel(gpu, function) || context_.executor->Instances(function).CanBind()) return false;
   RepairModelIndex(function);
-  if (model_idle_[function].empty() && model_busy_[function].empty()) {
+  if (!models_.contains(function)) {
     if (std::find(blocked_.begin(), blocked_.end(), slot) == blocked_.end()) {
       blocked_.push_back(slot);  // advanced again when an instance comes free
     }

@@ -45,7 +45,9 @@ class FaaSwapPolicy final : public Scheduler {
   std::string_view name() const override { return "faaswap"; }
   void OnFunctionAdded(FunctionId function) override;
   void OnFunctionRemoved(FunctionId function) override;
+  void OnFunctionDrained(FunctionId function) override;
   void OnRequest(const Request& request) override;
+  void OnRequestCancelled(RequestId request, const Status& status) override;
   void OnGpuReady(GpuId gpu) override;
   void OnRestoreDone(GpuId gpu, FunctionId function, const Status& status) override;
   void OnRunDone(GpuId gpu, FunctionId function, std::span<const RequestId> batch,
@@ -56,6 +58,7 @@ class FaaSwapPolicy final : public Scheduler {
   void OnGpuLost(GpuId gpu, std::span<const RequestId> lost, const Status& status) override;
   void OnTimer(std::uint64_t token) override;
   std::size_t RequestsHeld() const override { return requests_.size(); }
+  std::size_t FunctionsHeld() const override;
 
  private:
   // Where a GPU's entry for one model it holds sits in the per-function index.
@@ -145,8 +148,12 @@ class FaaSwapPolicy final : public Scheduler {
   // GPUs that hold its model (resident or being restored), repaired lazily (RepairModelIndex).
   std::set<std::size_t> idle_slots_;
   std::set<std::pair<TimePoint, std::size_t>> by_free_time_;
-  std::vector<std::set<std::size_t>> model_idle_;
-  std::vector<std::set<std::pair<TimePoint, std::size_t>>> model_busy_;
+  struct ModelIndex {
+    std::set<std::size_t> idle;
+    std::set<std::pair<TimePoint, std::size_t>> busy;
+  };
+  // By function, while some GPU holds its model (an entry is dropped when it empties).
+  std::unordered_map<FunctionId, ModelIndex> models_;
   PoolSizer sizer_;
   std::vector<std::size_t> blocked_;  // GPUs whose queue head waits for an instance
   std::vector<RequestId> batch_;      // scratch

@@ -1,13 +1,16 @@
 // FunctionRegistry: the functions a scheduler serves, added and removed while it runs.
 //
-// A FunctionId is handed out once and never reused; a removed function keeps its entry (its
-// spec) so that runs still in flight can finish and be accounted, but it takes no new requests.
-// The owner (the simulator, the node) adds a function before any request of it and tells the
-// scheduler through Scheduler::OnFunctionAdded / OnFunctionRemoved; policies read the entries.
+// A FunctionId is handed out once and never reused. A function's life: Add (the owner tells the
+// scheduler, Scheduler::OnFunctionAdded, before any request of it), Remove (it takes no new
+// request; its entry stays, so that what is in flight can finish and be accounted; the owner
+// tells the scheduler, OnFunctionRemoved, and the executor), then, once the executor reports that
+// nothing of it is left on the node (Scheduler::OnFunctionDrained), Forget frees its entry: a
+// node that deploys and deletes functions for weeks holds only the live ones.
 // Not thread-safe: it lives on the scheduler's event loop.
 #pragma once
 
 #include <cstddef>
+#include <unordered_map>
 #include <vector>
 
 #include "gshare/common/status.h"
@@ -20,28 +23,37 @@ class FunctionRegistry {
  public:
   FunctionRegistry() = default;
   // A registry holding `functions` with ids 0..n-1, all active.
-  explicit FunctionRegistry(std::vector<ResolvedFunction> functions)
-      : functions_(std::move(functions)), active_(functions_.size(), true) {}
+  explicit FunctionRegistry(std::vector<ResolvedFunction> functions);
 
   // Adds `function`; returns its new id.
-  FunctionId Add(ResolvedFunction function) {
-    functions_.push_back(std::move(function));
-    active_.push_back(true);
-    return static_cast<FunctionId>(functions_.size() - 1);
-  }
-  // Marks `id` removed. NotFound for an id never handed out; FailedPrecondition if removed twice.
+  FunctionId Add(ResolvedFunction function);
+  // Marks `id` removed. NotFound for an id it does not hold; FailedPrecondition if removed twice.
   Status Remove(FunctionId id);
+  // Frees the entry of a removed function. NotFound for an id it does not hold;
+  // FailedPrecondition for an active one.
+  Status Forget(FunctionId id);
 
-  // The spec of `id`, removed or not. Precondition: id < size().
-  const ResolvedFunction& Get(FunctionId id) const { return functions_[id]; }
-  const ResolvedFunction& operator[](FunctionId id) const { return functions_[id]; }
-  bool active(FunctionId id) const { return id < active_.size() && active_[id]; }
-  // Ids handed out so far (removed ones included): every id is below this.
-  std::size_t size() const { return functions_.size(); }
+  // Whether the registry holds `id` (added and not forgotten), removed or not.
+  bool contains(FunctionId id) const { return entries_.contains(id); }
+  // The spec of `id`, removed or not. Precondition: contains(id).
+  const ResolvedFunction& Get(FunctionId id) const { return entries_.at(id).function; }
+  const ResolvedFunction& operator[](FunctionId id) const { return Get(id); }
+  bool active(FunctionId id) const {
+    auto it = entries_.find(id);
+    return it != entries_.end() && it->second.active;
+  }
+  // Every id handed out so far is below this (forgotten ones included).
+  std::size_t size() const { return next_id_; }
+  // Entries held now: the active functions and the removed ones not yet forgotten.
+  std::size_t held() const { return entries_.size(); }
 
  private:
-  std::vector<ResolvedFunction> functions_;
-  std::vector<bool> active_;
+  struct Entry {
+    ResolvedFunction function;
+    bool active = true;
+  };
+  std::unordered_map<FunctionId, Entry> entries_;
+  FunctionId next_id_ = 0;
 };
 
 }  // namespace gshare

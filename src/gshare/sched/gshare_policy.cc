@@ -32,16 +32,33 @@ GSharePolicy::GSharePolicy(std::string name, const SchedulerContext& context,
       options_(options),
       knobs_(options.gshare),
       estimator_(context.functions),
-      functions_(context.functions->size()),
       pool_(options),
-      margin_(options.gshare.safety_margin),
-      is_unplaced_(context.functions->size(), false) {}
-
-void GSharePolicy::OnFunctionAdded(FunctionId function) {
-  if (function >= functions_.size()) {
-    functions_.resize(function + 1);
-    is_unplaced_.resize(function + 1, false);
+      margin_(options.gshare.safety_margin) {
+  // The functions registered before the policy starts (the simulator's workload): their events
+  // come without an OnFunctionAdded.
+  for (FunctionId f = 0; f < context.functions->size(); ++f) {
+    if (context.functions->contains(f)) functions_.try_emplace(f);
   }
+}
+
+void GSharePolicy::OnFunctionAdded(FunctionId function) { functions_.try_emplace(function); }
+
+void GSharePolicy::OnFunctionDrained(FunctionId function) {
+  functions_.erase(function);
+  std::erase(unplaced_, function);
+  estimator_.Forget(function);
+}
+
+void GSharePolicy::OnRequestCancelled(RequestId request, const Status& /*status*/) {
+  if (!requests_.Holds(request)) return;
+  const FunctionId function = requests_.Get(request).function;
+  requests_.Erase(request);
+  auto it = functions_.find(function);
+  if (it == functions_.end()) return;
+  std::deque<RequestId>& pending = it->second.pending;
+  const bool head = !pending.empty() && pending.front() == request;
+  std::erase(pending, request);
+  if (head) UpdateKey(function);
 }
 
 void GSharePolicy::OnFunctionRemoved(FunctionId function) {
@@ -109,7 +126,7 @@ Duration GSharePolicy::QueuedAhead(const GpuState& gpu, FunctionId function, Tim
   for (const auto& [other_key, other] : gpu.waiting) {
     if (other_key >= key || counted++ >= kMaxQueuedAhead) break;
     if (other == function) continue;
-    const auto& fs = functions_[other];
+    const auto& fs = functions_.at(other);
     const auto max_batch = static_cast<std::size_t>((*context_.functions)[other].max_batch);
     ahead += PredictExec(other, std::min(fs.pending.size(), max_batch));
   }
@@ -161,7 +178,7 @@ bool GSharePolicy::EndRun(GpuState& gpu, FunctionId function) {
 }
 
 bool GSharePolicy::Evictable(const GpuState& gpu, FunctionId function, const Slice& slice) const {
-  return slice.ready && !IsRunning(gpu, function) && functions_[function].pending.empty();
+  return slice.ready && !IsRunning(gpu, function) && functions_.at(function).pending.empty();
 }
 
 void GSharePolicy::SetFree(std::size_t slot, std::uint64_t free_bytes) {
@@ -310,7 +327,7 @@ void GSharePolicy::Bind(FunctionId function) {
 
 bool GSharePolicy::CanBind(FunctionId function) const {
   InstanceView view = context_.executor->Instances(function);
-  const int deferred = functions_[function].deferred;
+  const int deferred = functions_.at(function).deferred;
   const int from_idle = std::min(view.idle, deferred);
   view.idle -= from_idle;
   view.bound += deferred;
@@ -392,8 +409,9 @@ void GSharePolicy::SetCheck(FunctionId function, TimePoint at) {
 }
 
 void GSharePolicy::Unplaced(FunctionId function) {
-  if (is_unplaced_[function]) return;
-  is_unplaced_[function] = true;
+  FunctionState& fs = functions_[function];
+  if (fs.unplaced) return;
+  fs.unplaced = true;
   unplaced_.push_back(function);
 }
 
@@ -401,7 +419,7 @@ void GSharePolicy::RetryUnplaced() {
   if (unplaced_.empty()) return;
   std::vector<FunctionId> retry;
   retry.swap(unplaced_);
-  for (FunctionId f : retry) is_unplaced_[f] = false;
+  for (FunctionId f : retry) functions_[f].unplaced = false;
   for (FunctionId f : retry) {
     if (!functions_[f].pending.empty()) Bind(f);
   }
@@ -700,7 +718,7 @@ Duration GSharePolicy::HoldTime(FunctionId function) const {
   // it runs without a restore. Functions called more rarely are held one restore time, at most
   // twice the best slice-time in hindsight. An idle held slice is evicted at once when another
   // slice needs its memory, so holding costs memory-time, not GPUs.
-  const FunctionState& fs = functions_[function];
+  const FunctionState& fs = functions_.at(function);
   const Duration restore = PredictRestore(function);
   if (fs.gap_count < FunctionState::kGapHistory) return restore;
   const Duration longest = *std::max_element(fs.gaps.begin(), fs.gaps.end());
@@ -873,7 +891,8 @@ void GSharePolicy::OnTimer(std::uint64_t token) {
   const auto low = static_cast<std::uint32_t>(token & 0xFFFFFFFFu);
   if (tag == kCheckTag) {
     const auto function = static_cast<FunctionId>(high);
-    if (functions_[function].check_generation == low) Bind(function);
+    auto it = functions_.find(function);
+    if (it != functions_.end() && it->second.check_generation == low) Bind(function);
     return;
   }
   const auto slot = static_cast<std::size_t>(high);

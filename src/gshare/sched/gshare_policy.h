@@ -66,7 +66,9 @@ class GSharePolicy final : public Scheduler {
   std::string_view name() const override { return name_; }
   void OnFunctionAdded(FunctionId function) override;
   void OnFunctionRemoved(FunctionId function) override;
+  void OnFunctionDrained(FunctionId function) override;
   void OnRequest(const Request& request) override;
+  void OnRequestCancelled(RequestId request, const Status& status) override;
   void OnGpuReady(GpuId gpu) override;
   void OnRestoreDone(GpuId gpu, FunctionId function, const Status& status) override;
   void OnRunDone(GpuId gpu, FunctionId function, std::span<const RequestId> batch,
@@ -77,6 +79,7 @@ class GSharePolicy final : public Scheduler {
   void OnGpuLost(GpuId gpu, std::span<const RequestId> lost, const Status& status) override;
   void OnTimer(std::uint64_t token) override;
   std::size_t RequestsHeld() const override { return requests_.size(); }
+  std::size_t FunctionsHeld() const override { return functions_.size(); }
 
   double margin() const { return margin_; }
 
@@ -130,6 +133,7 @@ class GSharePolicy final : public Scheduler {
     std::uint8_t gap_next = 0;
     bool seen = false;
     TimePoint last_arrival{};
+    bool unplaced = false;  // in unplaced_
   };
 
   // Where a new slice of a function could go, and when a request would finish there.
@@ -203,7 +207,8 @@ class GSharePolicy final : public Scheduler {
   PolicyOptions::GShare knobs_;
   ExecTimeEstimator estimator_;
   RequestTable requests_;
-  std::vector<FunctionState> functions_;
+  // By function, from OnFunctionAdded (or its first request) to OnFunctionDrained.
+  std::unordered_map<FunctionId, FunctionState> functions_;
   std::deque<GpuState> gpus_;  // by slot; a deque so references stay valid as it grows
   std::unordered_map<GpuId, std::size_t> slot_of_;
   std::set<std::pair<std::uint64_t, std::size_t>> by_free_;  // (free bytes, slot) of alive GPUs
@@ -215,7 +220,6 @@ class GSharePolicy final : public Scheduler {
   std::vector<RequestId> batch_;    // scratch
   // Functions with requests but no slice, waiting for memory because the pool is at max_gpus.
   std::vector<FunctionId> unplaced_;
-  std::vector<bool> is_unplaced_;
 };
 
 }  // namespace gshare

@@ -25,11 +25,29 @@ KeepAlivePolicy::KeepAlivePolicy(const SchedulerContext& context, const PolicyOp
     : context_(context),
       options_(options),
       greedy_dual_(greedy_dual),
-      estimator_(context.functions),
-      functions_(context.functions->size()) {}
+      estimator_(context.functions) {
+  // The functions registered before the policy starts: their events come without an
+  // OnFunctionAdded.
+  for (FunctionId f = 0; f < context.functions->size(); ++f) {
+    if (context.functions->contains(f)) functions_.try_emplace(f);
+  }
+}
 
-void KeepAlivePolicy::OnFunctionAdded(FunctionId function) {
-  if (function >= functions_.size()) functions_.resize(function + 1);
+void KeepAlivePolicy::OnFunctionAdded(FunctionId function) { functions_.try_emplace(function); }
+
+void KeepAlivePolicy::OnFunctionDrained(FunctionId function) {
+  functions_.erase(function);
+  std::erase(starved_, function);
+  estimator_.Forget(function);
+}
+
+void KeepAlivePolicy::OnRequestCancelled(RequestId request, const Status& /*status*/) {
+  if (!requests_.Holds(request)) return;
+  const FunctionId function = requests_.Get(request).function;
+  requests_.Erase(request);
+  if (auto it = functions_.find(function); it != functions_.end()) {
+    std::erase(it->second.queue, request);
+  }
 }
 
 void KeepAlivePolicy::OnFunctionRemoved(FunctionId function) {
@@ -76,7 +94,7 @@ void KeepAlivePolicy::Autoscale(FunctionId function) {
 }
 
 bool KeepAlivePolicy::ShouldScaleOut(FunctionId function) const {
-  const FunctionState& state = functions_[function];
+  const FunctionState& state = functions_.at(function);
   const ResolvedFunction& spec = (*context_.functions)[function];
   const int servers = state.ready + state.starting;
   if (spec.max_instances > 0 && servers >= spec.max_instances) return false;
@@ -133,8 +151,8 @@ bool KeepAlivePolicy::ScaleOut(FunctionId function) {
     }
     return false;
   }
-  const auto id = static_cast<std::uint32_t>(instances_.size());
-  instances_.push_back(Instance{function, *gpu, State::kStarting, 0});
+  const std::uint32_t id = next_instance_++;
+  instances_.emplace(id, Instance{function, *gpu, State::kStarting, 0});
   instance_of_gpu_[*gpu] = id;
   state.starting += 1;
   state.starting_ready.push_back(context_.executor->Now() + ColdStart(function));
@@ -328,9 +346,8 @@ void KeepAlivePolicy::RemoveIdle(std::uint32_t id) {
 }
 
 void KeepAlivePolicy::Forget(std::uint32_t id) {
-  Instance& instance = instances_[id];
-  instance.state = State::kGone;
-  instance_of_gpu_.erase(instance.gpu);
+  instance_of_gpu_.erase(instances_.at(id).gpu);
+  instances_.erase(id);
   RetryStarved();
 }
 
@@ -381,12 +398,10 @@ void KeepAlivePolicy::Detach(std::uint32_t id) {
       EndBusy(id);
       break;
     case State::kEvicting:
-    case State::kGone:
       break;
   }
-  instance.state = State::kGone;
-  instance.idle_generation += 1;
   instance_of_gpu_.erase(instance.gpu);
+  instances_.erase(id);
 }
 
 void KeepAlivePolicy::OnInstanceDied(GpuId gpu, FunctionId function,
@@ -415,8 +430,11 @@ void KeepAlivePolicy::Recover(FunctionId function, std::span<const RequestId> lo
 void KeepAlivePolicy::OnTimer(std::uint64_t token) {
   const auto id = static_cast<std::uint32_t>(token >> 32);
   const auto generation = static_cast<std::uint32_t>(token & 0xFFFFFFFFu);
-  Instance& instance = instances_[id];
-  if (instance.state != State::kIdle || instance.idle_generation != generation) return;
+  auto it = instances_.find(id);
+  if (it == instances_.end() || it->second.state != State::kIdle ||
+      it->second.idle_generation != generation) {
+    return;
+  }
   GiveBack(id);
 }
 

@@ -58,7 +58,9 @@ class KeepAlivePolicy final : public Scheduler {
   std::string_view name() const override { return greedy_dual_ ? "faascache" : "keepalive"; }
   void OnFunctionAdded(FunctionId function) override;
   void OnFunctionRemoved(FunctionId function) override;
+  void OnFunctionDrained(FunctionId function) override;
   void OnRequest(const Request& request) override;
+  void OnRequestCancelled(RequestId request, const Status& status) override;
   void OnGpuReady(GpuId gpu) override;
   void OnRestoreDone(GpuId gpu, FunctionId function, const Status& status) override;
   void OnRunDone(GpuId gpu, FunctionId function, std::span<const RequestId> batch,
@@ -69,9 +71,10 @@ class KeepAlivePolicy final : public Scheduler {
   void OnGpuLost(GpuId gpu, std::span<const RequestId> lost, const Status& status) override;
   void OnTimer(std::uint64_t token) override;
   std::size_t RequestsHeld() const override { return requests_.size(); }
+  std::size_t FunctionsHeld() const override { return functions_.size(); }
 
  private:
-  enum class State : std::uint8_t { kStarting, kLoading, kIdle, kBusy, kEvicting, kGone };
+  enum class State : std::uint8_t { kStarting, kLoading, kIdle, kBusy, kEvicting };
   struct Instance {
     FunctionId function = 0;
     GpuId gpu = 0;
@@ -134,8 +137,11 @@ class KeepAlivePolicy final : public Scheduler {
   ExecTimeEstimator estimator_;
   RequestTable requests_;
   std::vector<FunctionId> starved_;
-  std::vector<FunctionState> functions_;
-  std::vector<Instance> instances_;
+  // By function, from OnFunctionAdded (or its first request) to OnFunctionDrained.
+  std::unordered_map<FunctionId, FunctionState> functions_;
+  // By instance id, until the instance is gone (its GPU given back, or lost).
+  std::unordered_map<std::uint32_t, Instance> instances_;
+  std::uint32_t next_instance_ = 0;
   std::unordered_map<GpuId, std::uint32_t> instance_of_gpu_;
   std::vector<RequestId> batch_;  // scratch
 };

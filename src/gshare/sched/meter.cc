@@ -61,14 +61,15 @@ void Meter::Checkpointed(TimePoint now, FunctionId function, std::uint64_t bytes
   counts.checkpoint_bytes += bytes;
 }
 
-void Meter::Answered(TimePoint now, const Request& request, bool ok) {
+void Meter::Answered(TimePoint now, const Request& request, AnswerOutcome outcome) {
   if (frozen_) return;
   Touch(now);
   if (request.arrival < start_) return;  // warm-up
   FunctionMeterTotals& counts = Function(request.function).counts;
   counts.requests += 1;
-  if (!ok) {
+  if (outcome != AnswerOutcome::kOk) {
     counts.failed += 1;
+    if (outcome == AnswerOutcome::kNeverRan) counts.never_ran += 1;
     return;
   }
   counts.latency_ms.push_back(static_cast<float>(ToMilliseconds(now - request.arrival)));
@@ -135,6 +136,7 @@ MeterTotals Meter::Totals(TimePoint now) const {
     out.requests = counts.requests;
     out.met = counts.met;
     out.failed = counts.failed;
+    out.never_ran = counts.never_ran;
     out.latency_ms = counts.latency_ms;
     t.restores += out.restores;
     t.restore_bytes += out.restore_bytes;
@@ -143,6 +145,7 @@ MeterTotals Meter::Totals(TimePoint now) const {
     t.requests += out.requests;
     t.met += out.met;
     t.failed += out.failed;
+    t.never_ran += out.never_ran;
   }
   return t;
 }

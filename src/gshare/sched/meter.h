@@ -1,11 +1,11 @@
 // Meter: the one accounting of what a scheduler's actions cost and what users got.
 //
-// Every executor feeds it (the simulated one now, the live node's later) from the actions it
-// carries out: GPUs held, slice memory reserved and active, restores and checkpoints with their
-// bytes, and each request's answer. Reports and metrics read it, so simulated and live figures
-// share one definition. Figures cover an accounting window: from `accounting_start` (a warm-up
-// before it still happens but is not counted) to the moment Freeze is called (the horizon: the
-// last answer of a replay). Requests count when they arrive inside the window.
+// Every executor feeds it (the simulated one and the live node's, through MeterSink) from the
+// actions it carries out: GPUs held, slice memory reserved and active, restores and checkpoints
+// with their bytes, and each request's answer. Reports and metrics read it, so simulated and live
+// figures share one definition. Figures cover an accounting window: from `accounting_start` (a
+// warm-up before it still happens but is not counted) to the moment Freeze is called (the horizon:
+// the last answer of a replay). Requests count when they arrive inside the window.
 //
 // Not thread-safe: the executor calls it from its event loop. Times passed in never go backward.
 #pragma once
@@ -47,6 +47,34 @@ class UsageMeter {
   double integral_ = 0;
 };
 
+// How a request was answered.
+enum class AnswerOutcome : std::uint8_t {
+  kOk,        // a run ended OK
+  kFailed,    // with an error, after or without a run
+  kNeverRan,  // cancelled before it started (its latest start passed, its client went away)
+};
+
+// What an executor reports to its accounting, from the actions it carries out. The Meter (the
+// reports of a run) and the server's Prometheus feed (metrics::MeterFeed) implement it; an
+// executor feeds every sink it is given with the same calls. Times passed in never go backward.
+class MeterSink {
+ public:
+  virtual ~MeterSink() = default;
+  virtual void GpuAcquired(TimePoint now, GpuTypeId type) = 0;
+  virtual void GpuReleased(TimePoint now, GpuTypeId type) = 0;
+  // Slice memory of `function` reserved (delta > 0) or freed (delta < 0).
+  virtual void Reserved(TimePoint now, FunctionId function, double delta_bytes) = 0;
+  // Slice memory of `function` that became busy (delta > 0: a run started on an idle slice) or
+  // idle again (delta < 0).
+  virtual void Active(TimePoint now, FunctionId function, double delta_bytes) = 0;
+  // A restore of `bytes` of model started.
+  virtual void Restored(TimePoint now, FunctionId function, std::uint64_t bytes) = 0;
+  // An eviction started copying `bytes` of state back to the host.
+  virtual void Checkpointed(TimePoint now, FunctionId function, std::uint64_t bytes) = 0;
+  // A request was answered.
+  virtual void Answered(TimePoint now, const Request& request, AnswerOutcome outcome) = 0;
+};
+
 // One function's figures in the window.
 struct FunctionMeterTotals {
   double reserved_byte_seconds = 0;  // slice memory held x seconds
@@ -58,6 +86,7 @@ struct FunctionMeterTotals {
   std::uint64_t requests = 0;     // answered, arrived in the window
   std::uint64_t met = 0;          // answered OK by the deadline
   std::uint64_t failed = 0;       // answered with an error
+  std::uint64_t never_ran = 0;    // ... of those, cancelled before they started
   std::vector<float> latency_ms;  // answer - arrival of requests answered OK, in answer order
 };
 
@@ -75,6 +104,7 @@ struct MeterTotals {
   std::uint64_t requests = 0;
   std::uint64_t met = 0;
   std::uint64_t failed = 0;
+  std::uint64_t never_ran = 0;
   std::vector<FunctionMeterTotals> functions;  // by FunctionId
 
   // Fraction of the window's requests answered OK by their deadline (1 when there are none).
@@ -83,24 +113,19 @@ struct MeterTotals {
   }
 };
 
-class Meter {
+class Meter final : public MeterSink {
  public:
   // `gpu_types` (by GpuTypeId) price the GPU time.
   Meter(std::span<const GpuType> gpu_types, TimePoint accounting_start);
 
-  void GpuAcquired(TimePoint now, GpuTypeId type) { ChangeGpus(now, type, +1); }
-  void GpuReleased(TimePoint now, GpuTypeId type) { ChangeGpus(now, type, -1); }
-  // Slice memory of `function` reserved (delta > 0) or freed (delta < 0).
-  void Reserved(TimePoint now, FunctionId function, double delta_bytes);
-  // Slice memory of `function` that became busy (delta > 0: a run started on an idle slice) or
-  // idle again (delta < 0).
-  void Active(TimePoint now, FunctionId function, double delta_bytes);
-  // A restore of `bytes` of model started.
-  void Restored(TimePoint now, FunctionId function, std::uint64_t bytes);
-  // An eviction started copying `bytes` of state back to the host.
-  void Checkpointed(TimePoint now, FunctionId function, std::uint64_t bytes);
-  // A request was answered: OK (a run ended) or with an error.
-  void Answered(TimePoint now, const Request& request, bool ok);
+  // MeterSink.
+  void GpuAcquired(TimePoint now, GpuTypeId type) override { ChangeGpus(now, type, +1); }
+  void GpuReleased(TimePoint now, GpuTypeId type) override { ChangeGpus(now, type, -1); }
+  void Reserved(TimePoint now, FunctionId function, double delta_bytes) override;
+  void Active(TimePoint now, FunctionId function, double delta_bytes) override;
+  void Restored(TimePoint now, FunctionId function, std::uint64_t bytes) override;
+  void Checkpointed(TimePoint now, FunctionId function, std::uint64_t bytes) override;
+  void Answered(TimePoint now, const Request& request, AnswerOutcome outcome) override;
 
   // Ends the window at `now`; later calls change nothing. The first call wins.
   void Freeze(TimePoint now);

@@ -37,10 +37,11 @@ TEST(MeterTest, IntegratesWithinTheWindowAndPricesEachGpuType) {
   meter.Restored(AtSeconds(20), 0, 500);
   meter.Active(AtSeconds(20), 0, 100);
   meter.Active(AtSeconds(25), 0, -100);
-  meter.Answered(AtSeconds(20), At(0, 9, 5), true);     // arrived before the window: left out
-  meter.Answered(AtSeconds(21), At(0, 20, 0.5), true);  // late
-  meter.Answered(AtSeconds(22), At(0, 21.9, 0.5), true);
-  meter.Answered(AtSeconds(23), At(0, 22, 0.5), false);
+  meter.Answered(AtSeconds(20), At(0, 9, 5), AnswerOutcome::kOk);     // before the window: left out
+  meter.Answered(AtSeconds(21), At(0, 20, 0.5), AnswerOutcome::kOk);  // late
+  meter.Answered(AtSeconds(22), At(0, 21.9, 0.5), AnswerOutcome::kOk);
+  meter.Answered(AtSeconds(23), At(0, 22, 0.5), AnswerOutcome::kFailed);
+  meter.Answered(AtSeconds(24), At(0, 23, 0.5), AnswerOutcome::kNeverRan);
   meter.Freeze(AtSeconds(30));
   meter.GpuReleased(AtSeconds(40), 0);  // after the freeze: ignored
   const MeterTotals t = meter.Totals(AtSeconds(50));
@@ -53,11 +54,13 @@ TEST(MeterTest, IntegratesWithinTheWindowAndPricesEachGpuType) {
   EXPECT_DOUBLE_EQ(t.functions[0].active_byte_seconds, 100 * 5);
   EXPECT_EQ(t.restores, 1u);
   EXPECT_EQ(t.restore_bytes, 500u);
-  EXPECT_EQ(t.requests, 3u);
+  EXPECT_EQ(t.requests, 4u);
   EXPECT_EQ(t.met, 1u);
-  EXPECT_EQ(t.failed, 1u);
-  EXPECT_DOUBLE_EQ(t.slo_attainment(), 1.0 / 3);
-  EXPECT_EQ(t.functions[0].latency_ms.size(), 2u);  // the failed one has no latency
+  EXPECT_EQ(t.failed, 2u);     // the one that failed and the one that never ran
+  EXPECT_EQ(t.never_ran, 1u);  // counted beside the misses
+  EXPECT_EQ(t.functions[0].never_ran, 1u);
+  EXPECT_DOUBLE_EQ(t.slo_attainment(), 1.0 / 4);
+  EXPECT_EQ(t.functions[0].latency_ms.size(), 2u);  // the failed ones have no latency
   // The timeline runs from time zero to the freeze.
   ASSERT_FALSE(meter.gpu_timeline().empty());
   EXPECT_EQ(meter.gpu_timeline().front(), (std::pair<TimePoint, int>{AtSeconds(0), 1}));

@@ -488,6 +488,10 @@ TEST(FakeExecutorContract, FailRequestAndViolations) {
   testing::FakeHarness h;
   testing::CheckFailRequestAndViolations(h);
 }
+TEST(FakeExecutorContract, LatestStartAndCancellation) {
+  testing::FakeHarness h;
+  testing::CheckLatestStartAndCancellation(h);
+}
 
 }  // namespace
 }  // namespace gshare

@@ -7,6 +7,7 @@
 
 #include "gshare/common/slice_granularity.h"
 #include "gshare/common/units.h"
+#include "gshare/model/compute_quantum.h"
 
 namespace gshare {
 
@@ -41,9 +42,9 @@ struct PolicyOptions {
   // more forwarding delay through such a proxy.
   double proxy_overhead_fraction = 0.40;
   // The GPU's time slice: runs sharing a GPU's compute alternate quanta of this length (kernels are
-  // not preempted). gshare predicts a shared run with it; the simulator's executor uses the same
-  // (gshare sim --quantum).
-  Duration quantum = std::chrono::milliseconds(20);
+  // not preempted). gshare predicts a shared run with it; the executor that runs the policy slices
+  // with the same (the simulator's, gshare sim --quantum; the live node's arbiters).
+  Duration quantum = kDefaultComputeQuantum;
   // Slices are multiples of this: the program's one granularity (SliceGranularity), the same
   // that a live node's vGPU manager enforces.
   SliceGranularity slice_granularity;

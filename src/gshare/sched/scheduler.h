@@ -45,9 +45,20 @@ class Scheduler {
   // answered with NotFound by the scheduler; runs in flight finish; its idle slices are evicted
   // (one that is restoring or running when it goes may stay until the policy's usual eviction).
   virtual void OnFunctionRemoved(FunctionId function) = 0;
+  // A removed function has nothing left with the executor: no slice, no instance, no request.
+  // No event names it again; the scheduler forgets everything it keeps about it (FunctionsHeld
+  // falls back), and the owner then frees its registry entry (FunctionRegistry::Forget). The
+  // live executor reports it; the simulator never removes functions.
+  virtual void OnFunctionDrained(FunctionId function) = 0;
 
   // A request arrived (now == request.arrival).
   virtual void OnRequest(const Request& request) = 0;
+  // The executor cancelled a request the scheduler holds and has not started: its latest start
+  // passed (Request::latest_start), or its client withdrew it (the owner asked the executor). It
+  // is answered with `status` already; the scheduler forgets it and never runs it (a later Run
+  // naming it is a violation). Never for a request in a run in flight. An event of its own
+  // (fired by the executor's timer or the owner's call), never from inside an action.
+  virtual void OnRequestCancelled(RequestId request, const Status& status) = 0;
   // A GPU acquired with a startup delay is ready.
   virtual void OnGpuReady(GpuId gpu) = 0;
   // The function's restore onto the GPU ended. Not OK: the slice is gone and its memory free.
@@ -74,6 +85,9 @@ class Scheduler {
   // Requests the scheduler holds state for: given to it and not yet answered. Tests check that
   // this falls back to zero, so per-request state cannot grow over a long run.
   virtual std::size_t RequestsHeld() const = 0;
+  // Functions the scheduler keeps state for: added and not yet drained. Tests check that it
+  // falls back as functions come and go, so per-function state cannot grow over a long run.
+  virtual std::size_t FunctionsHeld() const = 0;
 };
 
 }  // namespace gshare

@@ -3,12 +3,15 @@
 // serves what the registry holds (at start, every function in it). Tests give a fake.
 //
 // Order of a change: Admit (before anything is written), the registry write, then Deploy or
-// Undeploy. A Deploy that fails after the write is undone in the registry by the caller.
+// Undeploy. A Deploy that fails after the write, at once or when it settles, is undone in the
+// registry by the caller.
 //
 // Threading: every method may be called from any thread, concurrently; none blocks on a request
-// (Deploy may wait for the node's loop to take the change, never for a model to load).
+// or waits for a model to load: a deploy returns once the node has taken the change and reports
+// how it ended through its `settled` callback.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <string_view>
 
@@ -32,6 +35,12 @@ struct ModelStatus {
 
 class Deployer {
  public:
+  // How a deploy (or a load) ended, called once, from any thread, never inside the call that
+  // took it: OK once the new version serves (its first instance is ready); the error that kept it
+  // from starting; Cancelled when a later change of the function superseded it (the later change
+  // decides what the function is); Unavailable when the server shut down first.
+  using Settled = std::function<void(Status)>;
+
   virtual ~Deployer() = default;
 
   // Whether `spec` may run on this node, checked before it is written. `by_admin`: the admin key
@@ -41,14 +50,16 @@ class Deployer {
   virtual Status Admit(const FunctionSpec& spec, bool by_admin) const = 0;
   // Serves `spec` (its tenant and name identify it): a new function, or a new spec for a deployed
   // one, whose requests in flight finish on the old spec. Returns once the node has taken the
-  // change; the function is kLoading until its first instance is ready.
-  virtual Status Deploy(const FunctionSpec& spec) = 0;
+  // change (an error: it did not, and `settled` is never called); a new function is kLoading
+  // until its first instance is ready, and `settled` says how the change ended.
+  virtual Status Deploy(const FunctionSpec& spec, Settled settled) = 0;
   // Stops serving the function: new requests get 404 at once, those in flight finish, then its
   // instances stop. NotFound when it is not deployed.
   virtual Status Undeploy(std::string_view tenant, std::string_view name) = 0;
-  // Triton's load: makes an unloaded (or failed) function ready again, warming an instance.
+  // Triton's load: makes an unloaded (or failed) function ready again, warming an instance;
+  // `settled` as for Deploy (called with OK at once when it is loaded or loading already).
   // NotFound when it is not deployed.
-  virtual Status Load(std::string_view tenant, std::string_view name) = 0;
+  virtual Status Load(std::string_view tenant, std::string_view name, Settled settled) = 0;
   // Triton's unload: the function stays deployed but takes no requests (503) until loaded; its
   // instances stop once their requests are answered. NotFound when it is not deployed.
   virtual Status Unload(std::string_view tenant, std::string_view name) = 0;

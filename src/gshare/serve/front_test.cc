@@ -25,9 +25,11 @@ constexpr std::string_view kAlphaKey = "alpha-key";
 constexpr std::string_view kBetaKey = "beta-key";
 const TimePoint kNow{std::chrono::seconds(1000)};
 
-class FixedClock final : public Clock {
- public:
-  TimePoint Now() const override { return kNow; }
+// The front's clock, standing at kNow.
+struct FixedClock {
+  FixedClock() { clock.AdvanceTo(kNow); }
+  operator const Clock&() const { return clock; }
+  ManualClock clock;
 };
 
 class MapAuthenticator final : public Authenticator {

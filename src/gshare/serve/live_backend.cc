@@ -7,17 +7,13 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <boost/asio/post.hpp>
 #include <cerrno>
 #include <cstring>
 #include <future>
 #include <memory>
 #include <system_error>
 
-#include "examples/models/model_layout.h"
-#include "examples/runtime/example_weights.h"
-#include "gshare/model/catalog.h"
-#include "gshare/sched/policy_registry.h"
+#include "gshare/node/launch_plan.h"
 
 namespace gshare::serve {
 namespace {
@@ -62,9 +58,7 @@ RequestOutcome OutcomeOf(const Status& status) {
 
 }  // namespace
 
-Result<std::unique_ptr<LiveBackend>> LiveBackend::Create(NodeAgent& node, const GpuType& gpu_type,
-                                                         metrics::GshareMetrics& metrics,
-                                                         const Clock& front_clock,
+Result<std::unique_ptr<LiveBackend>> LiveBackend::Create(metrics::GshareMetrics& metrics,
                                                          LiveBackendOptions options) {
   if (options.data_dir.empty()) return InvalidArgument("the live backend needs a data directory");
   std::error_code error;
@@ -94,7 +88,7 @@ Result<std::unique_ptr<LiveBackend>> LiveBackend::Create(NodeAgent& node, const 
     }
   }
   GSHARE_RETURN_IF_ERROR(enterable(options.data_dir));
-  for (const char* folder : {"run", "models", "runtimes"}) {
+  for (const char* folder : {"run", "models"}) {
     std::filesystem::create_directories(options.data_dir / folder, error);
     if (error) {
       return IoError(fmt::format("cannot create {}: {}", (options.data_dir / folder).string(),
@@ -102,116 +96,103 @@ Result<std::unique_ptr<LiveBackend>> LiveBackend::Create(NodeAgent& node, const 
     }
     GSHARE_RETURN_IF_ERROR(enterable(options.data_dir / folder));
   }
-  // The bundled runtimes' weights, from the fixed seed, where missing.
-  for (const auto kind : {examples::ModelKind::kMlp, examples::ModelKind::kCnn}) {
-    const auto path = options.data_dir / "runtimes" /
-                      fmt::format("{}.safetensors", examples::ModelKindName(kind));
-    if (std::filesystem::exists(path, error)) continue;
-    GSHARE_RETURN_IF_ERROR(
-        examples::WriteExampleWeights(kind, examples::kDefaultWeightSeed, path.string()));
-    spdlog::info("wrote {} (seed {})", path.string(), examples::kDefaultWeightSeed);
-    if (::chmod(path.c_str(), 0644) != 0) {  // public weights, read by every tenant's runtime
-      return IoError(fmt::format("chmod {}: {}", path.string(), std::strerror(errno)));
-    }
-  }
-  options.host.run_dir = (options.data_dir / "run").string();
-  auto backend = std::unique_ptr<LiveBackend>(
-      new LiveBackend(node, gpu_type, metrics, front_clock, std::move(options)));
+  options.node.host.run_dir = (options.data_dir / "run").string();
+  auto backend = std::unique_ptr<LiveBackend>(new LiveBackend(metrics, std::move(options)));
   LiveBackend& b = *backend;
   b.feed_ = std::make_unique<metrics::MeterFeed>(metrics);
-  b.host_ = std::make_unique<ProcessHost>(node.loop(), std::vector<InstanceCommand>{},
-                                          static_cast<RequestSource&>(b), b.options_.host);
-  LiveExecutorOptions executor_options;
-  executor_options.gpu_type = gpu_type;
-  executor_options.instance_keep = b.options_.instance_keep;
-  executor_options.feed = b.feed_.get();
-  executor_options.keep_meters = false;  // the server runs for weeks: the feed's memory is bounded
-  executor_options.on_restored = [&b](FunctionId version, Duration took) {
-    if (auto it = b.series_by_version_.find(version); it != b.series_by_version_.end()) {
-      it->second->RestoreFinished(took);
+  LiveNodeOptions node = b.options_.node;
+  // The server runs for weeks: its accounting is the feed, whose memory is bounded, not a Meter.
+  node.executor.meters = {b.feed_.get()};
+  node.executor.on_restored = [&b](FunctionId version, Duration took) {
+    if (auto it = b.versions_.find(version); it != b.versions_.end() && it->second.series) {
+      it->second.series->RestoreFinished(took);
     }
   };
-  b.executor_ =
-      std::make_unique<LiveExecutor>(node.resources(), b.functions_, *b.host_, executor_options);
-  auto policy =
-      MakePolicy(b.options_.policy, {&b.functions_, b.executor_.get()}, b.options_.policy_options);
-  if (!policy.ok()) return policy.status();
-  b.scheduler_ = std::move(policy).value();
-  b.executor_->set_scheduler(b.scheduler_.get());
-  b.work_ =
-      std::make_unique<boost::asio::executor_work_guard<boost::asio::io_context::executor_type>>(
-          node.loop().get_executor());
-  b.loop_thread_ = std::thread([&node] { node.loop().run(); });
+  LiveNodeParts parts = b.options_.parts;
+  parts.requests = static_cast<RequestSource*>(&b);
+  GSHARE_ASSIGN_OR_RETURN(b.node_, LiveNode::Create(std::move(node), std::move(parts)));
+  b.node_->StartLoopThread();
   return backend;
 }
 
-LiveBackend::LiveBackend(NodeAgent& node, const GpuType& gpu_type, metrics::GshareMetrics& metrics,
-                         const Clock& front_clock, LiveBackendOptions options)
-    : node_(node),
-      gpu_type_(gpu_type),
-      metrics_(metrics),
-      front_clock_(front_clock),
-      options_(std::move(options)) {}
+LiveBackend::LiveBackend(metrics::GshareMetrics& metrics, LiveBackendOptions options)
+    : metrics_(metrics), options_(std::move(options)) {}
 
 LiveBackend::~LiveBackend() { Shutdown(); }
 
 void LiveBackend::Shutdown() {
   std::lock_guard once(shutdown_mutex_);  // a second caller waits for the first, then returns
+  if (shut_down_) return;
+  shut_down_ = true;
   {
     MutexLock lock(mutex_);
     shutting_down_ = true;
   }
-  if (!loop_thread_.joinable()) return;
-  std::promise<void> stopped;
-  boost::asio::post(node_.loop(), [this, &stopped] {
+  if (node_ == nullptr) return;
+  node_->OnLoop([this] {
     // Requests not started are answered here; those on an instance get their instance's end.
     std::vector<RequestId> waiting;
     for (auto& [id, pending] : pending_) {
       if (!pending.started) waiting.push_back(id);
     }
     for (const RequestId id : waiting) {
-      if (!executor_->Withdraw(id, Unavailable("the server is shutting down"))) {
+      if (!node_->Cancel(id, Unavailable("the server is shutting down"))) {
         Finish(id, Unavailable("the server is shutting down"));
       }
     }
-    executor_->Shutdown();  // no Prepare callback after it
-    for (auto& [version, outcome] : preparing_) {
-      outcome->set_value(Unavailable("the server shut down before the function was ready"));
+    node_->executor().Shutdown();  // no scheduler or Prepare callback after it
+    for (auto& [id, version] : versions_) {
+      if (Settled settled = std::move(version.settled)) {
+        settled(Unavailable("the server shut down before the function was ready"));
+      }
     }
-    preparing_.clear();
     std::vector<RequestId> left;
     for (auto& [id, pending] : pending_) left.push_back(id);
     for (const RequestId id : left) Finish(id, Unavailable("the server shut down"));
-    stopped.set_value();
   });
-  stopped.get_future().wait();
-  // The function processes end (SIGTERM, then SIGKILL) as the host is destroyed, on this thread
-  // once the loop has stopped.
-  work_.reset();
-  node_.loop().stop();
-  loop_thread_.join();
-  scheduler_.reset();
-  executor_.reset();
-  host_.reset();
-  loop_stopped_ = true;
+  // The loop stops; the function processes end (SIGTERM, then SIGKILL) as the host goes.
+  node_->Shutdown();
 }
 
 std::vector<pid_t> LiveBackend::FunctionPids() {
-  std::vector<pid_t> pids;
-  (void)OnLoop([&]() {
-    pids = host_->pids();
-    return Status::Ok();
+  // Shared: the loop may still be inside set_value when this thread wakes and returns.
+  auto done = std::make_shared<std::promise<std::vector<pid_t>>>();
+  auto pids = done->get_future();
+  const Status posted = Post([this, done] {
+    ProcessHost* host = node_->process_host();
+    done->set_value(host != nullptr ? host->pids() : std::vector<pid_t>{});
   });
-  return pids;
+  if (!posted.ok()) return {};
+  return pids.get();
 }
 
 void LiveBackend::PublishMetrics() {
-  if (executor_ != nullptr && feed_ != nullptr) feed_->Publish(executor_->Now());
+  if (node_ != nullptr && feed_ != nullptr) feed_->Publish(node_->clock().Now());
 }
 
 Status LiveBackend::violation() const {
   MutexLock lock(mutex_);
   return violation_;
+}
+
+LiveBackend::Tables LiveBackend::tables() {
+  Tables t;
+  {
+    MutexLock lock(mutex_);
+    t.entries = entries_.size();
+  }
+  t.feed = feed_->bound();
+  auto done = std::make_shared<std::promise<void>>();
+  auto read = done->get_future();
+  if (Post([this, &t, done] {
+        t.versions = versions_.size();
+        t.pending = pending_.size();
+        t.node = node_->tables();
+        done->set_value();
+      }).ok()) {
+    read.get();
+  }
+  return t;
 }
 
 bool LiveBackend::Ready() const {
@@ -231,8 +212,6 @@ std::optional<ModelInfo> LiveBackend::FindModel(std::string_view tenant,
 
 std::uint64_t LiveBackend::Infer(std::string_view tenant, std::string_view model,
                                  InferRequest request, TimePoint deadline, InferCallback done) {
-  const auto received = std::chrono::steady_clock::now();
-  const Duration slack = deadline - front_clock_.Now();
   Status refused;
   std::shared_ptr<metrics::FunctionSeries> series;
   Key key(tenant, model);
@@ -256,9 +235,9 @@ std::uint64_t LiveBackend::Infer(std::string_view tenant, std::string_view model
         ++in_flight;
         // Posted under the lock: Shutdown posts its own work after setting shutting_down_ under
         // the same lock, so whatever was posted before runs first.
-        boost::asio::post(node_.loop(), [this, ticket, key, request = std::move(request), slack,
-                                         received, done = std::move(done), series]() mutable {
-          Submit(ticket, std::move(key), std::move(request), slack, received, std::move(done),
+        node_->Post([this, ticket, key, request = std::move(request), deadline,
+                     done = std::move(done), series]() mutable {
+          Submit(ticket, std::move(key), std::move(request), deadline, std::move(done),
                  std::move(series));
         });
       }
@@ -273,59 +252,43 @@ std::uint64_t LiveBackend::Infer(std::string_view tenant, std::string_view model
 }
 
 void LiveBackend::Cancel(std::uint64_t ticket) {
-  MutexLock lock(mutex_);
-  if (shutting_down_) return;
-  boost::asio::post(node_.loop(), [this, ticket] {
-    if (executor_ == nullptr || !pending_.contains(ticket)) return;
-    executor_->Withdraw(ticket, Cancelled("the client went away"));
+  (void)Post([this, ticket] {
+    if (pending_.contains(ticket)) node_->Cancel(ticket, Cancelled("the client went away"));
   });
 }
 
-void LiveBackend::Submit(std::uint64_t ticket, Key key, InferRequest request, Duration slack,
-                         std::chrono::steady_clock::time_point received, InferCallback done,
-                         std::shared_ptr<metrics::FunctionSeries> series) {
-  const auto release_tenant = [this, &key] {
-    MutexLock lock(mutex_);
-    --tenant_in_flight_[key.first];
-  };
+void LiveBackend::Submit(std::uint64_t ticket, Key key, InferRequest request, TimePoint deadline,
+                         InferCallback done, std::shared_ptr<metrics::FunctionSeries> series) {
   auto current = current_.find(key);
-  if (executor_ == nullptr || current == current_.end()) {
-    release_tenant();
-    Status why = executor_ == nullptr ? Unavailable("the server is shutting down")
-                                      : NotFound("no such model");
+  if (current == current_.end()) {
+    {
+      MutexLock lock(mutex_);
+      --tenant_in_flight_[key.first];
+    }
+    const Status why = NotFound("no such model");
     if (series) series->RequestFinished(OutcomeOf(why), Duration::zero());
     return done(why);
   }
   const FunctionId version = current->second;
-  const TimePoint now = executor_->Now();
-  const auto waited =
-      std::chrono::duration_cast<Duration>(std::chrono::steady_clock::now() - received);
+  Version& record = versions_.at(version);
+  // The front stamped the deadline on the node's clock when the request arrived: its arrival is
+  // the deadline less the function's SLO, and its latest start the deadline itself (a late answer
+  // is worth nothing to the client).
   Request live;
   live.id = ticket;
   live.function = version;
-  live.arrival = now - waited;
-  live.deadline = live.arrival + slack;
+  live.deadline = deadline;
+  live.arrival = std::min(deadline - node_->functions()[version].slo, node_->clock().Now());
+  live.latest_start = deadline;
   Pending& pending = pending_[ticket];
   pending.request = std::move(request);
   pending.done = std::move(done);
   pending.tenant = key.first;
   pending.version = version;
-  pending.series = std::move(series);
-  pending.received = received;
-  ++versions_.at(version).in_flight;
-  // Not started by its deadline: answered 504 and never run.
-  pending.deadline = std::make_unique<boost::asio::steady_timer>(
-      node_.loop(), std::max(Duration::zero(), live.deadline - now));
-  pending.deadline->async_wait([this, ticket, slack](const boost::system::error_code& error) {
-    if (error || executor_ == nullptr) return;
-    auto it = pending_.find(ticket);
-    if (it == pending_.end() || it->second.started) return;
-    executor_->Withdraw(ticket, DeadlineExceeded(fmt::format(
-                                    "the request could not start within its SLO ({:.0f} ms)",
-                                    ToSeconds(slack) * 1000)));
-  });
-  executor_->Submit(live);
-  if (const Status& violation = executor_->violation(); !violation.ok()) {
+  pending.arrival = live.arrival;
+  ++record.in_flight;
+  node_->Submit(live);
+  if (const Status& violation = node_->executor().violation(); !violation.ok()) {
     MutexLock lock(mutex_);
     if (violation_.ok()) {
       violation_ = violation;
@@ -339,9 +302,9 @@ const InferRequest* LiveBackend::Input(RequestId request) {
   if (it == pending_.end()) return nullptr;
   if (!it->second.started) {
     it->second.started = true;
-    if (it->second.series) {
-      it->second.series->RequestStarted(std::chrono::duration_cast<Duration>(
-          std::chrono::steady_clock::now() - it->second.received));
+    auto version = versions_.find(it->second.version);
+    if (version != versions_.end() && version->second.series) {
+      version->second.series->RequestStarted(node_->clock().Now() - it->second.arrival);
     }
   }
   return &it->second.request;
@@ -358,63 +321,26 @@ void LiveBackend::Finish(RequestId id, Result<InferResponse> result) {
   if (it == pending_.end()) return;
   Pending pending = std::move(it->second);
   pending_.erase(it);
-  if (pending.deadline) pending.deadline->cancel();
   {
     MutexLock lock(mutex_);
     --tenant_in_flight_[pending.tenant];
   }
-  if (pending.series) {
-    pending.series->RequestFinished(
-        OutcomeOf(result.ok() ? Status::Ok() : result.status()),
-        std::chrono::duration_cast<Duration>(std::chrono::steady_clock::now() - pending.received));
+  auto version = versions_.find(pending.version);
+  if (version != versions_.end() && version->second.series) {
+    version->second.series->RequestFinished(OutcomeOf(result.ok() ? Status::Ok() : result.status()),
+                                            node_->clock().Now() - pending.arrival);
   }
   if (pending.done) pending.done(std::move(result));
-  if (auto version = versions_.find(pending.version); version != versions_.end()) {
+  if (version != versions_.end()) {
     --version->second.in_flight;
     MaybeRemove(pending.version);
   }
 }
 
-Result<LiveBackend::Prepared> LiveBackend::PrepareSpec(const FunctionSpec& spec) const {
-  Prepared prepared;
-  auto resolved = ResolveFunction(spec, gpu_type_, BuiltinGpuTypes());
-  if (!resolved.ok()) return resolved.status().WithContext(fmt::format("function '{}'", spec.name));
-  prepared.resolved = std::move(resolved).value();
+Result<FunctionLaunch> LiveBackend::Plan(const FunctionSpec& spec) const {
   // A deployed model stays loaded: one instance is kept in host memory.
-  prepared.resolved.min_instances = std::max(1, prepared.resolved.min_instances);
-  if (prepared.resolved.MemoryForBatch(1) > gpu_type_.memory_bytes) {
-    return InvalidArgument(
-        fmt::format("function '{}': gpu_memory {} is more than a GPU of this "
-                    "node has ({})",
-                    spec.name, FormatBytes(prepared.resolved.gpu_memory_bytes),
-                    FormatBytes(gpu_type_.memory_bytes)));
-  }
-  InstanceCommand& command = prepared.command;
-  if (!spec.command.empty()) {
-    command.argv = spec.command;
-    command.model = spec.model.empty() ? spec.name : spec.model;
-  } else if (!spec.runtime.empty()) {
-    command.argv = {options_.function_program.string(), "--model", spec.runtime};
-    if (spec.runtime != "echo") {
-      command.argv.push_back("--weights");
-      command.argv.push_back(
-          spec.model_files.empty()
-              ? (options_.data_dir / "runtimes" / (spec.runtime + ".safetensors")).string()
-              : spec.model_files.front());
-    }
-    command.model = spec.runtime;
-  } else {
-    return InvalidArgument(fmt::format(
-        "function '{}' has neither runtime nor command: it can be simulated, not served",
-        spec.name));
-  }
-  command.env = spec.env;
-  command.working_dir = spec.working_dir;
-  command.name = spec.name;
-  command.tenant = spec.tenant;
-  command.memory_max_bytes = spec.host_memory_bytes;
-  prepared.timeout = spec.RequestTimeout();
-  return prepared;
+  return PlanLaunch(spec, node_->gpu_type(),
+                    {.function_program = options_.function_program, .min_instances = 1});
 }
 
 Status LiveBackend::Admit(const FunctionSpec& spec, bool by_admin) const {
@@ -453,38 +379,33 @@ Status LiveBackend::Admit(const FunctionSpec& spec, bool by_admin) const {
     }
     GSHARE_RETURN_IF_ERROR(CheckReadableFile(file, spec.name));
   }
-  return PrepareSpec(spec).status();
+  return Plan(spec).status();
 }
 
-Status LiveBackend::OnLoop(std::function<Status()> work) {
-  // Shared: the loop may still be inside set_value when this thread wakes and returns.
-  auto done = std::make_shared<std::promise<Status>>();
-  auto result = done->get_future();
-  {
-    // Posted under the lock, so that it runs before Shutdown's work (see Infer).
-    MutexLock lock(mutex_);
-    if (shutting_down_) return Unavailable("the server is shutting down");
-    boost::asio::post(node_.loop(), [&work, done] { done->set_value(work()); });
-  }
-  return result.get();
+Status LiveBackend::Post(std::function<void()> work) {
+  MutexLock lock(mutex_);
+  if (shutting_down_) return Unavailable("the server is shutting down");
+  node_->Post(std::move(work));
+  return Status::Ok();
 }
 
-Status LiveBackend::Deploy(const FunctionSpec& spec) {
-  auto prepared = PrepareSpec(spec);
-  if (!prepared.ok()) return prepared.status();
+Status LiveBackend::Deploy(const FunctionSpec& spec, Settled settled) {
+  auto launch = Plan(spec);
+  if (!launch.ok()) return launch.status();
   auto series = metrics_.AddFunction(spec.name, spec.tenant);
   if (!series.ok()) return series.status();
   const Key key(spec.tenant, spec.name);
   Entry next;
   next.spec = spec;
   next.info.name = spec.name;
-  next.info.slo = prepared->resolved.slo;
+  next.info.slo = launch->function.slo;
   next.info.platform = spec.runtime.empty() ? "command" : spec.runtime;
   next.series = *series;
   std::uint64_t generation = 0;
   bool created = false;
   {
     MutexLock lock(mutex_);
+    if (shutting_down_) return Unavailable("the server is shutting down");
     auto it = entries_.find(key);
     if (it == entries_.end()) {
       created = true;
@@ -493,47 +414,37 @@ Status LiveBackend::Deploy(const FunctionSpec& spec) {
     }
     // An update leaves the entry as it is: the old version serves until the new one is ready.
     generation = ++it->second.generation;
+    // A function that never served is not left behind when its deploy fails (the management API
+    // undoes its record).
+    Settled wrapped = [this, key, generation, created,
+                       settled = std::move(settled)](Status status) {
+      if (!status.ok() && created) {
+        MutexLock entries(mutex_);
+        if (auto entry = entries_.find(key);
+            entry != entries_.end() && entry->second.generation == generation) {
+          entries_.erase(entry);
+        }
+      }
+      if (settled) settled(status);
+    };
+    // Posted under the lock, as Infer's work: it runs before Shutdown's.
+    node_->Post([this, key, generation, next = std::move(next), launch = std::move(launch).value(),
+                 series = *series, wrapped = std::move(wrapped)]() mutable {
+      AddVersion(key, generation, std::move(next), std::move(launch), std::move(series),
+                 std::move(wrapped));
+    });
   }
-  auto outcome = std::make_shared<std::promise<Status>>();
-  auto settled = outcome->get_future();
-  const Status posted = OnLoop([&]() {
-    AddVersion(key, generation, std::move(next), std::move(prepared).value(), *series, outcome);
-    return Status::Ok();
-  });
-  if (!posted.ok()) return posted;
-  // The model loads (bounded by the host's readiness timeout); a management request waits for it
-  // so that its answer says whether the change took.
-  const auto limit = options_.host.ready_timeout + std::chrono::seconds(30);
-  if (settled.wait_for(limit) != std::future_status::ready) {
-    return DeadlineExceeded(fmt::format(
-        "function '{}' is still loading after {} s; it serves once its instance is ready",
-        spec.name, std::chrono::duration_cast<std::chrono::seconds>(limit).count()));
-  }
-  const Status status = settled.get();
-  if (!status.ok() && created) {
-    // A function that never served is not left behind (the management API undoes its record).
-    MutexLock lock(mutex_);
-    if (auto it = entries_.find(key); it != entries_.end() && it->second.generation == generation) {
-      entries_.erase(it);
-    }
-  }
-  return status;
+  return Status::Ok();
 }
 
 void LiveBackend::AddVersion(const Key& key, std::uint64_t generation, Entry next,
-                             Prepared prepared, std::shared_ptr<metrics::FunctionSeries> series,
-                             std::shared_ptr<std::promise<Status>> outcome) {
-  const FunctionId version = functions_.Add(prepared.resolved);
-  host_->SetCommand(version, std::move(prepared.command));
-  executor_->SetRunTimeout(version, prepared.timeout);
-  series_by_version_[version] = series;
-  feed_->Bind(version, std::move(series));
-  versions_[version] = Version{key, 0, false};
-  scheduler_->OnFunctionAdded(version);
-  preparing_[version] = outcome;
-  executor_->Prepare(version, [this, key, version, generation, next = std::move(next),
-                               outcome](Status status) mutable {
-    preparing_.erase(version);
+                             FunctionLaunch launch, std::shared_ptr<metrics::FunctionSeries> series,
+                             Settled settled) {
+  const FunctionId version = node_->AddFunction(std::move(launch));
+  feed_->Bind(version, series);
+  versions_[version] = Version{key, std::move(series), std::move(settled), 0, false};
+  node_->executor().Prepare(version, [this, key, version, generation,
+                                      next = std::move(next)](Status status) mutable {
     bool current = false;
     {
       MutexLock lock(mutex_);
@@ -550,6 +461,7 @@ void LiveBackend::AddVersion(const Key& key, std::uint64_t generation, Entry nex
       }
       settled_.notify_all();
     }
+    Settled done = std::move(versions_.at(version).settled);
     if (current && status.ok()) {
       if (auto old = current_.find(key); old != current_.end()) Retire(old->second);
       current_[key] = version;
@@ -560,15 +472,17 @@ void LiveBackend::AddVersion(const Key& key, std::uint64_t generation, Entry nex
       spdlog::warn("function '{}' of tenant '{}' did not start: {}", key.second, key.first,
                    status.ToString());
     }
-    outcome->set_value(current || !status.ok() ? status
-                                               : Status(Cancelled("superseded by a later change")));
+    if (done) {
+      done(current || !status.ok() ? status : Status(Cancelled("superseded by a later change")));
+    }
   });
 }
 
 Result<ModelStatus> LiveBackend::WaitUntilSettled(std::string_view tenant, std::string_view name,
                                                   std::chrono::milliseconds limit) {
   const Key key(tenant, name);
-  const auto until = std::chrono::steady_clock::now() + limit;
+  const SteadyClock& wall = SteadyClock::Shared();  // a caller's bound, in wall time
+  const TimePoint until = wall.Now() + limit;
   MutexLock lock(mutex_);
   for (;;) {
     auto it = entries_.find(key);
@@ -578,8 +492,13 @@ Result<ModelStatus> LiveBackend::WaitUntilSettled(std::string_view tenant, std::
     if (it->second.state != ModelState::kLoading) {
       return ModelStatus{it->second.state, it->second.reason};
     }
-    if (settled_.wait_until(mutex_, until) == std::cv_status::timeout) {
-      return DeadlineExceeded(fmt::format("function '{}' is still loading", name));
+    const Duration left = until - wall.Now();
+    if (left <= Duration::zero() ||
+        settled_.wait_for(mutex_, std::chrono::duration_cast<std::chrono::nanoseconds>(left)) ==
+            std::cv_status::timeout) {
+      if (entries_.contains(key) && entries_.at(key).state == ModelState::kLoading) {
+        return DeadlineExceeded(fmt::format("function '{}' is still loading", name));
+      }
     }
   }
 }
@@ -598,15 +517,15 @@ void LiveBackend::Retire(FunctionId version) {
 void LiveBackend::MaybeRemove(FunctionId version) {
   auto it = versions_.find(version);
   if (it == versions_.end() || !it->second.retired || it->second.in_flight > 0) return;
-  versions_.erase(it);
-  if (const Status removed = functions_.Remove(version); !removed.ok()) {
+  if (!node_->functions().active(version)) return;  // removed already, draining
+  const Status removed = node_->RemoveFunction(version, [this, version] {
+    // Drained: nothing of the version is left on the node.
+    feed_->Unbind(version);
+    versions_.erase(version);
+  });
+  if (!removed.ok()) {
     spdlog::error("removing function version {}: {}", version, removed.ToString());
-    return;
   }
-  scheduler_->OnFunctionRemoved(version);
-  executor_->FunctionRemoved(version);
-  feed_->Unbind(version);
-  series_by_version_.erase(version);
 }
 
 Status LiveBackend::Undeploy(std::string_view tenant, std::string_view name) {
@@ -618,9 +537,8 @@ Status LiveBackend::Undeploy(std::string_view tenant, std::string_view name) {
     }
   }
   (void)metrics_.RemoveFunction(name, tenant);
-  return OnLoop([&]() {
+  return Post([this, key] {
     if (auto it = current_.find(key); it != current_.end()) Retire(it->second);
-    return Status::Ok();
   });
 }
 
@@ -636,13 +554,12 @@ Status LiveBackend::Unload(std::string_view tenant, std::string_view name) {
     it->second.reason = "unloaded";
     ++it->second.generation;  // a load in progress does not make it ready
   }
-  return OnLoop([&]() {
+  return Post([this, key] {
     if (auto it = current_.find(key); it != current_.end()) Retire(it->second);
-    return Status::Ok();
   });
 }
 
-Status LiveBackend::Load(std::string_view tenant, std::string_view name) {
+Status LiveBackend::Load(std::string_view tenant, std::string_view name, Settled settled) {
   FunctionSpec spec;
   {
     MutexLock lock(mutex_);
@@ -650,10 +567,16 @@ Status LiveBackend::Load(std::string_view tenant, std::string_view name) {
     if (it == entries_.end()) {
       return NotFound(fmt::format("function '{}' of tenant '{}' is not deployed", name, tenant));
     }
-    if (it->second.state != ModelState::kUnavailable) return Status::Ok();  // loaded or loading
+    if (it->second.state != ModelState::kUnavailable) {  // loaded or loading: nothing to do
+      if (shutting_down_) return Unavailable("the server is shutting down");
+      node_->Post([settled = std::move(settled)] {
+        if (settled) settled(Status::Ok());
+      });
+      return Status::Ok();
+    }
     spec = it->second.spec;
   }
-  return Deploy(spec);
+  return Deploy(spec, std::move(settled));
 }
 
 Result<ModelStatus> LiveBackend::StatusOf(std::string_view tenant, std::string_view name) const {

@@ -232,7 +232,8 @@ void ManagementApi::Handle(net::ServerRequest request, net::Responder responder)
           .name = std::string(route->name),
           .by_admin = admin,
           .body = std::move(request.body),
-          .responder = std::move(responder)};
+          .responder = std::move(responder),
+          .finish = {}};
   {
     MutexLock lock(queue_mutex_);
     if (!stopping_) {
@@ -265,19 +266,58 @@ void ManagementApi::Work() {
       }
       return;
     }
+    // A settled deploy's end runs whether or not its client is still there: the change was made,
+    // and a failed one is undone.
+    if (job->finish) {
+      HttpResponse response;
+      {
+        MutexLock change(change_mutex_);
+        response = job->finish();
+      }
+      job->responder.Respond(std::move(response));
+      continue;
+    }
     // A client that went away learns nothing from the answer, so a change it asked for is not
     // made: it may ask again and get the answer this time.
     if (job->responder.Cancelled()) continue;
-    HttpResponse response;
+    Answer response;
     {
       MutexLock change(change_mutex_);
       response = Execute(*job);
     }
-    job->responder.Respond(std::move(response));
+    if (response) job->responder.Respond(std::move(*response));
   }
 }
 
-HttpResponse ManagementApi::Execute(const Job& job) {
+void ManagementApi::Continue(net::Responder responder, std::function<HttpResponse()> finish) {
+  {
+    MutexLock lock(queue_mutex_);
+    if (!stopping_) {
+      queue_.push_back(Job{.operation = Operation::kListFunctions,  // unused: `finish` answers
+                           .tenant = {},
+                           .name = {},
+                           .by_admin = false,
+                           .body = {},
+                           .responder = responder,
+                           .finish = std::move(finish)});
+      queue_changed_.NotifyOne();
+      return;
+    }
+  }
+  responder.Respond(JsonErrorResponse(503, "the server is shutting down"));
+}
+
+Deployer::Settled ManagementApi::ThenOnWorker(net::Responder responder,
+                                              std::function<HttpResponse(const Status&)> finish) {
+  return
+      [this, responder = std::move(responder), finish = std::move(finish)](Status settled) mutable {
+        Continue(std::move(responder), [settled = std::move(settled), finish = std::move(finish)] {
+          return finish(settled);
+        });
+      };
+}
+
+ManagementApi::Answer ManagementApi::Execute(const Job& job) {
   // An admin path names a tenant, which must exist: otherwise a spec would be admitted against
   // the model folder of a tenant nobody has.
   const bool function_operation =
@@ -292,19 +332,19 @@ HttpResponse ManagementApi::Execute(const Job& job) {
     case Operation::kListFunctions:
       return ListFunctions(job.tenant);
     case Operation::kCreateFunction:
-      return CreateFunction(job.tenant, job.body, job.by_admin);
+      return CreateFunction(job);
     case Operation::kGetFunction:
       return GetFunction(job.tenant, job.name);
     case Operation::kUpdateFunction:
-      return UpdateFunction(job.tenant, job.name, job.body, job.by_admin);
+      return UpdateFunction(job);
     case Operation::kDeleteFunction:
       return DeleteFunction(job.tenant, job.name);
     case Operation::kRepositoryIndex:
       return RepositoryIndex(job.tenant, job.body);
     case Operation::kLoad:
-      return LoadOrUnload(job.tenant, job.name, job.body, /*load=*/true);
+      return LoadOrUnload(job, /*load=*/true);
     case Operation::kUnload:
-      return LoadOrUnload(job.tenant, job.name, job.body, /*load=*/false);
+      return LoadOrUnload(job, /*load=*/false);
     case Operation::kListTenants:
       return ListTenants();
     case Operation::kAddTenant:
@@ -377,9 +417,9 @@ HttpResponse ManagementApi::GetFunction(const std::string& tenant, const std::st
   return JsonResponse(200, FunctionJson(deployer_, *record));
 }
 
-HttpResponse ManagementApi::CreateFunction(const std::string& tenant, std::string_view body,
-                                           bool by_admin) {
-  const Result<FunctionSpec> spec = AdmitSpec(tenant, body, by_admin);
+ManagementApi::Answer ManagementApi::CreateFunction(const Job& job) {
+  const std::string& tenant = job.tenant;
+  const Result<FunctionSpec> spec = AdmitSpec(tenant, job.body, job.by_admin);
   if (!spec.ok()) return ErrorResponse(spec.status());
   const Status quota = CheckQuota(*spec);
   if (!quota.ok()) {
@@ -388,25 +428,45 @@ HttpResponse ManagementApi::CreateFunction(const std::string& tenant, std::strin
   }
   const Result<FunctionRecord> record = registry_.CreateFunction(tenant, FunctionSpecToYaml(*spec));
   if (!record.ok()) return RegistryErrorResponse(record.status());
-  const Status deployed = deployer_.Deploy(*spec);
-  if (!deployed.ok()) {
-    const Status undone = registry_.DeleteFunction(tenant, spec->name);
+  // Undoes the write, unless a later change of the function made the record another's.
+  const auto undo = [this, tenant, name = spec->name,
+                     written = record->spec_yaml]() REQUIRES(change_mutex_) {
+    const Result<FunctionRecord> now = registry_.GetFunction(tenant, name);
+    if (!now.ok() || now->spec_yaml != written) return;
+    const Status undone = registry_.DeleteFunction(tenant, name);
     if (!undone.ok()) {
-      spdlog::error("function {}/{} failed to deploy and stays in the registry: {}", tenant,
-                    spec->name, undone.ToString());
+      spdlog::error("function {}/{} failed to deploy and stays in the registry: {}", tenant, name,
+                    undone.ToString());
     }
-    return ErrorResponse(deployed);
+  };
+  const Status taken = deployer_.Deploy(
+      *spec, ThenOnWorker(job.responder, [this, undo, tenant, record = *record](
+                                             const Status& settled) REQUIRES(change_mutex_) {
+        if (settled.code() == StatusCode::kCancelled) {
+          return JsonErrorResponse(
+              409, fmt::format("function '{}': a later change superseded this one", record.name));
+        }
+        if (!settled.ok()) {
+          undo();
+          return ErrorResponse(settled);
+        }
+        spdlog::info("function {}/{} created", tenant, record.name);
+        return JsonResponse(201, FunctionJson(deployer_, record));
+      }));
+  if (!taken.ok()) {
+    undo();
+    return ErrorResponse(taken);
   }
-  spdlog::info("function {}/{} created", tenant, spec->name);
-  return JsonResponse(201, FunctionJson(deployer_, *record));
+  return std::nullopt;  // answered when the deploy settles
 }
 
-HttpResponse ManagementApi::UpdateFunction(const std::string& tenant, const std::string& name,
-                                           std::string_view body, bool by_admin) {
+ManagementApi::Answer ManagementApi::UpdateFunction(const Job& job) {
+  const std::string& tenant = job.tenant;
+  const std::string& name = job.name;
   const Result<FunctionRecord> old = registry_.GetFunction(tenant, name);
   if (old.status().code() == StatusCode::kNotFound) return FunctionNotFound(name);
   if (!old.ok()) return RegistryErrorResponse(old.status());
-  const Result<FunctionSpec> spec = AdmitSpec(tenant, body, by_admin);
+  const Result<FunctionSpec> spec = AdmitSpec(tenant, job.body, job.by_admin);
   if (!spec.ok()) return ErrorResponse(spec.status());
   if (spec->name != name) {
     return JsonErrorResponse(
@@ -421,14 +481,16 @@ HttpResponse ManagementApi::UpdateFunction(const std::string& tenant, const std:
   const Result<FunctionRecord> record =
       registry_.UpdateFunction(tenant, name, FunctionSpecToYaml(*spec));
   if (!record.ok()) return RegistryErrorResponse(record.status());
-  const Status deployed = deployer_.Deploy(*spec);
-  if (!deployed.ok()) {
-    // The old spec goes back into the registry and onto the node, so the function is what it
-    // was before the request (its updated time excepted).
-    Status restored = registry_.UpdateFunction(tenant, name, old->spec_yaml).status();
+  // The old spec goes back into the registry and onto the node, so the function is what it was
+  // before the request (its updated time excepted); unless a later change wrote it since.
+  const auto undo = [this, tenant, name, written = record->spec_yaml,
+                     old_yaml = old->spec_yaml]() REQUIRES(change_mutex_) {
+    const Result<FunctionRecord> now = registry_.GetFunction(tenant, name);
+    if (!now.ok() || now->spec_yaml != written) return;
+    Status restored = registry_.UpdateFunction(tenant, name, old_yaml).status();
     if (restored.ok()) {
-      Result<FunctionSpec> old_spec = ParseFunctionEntry(old->spec_yaml, "the registry", tenant);
-      restored = old_spec.ok() ? deployer_.Deploy(*old_spec) : old_spec.status();
+      Result<FunctionSpec> old_spec = ParseFunctionEntry(old_yaml, "the registry", tenant);
+      restored = old_spec.ok() ? deployer_.Deploy(*old_spec, {}) : old_spec.status();
     }
     if (!restored.ok()) {
       spdlog::error(
@@ -436,10 +498,26 @@ HttpResponse ManagementApi::UpdateFunction(const std::string& tenant, const std:
           "restored: {}",
           tenant, name, restored.ToString());
     }
-    return ErrorResponse(deployed);
+  };
+  const Status taken = deployer_.Deploy(
+      *spec, ThenOnWorker(job.responder, [this, undo, tenant, record = *record](
+                                             const Status& settled) REQUIRES(change_mutex_) {
+        if (settled.code() == StatusCode::kCancelled) {
+          return JsonErrorResponse(
+              409, fmt::format("function '{}': a later change superseded this one", record.name));
+        }
+        if (!settled.ok()) {
+          undo();
+          return ErrorResponse(settled);
+        }
+        spdlog::info("function {}/{} updated", tenant, record.name);
+        return JsonResponse(200, FunctionJson(deployer_, record));
+      }));
+  if (!taken.ok()) {
+    undo();
+    return ErrorResponse(taken);
   }
-  spdlog::info("function {}/{} updated", tenant, name);
-  return JsonResponse(200, FunctionJson(deployer_, *record));
+  return std::nullopt;  // answered when the deploy settles
 }
 
 HttpResponse ManagementApi::DeleteFunction(const std::string& tenant, const std::string& name) {
@@ -487,13 +565,14 @@ HttpResponse ManagementApi::RepositoryIndex(const std::string& tenant, std::stri
   return JsonResponse(200, models);
 }
 
-HttpResponse ManagementApi::LoadOrUnload(const std::string& tenant, const std::string& name,
-                                         std::string_view body, bool load) {
+ManagementApi::Answer ManagementApi::LoadOrUnload(const Job& job, bool load) {
+  const std::string& tenant = job.tenant;
+  const std::string& name = job.name;
   const Result<FunctionRecord> record = registry_.GetFunction(tenant, name);
   if (record.status().code() == StatusCode::kNotFound) return ModelNotFound(name);
   if (!record.ok()) return RegistryErrorResponse(record.status());
-  if (!body.empty()) {
-    const Result<json> parsed = ParseJsonBody(body);
+  if (!job.body.empty()) {
+    const Result<json> parsed = ParseJsonBody(job.body);
     if (!parsed.ok()) return ErrorResponse(parsed.status());
     if (!parsed->is_object()) {
       return JsonErrorResponse(400, "the request body is not a JSON object");
@@ -505,11 +584,26 @@ HttpResponse ManagementApi::LoadOrUnload(const std::string& tenant, const std::s
           "change a function's spec with PUT /api/v1/functions/{name}");
     }
   }
-  const Status done = load ? deployer_.Load(tenant, name) : deployer_.Unload(tenant, name);
-  if (done.code() == StatusCode::kNotFound) return ModelNotFound(name);
-  if (!done.ok()) return ErrorResponse(done);
-  spdlog::info("function {}/{} {}", tenant, name, load ? "loaded" : "unloaded");
-  return JsonResponse(200, json::object());
+  if (!load) {
+    const Status done = deployer_.Unload(tenant, name);
+    if (done.code() == StatusCode::kNotFound) return ModelNotFound(name);
+    if (!done.ok()) return ErrorResponse(done);
+    spdlog::info("function {}/{} unloaded", tenant, name);
+    return JsonResponse(200, json::object());
+  }
+  const Status taken = deployer_.Load(
+      tenant, name, ThenOnWorker(job.responder, [tenant, name](const Status& settled) {
+        if (settled.code() == StatusCode::kCancelled) {
+          return JsonErrorResponse(
+              409, fmt::format("model '{}': a later change superseded this load", name));
+        }
+        if (!settled.ok()) return ErrorResponse(settled);
+        spdlog::info("function {}/{} loaded", tenant, name);
+        return JsonResponse(200, json::object());
+      }));
+  if (taken.code() == StatusCode::kNotFound) return ModelNotFound(name);
+  if (!taken.ok()) return ErrorResponse(taken);
+  return std::nullopt;  // answered when the load settles
 }
 
 HttpResponse ManagementApi::ListTenants() {
@@ -577,7 +671,14 @@ HttpResponse ManagementApi::RotateKey(const std::string& tenant) {
 Result<std::size_t> ManagementApi::DeployAll() {
   MutexLock change(change_mutex_);
   GSHARE_ASSIGN_OR_RETURN(const std::vector<TenantRecord> tenants, registry_.ListTenants());
-  std::size_t deployed = 0;
+  // Loads run in parallel, at most kParallelLoads at once; every one has settled on return.
+  struct Loads {
+    Mutex mutex;
+    CondVar changed;
+    int loading GUARDED_BY(mutex) = 0;
+    std::size_t deployed GUARDED_BY(mutex) = 0;
+  };
+  auto loads = std::make_shared<Loads>();
   for (const TenantRecord& tenant : tenants) {
     const Result<std::vector<FunctionRecord>> records = registry_.ListFunctions(tenant.name);
     if (!records.ok()) {
@@ -590,16 +691,27 @@ Result<std::size_t> ManagementApi::DeployAll() {
       Result<FunctionSpec> spec = ParseFunctionEntry(
           record.spec_yaml, fmt::format("the registry's {}/{}", record.tenant, record.name),
           record.tenant);
-      const Status status = spec.ok() ? deployer_.Deploy(*spec) : spec.status();
-      if (!status.ok()) {
-        spdlog::error("function {}/{} is not deployed: {}", record.tenant, record.name,
-                      status.ToString());
-        continue;
+      {
+        MutexLock lock(loads->mutex);
+        loads->changed.Wait(
+            loads->mutex, [&]() REQUIRES(loads->mutex) { return loads->loading < kParallelLoads; });
+        ++loads->loading;
       }
-      ++deployed;
+      const std::string what = fmt::format("{}/{}", record.tenant, record.name);
+      const auto settled = [loads, what](const Status& status) {
+        if (!status.ok()) spdlog::error("function {} is not deployed: {}", what, status.ToString());
+        MutexLock lock(loads->mutex);
+        --loads->loading;
+        if (status.ok()) ++loads->deployed;
+        loads->changed.NotifyAll();
+      };
+      const Status taken = spec.ok() ? deployer_.Deploy(*spec, settled) : spec.status();
+      if (!taken.ok()) settled(taken);
     }
   }
-  return deployed;
+  MutexLock lock(loads->mutex);
+  loads->changed.Wait(loads->mutex, [&]() REQUIRES(loads->mutex) { return loads->loading == 0; });
+  return loads->deployed;
 }
 
 }  // namespace gshare::serve

@@ -19,11 +19,16 @@
 //
 // Threading: Handle runs on the server's io threads and never blocks: it routes and checks the
 // key there, then queues the request for the ManagementApi's one worker thread, which does the
-// registry and deployer work and answers. Requests are therefore handled one at a time, in the
-// order they arrived, which orders every change (a quota check and its write, a write and its
-// deploy) against every other; the server's max_in_flight bounds the queue. A request whose client
-// went away before its turn is not carried out (the client may ask again). DeployAll runs on
-// the calling thread, ordered with the worker's changes by a mutex. The ManagementApi, its
+// registry and deployer work. Requests are therefore handled one at a time, in the order they
+// arrived, which orders every change (a quota check and its write, a write and its deploy)
+// against every other; the server's max_in_flight bounds the queue. A request whose client went
+// away before its turn is not carried out (the client may ask again). A deploy (a create, an
+// update, a load) never holds the worker while its model loads: the worker writes the registry,
+// hands the change to the deployer and goes on with the next request; when the deploy settles,
+// its answer (and, for a deploy that failed, the undo of its write) is queued for the worker like
+// a request, so one slow load delays no other tenant's call, and the answer still says whether
+// the change took. DeployAll runs on the calling thread, ordered with the worker's changes by a
+// mutex, with at most kParallelLoads models loading at once. The ManagementApi, its
 // registry, keys and deployer must outlive the server whose handler it is; the registry and
 // the keys may be shared with other users (the Front authenticates through the same TenantKeys).
 #pragma once
@@ -32,6 +37,7 @@
 #include <cstdint>
 #include <deque>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -50,6 +56,8 @@ namespace gshare::serve {
 // The largest request body a management endpoint reads (a function spec, a tenant's name); a
 // larger one is answered 413 before it is parsed.
 inline constexpr std::size_t kMaxManagementBodyBytes = 1 << 20;
+// Models DeployAll loads at once at the server's start.
+inline constexpr int kParallelLoads = 4;
 
 struct ManagementApiOptions {
   // The server's data directory: a tenant's model files live in data_dir/models/<tenant>/, against
@@ -117,34 +125,42 @@ class ManagementApi {
   // path's text.
   static std::optional<Route> Match(const std::vector<std::string_view>& segments);
 
-  // A request routed and authenticated on an io thread, waiting for the worker.
+  // A request routed and authenticated on an io thread, waiting for the worker; or the end of a
+  // deploy that settled (`finish` set: its answer, made under the change mutex).
   struct Job {
-    Operation operation;
+    Operation operation = Operation::kListFunctions;
     std::string tenant;  // the namespace: the caller's own, or the one an admin path names
     std::string name;    // the function, where the path names one
     bool by_admin = false;
     std::string body;
     net::Responder responder;
+    std::function<net::HttpResponse()> finish;
   };
+  // An answer now, or none: the request is answered when its deploy settles.
+  using Answer = std::optional<net::HttpResponse>;
 
   void Work() EXCLUDES(queue_mutex_);
-  net::HttpResponse Execute(const Job& job) REQUIRES(change_mutex_);
+  Answer Execute(const Job& job) REQUIRES(change_mutex_);
+  // Queues the end of a settled deploy for the worker (from the deployer's thread).
+  void Continue(net::Responder responder, std::function<net::HttpResponse()> finish)
+      EXCLUDES(queue_mutex_);
+  // The deployer's callback for a change that answers `responder`: `finish(status)` runs on the
+  // worker, under the change mutex.
+  Deployer::Settled ThenOnWorker(net::Responder responder,
+                                 std::function<net::HttpResponse(const Status&)> finish);
 
   // Function operations in `tenant`'s namespace; `by_admin`: the admin key asks.
   net::HttpResponse ListFunctions(const std::string& tenant) REQUIRES(change_mutex_);
   net::HttpResponse GetFunction(const std::string& tenant, const std::string& name)
       REQUIRES(change_mutex_);
-  net::HttpResponse CreateFunction(const std::string& tenant, std::string_view body, bool by_admin)
-      REQUIRES(change_mutex_);
-  net::HttpResponse UpdateFunction(const std::string& tenant, const std::string& name,
-                                   std::string_view body, bool by_admin) REQUIRES(change_mutex_);
+  Answer CreateFunction(const Job& job) REQUIRES(change_mutex_);
+  Answer UpdateFunction(const Job& job) REQUIRES(change_mutex_);
   net::HttpResponse DeleteFunction(const std::string& tenant, const std::string& name)
       REQUIRES(change_mutex_);
   // Triton's repository extension, for a tenant's key.
   net::HttpResponse RepositoryIndex(const std::string& tenant, std::string_view body)
       REQUIRES(change_mutex_);
-  net::HttpResponse LoadOrUnload(const std::string& tenant, const std::string& name,
-                                 std::string_view body, bool load) REQUIRES(change_mutex_);
+  Answer LoadOrUnload(const Job& job, bool load) REQUIRES(change_mutex_);
   // Tenants, for the admin key.
   net::HttpResponse ListTenants() REQUIRES(change_mutex_);
   net::HttpResponse GetTenant(const std::string& tenant) REQUIRES(change_mutex_);

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <boost/beast/http.hpp>
 #include <condition_variable>
+#include <deque>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -37,32 +38,49 @@ std::string Spec(std::string_view name, std::string_view extra = "",
 }
 
 // What the node side is told. It follows the Deployer's contract (a command is the admin's only;
-// NotFound for a function that is not deployed) and can be told to fail.
+// NotFound for a function that is not deployed; a deploy taken at once and settled later, on a
+// thread of its own) and can be told to fail, to refuse, or to hold its settles.
 class FakeDeployer final : public Deployer {
  public:
+  FakeDeployer() : settler_([this] { Settle(); }) {}
+  ~FakeDeployer() override {
+    {
+      std::lock_guard lock(mutex_);
+      stopping_ = true;
+      held_tenants_.clear();
+      changed_.notify_all();
+    }
+    settler_.join();
+  }
+
   Status Admit(const FunctionSpec& spec, bool by_admin) const override {
-    std::lock_guard lock(mutex_);
+    std::unique_lock lock(mutex_);
     calls_.push_back(
         fmt::format("admit {}/{}{}", spec.tenant, spec.name, by_admin ? " by admin" : ""));
+    if (gate_closed_) {
+      ++held_;
+      changed_.notify_all();
+      changed_.wait(lock, [this] { return !gate_closed_; });
+    }
     if (admit_error_) return *admit_error_;
     if (!spec.command.empty() && !by_admin) {
       return PermissionDenied("a command is run on the node only for the admin");
     }
     return Status::Ok();
   }
-  Status Deploy(const FunctionSpec& spec) override {
-    std::unique_lock lock(mutex_);
+  Status Deploy(const FunctionSpec& spec, Settled settled) override {
+    std::lock_guard lock(mutex_);
     calls_.push_back(fmt::format("deploy {}/{}", spec.tenant, spec.name));
-    if (gate_closed_) {
-      ++held_;
-      changed_.notify_all();
-      changed_.wait(lock, [this] { return !gate_closed_; });
-    }
+    if (refuse_error_) return *refuse_error_;
+    Status outcome = Status::Ok();
     if (deploy_error_ && deploy_failures_left_ != 0) {
       if (deploy_failures_left_ > 0) --deploy_failures_left_;
-      return *deploy_error_;
+      outcome = *deploy_error_;
+    } else {
+      functions_[{spec.tenant, spec.name}] = {spec, {ModelState::kLoading, ""}};
     }
-    functions_[{spec.tenant, spec.name}] = {spec, {ModelState::kLoading, ""}};
+    settles_.push_back({spec.tenant, spec.name, std::move(settled), outcome});
+    changed_.notify_all();
     return Status::Ok();
   }
   Status Undeploy(std::string_view tenant, std::string_view name) override {
@@ -74,12 +92,14 @@ class FakeDeployer final : public Deployer {
     }
     return Status::Ok();
   }
-  Status Load(std::string_view tenant, std::string_view name) override {
+  Status Load(std::string_view tenant, std::string_view name, Settled settled) override {
     std::lock_guard lock(mutex_);
     calls_.push_back(fmt::format("load {}/{}", tenant, name));
     auto found = functions_.find({std::string(tenant), std::string(name)});
     if (found == functions_.end()) return NotFound("not deployed");
     found->second.status = {ModelState::kReady, ""};
+    settles_.push_back({std::string(tenant), std::string(name), std::move(settled), Status::Ok()});
+    changed_.notify_all();
     return Status::Ok();
   }
   Status Unload(std::string_view tenant, std::string_view name) override {
@@ -101,17 +121,23 @@ class FakeDeployer final : public Deployer {
     std::lock_guard lock(mutex_);
     admit_error_ = std::move(error);
   }
-  // Deploy fails with `error` `times` times (-1: until told otherwise).
+  // Deploys settle with `error` `times` times (-1: until told otherwise): the node took the
+  // change, and its function did not start.
   void FailDeploy(std::optional<Status> error, int times = -1) {
     std::lock_guard lock(mutex_);
     deploy_error_ = std::move(error);
     deploy_failures_left_ = times;
   }
+  // Deploy itself refuses with `error` (the node did not take the change).
+  void RefuseDeploy(std::optional<Status> error) {
+    std::lock_guard lock(mutex_);
+    refuse_error_ = std::move(error);
+  }
   void FailUndeploy(std::optional<Status> error) {
     std::lock_guard lock(mutex_);
     undeploy_error_ = std::move(error);
   }
-  // While the gate is closed, Deploy waits at it.
+  // While the gate is closed, Admit (on the management API's worker) waits at it.
   void CloseGate() {
     std::lock_guard lock(mutex_);
     gate_closed_ = true;
@@ -121,10 +147,33 @@ class FakeDeployer final : public Deployer {
     gate_closed_ = false;
     changed_.notify_all();
   }
-  // Whether a Deploy has come to the closed gate within 30 s (a safety net; it comes at once).
+  // Whether an Admit has come to the closed gate within 30 s (a safety net; it comes at once).
   bool WaitUntilHeld() {
     std::unique_lock lock(mutex_);
     return changed_.wait_for(lock, std::chrono::seconds(30), [this] { return held_ > 0; });
+  }
+  // The deploys of `tenant` do not settle (their models load) until ReleaseSettles.
+  void HoldSettles(const std::string& tenant) {
+    std::lock_guard lock(mutex_);
+    held_tenants_.insert(tenant);
+  }
+  void ReleaseSettles() {
+    std::lock_guard lock(mutex_);
+    held_tenants_.clear();
+    changed_.notify_all();
+  }
+  // Whether a deploy of a held tenant waits to settle, within 30 s (a safety net).
+  bool WaitUntilSettleHeld() {
+    std::unique_lock lock(mutex_);
+    return changed_.wait_for(lock, std::chrono::seconds(30), [this] {
+      return std::any_of(settles_.begin(), settles_.end(),
+                         [this](const Pending& p) { return held_tenants_.contains(p.tenant); });
+    });
+  }
+  // Whether `n` deploys wait to settle, within 30 s (a safety net).
+  bool WaitUntilUnsettled(std::size_t n) {
+    std::unique_lock lock(mutex_);
+    return changed_.wait_for(lock, std::chrono::seconds(30), [&] { return settles_.size() >= n; });
   }
   void SetState(const std::string& tenant, const std::string& name, ModelStatus status) {
     std::lock_guard lock(mutex_);
@@ -161,16 +210,54 @@ class FakeDeployer final : public Deployer {
     ModelStatus status;
   };
 
+  struct Pending {
+    std::string tenant;
+    std::string name;
+    Settled settled;
+    Status outcome;
+  };
+
+  // The first deploy that may settle now: not a held tenant's.
+  std::deque<Pending>::iterator NextSettle() {
+    return std::find_if(settles_.begin(), settles_.end(),
+                        [this](const Pending& p) { return !held_tenants_.contains(p.tenant); });
+  }
+  // The settler: settles the deploys on its own thread, in order, as a node's loop would; a held
+  // tenant's wait while the others go on.
+  void Settle() {
+    std::unique_lock lock(mutex_);
+    for (;;) {
+      changed_.wait(lock, [this] { return stopping_ || NextSettle() != settles_.end(); });
+      const auto it = NextSettle();
+      if (it == settles_.end()) return;  // stopping, nothing left
+      Pending next = std::move(*it);
+      settles_.erase(it);
+      if (auto it = functions_.find({next.tenant, next.name});
+          next.outcome.ok() && it != functions_.end() &&
+          it->second.status.state == ModelState::kLoading) {
+        it->second.status = {ModelState::kReady, ""};  // its first instance is ready
+      }
+      lock.unlock();
+      if (next.settled) next.settled(next.outcome);
+      lock.lock();
+    }
+  }
+
   mutable std::mutex mutex_;
-  std::condition_variable changed_;
-  bool gate_closed_ = false;
-  int held_ = 0;
+  mutable std::condition_variable changed_;
+  mutable bool gate_closed_ = false;
+  mutable int held_ = 0;
   mutable std::vector<std::string> calls_;
   std::optional<Status> admit_error_;
   std::optional<Status> deploy_error_;
+  std::optional<Status> refuse_error_;
   int deploy_failures_left_ = 0;
   std::optional<Status> undeploy_error_;
   std::map<std::pair<std::string, std::string>, Function> functions_;
+  std::deque<Pending> settles_;
+  std::set<std::string> held_tenants_;
+  bool stopping_ = false;
+  std::thread settler_;  // last: it starts once every member above exists
 };
 
 class ManagementApiTest : public ::testing::Test {
@@ -297,7 +384,7 @@ TEST_F(ManagementApiTest, CreateThenGetAndListReturnWhatWasCreated) {
   const json body = json::parse(created.body());
   EXPECT_EQ(body["tenant"], "alpha");
   EXPECT_EQ(body["name"], "mlp");
-  EXPECT_EQ(body["state"], "LOADING");
+  EXPECT_EQ(body["state"], "READY");  // answered once its model was ready
   EXPECT_EQ(body["reason"], "");
   EXPECT_EQ(body["spec"], Canonical(yaml, "alpha"));
   EXPECT_EQ(body["created_unix_ms"], body["updated_unix_ms"]);
@@ -584,7 +671,7 @@ TEST_F(ManagementApiTest, ATenantCannotSeeOrTouchAnothersFunctions) {
 TEST_F(ManagementApiTest, RepositoryIndexLoadAndUnload) {
   ASSERT_EQ(Send("POST", "/api/v1/functions", alpha_key_, Spec("cnn")).result_int(), 201u);
   ASSERT_EQ(Send("POST", "/api/v1/functions", alpha_key_, Spec("mlp")).result_int(), 201u);
-  deployer_.SetState("alpha", "mlp", {ModelState::kReady, ""});
+  deployer_.SetState("alpha", "cnn", {ModelState::kLoading, ""});  // an update loading, say
   const json everything = {
       {{"name", "cnn"}, {"version", "1"}, {"state", "LOADING"}, {"reason", ""}},
       {{"name", "mlp"}, {"version", "1"}, {"state", "READY"}, {"reason", ""}}};
@@ -935,6 +1022,51 @@ TEST_F(ManagementApiTest, ARequestWhoseClientLeftBeforeItsTurnIsNotCarriedOut) {
   EXPECT_EQ(CountCalls("deploy"), 1u);
 }
 
+// A create answers once its model is ready, but the worker does not wait for the load: another
+// tenant's calls (a create, a list) are answered meanwhile, and the slow create still answers
+// with the change's outcome once it settles.
+TEST_F(ManagementApiTest, ASlowLoadDelaysNoOtherTenantsCalls) {
+  deployer_.HoldSettles("alpha");
+  unsigned slow_status = 0;
+  std::thread slow([&] {
+    HttpClientForTest client(server_->port());
+    auto answer = client.Send("POST", "/api/v1/functions", alpha_key_, Spec("big"));
+    slow_status = answer ? answer->result_int() : 0;
+  });
+  const bool held = deployer_.WaitUntilSettleHeld();
+  auto other = Send("POST", "/api/v1/functions", beta_key_, Spec("small"));
+  auto listed = Send("GET", "/api/v1/functions", beta_key_);
+  const unsigned slow_before_release = slow_status;
+  deployer_.ReleaseSettles();
+  slow.join();
+  ASSERT_TRUE(held);
+  EXPECT_EQ(other.result_int(), 201u) << other.body();
+  EXPECT_EQ(listed.result_int(), 200u);
+  EXPECT_EQ(json::parse(listed.body())["functions"].size(), 1u);
+  EXPECT_EQ(slow_before_release, 0u);  // not answered while its model loaded
+  EXPECT_EQ(slow_status, 201u);
+  EXPECT_EQ(Names("alpha"), std::vector<std::string>{"big"});
+}
+
+// A deploy that fails when it settles is undone in the registry, after the worker went on.
+TEST_F(ManagementApiTest, ADeployThatFailsWhenItSettlesIsUndone) {
+  deployer_.HoldSettles("alpha");
+  deployer_.FailDeploy(Unavailable("the function exited at start"), 1);
+  unsigned status = 0;
+  std::thread create([&] {
+    HttpClientForTest client(server_->port());
+    auto answer = client.Send("POST", "/api/v1/functions", alpha_key_, Spec("crashy"));
+    status = answer ? answer->result_int() : 0;
+  });
+  const bool held = deployer_.WaitUntilSettleHeld();
+  EXPECT_EQ(Names("alpha"), std::vector<std::string>{"crashy"});  // written, loading
+  deployer_.ReleaseSettles();
+  create.join();
+  ASSERT_TRUE(held);
+  EXPECT_EQ(status, 503u);
+  EXPECT_TRUE(Names("alpha").empty());
+}
+
 TEST_F(ManagementApiTest, WrongMethodIs405) {
   for (const auto& [method, target, allowed] :
        std::vector<std::tuple<std::string, std::string, std::string>>{
@@ -997,6 +1129,25 @@ TEST_F(ManagementApiTest, DeployAllDeploysWhatTheRegistryHolds) {
   ASSERT_TRUE(none.ok()) << none.status().ToString();
   EXPECT_EQ(*none, 0u);
   EXPECT_EQ(CountCalls("deploy"), 3u);
+}
+
+// DeployAll loads in parallel, at most kParallelLoads at once, and returns once all settled.
+TEST_F(ManagementApiTest, DeployAllLoadsInParallelBounded) {
+  constexpr int kFunctions = kParallelLoads + 3;
+  for (int i = 0; i < kFunctions; ++i) {
+    ASSERT_TRUE(registry_->CreateFunction("alpha", Spec(fmt::format("f{}", i))).ok());
+  }
+  deployer_.HoldSettles("alpha");
+  Result<std::size_t> deployed = Internal("not run");
+  std::thread all([&] { deployed = api_->DeployAll(); });
+  const bool bounded = deployer_.WaitUntilUnsettled(kParallelLoads);
+  const std::size_t calls_while_held = CountCalls("deploy");
+  deployer_.ReleaseSettles();
+  all.join();
+  ASSERT_TRUE(bounded);
+  EXPECT_EQ(calls_while_held, static_cast<std::size_t>(kParallelLoads));
+  ASSERT_TRUE(deployed.ok()) << deployed.status().ToString();
+  EXPECT_EQ(*deployed, static_cast<std::size_t>(kFunctions));
 }
 
 }  // namespace

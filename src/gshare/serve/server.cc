@@ -45,15 +45,11 @@ Result<std::unique_ptr<Server>> Server::Start(ServerOptions options) {
   GSHARE_ASSIGN_OR_RETURN(s.keys_, TenantKeys::Open(*s.registry_, std::move(secret)));
   GSHARE_ASSIGN_OR_RETURN(s.metrics_, metrics::GshareMetrics::Create());
 
-  options.backend.policy_options.slice_granularity = options.node.slice_granularity;
-  options.backend.policy_options.instance_start = Duration::zero();  // the node's GPUs are there
-  GSHARE_ASSIGN_OR_RETURN(s.node_, NodeAgent::Create(options.node));
-  GSHARE_ASSIGN_OR_RETURN(
-      s.gpu_type_, s.node_->DescribeGpus(options.restore_overhead, options.price_per_hour_usd));
+  options.backend.node.policy_options.instance_start = Duration::zero();  // the GPUs are there
   options.backend.data_dir = options.data_dir;
   // A tenant's function processes run as first_uid + its registry number, the same in every run,
   // so that files it was given stay its own.
-  options.backend.host.tenant_number =
+  options.backend.node.host.tenant_number =
       [registry = s.registry_.get()](const std::string& tenant) -> Result<std::uint32_t> {
     GSHARE_ASSIGN_OR_RETURN(const TenantRecord record, registry->GetTenant(tenant));
     if (record.id < 0 || record.id > std::numeric_limits<std::uint32_t>::max()) {
@@ -61,9 +57,9 @@ Result<std::unique_ptr<Server>> Server::Start(ServerOptions options) {
     }
     return static_cast<std::uint32_t>(record.id);
   };
-  GSHARE_ASSIGN_OR_RETURN(s.backend_, LiveBackend::Create(*s.node_, s.gpu_type_, *s.metrics_,
-                                                          s.clock_, options.backend));
-  s.front_ = std::make_unique<Front>(FrontOptions{}, *s.keys_, *s.backend_, s.clock_);
+  GSHARE_ASSIGN_OR_RETURN(s.backend_, LiveBackend::Create(*s.metrics_, options.backend));
+  // The front stamps deadlines on the node's clock: one clock from a request's arrival to its run.
+  s.front_ = std::make_unique<Front>(FrontOptions{}, *s.keys_, *s.backend_, s.backend_->clock());
   ManagementApiOptions management;
   management.data_dir = options.data_dir;
   management.admin_key_hash = s.admin_hash_;
@@ -133,11 +129,12 @@ void Server::HandleNode(const net::ServerRequest& request, const net::Responder&
   if (!AdminOnly(request, responder, "the node's description is served to the admin key only")) {
     return;
   }
-  const GpuType& gpu = gpu_type_;
+  const GpuType& gpu = gpu_type();
+  const LiveNodeOptions& node = options_.backend.node;
   responder.Respond(
-      JsonResponse(200, {{"policy", options_.backend.policy},
-                         {"gpus", node_->inventory().devices().size()},
-                         {"slice_granularity_bytes", options_.node.slice_granularity.bytes()},
+      JsonResponse(200, {{"policy", node.policy},
+                         {"gpus", backend_->node().inventory().devices().size()},
+                         {"slice_granularity_bytes", node.policy_options.slice_granularity.bytes()},
                          {"gpu_type",
                           {{"name", gpu.name},
                            {"memory_bytes", gpu.memory_bytes},

@@ -19,10 +19,8 @@
 #include <memory>
 #include <string>
 
-#include "gshare/common/clock.h"
 #include "gshare/metrics/gshare_metrics.h"
 #include "gshare/net/http_server.h"
-#include "gshare/node/node_agent.h"
 #include "gshare/serve/api_keys.h"
 #include "gshare/serve/front.h"
 #include "gshare/serve/live_backend.h"
@@ -38,11 +36,9 @@ struct ServerOptions {
   std::string admin_key;
   std::filesystem::path admin_key_file;
   net::HttpServerOptions http;
-  NodeAgentOptions node;
-  // Price and fixed restore cost that describe the node's GPUs to the policy and the accounting.
-  Duration restore_overhead = std::chrono::milliseconds(1);
-  double price_per_hour_usd = 1.0;
-  LiveBackendOptions backend;  // its data_dir is data_dir
+  // The backend and its node (GPUs, policy, price and restore cost that describe the GPUs); its
+  // data_dir is data_dir.
+  LiveBackendOptions backend;
   // Per-tenant quota on the sum of its functions' gpu_memory; 0: none.
   std::uint64_t tenant_gpu_memory_bytes = 0;
   std::chrono::milliseconds drain{30'000};
@@ -60,8 +56,8 @@ class Server {
   const AdminKey& admin_key() const { return admin_key_; }
   // How many functions of the registry were deployed at the start.
   std::size_t deployed_at_start() const { return deployed_at_start_; }
-  const GpuType& gpu_type() const { return gpu_type_; }
-  const NodeAgent& node() const { return *node_; }
+  const GpuType& gpu_type() const { return backend_->gpu_type(); }
+  const LiveNode& node() const { return backend_->node(); }
   LiveBackend& backend() { return *backend_; }
   // The HTTP server's loop, for a signal_set whose handler calls BeginShutdown.
   boost::asio::io_context& io_context() { return http_->io_context(); }
@@ -84,15 +80,11 @@ class Server {
   AdminKey admin_key_;
   KeyHash admin_hash_{};
   std::size_t deployed_at_start_ = 0;
-  GpuType gpu_type_;
-  SteadyClock clock_;
   // Destroyed in reverse order: the HTTP server first (no handler runs after it), then the API
-  // and the front, the backend (its loop thread and processes), the node, the keys and the
-  // registry.
+  // and the front, the backend (its node: loop thread and processes), the keys and the registry.
   std::unique_ptr<Registry> registry_;
   std::unique_ptr<TenantKeys> keys_;
   std::unique_ptr<metrics::GshareMetrics> metrics_;
-  std::unique_ptr<NodeAgent> node_;
   std::unique_ptr<LiveBackend> backend_;
   std::unique_ptr<Front> front_;
   std::unique_ptr<ManagementApi> management_;

@@ -42,12 +42,13 @@ ServerOptions Options(const std::filesystem::path& dir) {
   options.admin_key = std::string(kAdminKey);
   options.http.port = 0;
   options.http.io_threads = 2;
-  options.node.devices.backend = DeviceBackend::kEmulated;
-  options.node.devices.emulated = {
+  LiveNodeOptions& node = options.backend.node;
+  node.devices.backend = DeviceBackend::kEmulated;
+  node.devices.emulated = {
       EmulatedGpuConfig{.name = "", .memory_bytes = kGiB, .link_bytes_per_second = 12e9}};
-  options.node.snapshot_pool_bytes = 256 * kMiB;
-  options.node.staging_bytes = 4 * kGiB;
-  options.node.prepared_bytes_per_gpu = 64 * kMiB;
+  node.snapshot_pool_bytes = 256 * kMiB;
+  node.staging_bytes = 4 * kGiB;
+  node.prepared_bytes_per_gpu = 64 * kMiB;
   options.backend.function_program = GSHARE_FUNCTION_PROGRAM;
   options.drain = std::chrono::seconds(5);
   options.http.limits.read_timeout = std::chrono::seconds(1);  // the slow client's test

@@ -18,6 +18,8 @@ class RunOnArrival final : public Scheduler {
   std::string_view name() const override { return "run-on-arrival"; }
   void OnFunctionAdded(FunctionId) override {}
   void OnFunctionRemoved(FunctionId) override {}
+  void OnFunctionDrained(FunctionId) override {}
+  void OnRequestCancelled(RequestId, const Status&) override {}
   void OnRequest(const Request& request) override {
     executor_.Run(0, request.function, std::span(&request.id, 1));
   }
@@ -29,6 +31,7 @@ class RunOnArrival final : public Scheduler {
   void OnGpuLost(GpuId, std::span<const RequestId>, const Status&) override {}
   void OnTimer(std::uint64_t) override {}
   std::size_t RequestsHeld() const override { return 0; }
+  std::size_t FunctionsHeld() const override { return 0; }
 
  private:
   SimulatedExecutor& executor_;

@@ -1,5 +1,7 @@
 #include "gshare/sim/sim_executor.h"
 
+#include "gshare/common/clock.h"
+
 #include <fmt/format.h>
 #include <algorithm>
 #include <chrono>
@@ -14,9 +16,10 @@ SimulatedExecutor::SimulatedExecutor(const Workload& workload, Options options)
       options_(options),
       completion_(workload.requests.size(), TimePoint::max()),
       answered_(workload.requests.size(), false),
+      started_(workload.requests.size(), false),
       instances_(workload.functions.size()),
       meter_({&workload.gpu, 1}, options.accounting_start) {
-  if (options_.quantum <= Duration::zero()) options_.quantum = std::chrono::milliseconds(20);
+  if (options_.quantum <= Duration::zero()) options_.quantum = kDefaultComputeQuantum;
   // Each function starts with its min_instances warm (started before the replay).
   for (std::size_t f = 0; f < workload.functions.size(); ++f) {
     const int warm = std::max(0, workload.functions[f].min_instances);
@@ -70,12 +73,19 @@ void SimulatedExecutor::UnbindInstance(FunctionId function) {
   pool.idle_since.push_back(now_);
 }
 
-void SimulatedExecutor::Answer(RequestId id, bool ok) {
+void SimulatedExecutor::Answer(RequestId id, AnswerOutcome outcome) {
   answered_[id] = true;
-  if (ok) completion_[id] = now_;
+  if (outcome == AnswerOutcome::kOk) completion_[id] = now_;
   completed_ += 1;
-  meter_.Answered(now_, workload_.requests[id], ok);
+  meter_.Answered(now_, workload_.requests[id], outcome);
   if (completed_ == workload_.requests.size()) meter_.Freeze(now_);
+}
+
+void SimulatedExecutor::LatestStartPassed(RequestId id) {
+  if (answered_[id] || started_[id]) return;
+  Answer(id, AnswerOutcome::kNeverRan);
+  scheduler_->OnRequestCancelled(id, DeadlineExceeded("the request was not started by its latest "
+                                                      "start"));
 }
 
 void SimulatedExecutor::FailRequest(RequestId id, const Status& status) {
@@ -83,7 +93,7 @@ void SimulatedExecutor::FailRequest(RequestId id, const Status& status) {
     return Fail(Internal(fmt::format("FailRequest: request {} is unknown or answered", id)));
   }
   if (status.ok()) return Fail(Internal("FailRequest: an OK status"));
-  Answer(id, false);
+  Answer(id, AnswerOutcome::kFailed);
 }
 
 Result<GpuId> SimulatedExecutor::AcquireGpu(GpuTypeId type, Duration startup) {
@@ -275,6 +285,7 @@ void SimulatedExecutor::StartRun(GpuId gpu_id, FunctionId function,
       return Fail(Internal(fmt::format("Run: request {} is not a request of '{}'", id, spec.name)));
     }
     if (answered_[id]) return Fail(Internal(fmt::format("Run: request {} is answered", id)));
+    if (started_[id]) return Fail(Internal(fmt::format("Run: request {} is running", id)));
     if (!workload_.exec_times.empty()) {
       longest_override = std::max(longest_override, workload_.exec_times[id]);
     }
@@ -303,6 +314,7 @@ void SimulatedExecutor::StartRun(GpuId gpu_id, FunctionId function,
     index = static_cast<std::int32_t>(executions_.size());
     executions_.emplace_back();
   }
+  for (RequestId id : batch) started_[id] = true;
   Execution& execution = executions_[static_cast<std::size_t>(index)];
   execution.function = function;
   execution.remaining = exec;
@@ -414,7 +426,7 @@ void SimulatedExecutor::CompleteExecution(GpuId gpu_id, std::int32_t index) {
   Residency& residency = gpus_[gpu_id].residents.at(function);
   residency.batch_bytes_in_flight -= execution.batch_bytes;
   if (--residency.runs_in_flight == 0) ChangeActive(function, residency.bytes, false);
-  for (RequestId id : batch) Answer(id, true);
+  for (RequestId id : batch) Answer(id, AnswerOutcome::kOk);
   scheduler_->OnRunDone(gpu_id, function, batch, RunResult{Status::Ok(), now_ - execution.started});
   batch.clear();  // keep the capacity for the slot's next run
   executions_[static_cast<std::size_t>(index)].batch.swap(batch);
@@ -460,22 +472,29 @@ void SimulatedExecutor::Dispatch(const Event& event) {
     case EventType::kEnterCompute:
       EnterCompute(event.gpu, static_cast<std::int32_t>(event.value));
       return;
+    case EventType::kLatestStart:
+      LatestStartPassed(event.value);
+      return;
   }
 }
 
 Status SimulatedExecutor::RunToEnd(const std::function<void(TimePoint, std::uint64_t)>& progress) {
   if (scheduler_ == nullptr) return FailedPrecondition("SimulatedExecutor: no scheduler set");
   const auto& requests = workload_.requests;
+  const SteadyClock& wall = SteadyClock::Shared();  // the decisions' own latency, when timed
   std::size_t next = 0;
   while (error_.ok()) {
     const bool have_event = !events_.empty();
     const bool have_arrival = next < requests.size();
     if (!have_event && !have_arrival) break;
     // Events before arrivals at equal times: completions free resources first.
-    const auto wall_start = options_.time_decisions ? std::chrono::steady_clock::now()
-                                                    : std::chrono::steady_clock::time_point{};
+    const TimePoint wall_start = options_.time_decisions ? wall.Now() : TimePoint{};
     if (have_arrival && (!have_event || requests[next].arrival < events_.Top().time)) {
       now_ = requests[next].arrival;
+      if (requests[next].latest_start != TimePoint::max()) {
+        events_.Push(std::max(requests[next].latest_start, now_),
+                     Event{EventType::kLatestStart, 0, 0, requests[next].id});
+      }
       scheduler_->OnRequest(requests[next]);
       ++next;
     } else {
@@ -484,9 +503,8 @@ Status SimulatedExecutor::RunToEnd(const std::function<void(TimePoint, std::uint
       Dispatch(entry.payload);
     }
     if (options_.time_decisions) {
-      const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                          std::chrono::steady_clock::now() - wall_start)
-                          .count();
+      const auto ns =
+          std::chrono::duration_cast<std::chrono::nanoseconds>(wall.Now() - wall_start).count();
       decision_ns_.push_back(static_cast<std::uint32_t>(std::min<std::int64_t>(ns, UINT32_MAX)));
     }
     ++events_processed_;

@@ -15,7 +15,9 @@
 //  - compute shared by time slicing: runs in flight take exclusive quanta in round-robin order;
 //    a quantum is never cut short by a newcomer (kernels are not preempted), a run alone on the
 //    GPU runs to completion;
-//  - GPUs acquired with a startup delay become usable when OnGpuReady fires.
+//  - GPUs acquired with a startup delay become usable when OnGpuReady fires;
+//  - a request not started by its latest start (Request::latest_start) is answered
+//    DeadlineExceeded and never runs: the scheduler is told (OnRequestCancelled).
 // It feeds the Meter (sched/meter.h) from every action; the report reads the Meter.
 // Single-threaded; driven by Simulator.
 #pragma once
@@ -29,6 +31,7 @@
 
 #include "gshare/common/status.h"
 #include "gshare/common/timer_queue.h"
+#include "gshare/model/compute_quantum.h"
 #include "gshare/sched/executor.h"
 #include "gshare/sched/function_registry.h"
 #include "gshare/sched/meter.h"
@@ -41,8 +44,8 @@ namespace gshare {
 class SimulatedExecutor final : public Executor {
  public:
   struct Options {
-    Duration quantum = std::chrono::milliseconds(20);  // time-slice length
-    bool record_schedule = false;  // keep a ScheduleLog of every restore and run
+    Duration quantum = kDefaultComputeQuantum;  // time-slice length
+    bool record_schedule = false;               // keep a ScheduleLog of every restore and run
     // Measure the wall time of every scheduler callback (its decision latency), for benchmarks.
     bool time_decisions = false;
     // Start of the accounting window: GPU time, memory time and restores before it are left out
@@ -102,7 +105,8 @@ class SimulatedExecutor final : public Executor {
     kEvictDone,
     kSliceEnd,
     kTimer,
-    kEnterCompute  // a pipelined run's first layer group is on the GPU
+    kEnterCompute,  // a pipelined run's first layer group is on the GPU
+    kLatestStart    // a request's latest start (value: its id)
   };
   struct Event {
     EventType type;
@@ -163,7 +167,8 @@ class SimulatedExecutor final : public Executor {
   void EnterCompute(GpuId gpu_id, std::int32_t index);
   void CompleteExecution(GpuId gpu_id, std::int32_t index);
   void ChangeActive(FunctionId function, std::uint64_t bytes, bool start);
-  void Answer(RequestId id, bool ok);
+  void Answer(RequestId id, AnswerOutcome outcome);
+  void LatestStartPassed(RequestId id);
   int ExpiredInstances(FunctionId function) const;
   void UnbindInstance(FunctionId function);
 
@@ -178,6 +183,7 @@ class SimulatedExecutor final : public Executor {
   std::vector<std::int32_t> free_executions_;
   std::vector<TimePoint> completion_;
   std::vector<bool> answered_;
+  std::vector<bool> started_;    // in a run (in flight or done)
   std::uint64_t completed_ = 0;  // requests answered, OK or not
   int gpus_held_ = 0;
   std::vector<InstancePool> instances_;

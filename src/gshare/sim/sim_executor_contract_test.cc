@@ -57,6 +57,10 @@ TEST(SimulatedExecutorContract, FailRequestAndViolations) {
   SimHarness h;
   testing::CheckFailRequestAndViolations(h);
 }
+TEST(SimulatedExecutorContract, LatestStartAndCancellation) {
+  SimHarness h;
+  testing::CheckLatestStartAndCancellation(h);
+}
 
 // Three functions, bursts of requests every 300 ms for a minute.
 Workload BurstyWorkload() {

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <deque>
 #include <exception>
+#include <optional>
 #include <thread>
 #include <utility>
 
@@ -22,18 +23,16 @@ namespace gshare {
 // n / bandwidth seconds. Copies reserve their slot in arrival order.
 class EmulatedDevice::LinkPacer {
  public:
-  using SteadyTime = std::chrono::steady_clock::time_point;
-
-  explicit LinkPacer(double bytes_per_second) : bytes_per_second_(bytes_per_second) {}
+  LinkPacer(double bytes_per_second, const Clock& clock)
+      : bytes_per_second_(bytes_per_second), clock_(clock) {}
 
   // Reserves the link for `bytes` starting no earlier than now; returns when the transfer ends.
-  // Unpaced links return the distant past, so that waiting for it returns at once.
-  SteadyTime Reserve(std::uint64_t bytes) EXCLUDES(mutex_) {
-    if (bytes_per_second_ <= 0) return SteadyTime::min();
-    const auto duration = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-        TransferTime(bytes, bytes_per_second_));
+  // Unpaced links return nothing: there is nothing to wait for.
+  std::optional<TimePoint> Reserve(std::uint64_t bytes) EXCLUDES(mutex_) {
+    if (bytes_per_second_ <= 0) return std::nullopt;
+    const Duration duration = TransferTime(bytes, bytes_per_second_);
     MutexLock lock(mutex_);
-    const SteadyTime start = std::max(std::chrono::steady_clock::now(), next_free_);
+    const TimePoint start = std::max(clock_.Now(), next_free_);
     next_free_ = start + duration;
     return next_free_;
   }
@@ -42,15 +41,18 @@ class EmulatedDevice::LinkPacer {
   // the link would have delivered them.
   template <typename CopyFunction>
   void Copy(void* destination, const void* source, std::size_t bytes, CopyFunction copy) {
-    const SteadyTime delivered = Reserve(bytes);
+    const std::optional<TimePoint> delivered = Reserve(bytes);
     copy(destination, source, bytes);
-    if (delivered != SteadyTime::min()) std::this_thread::sleep_until(delivered);
+    if (delivered) clock_.SleepUntil(*delivered);
   }
+
+  const Clock& clock() const { return clock_; }
 
  private:
   const double bytes_per_second_;
+  const Clock& clock_;
   Mutex mutex_;
-  SteadyTime next_free_ GUARDED_BY(mutex_){};
+  TimePoint next_free_ GUARDED_BY(mutex_){};
 };
 
 namespace {
@@ -234,14 +236,15 @@ Result<std::unique_ptr<EmulatedDevice>> EmulatedDevice::Create(int index,
   info.total_memory_bytes = config.memory_bytes;
   info.link_bytes_per_second = config.link_bytes_per_second;
   info.memory_exportable = true;
+  const Clock& link_clock = config.clock != nullptr ? *config.clock : SteadyClock::Shared();
   return std::unique_ptr<EmulatedDevice>(
-      new EmulatedDevice(std::move(info), config.prepared_bytes));
+      new EmulatedDevice(std::move(info), config.prepared_bytes, link_clock));
 }
 
-EmulatedDevice::EmulatedDevice(DeviceInfo info, std::uint64_t prepared_bytes)
+EmulatedDevice::EmulatedDevice(DeviceInfo info, std::uint64_t prepared_bytes, const Clock& clock)
     : info_(std::move(info)),
-      host_to_device_(std::make_unique<LinkPacer>(info_.link_bytes_per_second)),
-      device_to_host_(std::make_unique<LinkPacer>(info_.link_bytes_per_second)),
+      host_to_device_(std::make_unique<LinkPacer>(info_.link_bytes_per_second, clock)),
+      device_to_host_(std::make_unique<LinkPacer>(info_.link_bytes_per_second, clock)),
       preparer_(std::make_unique<SegmentPreparer>(fmt::format("gshare-{}", info_.name),
                                                   prepared_bytes)) {}
 
@@ -309,12 +312,13 @@ Result<Duration> EmulatedDevice::TimedRawCopyToDevice(DeviceBuffer& destination,
     return OutOfRange(fmt::format("{}: raw copy of {} bytes into a buffer of {} bytes", info_.name,
                                   source.size(), buffer->size_bytes()));
   }
-  const auto start = std::chrono::steady_clock::now();
+  const Clock& link_clock = host_to_device_->clock();
+  const TimePoint start = link_clock.Now();
   // The raw limit is a plain memcpy, by definition (see device.h).
   host_to_device_->Copy(
       buffer->bytes().data(), source.data(), source.size(),
       [](void* to, const void* from, std::size_t n) { std::memcpy(to, from, n); });
-  return std::chrono::duration_cast<Duration>(std::chrono::steady_clock::now() - start);
+  return link_clock.Now() - start;
 }
 
 }  // namespace gshare

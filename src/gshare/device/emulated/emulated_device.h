@@ -24,6 +24,7 @@
 #include <span>
 #include <string>
 
+#include "gshare/common/clock.h"
 #include "gshare/common/mutex.h"
 #include "gshare/device/device.h"
 
@@ -36,6 +37,9 @@ struct EmulatedGpuConfig {
   // Fresh segments made and faulted in ahead of need, within this many bytes (segment_pool.h):
   // device memory that is there when allocated, as a GPU's is. 0: none.
   std::uint64_t prepared_bytes = 0;
+  // The link's time: a paced copy ends on this clock (a node's own clock, a test's manual one);
+  // null: the machine's steady clock. Must outlive the device.
+  const Clock* clock = nullptr;
 };
 
 class EmulatedDevice;
@@ -89,7 +93,7 @@ class EmulatedDevice final : public Device {
 
  private:
   friend class EmulatedBuffer;
-  EmulatedDevice(DeviceInfo info, std::uint64_t prepared_bytes);
+  EmulatedDevice(DeviceInfo info, std::uint64_t prepared_bytes, const Clock& clock);
   void ReleaseCapacity(std::uint64_t size_bytes) EXCLUDES(mutex_);
 
   const DeviceInfo info_;

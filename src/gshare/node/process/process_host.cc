@@ -14,15 +14,13 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
-#include "gshare/fn/control_channel.h"
 #include "gshare/net/unix_http.h"
+#include "gshare/node/process/instance_environment.h"
 #include "gshare/protocol/batching.h"
 #include "gshare/protocol/kserve_json.h"
 
 namespace gshare {
 namespace {
-
-using Clock = std::chrono::steady_clock;
 
 Status FromHttp(int status, const std::string& body) {
   std::string message = body;
@@ -46,13 +44,16 @@ std::string TenantFolder(const InstanceCommand& command) {
 
 }  // namespace
 
-ProcessHost::ProcessHost(boost::asio::io_context& loop, std::vector<InstanceCommand> commands,
+ProcessHost::ProcessHost(LoopClock& clock, std::vector<InstanceCommand> commands,
                          RequestSource& requests, ProcessHostOptions options)
-    : loop_(loop),
-      commands_(std::move(commands)),
+    : clock_(clock),
+      loop_(clock.loop()),
       requests_(requests),
       options_(std::move(options)),
       run_dir_(options_.run_dir) {
+  for (std::size_t f = 0; f < commands.size(); ++f) {
+    commands_.emplace(static_cast<FunctionId>(f), std::move(commands[f]));
+  }
   // Children start in their working folder: every path handed to them is absolute.
   std::error_code error;
   const auto absolute = std::filesystem::absolute(run_dir_, error);
@@ -108,7 +109,7 @@ std::vector<pid_t> ProcessHost::pids() const {
   return out;
 }
 
-std::optional<Clock::time_point> ProcessHost::SpawnedAt(InstanceId instance) const {
+std::optional<TimePoint> ProcessHost::SpawnedAt(InstanceId instance) const {
   auto it = processes_.find(instance);
   if (it == processes_.end() || !it->second->child) return std::nullopt;
   return it->second->spawned;
@@ -132,26 +133,26 @@ RestartState ProcessHost::FunctionRestarts(FunctionId function) const {
                          ? options_.restart_backoff_max
                          : DelayAfter(it->second.consecutive);
   state.crash_loop = it->second.consecutive > options_.max_crashes &&
-                     Clock::now() < it->second.last_crash + options_.restart_backoff_max;
+                     clock_.Now() < it->second.last_crash + options_.restart_backoff_max;
   return state;
 }
 
 void ProcessHost::CountCrash(FunctionId function, const Process& process,
                              const std::string& reason) {
   Restarts& restarts = restarts_[function];
-  const auto now = Clock::now();
+  const TimePoint now = clock_.Now();
   if (process.ready && now - process.ready_at >= options_.stable_after) restarts.consecutive = 0;
   ++restarts.consecutive;
   restarts.last_crash = now;
   restarts.last_reason = reason;
   if (restarts.consecutive > options_.max_crashes) {
     spdlog::error("function {} is in a crash loop: {} crashes in a row, the last: {}",
-                  FunctionName(commands_[function]), restarts.consecutive, reason);
+                  FunctionName(CommandOf(function)), restarts.consecutive, reason);
   }
 }
 
 Status ProcessHost::SpawnNow(Process& process) {
-  const InstanceCommand& command = commands_[process.function];
+  const InstanceCommand& command = CommandOf(process.function);
   if (command.argv.empty()) return InvalidArgument("an instance command without a program");
   if (!identities_) return identity_error_;
   // One folder per tenant: two tenants' functions of one name never share a log.
@@ -186,13 +187,11 @@ Status ProcessHost::SpawnNow(Process& process) {
 
   ProcessSpec spec;
   spec.argv = command.argv;
-  spec.env = {{"PATH", "/usr/local/bin:/usr/bin:/bin"},
-              {fn::kControlFdEnv, "3"},
-              {fn::kDeviceBaseEnv, fmt::format("{:#x}", process.launch.device_base)},
-              {fn::kDeviceReserveEnv, std::to_string(process.launch.device_reserve_bytes)},
-              {"GSHARE_SOCKET", process.socket_path},
-              {"OPENBLAS_NUM_THREADS", "1"}};
-  for (const auto& [name, value] : command.env) spec.env.emplace_back(name, value);
+  spec.env = InstanceEnvironment({.control = true,
+                                  .device_base = process.launch.device_base,
+                                  .device_reserve_bytes = process.launch.device_reserve_bytes,
+                                  .socket_path = process.socket_path},
+                                 command.env);
   spec.working_dir = command.working_dir.empty() ? run_dir_ : command.working_dir;
   spec.log_path = (logs / (FunctionName(command) + ".log")).string();
   spec.identity = identity;
@@ -208,7 +207,7 @@ Status ProcessHost::SpawnNow(Process& process) {
   }
   GSHARE_ASSIGN_OR_RETURN(process.child, ChildProcess::Spawn(loop_, spec));
   process.launch.control.Reset();  // the child has its own copy
-  process.spawned = Clock::now();
+  process.spawned = clock_.Now();
   const InstanceId id = process.id;
   process.child->OnExit([this, id, alive = alive_](int wait_status) {
     if (*alive) Exited(id, wait_status);
@@ -218,20 +217,30 @@ Status ProcessHost::SpawnNow(Process& process) {
 }
 
 void ProcessHost::SetCommand(FunctionId function, InstanceCommand command) {
-  if (function >= commands_.size()) commands_.resize(static_cast<std::size_t>(function) + 1);
   commands_[function] = std::move(command);
 }
 
+void ProcessHost::RemoveCommand(FunctionId function) {
+  commands_.erase(function);
+  restarts_.erase(function);
+}
+
+const InstanceCommand& ProcessHost::CommandOf(FunctionId function) const {
+  static const InstanceCommand* const kNone = new InstanceCommand();
+  auto it = commands_.find(function);
+  return it == commands_.end() ? *kNone : it->second;
+}
+
 Status ProcessHost::Start(InstanceLaunch launch) {
-  if (launch.function >= commands_.size() || commands_[launch.function].argv.empty()) {
+  const InstanceCommand& command = CommandOf(launch.function);
+  if (command.argv.empty()) {
     return InvalidArgument(fmt::format("no command for function {}", launch.function));
   }
-  const InstanceCommand& command = commands_[launch.function];
   std::chrono::milliseconds delay{0};
   if (auto it = restarts_.find(launch.function); it != restarts_.end() && it->second.consecutive) {
     const Restarts& restarts = it->second;
     const auto since =
-        std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - restarts.last_crash);
+        std::chrono::duration_cast<std::chrono::milliseconds>(clock_.Now() - restarts.last_crash);
     if (restarts.consecutive > options_.max_crashes) {
       if (since < options_.restart_backoff_max) {
         return Unavailable(fmt::format(
@@ -252,7 +261,6 @@ Status ProcessHost::Start(InstanceLaunch launch) {
       (std::filesystem::path(run_dir_) / "instances" / std::to_string(launch.instance) / "socket")
           .string();
   process.launch = std::move(launch);
-  process.timer = std::make_unique<boost::asio::steady_timer>(loop_);
   const InstanceId id = process.id;
   processes_[id] = std::move(owned);
   if (delay.count() == 0) {
@@ -262,9 +270,7 @@ Status ProcessHost::Start(InstanceLaunch launch) {
   }
   spdlog::info("instance {} of {} starts in {} ms (restart backoff after {} crash(es))", id,
                FunctionName(command), delay.count(), restarts_[process.function].consecutive);
-  process.timer->expires_after(delay);
-  process.timer->async_wait([this, id](const boost::system::error_code& error) {
-    if (error) return;
+  process.timer = clock_.After(delay, [this, id] {
     auto it = processes_.find(id);
     if (it == processes_.end() || it->second->child || it->second->stopping) return;
     Status spawned = SpawnNow(*it->second);
@@ -283,7 +289,7 @@ void ProcessHost::Kill(Process& process, Status reason) {
   if (process.stopping || !process.kill_reason.ok() || !process.child) return;
   spdlog::warn("{}", reason.message());
   process.kill_reason = std::move(reason);
-  process.timer->cancel();
+  process.timer.Cancel();
   process.child->SignalGroup(SIGKILL);
 }
 
@@ -294,10 +300,10 @@ void ProcessHost::PollReady(InstanceId id) {
     return;
   }
   Process& process = *it->second;
-  if (Clock::now() - process.spawned > options_.ready_timeout) {
+  if (clock_.Now() - process.spawned > options_.ready_timeout) {
     return Kill(process,
                 DeadlineExceeded(fmt::format("instance {} of {} was not ready within {} ms: killed",
-                                             id, FunctionName(commands_[process.function]),
+                                             id, FunctionName(CommandOf(process.function)),
                                              options_.ready_timeout.count())));
   }
   net::SendUnixHttpRequest(
@@ -312,24 +318,19 @@ void ProcessHost::PollReady(InstanceId id) {
         Process& polled = *found->second;
         if (answer.ok() && answer->status == 200) {
           polled.ready = true;
-          polled.ready_at = Clock::now();
+          polled.ready_at = clock_.Now();
           ScheduleProbe(id);
           if (polled.launch.on_ready) polled.launch.on_ready();
           return;
         }
-        polled.timer->expires_after(options_.ready_poll);
-        polled.timer->async_wait([this, id](const boost::system::error_code& error) {
-          if (!error) PollReady(id);
-        });
+        polled.timer = clock_.After(options_.ready_poll, [this, id] { PollReady(id); });
       });
 }
 
 void ProcessHost::ScheduleProbe(InstanceId id) {
   auto it = processes_.find(id);
   if (it == processes_.end()) return;
-  it->second->timer->expires_after(options_.health_interval);
-  it->second->timer->async_wait([this, id](const boost::system::error_code& error) {
-    if (error) return;
+  it->second->timer = clock_.After(options_.health_interval, [this, id] {
     auto found = processes_.find(id);
     if (found == processes_.end() || found->second->stopping || !found->second->kill_reason.ok()) {
       return;
@@ -361,7 +362,7 @@ void ProcessHost::ScheduleProbe(InstanceId id) {
                           Unavailable(fmt::format(
                               "instance {} of {} failed {} health checks in a row (the last: "
                               "{}): killed",
-                              id, FunctionName(commands_[probed_process.function]),
+                              id, FunctionName(CommandOf(probed_process.function)),
                               probed_process.probe_failures, why)));
             }
           }
@@ -375,13 +376,13 @@ void ProcessHost::Exited(InstanceId id, int wait_status) {
   if (it == processes_.end()) return;
   std::unique_ptr<Process> process = std::move(it->second);
   processes_.erase(it);
-  process->timer->cancel();
+  process->timer.Cancel();
   const pid_t pid = process->child->pid();
   Status status = Status::Ok();
   if (!process->stopping) {
     status = process->kill_reason.ok()
                  ? Unavailable(fmt::format("instance {} of {} (pid {}) {}", id,
-                                           FunctionName(commands_[process->function]), pid,
+                                           FunctionName(CommandOf(process->function)), pid,
                                            DescribeWaitStatus(wait_status)))
                  : process->kill_reason;
     spdlog::warn("{}", status.message());
@@ -401,7 +402,7 @@ void ProcessHost::Stop(InstanceId id) {
   if (it == processes_.end() || it->second->stopping) return;
   Process& process = *it->second;
   process.stopping = true;
-  process.timer->cancel();
+  process.timer.Cancel();
   if (!process.child) {
     // Still waiting out its restart delay: it never started.
     auto on_exit = std::move(process.launch.on_exit);
@@ -412,9 +413,7 @@ void ProcessHost::Stop(InstanceId id) {
     return;
   }
   process.child->SignalGroup(SIGTERM);
-  process.timer->expires_after(options_.stop_grace);
-  process.timer->async_wait([this, id](const boost::system::error_code& error) {
-    if (error) return;
+  process.timer = clock_.After(options_.stop_grace, [this, id] {
     auto found = processes_.find(id);
     if (found != processes_.end() && found->second->child) {
       found->second->child->SignalGroup(SIGKILL);
@@ -448,7 +447,7 @@ void ProcessHost::Infer(InstanceId instance, std::span<const RequestId> batch,
     boost::asio::post(loop_, [done, status = body.status()] { done(status); });
     return;
   }
-  const std::string target = "/v2/models/" + commands_[it->second->function].model + "/infer";
+  const std::string target = "/v2/models/" + CommandOf(it->second->function).model + "/infer";
   std::vector<RequestId> ids(batch.begin(), batch.end());
   std::vector<std::int64_t> sizes = stacked->sizes;
   ++it->second->in_flight;

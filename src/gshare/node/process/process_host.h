@@ -32,23 +32,25 @@
 // to /v2/models/{model}/infer, splits the answer per request and hands each to the RequestSource.
 // Stop sends SIGTERM to the process group, then SIGKILL after stop_grace.
 //
+// Time: every delay, timeout and backoff is on the node's clock (LoopClock), whose loop the host
+// runs on.
+//
 // Threading: the node's event loop only. Destroying the host kills and reaps every instance.
 #pragma once
 
 #include <sys/types.h>
 
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/posix/stream_descriptor.hpp>
-#include <boost/asio/steady_timer.hpp>
 #include <chrono>
 #include <functional>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "gshare/node/instance_host.h"
+#include "gshare/node/loop_clock.h"
 #include "gshare/node/process/cgroup.h"
 #include "gshare/node/process/child_process.h"
 #include "gshare/node/process/tenant_identity.h"
@@ -104,21 +106,26 @@ struct ProcessHostOptions {
 struct RestartState {
   int consecutive_crashes = 0;
   bool crash_loop = false;  // Start refuses now
-  std::chrono::steady_clock::time_point last_crash;
+  TimePoint last_crash{};
   std::chrono::milliseconds next_delay{0};  // how long after last_crash the next start waits
   std::string last_reason;
 };
 
 class ProcessHost final : public InstanceHost {
  public:
-  ProcessHost(boost::asio::io_context& loop, std::vector<InstanceCommand> commands,
-              RequestSource& requests, ProcessHostOptions options);
+  // `commands` are those of functions 0..n-1 (more come with SetCommand).
+  ProcessHost(LoopClock& clock, std::vector<InstanceCommand> commands, RequestSource& requests,
+              ProcessHostOptions options);
   ~ProcessHost() override;
 
   // How instances of `function` start: for a function added while the node runs, set once before
-  // its first Start (the command of a running instance is read while it runs). Ids below
-  // `function` that have none get an empty command, which Start refuses.
+  // its first Start (the command of a running instance is read while it runs). A function
+  // without one cannot start (Start refuses).
   void SetCommand(FunctionId function, InstanceCommand command);
+  // Forgets the function's command and its crash record, once no instance of it is left.
+  void RemoveCommand(FunctionId function);
+  // Functions with a command (tests: the host holds only live functions).
+  std::size_t commands() const { return commands_.size(); }
 
   Status Start(InstanceLaunch launch) override;
   void Infer(InstanceId instance, std::span<const RequestId> batch,
@@ -137,7 +144,7 @@ class ProcessHost final : public InstanceHost {
   std::vector<pid_t> ready_pids() const;
   std::vector<pid_t> pids() const;
   // When the instance's process was spawned (absent while it waits out a restart delay).
-  std::optional<std::chrono::steady_clock::time_point> SpawnedAt(InstanceId instance) const;
+  std::optional<TimePoint> SpawnedAt(InstanceId instance) const;
 
  private:
   struct Process {
@@ -147,19 +154,19 @@ class ProcessHost final : public InstanceHost {
     std::string socket_path;
     std::unique_ptr<InstanceCgroup> cgroup;  // declared before child: removed after the reap
     std::unique_ptr<ChildProcess> child;     // null while waiting out a restart delay
-    std::unique_ptr<boost::asio::steady_timer> timer;  // delay, readiness, health or stop grace
+    LoopTimer timer;                         // delay, readiness, health or stop grace
     bool ready = false;
     bool stopping = false;
     Status kill_reason;  // why the host killed it (readiness, health), reported at its end
     int probe_failures = 0;
     int in_flight = 0;          // batches sent and not answered
     std::uint64_t batches = 0;  // batches ever sent: a probe overlapping one is not judged
-    std::chrono::steady_clock::time_point spawned;
-    std::chrono::steady_clock::time_point ready_at;
+    TimePoint spawned{};
+    TimePoint ready_at{};
   };
   struct Restarts {
     int consecutive = 0;
-    std::chrono::steady_clock::time_point last_crash;
+    TimePoint last_crash{};
     std::string last_reason;
   };
 
@@ -171,8 +178,12 @@ class ProcessHost final : public InstanceHost {
   void Exited(InstanceId id, int wait_status);
   void CountCrash(FunctionId function, const Process& process, const std::string& reason);
 
+  // The command of `function`; an empty one (its instances cannot start) when it has none.
+  const InstanceCommand& CommandOf(FunctionId function) const;
+
+  LoopClock& clock_;
   boost::asio::io_context& loop_;
-  std::vector<InstanceCommand> commands_;  // by FunctionId
+  std::unordered_map<FunctionId, InstanceCommand> commands_;
   RequestSource& requests_;
   const ProcessHostOptions options_;
   std::string run_dir_;                         // options_.run_dir, absolute

@@ -17,7 +17,7 @@
 #include "examples/runtime/output_checker.h"
 #include "gshare/device/device_registry.h"
 #include "gshare/node/live_executor.h"
-#include "gshare/node/node_agent.h"
+#include "gshare/node/live_node.h"
 #include "gshare/sched/policy_registry.h"
 
 namespace gshare {
@@ -91,11 +91,20 @@ class ProcessHostTest : public ::testing::Test {
 // a ready instance is killed (SIGKILL) as soon as one is ready once request `kill_at` arrived.
 void ProcessHostTest::Replay(const std::string& policy_name, int kill_at, int& answered) {
   const std::vector<std::string> models = {"mlp", "cnn", "echo"};
-  NodeAgentOptions node_options;
+  CheckedRequests requests(*checker_, models);
+  // Real processes, in real time: the node's clock is the machine's steady clock.
+  LiveNodeOptions node_options;
   node_options.devices = *MakeDeviceOptions("emulated", "2x1Gi", "12GB/s");
   node_options.snapshot_pool_bytes = 256 * kMiB;
   node_options.prepared_bytes_per_gpu = 256 * kMiB;
-  auto node = NodeAgent::Create(node_options);
+  node_options.policy = policy_name;
+  node_options.policy_options.instance_start = Duration::zero();
+  node_options.policy_options.pool_idle = milliseconds(500);
+  node_options.policy_options.keep_alive = milliseconds(500);
+  node_options.host.run_dir = (dir_ / "run").string();
+  LiveNodeParts parts;
+  parts.requests = &requests;
+  auto node = LiveNode::Create(node_options, std::move(parts));
   ASSERT_TRUE(node.ok()) << node.status().ToString();
 
   std::vector<ResolvedFunction> functions;
@@ -122,34 +131,23 @@ void ProcessHostTest::Replay(const std::string& policy_name, int kill_at, int& a
     command.tenant = spec.tenant;
     commands.push_back(command);
   }
-  FunctionRegistry registry(functions);
-  CheckedRequests requests(*checker_, models);
-  ProcessHost host((*node)->loop(), commands, requests, {.run_dir = (dir_ / "run").string()});
-  auto gpu = (*node)->DescribeGpus(milliseconds(1), 1.0);
-  ASSERT_TRUE(gpu.ok());
-  LiveExecutorOptions options;
-  options.gpu_type = *gpu;
-  LiveExecutor executor((*node)->resources(), registry, host, options);
-  PolicyOptions policy_options;
-  policy_options.instance_start = Duration::zero();
-  policy_options.pool_idle = milliseconds(500);
-  policy_options.keep_alive = milliseconds(500);
-  auto policy = MakePolicy(policy_name, {&registry, &executor}, policy_options);
-  ASSERT_TRUE(policy.ok());
-  executor.set_scheduler(policy->get());
+  LiveNode& n = **node;
+  for (std::size_t f = 0; f < functions.size(); ++f) {
+    n.AddFunction({.function = functions[f], .command = commands[f], .run_timeout = {}});
+  }
+  LiveExecutor& executor = n.executor();
+  ProcessHost& host = *n.process_host();
 
   // 30 requests over 1.5 s, the three functions in turn.
   const int kRequests = 30;
-  std::vector<std::unique_ptr<boost::asio::steady_timer>> arrivals;
+  std::vector<LoopTimer> arrivals;
   int submitted = 0;
   int killed = 0;
   std::set<uid_t> uids;
   for (int i = 0; i < kRequests; ++i) {
     const auto function = static_cast<FunctionId>(i % 3);
     requests.Add(static_cast<RequestId>(i), function);
-    arrivals.push_back(
-        std::make_unique<boost::asio::steady_timer>((*node)->loop(), milliseconds(50 * i)));
-    arrivals.back()->async_wait([&, i, function](const boost::system::error_code&) {
+    arrivals.push_back(n.clock().After(milliseconds(50 * i), [&, i, function] {
       Request request;
       request.id = static_cast<RequestId>(i);
       request.function = function;
@@ -161,9 +159,10 @@ void ProcessHostTest::Replay(const std::string& policy_name, int kill_at, int& a
         struct stat info {};
         if (::stat(fmt::format("/proc/{}", pid).c_str(), &info) == 0) uids.insert(info.st_uid);
       }
-    });
+    }));
   }
-  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  const SteadyClock& wall = SteadyClock::Shared();  // a guard against a hang only
+  const TimePoint give_up = wall.Now() + std::chrono::seconds(30);
   // The kill: the first moment, once request kill_at has arrived, that an instance is ready.
   const auto kill_when_due = [&] {
     if (kill_at >= 0 && killed == 0 && submitted > kill_at && !host.ready_pids().empty()) {
@@ -173,9 +172,9 @@ void ProcessHostTest::Replay(const std::string& policy_name, int kill_at, int& a
   };
   while (submitted < kRequests || executor.Busy() ||
          static_cast<int>(requests.answers.size()) < kRequests || (kill_at >= 0 && killed == 0)) {
-    (*node)->loop().run_one_for(milliseconds(100));
+    n.loop().run_one_for(milliseconds(100));
     kill_when_due();
-    if (std::chrono::steady_clock::now() > give_up) {
+    if (wall.Now() > give_up) {
       std::string logs;
       for (const auto& entry :
            std::filesystem::recursive_directory_iterator(dir_ / "run" / "logs")) {
@@ -207,7 +206,7 @@ void ProcessHostTest::Replay(const std::string& policy_name, int kill_at, int& a
   if (kill_at >= 0) {
     EXPECT_EQ(killed, 1);
   }
-  executor.Shutdown();
+  n.Shutdown();
   answered = static_cast<int>(requests.answers.size());
 }
 

@@ -64,7 +64,7 @@ class ProcessLifecycleTest : public ::testing::Test {
     command.name = "life";
     command.model = "life";
     command.tenant = "t";
-    host_ = std::make_unique<ProcessHost>(loop_, std::vector<InstanceCommand>{command}, requests_,
+    host_ = std::make_unique<ProcessHost>(clock_, std::vector<InstanceCommand>{command}, requests_,
                                           options_);
   }
 
@@ -127,6 +127,8 @@ class ProcessLifecycleTest : public ::testing::Test {
 
   std::filesystem::path dir_;
   boost::asio::io_context loop_;
+  // Real processes start and end in real time: the host's delays are the machine's steady clock.
+  SteadyLoopClock clock_{loop_};
   NoRequests requests_;
   ProcessHostOptions options_;
   std::unique_ptr<ProcessHost> host_;
@@ -192,10 +194,10 @@ TEST_F(ProcessLifecycleTest, CrashesRestartWithDoublingBackoffUntilACrashLoop) {
 
   // After restart_backoff_max since the last crash, one try is allowed; a clean stop after it was
   // ready forgets the crashes.
-  boost::asio::steady_timer wait(loop_, host_->FunctionRestarts(0).last_crash +
-                                            options_.restart_backoff_max + milliseconds(1));
   bool waited = false;
-  wait.async_wait([&](const boost::system::error_code&) { waited = true; });
+  LoopTimer wait = clock_.At(
+      host_->FunctionRestarts(0).last_crash + options_.restart_backoff_max + milliseconds(1),
+      [&] { waited = true; });
   ASSERT_TRUE(RunUntil([&] { return waited; }));
   EXPECT_FALSE(host_->FunctionRestarts(0).crash_loop);
   ASSERT_TRUE(Start(6).ok());
@@ -220,7 +222,7 @@ TEST_F(ProcessLifecycleTest, AMissingProgramIsRefusedAtStart) {
   InstanceCommand command;
   command.argv = {(dir_ / "no-such-program").string()};
   command.name = "missing";
-  host_ = std::make_unique<ProcessHost>(loop_, std::vector<InstanceCommand>{command}, requests_,
+  host_ = std::make_unique<ProcessHost>(clock_, std::vector<InstanceCommand>{command}, requests_,
                                         options_);
   const Status status = Start(1);
   EXPECT_EQ(status.code(), StatusCode::kNotFound) << status.ToString();

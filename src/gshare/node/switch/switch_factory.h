@@ -55,4 +55,9 @@ struct SwitchTarget {
 Result<std::shared_ptr<SwitchDriver>> CreateSwitchDriver(SwitchContext context,
                                                          SwitchTarget target);
 
+// How a node makes its instances' switches (the live node's is CreateSwitchDriver; a test may
+// give its own).
+using SwitchFactory =
+    std::function<Result<std::shared_ptr<SwitchDriver>>(SwitchContext, SwitchTarget)>;
+
 }  // namespace gshare

@@ -54,6 +54,12 @@ class Script : public NullScheduler {
       if (on_timer) on_timer(token);
     });
   }
+  void OnRequestCancelled(RequestId r, const Status& s) override {
+    cancelled.push_back({r, s, executor_.Now()});
+    Call([&] {
+      if (on_cancel) on_cancel(r);
+    });
+  }
 
   std::function<void(const Request&)> on_request;
   std::function<void(GpuId)> on_ready;
@@ -61,6 +67,13 @@ class Script : public NullScheduler {
   std::function<void(GpuId, FunctionId)> on_run;
   std::function<void(GpuId, FunctionId, const Status&)> on_evict;
   std::function<void(std::uint64_t)> on_timer;
+  std::function<void(RequestId)> on_cancel;
+  struct Cancellation {
+    RequestId request;
+    Status status;
+    TimePoint at;
+  };
+  std::vector<Cancellation> cancelled;
 
   std::vector<TimePoint> ready_at;
   std::vector<TimePoint> restored_at;
@@ -174,7 +187,8 @@ void CheckRestoreThenRun(ExecutorHarness& harness) {
   ASSERT_TRUE(harness.Run(s).ok());
   ASSERT_EQ(s.restored_at.size(), 1u);
   EXPECT_TRUE(s.restore_status[0].ok());
-  EXPECT_GE(s.restored_at[0], TimePoint{} + ContractGpu().RestoreTime(200'000'000));
+  // No earlier than the GPU type the executor describes says (its link, its fixed cost).
+  EXPECT_GE(s.restored_at[0], TimePoint{} + e.TypeOf(gpu).RestoreTime(200'000'000));
   EXPECT_EQ(s.ran, (std::vector<RequestId>{0, 1}));
   ASSERT_EQ(s.run_results.size(), 1u);
   EXPECT_TRUE(s.run_results[0].status.ok());
@@ -248,6 +262,59 @@ void CheckFailRequestAndViolations(ExecutorHarness& harness) {
     Executor& e = harness.executor();
     Script s(e);  // ignores the request
     EXPECT_EQ(harness.Run(s).code(), StatusCode::kInternal) << "an unanswered request";
+  }
+}
+
+void CheckLatestStartAndCancellation(ExecutorHarness& harness) {
+  // Request 0 may start until 0.1 s and is never run; request 1 has no latest start and request
+  // 2 until 10 s: both run once function 0 is restored (0.1 s of copy at the least).
+  std::vector<Request> requests = {ContractRequest(0, 0, 0.0), ContractRequest(1, 0, 0.0),
+                                   ContractRequest(2, 0, 0.0)};
+  requests[0].latest_start = AtSeconds(0.1);
+  requests[2].latest_start = AtSeconds(10);
+  harness.Build(ContractGpu(), ContractFunctions(), requests);
+  {
+    Executor& e = harness.executor();
+    Script s(e);
+    GpuId gpu = 0;
+    int arrived = 0;
+    s.on_request = [&](const Request&) {
+      if (++arrived < 3) return;
+      gpu = *e.AcquireGpu(0, Duration::zero());
+      e.Restore(gpu, 0, 256 * kMiB);
+    };
+    s.on_restore = [&](GpuId g, FunctionId f) {
+      const RequestId batch[] = {1, 2};
+      e.Run(g, f, batch);
+    };
+    s.on_run = [&](GpuId g, FunctionId f) { e.Evict(g, f, EvictHint::kDiscardIfClean); };
+    const Status ran = harness.Run(s);
+    ASSERT_TRUE(ran.ok()) << ran.ToString();
+    ASSERT_EQ(s.cancelled.size(), 1u);
+    EXPECT_EQ(s.cancelled[0].request, 0u);
+    EXPECT_EQ(s.cancelled[0].status.code(), StatusCode::kDeadlineExceeded);
+    EXPECT_GE(s.cancelled[0].at, AtSeconds(0.1));
+    EXPECT_EQ(s.ran, (std::vector<RequestId>{1, 2}));
+    EXPECT_FALSE(s.reentered);
+  }
+  // A run naming a cancelled request breaks the contract: the scheduler was told.
+  std::vector<Request> late = {ContractRequest(0, 0, 0.0)};
+  late[0].latest_start = AtSeconds(0.01);
+  harness.Build(ContractGpu(), ContractFunctions(), late);
+  {
+    Executor& e = harness.executor();
+    Script s(e);
+    s.on_request = [&](const Request&) {
+      const GpuId g = *e.AcquireGpu(0, Duration::zero());
+      e.Restore(g, 0, 256 * kMiB);  // 0.1 s at the least: after the latest start
+    };
+    s.on_restore = [&](GpuId g, FunctionId f) {
+      const RequestId batch[] = {0};
+      e.Run(g, f, batch);
+    };
+    const Status ran = harness.Run(s);
+    EXPECT_EQ(ran.code(), StatusCode::kInternal) << ran.ToString();
+    EXPECT_EQ(s.cancelled.size(), 1u);
   }
 }
 

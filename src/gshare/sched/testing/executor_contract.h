@@ -43,7 +43,8 @@ Request ContractRequest(RequestId id, FunctionId function, double seconds);
 // A GPU acquired without startup takes a restore at once; one with a startup fires OnGpuReady
 // after it and no earlier. A refused GPU is a ResourceExhausted error.
 void CheckGpuStartup(ExecutorHarness& harness);
-// Restore, then Run: OnRestoreDone (OK) no earlier than the type's RestoreTime, OnRunDone (OK)
+// Restore, then Run: OnRestoreDone (OK) no earlier than the GPU type's RestoreTime (the type the
+// executor describes: TypeOf), OnRunDone (OK)
 // with the batch and a positive elapsed time; the events never come from inside an action.
 void CheckRestoreThenRun(ExecutorHarness& harness);
 // An eviction hinted kDiscardIfClean of a clean slice discards (no event, memory free at once);
@@ -51,5 +52,10 @@ void CheckRestoreThenRun(ExecutorHarness& harness);
 void CheckEvictions(ExecutorHarness& harness);
 // FailRequest answers a request; running a request that is not resident is a violation.
 void CheckFailRequestAndViolations(ExecutorHarness& harness);
+// A request not started by its latest start is cancelled: the scheduler hears of it
+// (OnRequestCancelled, DeadlineExceeded) at that time or later, it is answered and never runs,
+// and running it afterwards is a violation; a request that started before its latest start runs
+// to its end.
+void CheckLatestStartAndCancellation(ExecutorHarness& harness);
 
 }  // namespace gshare::testing

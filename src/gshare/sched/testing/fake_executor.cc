@@ -33,7 +33,33 @@ const GpuType& FakeExecutor::TypeOf(GpuId gpu) const {
 
 void FakeExecutor::Arrive(const Request& request) {
   events_.Push(request.arrival, Event{Kind::kArrival, 0, request.function, request.id});
+  if (request.latest_start != TimePoint::max()) {
+    events_.Push(std::max(request.latest_start, request.arrival),
+                 Event{Kind::kCancel, 0, 0, request.id});
+  }
   requests_.emplace(request.id, request);
+}
+
+void FakeExecutor::CancelAt(TimePoint at, RequestId request) {
+  events_.Push(at, Event{Kind::kCancel, 0, 1, request});
+}
+
+void FakeExecutor::Cancel(RequestId id, const Status& status) {
+  if (!delivered_.contains(id) || answers_.contains(id) || running_.contains(id)) return;
+  ++never_ran_;
+  Give(id, false, status.code());
+  scheduler_->OnRequestCancelled(id, status);
+}
+
+bool FakeExecutor::Drained(FunctionId function) const {
+  for (const Gpu& gpu : gpus_) {
+    if (gpu.held && gpu.slices.contains(function)) return false;
+  }
+  if (auto it = bound_.find(function); it != bound_.end() && it->second > 0) return false;
+  for (const RequestId id : delivered_) {
+    if (requests_.at(id).function == function && !answers_.contains(id)) return false;
+  }
+  return true;
 }
 
 void FakeExecutor::AddFunctionAt(TimePoint at, ResolvedFunction function) {
@@ -55,7 +81,7 @@ std::size_t FakeExecutor::slices() const {
 
 InstanceView FakeExecutor::Instances(FunctionId function) const {
   InstanceView view;
-  if (function >= functions_->size()) {
+  if (!functions_->contains(function)) {
     violations_.push_back(fmt::format("Instances: no function {}", function));
     return view;
   }
@@ -109,7 +135,7 @@ void FakeExecutor::ReleaseGpu(GpuId gpu_id) {
 void FakeExecutor::Restore(GpuId gpu_id, FunctionId function, std::uint64_t reserve_bytes) {
   Gpu* gpu = Check(gpu_id, "Restore");
   if (gpu == nullptr) return;
-  if (function >= functions_->size()) return Violation("Restore: unknown function");
+  if (!functions_->contains(function)) return Violation("Restore: unknown function");
   gpu->restored = true;
   const ResolvedFunction& spec = functions_->Get(function);
   if (gpu->slices.contains(function)) {
@@ -218,7 +244,9 @@ void FakeExecutor::Run(GpuId gpu_id, FunctionId function, std::span<const Reques
           fmt::format("Run: request {} is not an arrived request of '{}'", id, spec.name));
     }
     if (answers_.contains(id)) return Violation(fmt::format("Run: request {} is answered", id));
+    if (running_.contains(id)) return Violation(fmt::format("Run: request {} is running", id));
   }
+  running_.insert(batch.begin(), batch.end());
   RunRecord run;
   run.gpu = gpu_id;
   run.function = function;
@@ -277,6 +305,7 @@ std::vector<RequestId> FakeExecutor::CancelRuns(GpuId gpu, FunctionId function, 
     if (!run.live || run.gpu != gpu || (!all && run.function != function)) continue;
     run.live = false;
     lost.insert(lost.end(), run.batch.begin(), run.batch.end());
+    for (const RequestId id : run.batch) running_.erase(id);
   }
   return lost;
 }
@@ -288,7 +317,11 @@ void FakeExecutor::EndRun(std::uint64_t run_id) {
   auto it = gpu.slices.find(run.function);
   if (!gpu.held || it == gpu.slices.end() || it->second.generation != run.slice_generation) {
     run.live = false;
+    for (const RequestId id : run.batch) running_.erase(id);
     return;
+  }
+  if (run.end == RunRecord::End::kOk || run.end == RunRecord::End::kFail) {
+    for (const RequestId id : run.batch) running_.erase(id);
   }
   switch (run.end) {
     case RunRecord::End::kOk:
@@ -349,7 +382,18 @@ void FakeExecutor::Dispatch(const Event& event) {
     }
     case Kind::kRemove:
       if (!functions_->Remove(event.function).ok()) return Violation("remove: bad function");
+      removed_.insert(event.function);
       scheduler_->OnFunctionRemoved(event.function);
+      return;
+    case Kind::kCancel:
+      Cancel(event.value, event.function == 1
+                              ? Cancelled("the client went away")
+                              : DeadlineExceeded("not started by its latest start"));
+      return;
+    case Kind::kDrained:
+      ++drained_;
+      scheduler_->OnFunctionDrained(event.function);
+      if (!functions_->Forget(event.function).ok()) Violation("forget: bad function");
       return;
     case Kind::kGpuReady:
       if (event.gpu < gpus_.size() && gpus_[event.gpu].held) {
@@ -416,7 +460,9 @@ Status FakeExecutor::RunToEnd(std::uint64_t max_events, const std::function<void
   if (scheduler_ == nullptr) return FailedPrecondition("FakeExecutor: no scheduler");
   // Functions in the registry before the run start with their min_instances warm.
   for (FunctionId f = 0; f < functions_->size(); ++f) {
-    if (!idle_.contains(f)) idle_[f] = std::max(0, functions_->Get(f).min_instances);
+    if (functions_->contains(f) && !idle_.contains(f)) {
+      idle_[f] = std::max(0, functions_->Get(f).min_instances);
+    }
   }
   std::uint64_t processed = 0;
   while (!events_.empty() && violations_.empty()) {
@@ -426,6 +472,15 @@ Status FakeExecutor::RunToEnd(std::uint64_t max_events, const std::function<void
     const auto entry = events_.Pop();
     now_ = entry.time;
     Dispatch(entry.payload);
+    // A removed function with nothing left is reported by an event of its own.
+    for (auto it = removed_.begin(); it != removed_.end();) {
+      if (Drained(*it)) {
+        events_.Push(now_, Event{Kind::kDrained, 0, *it, 0});
+        it = removed_.erase(it);
+      } else {
+        ++it;
+      }
+    }
     if (check) check();
   }
   if (!violations_.empty()) {

@@ -52,10 +52,12 @@ class FakeExecutor final : public Executor {
   void set_scheduler(Scheduler* scheduler) { scheduler_ = scheduler; }
 
   // The script: `request` arrives at its arrival time; its id must be new. A function is added
-  // to (or removed from) the registry at `at`, and the scheduler is told.
+  // to (or removed from) the registry at `at`, and the scheduler is told. A request's client
+  // withdraws it at `at` (CancelAt): the same path as a latest start that passes.
   void Arrive(const Request& request);
   void AddFunctionAt(TimePoint at, ResolvedFunction function);
   void RemoveFunctionAt(TimePoint at, FunctionId function);
+  void CancelAt(TimePoint at, RequestId request);
 
   // Runs every event to the end (at most `max_events`; more is reported as a livelock). Fails
   // with Internal on a contract violation, a livelock, or a request left unanswered. `check`
@@ -86,6 +88,10 @@ class FakeExecutor final : public Executor {
   std::size_t arrived() const { return arrived_; }
   // Requests delivered to the scheduler and not answered yet.
   std::size_t unanswered() const { return arrived_ - answers_.size(); }
+  // Requests cancelled before they started (a latest start passed, a client withdrew).
+  std::size_t never_ran() const { return never_ran_; }
+  // Removed functions reported drained (OnFunctionDrained) and forgotten by the registry.
+  std::size_t drained() const { return drained_; }
   int gpus_held() const { return gpus_held_; }
   int peak_gpus_held() const { return peak_gpus_held_; }  // the most held at once
   Duration max_latency() const { return max_latency_; }   // arrival to answer, the longest
@@ -112,7 +118,9 @@ class FakeExecutor final : public Executor {
     kRestoreDone,
     kRunEnd,
     kEvictDone,
-    kTimer
+    kTimer,
+    kCancel,  // a latest start or a client's withdrawal (value: the request)
+    kDrained  // a removed function has nothing left (function)
   };
   struct Event {
     Kind kind;
@@ -158,6 +166,10 @@ class FakeExecutor final : public Executor {
   // Cancels the runs of a slice (or of a GPU, with function == kAll): their requests, for `lost`.
   std::vector<RequestId> CancelRuns(GpuId gpu, FunctionId function, bool all);
   void Unbind(FunctionId function);
+  // The cancellation path: a request held and not started is answered and the scheduler told.
+  void Cancel(RequestId id, const Status& status);
+  // Whether a removed function has nothing left: no slice, no instance bound, no request.
+  bool Drained(FunctionId function) const;
 
   std::vector<GpuType> gpu_types_;
   FunctionRegistry* functions_;
@@ -172,6 +184,10 @@ class FakeExecutor final : public Executor {
   int gpus_never_used_ = 0;
   std::map<RequestId, Request> requests_;  // scripted
   std::set<RequestId> delivered_;          // arrived: given to the scheduler
+  std::set<RequestId> running_;            // in a run in flight
+  std::set<FunctionId> removed_;           // removed, not yet drained
+  std::size_t never_ran_ = 0;
+  std::size_t drained_ = 0;
   std::map<RequestId, Answer> answers_;
   std::size_t arrived_ = 0;
   std::vector<RunRecord> runs_;

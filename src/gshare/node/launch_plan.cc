@@ -1,0 +1,49 @@
+#include "gshare/node/launch_plan.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "gshare/model/catalog.h"
+
+namespace gshare {
+
+Result<FunctionLaunch> PlanLaunch(const FunctionSpec& spec, const GpuType& gpu,
+                                  const LaunchPlanOptions& options) {
+  FunctionLaunch launch;
+  auto resolved = ResolveFunction(spec, gpu, BuiltinGpuTypes());
+  if (!resolved.ok()) return resolved.status().WithContext(fmt::format("function '{}'", spec.name));
+  launch.function = std::move(resolved).value();
+  launch.function.min_instances = std::max(options.min_instances, launch.function.min_instances);
+  if (launch.function.MemoryForBatch(1) > gpu.memory_bytes) {
+    return InvalidArgument(fmt::format(
+        "function '{}': gpu_memory {} is more than a GPU of this node has ({})", spec.name,
+        FormatBytes(launch.function.gpu_memory_bytes), FormatBytes(gpu.memory_bytes)));
+  }
+  InstanceCommand& command = launch.command;
+  if (!spec.command.empty()) {
+    command.argv = spec.command;
+    command.model = spec.model.empty() ? spec.name : spec.model;
+  } else if (!spec.runtime.empty()) {
+    // Without model files a bundled runtime runs its built-in weights (from the fixed seed).
+    command.argv = {options.function_program.string(), "--model", spec.runtime};
+    if (spec.runtime != "echo" && !spec.model_files.empty()) {
+      command.argv.push_back("--weights");
+      command.argv.push_back(spec.model_files.front());
+    }
+    command.model = spec.runtime;
+  } else {
+    return InvalidArgument(fmt::format(
+        "function '{}' has neither runtime nor command: it can be simulated, not served",
+        spec.name));
+  }
+  command.env = spec.env;
+  command.working_dir = spec.working_dir;
+  command.name = spec.name;
+  command.tenant = spec.tenant;
+  command.memory_max_bytes = spec.host_memory_bytes;
+  launch.run_timeout = spec.RequestTimeout();
+  return launch;
+}
+
+}  // namespace gshare

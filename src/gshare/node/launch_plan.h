@@ -1,0 +1,31 @@
+// PlanLaunch: the one place that turns a function spec into how the node runs it: the spec
+// resolved for the node's GPUs, and the command its processes start with (a bundled runtime's
+// program, or the spec's own command) with its environment, working folder and memory bound.
+// `gshare serve` and `gshare node replay` both deploy through it. What the process then gets from
+// the node (its control channel, device range, socket, identity, sandbox) is the process host's
+// (node/process/instance_environment.h), the same for every command.
+#pragma once
+
+#include <filesystem>
+
+#include "gshare/common/status.h"
+#include "gshare/model/function_spec.h"
+#include "gshare/model/gpu_type.h"
+#include "gshare/node/live_node.h"
+
+namespace gshare {
+
+struct LaunchPlanOptions {
+  // The bundled runtimes' program (gshare-function), for specs with `runtime:`.
+  std::filesystem::path function_program;
+  // Instances the node keeps warm at least (a deployed model stays loaded: 1); the spec's
+  // min_instances when larger.
+  int min_instances = 0;
+};
+
+// InvalidArgument naming the function when it cannot run here: neither runtime nor command, a
+// GPU memory larger than a GPU of the node, a spec that does not resolve for `gpu`.
+Result<FunctionLaunch> PlanLaunch(const FunctionSpec& spec, const GpuType& gpu,
+                                  const LaunchPlanOptions& options);
+
+}  // namespace gshare
