@@ -44,6 +44,7 @@
 #include "gshare/cli/flag_checks.h"
 #include "gshare/cli/program_folder.h"
 #include "gshare/device/device_registry.h"
+#include "gshare/model/compute_quantum.h"
 #include "gshare/node/live_node.h"
 #include "gshare/sim/compute_sharing.h"
 
@@ -384,7 +385,7 @@ int RunBenchTimeslice(const BenchTimesliceFlags& flags) {
       const std::vector<ComputeRun> runs(static_cast<std::size_t>(instances),
                                          ComputeRun{Duration::zero(), compute});
       GSHARE_ASSIGN_OR_RETURN(const std::vector<Duration> completions,
-                              SimulateComputeSharing(runs, ComputeArbiter::kDefaultQuantum));
+                              SimulateComputeSharing(runs, kDefaultComputeQuantum));
       std::vector<double> ms;
       for (const Duration d : completions) ms.push_back(rest + Ms(d));
       return Median(ms);
@@ -404,7 +405,7 @@ int RunBenchTimeslice(const BenchTimesliceFlags& flags) {
                           {"batch", flags.batch},
                           {"kernel_ms", Ms(*kernel)},
                           {"solo_ms", solo_ms},
-                          {"quantum_ms", Ms(ComputeArbiter::kDefaultQuantum)},
+                          {"quantum_ms", Ms(kDefaultComputeQuantum)},
                           {"results", nlohmann::json::array()}};
     for (const TimesliceRow& r : rows) {
       out["results"].push_back({{"instances", r.instances},

@@ -1,10 +1,42 @@
 // gshare: the command line. Each subcommand lives in its own file (commands.h).
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <exception>
+#include <string>
+#include <vector>
 
 #include "gshare/cli/commands.h"
+#include "gshare/cli/program_folder.h"
 #include "gshare/common/log.h"
+
+namespace {
+
+// `gshare optgap ARGS`: runs gshare-optgap ARGS, the program beside gshare that links the exact
+// solver (gshare itself does not). Returns only when it cannot be run.
+int RunOptGap(const std::vector<std::string>& args) {
+  auto folder = gshare::ProgramFolder();
+  if (!folder.ok()) {
+    std::fprintf(stderr, "gshare optgap: %s\n", folder.status().ToString().c_str());
+    return 1;
+  }
+  const std::string program = (*folder / "gshare-optgap").string();
+  std::vector<char*> argv;
+  argv.push_back(const_cast<char*>(program.c_str()));
+  for (const std::string& arg : args) argv.push_back(const_cast<char*>(arg.c_str()));
+  argv.push_back(nullptr);
+  ::execv(program.c_str(), argv.data());
+  std::fprintf(stderr,
+               "gshare optgap: cannot run %s: %s (it is built with the exact solver: cmake "
+               "--build build --target gshare-optgap)\n",
+               program.c_str(), std::strerror(errno));
+  return 1;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{
@@ -20,7 +52,15 @@ int main(int argc, char** argv) {
   gshare::cli::AddCompareCommand(app, context);
   gshare::cli::AddWorkloadCommand(app, context);
 #if defined(GSHARE_HAVE_EXACT)
-  gshare::cli::AddOptGapCommand(app, context);
+  // A program of its own (gshare-optgap), so that gshare links no solver: every argument after
+  // `optgap`, --help included, goes to it.
+  CLI::App* optgap = app.add_subcommand(
+      "optgap",
+      "Solve small instances exactly (MILP, CBC) and online; report the optimality gap "
+      "(gshare-optgap)");
+  optgap->prefix_command();
+  optgap->set_help_flag();
+  optgap->callback([optgap, &context] { context.exit_code = RunOptGap(optgap->remaining()); });
 #else
   app.footer("gshare optgap is not in this build: it needs the exact solver (GSHARE_BUILD_EXACT).");
 #endif

@@ -64,7 +64,7 @@ struct ReplayFlags {
   std::string link_bandwidth = "12GB/s";
   double speedup = 1;
   std::string duration = "2m";
-  std::string slice_granularity = "128Mi";
+  std::string slice_granularity = SliceGranularity().ToText();
   std::string memory_interval = "10s";
   std::string out;
 };

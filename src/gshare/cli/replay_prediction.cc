@@ -75,6 +75,7 @@ Result<PolicyReport> PredictReplay(const Workload& workload, const std::vector<F
   }
   for (Request request : workload.requests) {
     request.deadline = request.arrival + predicted.functions.at(request.function).slo;
+    request.latest_start = request.deadline;  // as the server cancels it (504) when it passes
     predicted.requests.push_back(request);
   }
   SimulationOptions options;

@@ -43,7 +43,7 @@ struct ServeFlags {
   int gpus = 2;
   std::string gpu_memory = "16Gi";
   std::string link_bandwidth = "12GB/s";
-  std::string slice_granularity = "128Mi";
+  std::string slice_granularity = SliceGranularity().ToText();
   std::string policy = "gshare";
   unsigned io_threads = 0;
   std::string max_body = "64Mi";

@@ -9,8 +9,10 @@
 #include "gshare/cli/commands.h"
 #include "gshare/cli/flag_checks.h"
 #include "gshare/cli/sim_inputs.h"
+#include "gshare/common/clock.h"
 #include "gshare/common/slice_granularity.h"
 #include "gshare/common/units.h"
+#include "gshare/model/compute_quantum.h"
 #include "gshare/sim/report.h"
 #include "gshare/sim/simulator.h"
 
@@ -28,12 +30,13 @@ struct SimFlags {
   double proxy_overhead = 0.40;
   double concurrency_target = 0.70;
   double safety_margin = 0.40;
-  std::string quantum = "20ms";
+  std::string quantum = FormatDuration(kDefaultComputeQuantum);
   std::string warmup = "0s";
-  std::string slice_granularity = "128Mi";
+  std::string slice_granularity = SliceGranularity().ToText();
   std::string instance_cold_start = "0s";
   std::string exec_noise = "none";
   int max_gpus = 0;
+  bool cancel_late = false;
   bool quiet = false;
 };
 
@@ -78,6 +81,10 @@ int RunSim(const SimFlags& flags) {
   if (!reader.ok()) return Fail(reader.status());
   auto workload = reader->Read(flags.seed, *noise);
   if (!workload.ok()) return Fail(workload.status());
+  if (flags.cancel_late) {
+    // As gshare serve does: a request's latest start is its deadline.
+    for (Request& request : workload->requests) request.latest_start = request.deadline;
+  }
 
   RunInfo info{flags.seed, workload->trace_path, workload->trace_format, reader->gpu().name,
                FormatExecNoise(*noise)};
@@ -86,15 +93,16 @@ int RunSim(const SimFlags& flags) {
   const bool show_progress = !flags.quiet && isatty(STDERR_FILENO);
   std::vector<PolicyReport> reports;
   for (const auto& policy : flags.policies) {
-    const auto wall_start = std::chrono::steady_clock::now();
-    auto last_print = wall_start;
+    const SteadyClock& wall_clock = SteadyClock::Shared();  // the operator's progress and timing
+    const TimePoint wall_start = wall_clock.Now();
+    TimePoint last_print = wall_start;
     if (show_progress || !flags.quiet) {
       std::fprintf(stderr, "simulating %s: %zu requests, %zu functions...\n", policy.c_str(),
                    workload->requests.size(), workload->functions.size());
     }
     if (show_progress) {
       options.progress = [&](double now_s, std::uint64_t done) {
-        const auto wall = std::chrono::steady_clock::now();
+        const TimePoint wall = wall_clock.Now();
         if (wall - last_print < std::chrono::milliseconds(500)) return;
         last_print = wall;
         std::fprintf(stderr, "\r  %s: t=%.0fs of %.0fs, %llu/%zu requests done   ", policy.c_str(),
@@ -106,8 +114,7 @@ int RunSim(const SimFlags& flags) {
     auto report = Simulate(*workload, policy, options);
     if (show_progress) std::fprintf(stderr, "\n");
     if (!report.ok()) return Fail(report.status());
-    const double wall_s =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
+    const double wall_s = ToSeconds(wall_clock.Now() - wall_start);
     if (!flags.quiet) {
       std::fprintf(stderr, "  %s: %llu events in %.2f s (%.2f M events/s)\n", policy.c_str(),
                    static_cast<unsigned long long>(report->events), wall_s,
@@ -182,6 +189,9 @@ void AddSimCommand(CLI::App& app, CommandContext& context) {
   cmd->add_option("--warmup", flags->warmup,
                   "Leave the first part of the trace out of every figure (requests still replay)")
       ->capture_default_str();
+  cmd->add_flag("--cancel-late", flags->cancel_late,
+                "A request not started by its deadline never runs (as gshare serve answers it "
+                "504); counted as never run");
   cmd->add_flag("--quiet", flags->quiet, "No progress or timing on stderr");
   cmd->callback([flags, &context] { context.exit_code = RunSim(*flags); });
 }

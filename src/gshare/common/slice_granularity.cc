@@ -18,4 +18,9 @@ Result<SliceGranularity> SliceGranularity::Parse(std::string_view text) {
   return FromBytes(bytes);
 }
 
+std::string SliceGranularity::ToText() const {
+  if (bytes_ % kGiB == 0) return std::to_string(bytes_ / kGiB) + "Gi";
+  return std::to_string(bytes_ / kMiB) + "Mi";  // a multiple of 2 MiB
+}
+
 }  // namespace gshare

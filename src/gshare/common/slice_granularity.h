@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <string_view>
 
 #include "gshare/common/status.h"
@@ -29,6 +30,8 @@ class SliceGranularity {
   static Result<SliceGranularity> Parse(std::string_view text);
 
   constexpr std::uint64_t bytes() const { return bytes_; }
+  // As Parse reads it: "128Mi", "2Gi" (flags print their default with it).
+  std::string ToText() const;
   // The smallest multiple of the granularity that holds `bytes` (0 stays 0).
   constexpr std::uint64_t RoundUp(std::uint64_t bytes) const {
     return (bytes + bytes_ - 1) / bytes_ * bytes_;

@@ -443,6 +443,7 @@ void LiveBackend::AddVersion(const Key& key, std::uint64_t generation, Entry nex
   const FunctionId version = node_->AddFunction(std::move(launch));
   feed_->Bind(version, series);
   versions_[version] = Version{key, std::move(series), std::move(settled), 0, false};
+  CountObsolete();
   node_->executor().Prepare(version, [this, key, version, generation,
                                       next = std::move(next)](Status status) mutable {
     bool current = false;
@@ -468,6 +469,7 @@ void LiveBackend::AddVersion(const Key& key, std::uint64_t generation, Entry nex
     } else {
       Retire(version);  // failed, or superseded, undeployed or unloaded meanwhile
     }
+    CountObsolete();
     if (!status.ok()) {
       spdlog::warn("function '{}' of tenant '{}' did not start: {}", key.second, key.first,
                    status.ToString());
@@ -503,6 +505,32 @@ Result<ModelStatus> LiveBackend::WaitUntilSettled(std::string_view tenant, std::
   }
 }
 
+Status LiveBackend::WaitUntilDrained(std::chrono::milliseconds limit) {
+  const SteadyClock& wall = SteadyClock::Shared();  // a caller's bound, in wall time
+  const TimePoint until = wall.Now() + limit;
+  // The changes posted before this call (an undeploy's retirement) are taken first.
+  auto taken = std::make_shared<std::promise<void>>();
+  auto barrier = taken->get_future();
+  GSHARE_RETURN_IF_ERROR(Post([taken] { taken->set_value(); }));
+  barrier.wait();
+  MutexLock lock(mutex_);
+  while (obsolete_ > 0) {
+    const Duration left = until - wall.Now();
+    if (left <= Duration::zero()) {
+      return DeadlineExceeded(
+          fmt::format("{} versions are not current and still on the node", obsolete_));
+    }
+    settled_.wait_for(mutex_, std::chrono::duration_cast<std::chrono::nanoseconds>(left));
+  }
+  return Status::Ok();
+}
+
+void LiveBackend::CountObsolete() {
+  MutexLock lock(mutex_);
+  obsolete_ = versions_.size() - current_.size();
+  settled_.notify_all();
+}
+
 void LiveBackend::Retire(FunctionId version) {
   auto it = versions_.find(version);
   if (it == versions_.end() || it->second.retired) return;
@@ -512,6 +540,7 @@ void LiveBackend::Retire(FunctionId version) {
     current_.erase(current);
   }
   MaybeRemove(version);
+  CountObsolete();
 }
 
 void LiveBackend::MaybeRemove(FunctionId version) {
@@ -522,6 +551,7 @@ void LiveBackend::MaybeRemove(FunctionId version) {
     // Drained: nothing of the version is left on the node.
     feed_->Unbind(version);
     versions_.erase(version);
+    CountObsolete();
   });
   if (!removed.ok()) {
     spdlog::error("removing function version {}: {}", version, removed.ToString());

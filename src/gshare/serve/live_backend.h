@@ -79,6 +79,10 @@ class LiveBackend final : public InferenceBackend, public Deployer, private Requ
   // For tests and tools in the server's process; clients poll /v2/models/{name}/ready.
   Result<ModelStatus> WaitUntilSettled(std::string_view tenant, std::string_view name,
                                        std::chrono::milliseconds limit) EXCLUDES(mutex_);
+  // Blocks until every version on the node is a function's current one (every other has settled,
+  // retired and drained), or `limit` passed (DeadlineExceeded). For tests and tools in the
+  // server's process.
+  Status WaitUntilDrained(std::chrono::milliseconds limit) EXCLUDES(mutex_);
   // The pids of the function processes running now (tests; memory sampling).
   std::vector<pid_t> FunctionPids();
   // Brings the accounting counters up to now (before a /metrics exposition).
@@ -155,6 +159,8 @@ class LiveBackend final : public InferenceBackend, public Deployer, private Requ
   void AddVersion(const Key& key, std::uint64_t generation, Entry next, FunctionLaunch launch,
                   std::shared_ptr<metrics::FunctionSeries> series, Settled settled);
   void Retire(FunctionId version);
+  // Loop: publishes obsolete_ after a change of the versions.
+  void CountObsolete() EXCLUDES(mutex_);
   void MaybeRemove(FunctionId version);
   void Submit(std::uint64_t ticket, Key key, InferRequest request, TimePoint deadline,
               InferCallback done, std::shared_ptr<metrics::FunctionSeries> series);
@@ -178,7 +184,9 @@ class LiveBackend final : public InferenceBackend, public Deployer, private Requ
   std::atomic<std::uint64_t> next_ticket_{1};
   mutable Mutex mutex_;
   std::map<Key, Entry> entries_ GUARDED_BY(mutex_);
-  std::condition_variable_any settled_;  // an entry left LOADING
+  std::condition_variable_any settled_;  // an entry left LOADING, or a version drained
+  // Versions on the node that are not a function's current one (loading, retired, draining).
+  std::size_t obsolete_ GUARDED_BY(mutex_) = 0;
   std::map<std::string, std::size_t> tenant_in_flight_ GUARDED_BY(mutex_);
   bool shutting_down_ GUARDED_BY(mutex_) = false;
   Status violation_ GUARDED_BY(mutex_);

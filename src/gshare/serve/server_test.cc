@@ -244,6 +244,15 @@ TEST_F(ServerTest, UpdateUnloadLoadAndDelete) {
   auto gone = client_->Send("POST", "/v2/models/echo/infer", acme, EchoRequest("g"));
   ASSERT_TRUE(gone);
   EXPECT_EQ(gone->result_int(), 404);
+  // Every version (the create, the update, the failed update, the load) has left the node, and
+  // the node keeps nothing of them: no record, command or per-function state.
+  ASSERT_TRUE(server_->backend().WaitUntilDrained(std::chrono::milliseconds(60'000)).ok());
+  const LiveBackend::Tables tables = server_->backend().tables();
+  EXPECT_EQ(tables.entries + tables.versions + tables.pending + tables.feed, 0u);
+  EXPECT_EQ(tables.node.registry, 0u);
+  EXPECT_EQ(tables.node.scheduler, 0u);
+  EXPECT_EQ(tables.node.executor, 0u);
+  EXPECT_EQ(tables.node.host, 0u);
 }
 
 // A request that cannot start within its SLO is answered 504 and never runs; the metrics say so.

@@ -35,10 +35,11 @@ struct FunctionReport {
 struct PolicyReport {
   std::string policy;
   std::uint64_t requests = 0;
-  std::uint64_t failed_requests = 0;    // answered with an error (counted as missed)
-  double slo_attainment = 0;            // fraction of requests answered OK by their deadline
-  LatencySummary latency;               // completion - arrival
-  double accounting_start_seconds = 0;  // the window starts here (after a warm-up, if any)
+  std::uint64_t failed_requests = 0;     // answered with an error (counted as missed)
+  std::uint64_t never_ran_requests = 0;  // of those, cancelled before they started
+  double slo_attainment = 0;             // fraction of requests answered OK by their deadline
+  LatencySummary latency;                // completion - arrival
+  double accounting_start_seconds = 0;   // the window starts here (after a warm-up, if any)
   double horizon_seconds = 0;  // the window's length: from its start to the last completion
   double gpu_seconds = 0;      // GPUs held x seconds within the window
   double avg_gpus = 0;         // gpu_seconds / horizon_seconds

@@ -79,6 +79,7 @@ std::string SummaryJson(const RunInfo& info, const Workload& workload,
     Json p;
     p["requests"] = r.requests;
     p["failed_requests"] = r.failed_requests;
+    p["never_ran_requests"] = r.never_ran_requests;
     p["slo_attainment"] = r.slo_attainment;
     p["latency_ms"] = {{"p50", r.latency.p50_ms},
                        {"p95", r.latency.p95_ms},
@@ -121,6 +122,15 @@ std::string SummaryTable(const RunInfo& info, const Workload& workload,
         r.latency.p99_ms, r.gpu_seconds, r.avg_gpus, r.peak_gpus, r.vgpu_gib_seconds, r.swaps,
         r.cost_usd, r.serverless_usd);
   }
+  // Requests cancelled before they started (their latest start passed): misses that never ran.
+  std::string never_ran;
+  for (const PolicyReport& r : reports) {
+    if (r.never_ran_requests > 0) {
+      never_ran +=
+          fmt::format("{}{} {}", never_ran.empty() ? "" : ", ", r.policy, r.never_ran_requests);
+    }
+  }
+  if (!never_ran.empty()) out += "never ran (cancelled at their latest start): " + never_ran + "\n";
   return out;
 }
 

@@ -54,6 +54,7 @@ PolicyReport MakePolicyReport(std::string policy, const Meter& meter, MeterTotal
   totals.functions.resize(num_functions);
   report.requests = totals.requests;
   report.failed_requests = totals.failed;
+  report.never_ran_requests = totals.never_ran;
   report.slo_attainment = totals.slo_attainment();
   report.sorted_latency_ms.reserve(totals.requests);
   for (const FunctionMeterTotals& f : totals.functions) {

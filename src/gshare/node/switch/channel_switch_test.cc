@@ -2,6 +2,7 @@
 // GPUs. The test owns the node side: an event loop thread, a copy pool, the restore engine and
 // the snapshot store; it starts each function process itself and ends it by its pid.
 #include "gshare/node/switch/channel_switch.h"
+#include "gshare/model/compute_quantum.h"
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -223,8 +224,8 @@ TEST_F(ChannelSwitchTest, InstancesOnOneGpuTakeTurnsAndNeverComputeAtOnce) {
       kernel_ns += end - start;
       longest_ns = std::max(longest_ns, end - start);
     }
-    const auto quantum_ns = static_cast<std::uint64_t>(
-        std::chrono::nanoseconds(ComputeArbiter::kDefaultQuantum).count());
+    const auto quantum_ns =
+        static_cast<std::uint64_t>(std::chrono::nanoseconds(kDefaultComputeQuantum).count());
     EXPECT_GE(kernel_ns, 200'000'000u);
     EXPECT_GT(std::stoull((*words)[1]) * (quantum_ns + longest_ns), kernel_ns)
         << "fewer grants than the quantum allows";

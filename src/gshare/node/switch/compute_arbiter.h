@@ -2,10 +2,11 @@
 //
 // A GPU runs one context's kernels at a time and switches between contexts in time slices. The
 // arbiter does the same for an emulated GPU: an instance asks for the engine (Acquire), the
-// arbiter grants it to one instance at a time, first come first served, with a quantum (20 ms
-// by default); the instance gives it back at its first kernel boundary after the quantum or when
-// its request ends (Release), and goes to the back of the line if it wants more. Kernels are
-// never preempted (the function library checks the quantum between kernels).
+// arbiter grants it to one instance at a time, first come first served, with a quantum
+// (kDefaultComputeQuantum by default); the instance gives it back at its first kernel boundary
+// after the quantum or when its request ends (Release), and goes to the back of the line if it
+// wants more. Kernels are never preempted (the function library checks the quantum between
+// kernels).
 //
 // Threading: the node's event loop only. Clients must be withdrawn before they are destroyed.
 #pragma once
@@ -14,6 +15,7 @@
 #include <deque>
 
 #include "gshare/common/units.h"
+#include "gshare/model/compute_quantum.h"
 
 namespace gshare {
 
@@ -27,9 +29,8 @@ class ComputeArbiter {
     ~Client() = default;
   };
 
-  static constexpr Duration kDefaultQuantum = std::chrono::milliseconds(20);
-
-  explicit ComputeArbiter(Duration quantum = kDefaultQuantum) : quantum_(quantum) {}
+  // The node hands every arbiter the policy's quantum (LiveExecutorOptions::quantum).
+  explicit ComputeArbiter(Duration quantum = kDefaultComputeQuantum) : quantum_(quantum) {}
 
   // `client` wants the engine; granted now when it is free. Asking twice is asking once.
   void Acquire(Client* client);

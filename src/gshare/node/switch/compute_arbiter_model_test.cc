@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "gshare/common/timer_queue.h"
+#include "gshare/model/compute_quantum.h"
 #include "gshare/node/switch/compute_arbiter.h"
 #include "gshare/sim/compute_sharing.h"
 
@@ -164,7 +165,7 @@ Compared Compare(const Scenario& scenario, Duration quantum, Duration kernel) {
 }
 
 TEST(ComputeArbiterModelTest, AgreesWithinAKernelPerQuantumWithKernelsThatOverrunTheQuantum) {
-  const Duration quantum = ComputeArbiter::kDefaultQuantum;
+  const Duration quantum = kDefaultComputeQuantum;
   const Duration kernel = milliseconds(3);  // a quantum ends after 7 kernels: 21 ms
   for (const Scenario& scenario : Scenarios(kernel)) {
     SCOPED_TRACE(scenario.name);
@@ -182,7 +183,7 @@ TEST(ComputeArbiterModelTest, AgreesWithinAKernelPerQuantumWithKernelsThatOverru
 }
 
 TEST(ComputeArbiterModelTest, AgreesExactlyWhenKernelsDivideTheQuantum) {
-  const Duration quantum = ComputeArbiter::kDefaultQuantum;
+  const Duration quantum = kDefaultComputeQuantum;
   for (const Duration kernel : {milliseconds(5), milliseconds(1)}) {
     for (const Scenario& scenario : Scenarios(kernel)) {
       SCOPED_TRACE(scenario.name);
@@ -196,7 +197,7 @@ TEST(ComputeArbiterModelTest, AgreesExactlyWhenKernelsDivideTheQuantum) {
 TEST(ComputeArbiterModelTest, ShortRunDuringALongOneWorkedExample) {
   const Duration kernel = milliseconds(3);
   const Scenario scenario = Scenarios(kernel)[3];
-  const Compared compared = Compare(scenario, ComputeArbiter::kDefaultQuantum, kernel);
+  const Compared compared = Compare(scenario, kDefaultComputeQuantum, kernel);
   // Model: the long run started alone at 0; the short one came at 133 ms and waits for the
   // quantum boundary at 140 ms, runs 140-155, and the long run ends at 300 + 15 = 315 ms.
   EXPECT_EQ(compared.model, (std::vector<Duration>{milliseconds(315), milliseconds(155)}));
