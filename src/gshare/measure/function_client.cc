@@ -1,4 +1,4 @@
-#include "gshare/cli/function_client.h"
+#include "gshare/measure/function_client.h"
 
 #include <fmt/format.h>
 
@@ -11,7 +11,7 @@
 #include "gshare/net/unix_http.h"
 #include "gshare/protocol/kserve_json.h"
 
-namespace gshare::cli {
+namespace gshare::measure {
 
 Result<FunctionClient::Answer> FunctionClient::Send(std::string method, std::string target,
                                                     std::string body,
@@ -138,4 +138,4 @@ Result<std::vector<std::int64_t>> ParseShape(std::string_view text) {
   return shape;
 }
 
-}  // namespace gshare::cli
+}  // namespace gshare::measure

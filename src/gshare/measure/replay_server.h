@@ -22,7 +22,7 @@
 #include "gshare/model/function_spec.h"
 #include "gshare/net/http_client.h"
 
-namespace gshare::cli {
+namespace gshare::measure {
 
 // `text` as one path segment: every byte outside RFC 3986's unreserved set percent-encoded.
 std::string PathSegment(std::string_view text);
@@ -93,4 +93,4 @@ ServerUsage UsageBetween(const std::vector<metrics::Sample>& before,
                          const std::vector<metrics::Sample>& after,
                          const std::vector<ResolvedFunction>& functions);
 
-}  // namespace gshare::cli
+}  // namespace gshare::measure

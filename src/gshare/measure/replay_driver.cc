@@ -1,4 +1,4 @@
-#include "gshare/cli/replay_driver.h"
+#include "gshare/measure/replay_driver.h"
 
 #include <fmt/format.h>
 
@@ -6,11 +6,11 @@
 #include <cstdio>
 #include <thread>
 
-#include "gshare/cli/replay_server.h"
+#include "gshare/measure/replay_server.h"
 #include "gshare/protocol/kserve_json.h"
 #include "gshare/sim/simulator.h"
 
-namespace gshare::cli {
+namespace gshare::measure {
 namespace {
 
 constexpr Duration kProgressInterval = std::chrono::seconds(10);
@@ -203,4 +203,4 @@ void ReplayDriver::Progress(std::size_t total) {
   }
 }
 
-}  // namespace gshare::cli
+}  // namespace gshare::measure

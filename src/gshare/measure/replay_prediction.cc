@@ -1,4 +1,4 @@
-#include "gshare/cli/replay_prediction.h"
+#include "gshare/measure/replay_prediction.h"
 
 #include <fmt/format.h>
 
@@ -7,7 +7,7 @@
 
 #include "gshare/sim/simulator.h"
 
-namespace gshare::cli {
+namespace gshare::measure {
 namespace {
 
 using Json = nlohmann::json;
@@ -87,4 +87,4 @@ Result<PolicyReport> PredictReplay(const Workload& workload, const std::vector<F
   return report;
 }
 
-}  // namespace gshare::cli
+}  // namespace gshare::measure

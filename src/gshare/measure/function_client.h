@@ -16,7 +16,7 @@
 #include "gshare/common/status.h"
 #include "gshare/protocol/infer.h"
 
-namespace gshare::cli {
+namespace gshare::measure {
 
 class FunctionClient {
  public:
@@ -52,4 +52,4 @@ class FunctionClient {
 // "1,3,224,224" -> {1, 3, 224, 224}: whole numbers in [1, 2^20], at most 8 of them.
 Result<std::vector<std::int64_t>> ParseShape(std::string_view text);
 
-}  // namespace gshare::cli
+}  // namespace gshare::measure

@@ -34,7 +34,7 @@
 #include "gshare/sim/policy_report.h"
 #include "gshare/sim/workload/workload.h"
 
-namespace gshare::cli {
+namespace gshare::measure {
 
 // One replayed function as the driver sends to it.
 struct ReplayTarget {
@@ -114,4 +114,4 @@ class ReplayDriver {
   Counts counts_ GUARDED_BY(mutex_);
 };
 
-}  // namespace gshare::cli
+}  // namespace gshare::measure

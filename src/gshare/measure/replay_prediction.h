@@ -8,13 +8,13 @@
 
 #include <string>
 
-#include "gshare/cli/replay_server.h"
 #include "gshare/common/slice_granularity.h"
+#include "gshare/measure/replay_server.h"
 #include "gshare/model/gpu_type.h"
 #include "gshare/sim/report.h"
 #include "gshare/sim/workload/workload.h"
 
-namespace gshare::cli {
+namespace gshare::measure {
 
 struct NodeDescription {
   std::string policy;
@@ -32,4 +32,4 @@ Result<PolicyReport> PredictReplay(const Workload& workload, const std::vector<F
                                    const std::vector<GpuType>& known_types,
                                    const NodeDescription& node);
 
-}  // namespace gshare::cli
+}  // namespace gshare::measure

@@ -1,4 +1,4 @@
-#include "gshare/cli/replay_server.h"
+#include "gshare/measure/replay_server.h"
 
 #include <fmt/format.h>
 
@@ -10,7 +10,7 @@
 
 #include "gshare/model/catalog.h"
 
-namespace gshare::cli {
+namespace gshare::measure {
 namespace {
 
 using Json = nlohmann::ordered_json;
@@ -287,4 +287,4 @@ ServerUsage UsageBetween(const std::vector<metrics::Sample>& before,
   return usage;
 }
 
-}  // namespace gshare::cli
+}  // namespace gshare::measure
