@@ -185,7 +185,10 @@ Result<NodeReplayResult> RunNodeReplay(const NodeReplayOptions& options) {
   ReplayRequests replay;
   ProfileLearner learner;
   LiveNode* node_view = nullptr;  // set once the node exists; its runs before then are none
-  TimePoint third{};              // the end of the warm-up: the learner's window
+  // The replay's times are the trace's, shifted to start when the node is ready: its clock runs
+  // from the node's creation, and writing weights or loading the checker may take seconds.
+  TimePoint origin{};  // on the node's clock: trace time zero
+  TimePoint third{};   // on the node's clock: the end of the warm-up, the learner's window
   LiveNodeOptions node_options;
   node_options.devices = options.devices;
   node_options.snapshot_pool_bytes = 2 * kGiB;
@@ -232,7 +235,7 @@ Result<NodeReplayResult> RunNodeReplay(const NodeReplayOptions& options) {
   workload.exec_factors.clear();
   const Duration span =
       Duration(static_cast<Duration::rep>(static_cast<double>(horizon.count()) / options.speedup));
-  third = TimePoint{} + span / 3;
+  const TimePoint trace_third = TimePoint{} + span / 3;  // the same instant in trace time
 
   // The functions, in the workload's order (ids 0..n-1 on a fresh node, as the simulator's):
   // the bundled runtimes, whose answers the replay can check.
@@ -267,18 +270,20 @@ Result<NodeReplayResult> RunNodeReplay(const NodeReplayOptions& options) {
   auto checker = examples::OutputChecker::Create(weights_dir.string());
   if (!checker.ok()) return Failed(checker.status().ToString());
   replay.Set(**checker, std::move(models));
-  // The whole replay, and its last two thirds (the fidelity window).
-  const std::vector<GpuType> gpu_types = {gpu};
-  Meter meter(gpu_types, TimePoint{});
-  Meter window_meter(gpu_types, third);
-  node.executor().AddMeter(meter);
-  node.executor().AddMeter(window_meter);
   LiveExecutor& executor = node.executor();
   LoopClock& clock = node.clock();
+  origin = clock.Now();
+  third = origin + (trace_third - TimePoint{});
+  // The whole replay, and its last two thirds (the fidelity window).
+  const std::vector<GpuType> gpu_types = {gpu};
+  Meter meter(gpu_types, origin);
+  Meter window_meter(gpu_types, third);
+  executor.AddMeter(meter);
+  executor.AddMeter(window_meter);
 
   std::size_t submitted = 0;
   // Resident memory on the loop, every --memory-interval, on the replay's clock. The warm-up is the
-  // first third, the window the profiles are learned in.
+  // first third, the window the profiles are learned in. Its samples are timed from the origin.
   MemorySampler memory(clock, options.memory_interval,
                        [&node] { return node.process_host()->pids(); });
   memory.Start();
@@ -289,8 +294,9 @@ Result<NodeReplayResult> RunNodeReplay(const NodeReplayOptions& options) {
   LoopTimer arrival;
   arm = [&] {
     if (submitted == requests.size()) return;
-    arrival = clock.At(requests[submitted].arrival, [&] {
-      while (submitted < requests.size() && requests[submitted].arrival <= clock.Now()) {
+    arrival = clock.At(origin + (requests[submitted].arrival - TimePoint{}), [&] {
+      while (submitted < requests.size() &&
+             origin + (requests[submitted].arrival - TimePoint{}) <= clock.Now()) {
         Request live = requests[submitted];
         live.arrival = clock.Now();
         live.deadline = live.arrival + (requests[submitted].deadline - requests[submitted].arrival);
@@ -321,7 +327,7 @@ Result<NodeReplayResult> RunNodeReplay(const NodeReplayOptions& options) {
       last_report = wall.Now();
       if (options.progress) {
         options.progress(fmt::format("  {:.0f} s: {} submitted, {} answered",
-                                     ToSeconds(executor.Now() - TimePoint{}), submitted,
+                                     ToSeconds(executor.Now() - origin), submitted,
                                      replay.answered));
       }
     }
@@ -340,7 +346,7 @@ Result<NodeReplayResult> RunNodeReplay(const NodeReplayOptions& options) {
           fmt::format("the replay did not finish: {} of {} requests unanswered after "
                       "{:.0f} s\n{}{}",
                       requests.size() - replay.answered - replay.failed, requests.size(),
-                      ToSeconds(clock.Now() - TimePoint{}), state, hint));
+                      ToSeconds(clock.Now() - origin), state, hint));
     }
     if (!executor.violation().ok()) {
       const Status violation = executor.violation();
@@ -360,7 +366,7 @@ Result<NodeReplayResult> RunNodeReplay(const NodeReplayOptions& options) {
   meter.Freeze(end);
   window_meter.Freeze(end);
   PolicyReport live = MakePolicyReport(options.policy, meter, meter.Totals(end), workload.functions,
-                                       gpu, TimePoint{}, 0);
+                                       gpu, origin, 0);
   PolicyReport live_window = MakePolicyReport(
       options.policy, window_meter, window_meter.Totals(end), workload.functions, gpu, third, 0);
   node.Shutdown();
@@ -383,10 +389,10 @@ Result<NodeReplayResult> RunNodeReplay(const NodeReplayOptions& options) {
   // the compared window starts; only the last two thirds are accounted (and compared).
   predicted.requests = requests;
   if (std::any_of(requests.begin(), requests.end(),
-                  [&](const Request& r) { return r.arrival >= third; })) {
+                  [&](const Request& r) { return r.arrival >= trace_third; })) {
     SimulationOptions sim_options;
     sim_options.policy = policy_options;
-    sim_options.executor.accounting_start = third;
+    sim_options.executor.accounting_start = trace_third;
     sim_options.executor.max_gpus = options.gpus;           // the node's GPUs, as live
     sim_options.executor.instance_cold_start = cold_start;  // as observed live
     auto simulated = Simulate(predicted, options.policy, sim_options);
@@ -403,7 +409,7 @@ Result<NodeReplayResult> RunNodeReplay(const NodeReplayOptions& options) {
   summary["answered"] = replay.answered;
   summary["failed"] = replay.failed;
   summary["answered_twice"] = replay.stray;
-  const double warmup_end_s = ToSeconds(third - TimePoint{});
+  const double warmup_end_s = ToSeconds(trace_third - TimePoint{});
   const MemoryReport memory_report = MakeMemoryReport(memory, warmup_end_s);
   const auto out = std::filesystem::path(options.out.string());
   const std::vector<std::pair<std::string, std::string>> files = {

@@ -52,7 +52,8 @@ MemorySampler::MemorySampler(LoopClock& clock, Duration interval,
 
 void MemorySampler::Start() {
   running_ = true;
-  next_ = clock_.Now();
+  started_ = clock_.Now();
+  next_ = started_;
   Sample();
   Arm();
 }
@@ -64,7 +65,7 @@ void MemorySampler::Stop() {
 
 void MemorySampler::Sample() {
   const std::vector<pid_t> pids = pids_();
-  auto sample = SampleMemory(ToSeconds(clock_.Now() - TimePoint{}), pids);
+  auto sample = SampleMemory(ToSeconds(clock_.Now() - started_), pids);
   if (!sample.ok()) {
     if (error_.ok()) error_ = sample.status();
     return;

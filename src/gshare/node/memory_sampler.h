@@ -54,8 +54,8 @@ std::optional<double> GrowthAfterWarmup(std::span<const MemorySample> samples, d
 
 class MemorySampler {
  public:
-  // Samples on `clock`'s loop, every `interval` of its time; a sample's time is the clock's, in
-  // seconds since its epoch. `pids` lists the function processes to read at that moment.
+  // Samples on `clock`'s loop, every `interval` of its time; a sample's time is seconds of that
+  // clock since Start. `pids` lists the function processes to read at that moment.
   MemorySampler(LoopClock& clock, Duration interval, std::function<std::vector<pid_t>()> pids);
 
   // Takes a sample at once, then one every interval (on a fixed schedule, not drifting) until
@@ -76,6 +76,7 @@ class MemorySampler {
   const Duration interval_;
   std::function<std::vector<pid_t>()> pids_;
   LoopTimer timer_;
+  TimePoint started_{};
   TimePoint next_{};
   bool running_ = false;
   std::vector<MemorySample> samples_;
