@@ -40,6 +40,17 @@ std::optional<int> CheckRequestHeader(const RequestParser& parser, const HttpSer
     message = "only HTTP/1.0 and HTTP/1.1 are served";
     return 505;
   }
+  // RFC 9112 3.2: an HTTP/1.1 request has exactly one Host; no request has two.
+  const auto hosts = header.count(http::field::host);
+  if (hosts > 1 || (hosts == 0 && header.version() == 11)) {
+    message = "an HTTP/1.1 request needs exactly one Host field";
+    return 400;
+  }
+  // Two keys would leave which one counts to the reader: the request is refused instead.
+  if (header.count(http::field::authorization) > 1) {
+    message = "more than one Authorization field";
+    return 400;
+  }
   for (const char c : header.target()) {
     const auto byte = static_cast<unsigned char>(c);
     if (byte <= 0x20 || byte >= 0x7f) {
@@ -62,8 +73,8 @@ std::optional<int> CheckRequestHeader(const RequestParser& parser, const HttpSer
   return std::nullopt;
 }
 
-ServerRequest ToServerRequest(RequestParser& parser) {
-  auto& message = parser.get();
+ServerRequest ToServerRequestHead(const RequestParser& parser) {
+  const auto& message = parser.get();
   ServerRequest request;
   request.method = std::string(message.method_string());
   request.target = std::string(message.target());
@@ -74,7 +85,17 @@ ServerRequest ToServerRequest(RequestParser& parser) {
   }
   request.authorization = std::string(message[http::field::authorization]);
   request.content_type = std::string(message[http::field::content_type]);
-  request.body = std::move(message.body());
+  if (parser.chunked()) {
+    request.declared_length = std::nullopt;
+  } else {
+    request.declared_length = parser.content_length().value_or(0);
+  }
+  return request;
+}
+
+ServerRequest ToServerRequest(RequestParser& parser) {
+  ServerRequest request = ToServerRequestHead(parser);
+  request.body = std::move(parser.get().body());
   return request;
 }
 

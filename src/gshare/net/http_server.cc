@@ -48,6 +48,7 @@ class Connection;
 struct HttpServer::Impl {
   HttpServerOptions options;
   Handler handler;
+  HeaderCheck header_check;
   asio::io_context io;
   std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work;
   // The acceptor, its retry timer and the drain timer live on one strand.
@@ -239,6 +240,25 @@ class Connection : public std::enable_shared_from_this<Connection> {
       keep_alive_ = false;
       head_request_ = false;
       return Send(JsonErrorResponse(*status, message), 11);
+    }
+    if (server_.header_check) {
+      // Refused by its route, method or key: answered before any of the body is read (and before
+      // `100 Continue`), then the connection is closed, so the body is never buffered.
+      std::optional<HttpResponse> refusal;
+      try {
+        refusal = server_.header_check(ToServerRequestHead(*parser_));
+      } catch (const std::exception& e) {
+        refusal = JsonErrorResponse(500, fmt::format("the header check failed: {}", e.what()));
+      } catch (...) {
+        refusal = JsonErrorResponse(500, "the header check failed");
+      }
+      if (refusal) {
+        // Without a body nothing is left unread, and the connection may serve the next request.
+        keep_alive_ = parser_->is_done() && parser_->get().keep_alive();
+        head_request_ = parser_->get().method() == http::verb::head;
+        const unsigned version = parser_->get().version();
+        return Send(std::move(*refusal), version);
+      }
     }
     const auto expect = parser_->get()[http::field::expect];
     if (!parser_->is_done() && beast::iequals(expect, "100-continue")) {
@@ -570,7 +590,8 @@ void HttpServer::Impl::StartShutdown(std::chrono::milliseconds drain) {
 
 HttpServer::HttpServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
-Result<std::unique_ptr<HttpServer>> HttpServer::Start(HttpServerOptions options, Handler handler) {
+Result<std::unique_ptr<HttpServer>> HttpServer::Start(HttpServerOptions options, Handler handler,
+                                                      HeaderCheck check) {
   if (!handler) return InvalidArgument("the HTTP server needs a handler");
   if (options.limits.max_connections == 0 || options.limits.max_in_flight == 0) {
     return InvalidArgument("max_connections and max_in_flight must be at least 1");
@@ -580,6 +601,7 @@ Result<std::unique_ptr<HttpServer>> HttpServer::Start(HttpServerOptions options,
   if (error) return InvalidArgument(fmt::format("'{}' is not an IP address", options.host));
   auto impl = std::make_unique<Impl>();
   impl->handler = std::move(handler);
+  impl->header_check = std::move(check);
   const tcp::endpoint endpoint(address, options.port);
   impl->acceptor.open(endpoint.protocol(), error);
   if (!error) impl->acceptor.set_option(tcp::acceptor::reuse_address(true), error);

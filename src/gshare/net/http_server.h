@@ -21,6 +21,9 @@
 //   closed (the client learns why instead of waiting in the kernel's backlog).
 // - `max_in_flight` requests handed to the handler and not yet answered: a request beyond them
 //   gets 503 (the connection stays open).
+// - the header check (HttpServer::HeaderCheck), given the complete header before any body byte
+//   is read or `100 Continue` is sent: its answer refuses the request, whose body is then not
+//   read (the connection is answered and closed; one without a body stays open).
 // After an error answer the server stops writing, reads and discards what the client still sends
 // for a short while (at most a second or a MiB), then closes, so the client reads the answer
 // instead of a reset.
@@ -48,6 +51,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -82,6 +86,9 @@ struct ServerRequest {
   unsigned version = 11;  // 10 or 11
   std::string authorization;
   std::string content_type;
+  // The body's declared length (Content-Length, 0 without one); nullopt for a chunked body, whose
+  // length is known only once it is read.
+  std::optional<std::uint64_t> declared_length = 0;
   std::vector<std::pair<std::string, std::string>> headers;  // every field, in arrival order
   std::string body;                                          // chunked encoding removed
 
@@ -115,9 +122,16 @@ class Responder {
 class HttpServer {
  public:
   using Handler = std::function<void(ServerRequest request, Responder responder)>;
+  // Looks at a request whose header is complete and whose body is not read yet (`head.body` is
+  // empty): an answer refuses it (its route, method or key), nothing lets the server read the
+  // body and call the handler. Runs on an io thread, must not block; a check that throws refuses
+  // with 500.
+  using HeaderCheck = std::function<std::optional<HttpResponse>(const ServerRequest& head)>;
 
-  // Listens on options.host:options.port and starts the io threads.
-  static Result<std::unique_ptr<HttpServer>> Start(HttpServerOptions options, Handler handler);
+  // Listens on options.host:options.port and starts the io threads. Without `check`, every
+  // request whose header passes the limits is read whole and handed to `handler`.
+  static Result<std::unique_ptr<HttpServer>> Start(HttpServerOptions options, Handler handler,
+                                                   HeaderCheck check = {});
   // Shuts down with no drain time (BeginShutdown(0)) if it has not begun, then waits.
   ~HttpServer();
   HttpServer(const HttpServer&) = delete;

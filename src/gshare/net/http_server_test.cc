@@ -5,6 +5,7 @@
 #include <sys/time.h>
 
 #include <array>
+#include <atomic>
 #include <boost/asio/connect.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/write.hpp>
@@ -529,6 +530,89 @@ TEST(HttpServerTest, AnswersExpectContinue) {
 
 // Malformed inputs, each on a fresh connection: every one ends in a 4xx (or 505) or a close, and
 // the server serves a good request afterwards.
+// The header check sees the header before any of the body is read: its refusal is the answer (no
+// `100 Continue` before it), the handler never runs, and a refused request with a body ends its
+// connection unread; one without a body keeps the connection, and what the check lets through is
+// read and handled as before.
+TEST(HttpServerTest, TheHeaderCheckRefusesBeforeTheBodyIsRead) {
+  std::atomic<int> handled{0};
+  std::mutex seen_mutex;
+  std::vector<std::string> seen;  // what the check saw: target, body, declared length
+  HttpServerOptions options;
+  options.port = 0;
+  options.io_threads = 2;
+  auto started = HttpServer::Start(
+      options,
+      [&](ServerRequest request, Responder responder) {
+        ++handled;
+        Echo(std::move(request), std::move(responder));
+      },
+      [&](const ServerRequest& head) -> std::optional<HttpResponse> {
+        {
+          std::lock_guard lock(seen_mutex);
+          seen.push_back(
+              head.target + "|" + head.body + "|" +
+              (head.declared_length ? std::to_string(*head.declared_length) : "chunked"));
+        }
+        if (head.authorization == "Bearer good") return std::nullopt;
+        return JsonErrorResponse(401, "no key");
+      });
+  ASSERT_TRUE(started.ok()) << started.status().ToString();
+  auto& server = **started;
+  {
+    // Expect: 100-continue, refused: the first answer is the refusal, not 100 Continue.
+    Client client(server.port());
+    client.Write(
+        "POST /a HTTP/1.1\r\nHost: t\r\nContent-Length: 62914560\r\nExpect: 100-continue\r\n\r\n");
+    auto response = client.Read();
+    ASSERT_TRUE(response);
+    EXPECT_EQ(response->result_int(), 401);
+    EXPECT_EQ((*response)[http::field::connection], "close");
+    EXPECT_TRUE(client.Ended());
+  }
+  {
+    // Without Expect: answered at the header, before the 60 MiB the client announced arrive.
+    Client client(server.port());
+    client.Write("POST /b HTTP/1.1\r\nHost: t\r\nContent-Length: 62914560\r\n\r\n0123");
+    auto response = client.Read();
+    ASSERT_TRUE(response);
+    EXPECT_EQ(response->result_int(), 401);
+    EXPECT_EQ((*response)[http::field::connection], "close");
+  }
+  {
+    // A chunked body, refused: its length is unknown to the check.
+    Client client(server.port());
+    client.Write("POST /c HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n");
+    auto response = client.Read();
+    ASSERT_TRUE(response);
+    EXPECT_EQ(response->result_int(), 401);
+  }
+  {
+    // No body: refused, and the connection serves the next request, which the check lets through.
+    Client client(server.port());
+    client.Write("GET /d HTTP/1.1\r\nHost: t\r\n\r\n");
+    auto refused = client.Read();
+    ASSERT_TRUE(refused);
+    EXPECT_EQ(refused->result_int(), 401);
+    EXPECT_NE((*refused)[http::field::connection], "close");
+    client.Write(
+        "POST /e HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer good\r\nContent-Length: 2\r\n"
+        "Expect: 100-continue\r\n\r\n");
+    auto go_on = client.Read();
+    ASSERT_TRUE(go_on);
+    EXPECT_EQ(go_on->result_int(), 100);  // let through: the body is asked for
+    client.Write("hi");
+    auto handled_response = client.Read();
+    ASSERT_TRUE(handled_response);
+    EXPECT_EQ(handled_response->result_int(), 200);
+    EXPECT_EQ(handled_response->body(), "POST /e hi [Bearer good] []");
+  }
+  EXPECT_EQ(handled.load(), 1);
+  std::lock_guard lock(seen_mutex);
+  EXPECT_EQ(seen, (std::vector<std::string>{"/a||62914560", "/b||62914560", "/c||chunked", "/d||0",
+                                            "/e||2"}));
+}
+
 TEST(HttpServerTest, MalformedCorpusGets4xxOrCloseAndTheServerStaysUp) {
   auto server = StartServer(Echo, {.header_bytes = 8 * 1024,
                                    .body_bytes = 1 << 20,
@@ -565,6 +649,9 @@ TEST(HttpServerTest, MalformedCorpusGets4xxOrCloseAndTheServerStaysUp) {
       "0\r\n\r\n",
       "POST / HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: gzip\r\n\r\nabc",
       "\r\n\r\n\r\n",
+      "GET / HTTP/1.1\r\nX: no host\r\n\r\n",
+      "GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n",
+      "GET / HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer a\r\nAuthorization: Bearer b\r\n\r\n",
       std::string("\0\0\0\0", 4),
       "\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03",  // a TLS ClientHello
   };

@@ -1,5 +1,7 @@
 #include "gshare/serve/front.h"
 
+#include <fmt/format.h>
+
 #include <cctype>
 #include <nlohmann/json.hpp>
 #include <utility>
@@ -35,71 +37,99 @@ net::HttpServer::Handler Front::Handler() {
   };
 }
 
-void Front::Handle(net::ServerRequest request, net::Responder responder) {
+Front::Admission Front::Admit(const net::ServerRequest& request) const {
+  Admission admission;
+  const auto refuse = [&](HttpResponse response) {
+    admission.refusal = std::move(response);
+    return admission;
+  };
   const auto path = PathSegments(request.target);
-  if (!path || (*path)[0] != "v2") return responder.Respond(JsonErrorResponse(404, "not found"));
+  if (!path || (*path)[0] != "v2") return refuse(JsonErrorResponse(404, "not found"));
   const std::vector<std::string_view>& segments = *path;
   const bool get = request.method == "GET" || request.method == "HEAD";
 
   if (segments.size() == 3 && segments[1] == "health" &&
       (segments[2] == "live" || segments[2] == "ready")) {
-    if (!get) return responder.Respond(MethodNotAllowed("GET, HEAD"));
-    if (segments[2] == "live") return responder.Respond(JsonResponse(200, {{"live", true}}));
-    if (!backend_.Ready()) {
-      return responder.Respond(JsonErrorResponse(503, "the server is not ready"));
-    }
-    return responder.Respond(JsonResponse(200, {{"ready", true}}));
+    if (!get) return refuse(MethodNotAllowed("GET, HEAD"));
+    admission.kind =
+        segments[2] == "live" ? Admission::Kind::kHealthLive : Admission::Kind::kHealthReady;
+    return admission;
   }
 
   // /v2, or /v2/models/{name}[/versions/{version}][/ready|/infer].
   const bool server_metadata = segments.size() == 1;
-  std::string_view name;
-  std::optional<std::string_view> version;
-  std::string_view action;
   if (!server_metadata) {
     if (segments.size() < 3 || segments[1] != "models") {
-      return responder.Respond(JsonErrorResponse(404, "not found"));
+      return refuse(JsonErrorResponse(404, "not found"));
     }
-    name = segments[2];
+    admission.name = segments[2];
     std::size_t next = 3;
     if (next < segments.size() && segments[next] == "versions") {
-      if (next + 1 >= segments.size())
-        return responder.Respond(JsonErrorResponse(404, "not found"));
-      version = segments[next + 1];
+      if (next + 1 >= segments.size()) return refuse(JsonErrorResponse(404, "not found"));
+      admission.version = segments[next + 1];
       next += 2;
     }
     if (next + 1 == segments.size() && (segments[next] == "ready" || segments[next] == "infer")) {
-      action = segments[next];
+      admission.action = segments[next];
     } else if (next != segments.size()) {
-      return responder.Respond(JsonErrorResponse(404, "not found"));
+      return refuse(JsonErrorResponse(404, "not found"));
     }
   }
-  if (action == "infer") {
-    if (request.method != "POST") return responder.Respond(MethodNotAllowed("POST"));
+  if (admission.action == "infer") {
+    if (request.method != "POST") return refuse(MethodNotAllowed("POST"));
   } else if (!get) {
-    return responder.Respond(MethodNotAllowed("GET, HEAD"));
+    return refuse(MethodNotAllowed("GET, HEAD"));
   }
 
   if (request.authorization.empty()) {
-    return responder.Respond(
-        Unauthorized("an API key is required: Authorization: Bearer <key>", "Bearer"));
+    return refuse(Unauthorized("an API key is required: Authorization: Bearer <key>", "Bearer"));
   }
   const std::optional<std::string_view> key = BearerToken(request.authorization);
   std::optional<std::string> tenant;
   if (key) tenant = authenticator_.Authenticate(*key);
   if (!tenant) {
-    return responder.Respond(
-        Unauthorized("the API key is not valid", "Bearer error=\"invalid_token\""));
+    return refuse(Unauthorized("the API key is not valid", "Bearer error=\"invalid_token\""));
   }
+  admission.tenant = *std::move(tenant);
+  // The declared size (the whole body once read), before the model is looked up: the same answer
+  // whether the model exists or not.
+  const std::uint64_t body_bytes =
+      request.body.empty() ? request.declared_length.value_or(0) : request.body.size();
+  if (admission.action == "infer" && body_bytes > options_.parse_limits.max_text_bytes) {
+    return refuse(
+        JsonErrorResponse(413, fmt::format("the inference request is {} bytes; the limit is {}",
+                                           body_bytes, options_.parse_limits.max_text_bytes)));
+  }
+  admission.kind = server_metadata ? Admission::Kind::kServerMetadata : Admission::Kind::kModel;
+  return admission;
+}
 
-  if (server_metadata) {
-    return responder.Respond(
-        JsonResponse(200, {{"name", options_.server_name},
-                           {"version", options_.server_version.empty() ? std::string(GSHARE_VERSION)
-                                                                       : options_.server_version},
-                           {"extensions", nlohmann::json::array()}}));
+std::optional<HttpResponse> Front::CheckHead(const net::ServerRequest& head) const {
+  return Admit(head).refusal;
+}
+
+void Front::Handle(net::ServerRequest request, net::Responder responder) {
+  Admission admission = Admit(request);
+  if (admission.refusal) return responder.Respond(std::move(*admission.refusal));
+  switch (admission.kind) {
+    case Admission::Kind::kHealthLive:
+      return responder.Respond(JsonResponse(200, {{"live", true}}));
+    case Admission::Kind::kHealthReady:
+      if (!backend_.Ready()) {
+        return responder.Respond(JsonErrorResponse(503, "the server is not ready"));
+      }
+      return responder.Respond(JsonResponse(200, {{"ready", true}}));
+    case Admission::Kind::kServerMetadata:
+      return responder.Respond(JsonResponse(
+          200, {{"name", options_.server_name},
+                {"version", options_.server_version.empty() ? std::string(GSHARE_VERSION)
+                                                            : options_.server_version},
+                {"extensions", nlohmann::json::array()}}));
+    case Admission::Kind::kModel:
+      break;
   }
-  HandleModel(request, std::move(responder), *tenant, name, version, action);
+  HandleModel(request, std::move(responder), admission.tenant, admission.name, admission.version,
+              admission.action);
 }
 
 void Front::HandleModel(const net::ServerRequest& request, net::Responder responder,
@@ -132,9 +162,6 @@ void Front::HandleModel(const net::ServerRequest& request, net::Responder respon
 
 void Front::Infer(const net::ServerRequest& request, net::Responder responder,
                   const std::string& tenant, const ModelInfo& model) {
-  if (request.body.size() > options_.parse_limits.max_text_bytes) {
-    return responder.Respond(JsonErrorResponse(413, "the inference request is too large"));
-  }
   Result<InferRequest> parsed = ParseInferRequest(request.body, options_.parse_limits);
   if (!parsed.ok()) return responder.Respond(JsonErrorResponse(400, parsed.status().message()));
 

@@ -96,10 +96,26 @@ class Front {
 
   // Answers one request through `responder` (now, or later for an inference).
   void Handle(net::ServerRequest request, net::Responder responder);
+  // The header check (HttpServer::HeaderCheck): the answer that refuses `head` for its route, its
+  // method, its key or its declared body size, or nothing. Handle makes the same checks again.
+  std::optional<net::HttpResponse> CheckHead(const net::ServerRequest& head) const;
   // Handle, as an HttpServer::Handler bound to this Front.
   net::HttpServer::Handler Handler();
 
  private:
+  // A request routed and its key checked: what it asks, or the answer that refuses it.
+  struct Admission {
+    std::optional<net::HttpResponse> refusal;  // set: answer this and stop
+    enum class Kind { kHealthLive, kHealthReady, kServerMetadata, kModel } kind = Kind::kModel;
+    std::string tenant;  // the key's tenant (kServerMetadata, kModel)
+    std::string_view name;
+    std::optional<std::string_view> version;
+    std::string_view action;  // "", "ready" or "infer"
+  };
+  // The checks that need no body, in an order that depends on nothing a caller cannot see: the
+  // path, the method, the key, the declared body size. Views are into `request.target`.
+  Admission Admit(const net::ServerRequest& request) const;
+
   void HandleModel(const net::ServerRequest& request, net::Responder responder,
                    const std::string& tenant, std::string_view name,
                    std::optional<std::string_view> version, std::string_view action);

@@ -176,12 +176,17 @@ std::optional<ManagementApi::Route> ManagementApi::Match(
   return route;
 }
 
-void ManagementApi::Handle(net::ServerRequest request, net::Responder responder) {
+ManagementApi::Admission ManagementApi::Admit(const net::ServerRequest& request) const {
+  Admission admission;
+  const auto refuse = [&](HttpResponse response) {
+    admission.refusal = std::move(response);
+    return admission;
+  };
   // The order of the checks depends on nothing a caller cannot see: the path, the method, the
   // key, the key's role, the body's size; then the worker looks at names.
   const auto path = PathSegments(request.target);
   const std::optional<Route> route = path ? Match(*path) : std::nullopt;
-  if (!route) return responder.Respond(JsonErrorResponse(404, "not found"));
+  if (!route) return refuse(JsonErrorResponse(404, "not found"));
 
   std::optional<Operation> operation;
   if (request.method == "GET" || request.method == "HEAD") {
@@ -199,38 +204,51 @@ void ManagementApi::Handle(net::ServerRequest request, net::Responder responder)
     if (route->post) allowed.push_back("POST");
     if (route->put) allowed.push_back("PUT");
     if (route->remove) allowed.push_back("DELETE");
-    return responder.Respond(MethodNotAllowed(fmt::format("{}", fmt::join(allowed, ", "))));
+    return refuse(MethodNotAllowed(fmt::format("{}", fmt::join(allowed, ", "))));
   }
 
   // Keys: the admin's, or a tenant's.
   if (request.authorization.empty()) {
-    return responder.Respond(
-        Unauthorized("an API key is required: Authorization: Bearer <key>", "Bearer"));
+    return refuse(Unauthorized("an API key is required: Authorization: Bearer <key>", "Bearer"));
   }
   const std::optional<std::string_view> key = BearerToken(request.authorization);
   const bool admin = key && keys_.Matches(*key, options_.admin_key_hash);
   std::optional<std::string> tenant;
   if (key && !admin) tenant = keys_.Authenticate(*key);
   if (!admin && !tenant) {
-    return responder.Respond(
-        Unauthorized("the API key is not valid", "Bearer error=\"invalid_token\""));
+    return refuse(Unauthorized("the API key is not valid", "Bearer error=\"invalid_token\""));
   }
   if (route->admin_endpoint && !admin) {
-    return responder.Respond(JsonErrorResponse(403, "this endpoint needs the admin key"));
+    return refuse(JsonErrorResponse(403, "this endpoint needs the admin key"));
   }
   if (!route->admin_endpoint && admin) {
-    return responder.Respond(JsonErrorResponse(403, kAdminKeyOnTenantEndpoint));
+    return refuse(JsonErrorResponse(403, kAdminKeyOnTenantEndpoint));
   }
-
-  if (request.body.size() > kMaxManagementBodyBytes) {
-    return responder.Respond(JsonErrorResponse(
+  const std::uint64_t body_bytes =
+      request.body.empty() ? request.declared_length.value_or(0) : request.body.size();
+  if (body_bytes > kMaxManagementBodyBytes) {
+    return refuse(JsonErrorResponse(
         413, fmt::format("the request body is {} bytes; a management request takes at most {}",
-                         request.body.size(), kMaxManagementBodyBytes)));
+                         body_bytes, kMaxManagementBodyBytes)));
   }
-  Job job{.operation = *operation,
-          .tenant = admin ? std::string(route->tenant) : *std::move(tenant),
-          .name = std::string(route->name),
-          .by_admin = admin,
+  admission.operation = *operation;
+  admission.tenant = admin ? std::string(route->tenant) : *std::move(tenant);
+  admission.name = std::string(route->name);
+  admission.by_admin = admin;
+  return admission;
+}
+
+std::optional<HttpResponse> ManagementApi::CheckHead(const net::ServerRequest& head) const {
+  return Admit(head).refusal;
+}
+
+void ManagementApi::Handle(net::ServerRequest request, net::Responder responder) {
+  Admission admission = Admit(request);
+  if (admission.refusal) return responder.Respond(std::move(*admission.refusal));
+  Job job{.operation = admission.operation,
+          .tenant = std::move(admission.tenant),
+          .name = std::move(admission.name),
+          .by_admin = admission.by_admin,
           .body = std::move(request.body),
           .responder = std::move(responder),
           .finish = {}};

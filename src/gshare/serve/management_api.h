@@ -87,6 +87,9 @@ class ManagementApi {
   // Answers one request through `responder`, now (a routing or key error) or later from the
   // worker thread.
   void Handle(net::ServerRequest request, net::Responder responder) EXCLUDES(queue_mutex_);
+  // The header check (HttpServer::HeaderCheck): the answer that refuses `head` for its path, its
+  // method, its key, the key's role or its declared body size, or nothing. Handle checks again.
+  std::optional<net::HttpResponse> CheckHead(const net::ServerRequest& head) const;
   // Handle, as an HttpServer::Handler bound to this ManagementApi.
   net::HttpServer::Handler Handler();
 
@@ -124,6 +127,18 @@ class ManagementApi {
   // The endpoint of a path split at '/' (PathSegments), or nothing. The route's views are into the
   // path's text.
   static std::optional<Route> Match(const std::vector<std::string_view>& segments);
+
+  // A request routed and its key checked, or the answer that refuses it.
+  struct Admission {
+    std::optional<net::HttpResponse> refusal;  // set: answer this and stop
+    Operation operation = Operation::kListFunctions;
+    std::string tenant;  // the namespace: the caller's own, or the one an admin path names
+    std::string name;    // the function, where the path names one
+    bool by_admin = false;
+  };
+  // The checks that need no body, in an order that depends on nothing a caller cannot see: the
+  // path, the method, the key, the key's role, the body's size (declared, or read).
+  Admission Admit(const net::ServerRequest& request) const;
 
   // A request routed and authenticated on an io thread, waiting for the worker; or the end of a
   // deploy that settled (`finish` set: its answer, made under the change mutex).

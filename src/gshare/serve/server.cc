@@ -67,11 +67,13 @@ Result<std::unique_ptr<Server>> Server::Start(ServerOptions options) {
   s.management_ = std::make_unique<ManagementApi>(management, *s.registry_, *s.keys_, *s.backend_);
   GSHARE_ASSIGN_OR_RETURN(s.deployed_at_start_, s.management_->DeployAll());
   s.options_ = std::move(options);
-  GSHARE_ASSIGN_OR_RETURN(
-      s.http_, net::HttpServer::Start(s.options_.http,
-                                      [&s](net::ServerRequest request, net::Responder responder) {
-                                        s.Handle(std::move(request), std::move(responder));
-                                      }));
+  GSHARE_ASSIGN_OR_RETURN(s.http_,
+                          net::HttpServer::Start(
+                              s.options_.http,
+                              [&s](net::ServerRequest request, net::Responder responder) {
+                                s.Handle(std::move(request), std::move(responder));
+                              },
+                              [&s](const net::ServerRequest& head) { return s.CheckHead(head); }));
   return server;
 }
 
@@ -93,6 +95,23 @@ void Server::Wait() {
   if (backend_ != nullptr) backend_->Shutdown();
 }
 
+namespace {
+
+constexpr std::string_view kNodeAdminOnly =
+    "the node's description is served to the admin key only";
+constexpr std::string_view kMetricsAdminOnly =
+    "/metrics names every tenant's functions: it is served to the admin key only";
+
+}  // namespace
+
+std::optional<net::HttpResponse> Server::CheckHead(const net::ServerRequest& head) const {
+  const std::string_view path = std::string_view(head.target).substr(0, head.target.find('?'));
+  if (path == "/metrics") return AdminOnly(head, kMetricsAdminOnly);
+  if (path == "/api/v1/node") return AdminOnly(head, kNodeAdminOnly);
+  if (ManagementApi::Serves(head.target)) return management_->CheckHead(head);
+  return front_->CheckHead(head);
+}
+
 void Server::Handle(net::ServerRequest request, net::Responder responder) {
   const std::string_view path =
       std::string_view(request.target).substr(0, request.target.find('?'));
@@ -104,31 +123,20 @@ void Server::Handle(net::ServerRequest request, net::Responder responder) {
   front_->Handle(std::move(request), std::move(responder));
 }
 
-bool Server::AdminOnly(const net::ServerRequest& request, const net::Responder& responder,
-                       std::string_view why) {
-  if (request.method != "GET" && request.method != "HEAD") {
-    responder.Respond(MethodNotAllowed("GET, HEAD"));
-    return false;
-  }
+std::optional<net::HttpResponse> Server::AdminOnly(const net::ServerRequest& request,
+                                                   std::string_view why) const {
+  if (request.method != "GET" && request.method != "HEAD") return MethodNotAllowed("GET, HEAD");
   if (request.authorization.empty()) {
-    responder.Respond(
-        Unauthorized("the admin key is required: Authorization: Bearer <key>", "Bearer"));
-    return false;
+    return Unauthorized("the admin key is required: Authorization: Bearer <key>", "Bearer");
   }
   const std::optional<std::string_view> key = BearerToken(request.authorization);
-  if (key && keys_->Matches(*key, admin_hash_)) return true;
-  if (key && keys_->Authenticate(*key)) {
-    responder.Respond(net::JsonErrorResponse(403, why));
-  } else {
-    responder.Respond(Unauthorized("the API key is not valid", "Bearer error=\"invalid_token\""));
-  }
-  return false;
+  if (key && keys_->Matches(*key, admin_hash_)) return std::nullopt;
+  if (key && keys_->Authenticate(*key)) return net::JsonErrorResponse(403, std::string(why));
+  return Unauthorized("the API key is not valid", "Bearer error=\"invalid_token\"");
 }
 
 void Server::HandleNode(const net::ServerRequest& request, const net::Responder& responder) {
-  if (!AdminOnly(request, responder, "the node's description is served to the admin key only")) {
-    return;
-  }
+  if (auto refusal = AdminOnly(request, kNodeAdminOnly)) return responder.Respond(*refusal);
   const GpuType& gpu = gpu_type();
   const LiveNodeOptions& node = options_.backend.node;
   responder.Respond(
@@ -144,10 +152,7 @@ void Server::HandleNode(const net::ServerRequest& request, const net::Responder&
 }
 
 void Server::HandleMetrics(const net::ServerRequest& request, const net::Responder& responder) {
-  if (!AdminOnly(request, responder,
-                 "/metrics names every tenant's functions: it is served to the admin key only")) {
-    return;
-  }
+  if (auto refusal = AdminOnly(request, kMetricsAdminOnly)) return responder.Respond(*refusal);
   backend_->PublishMetrics();
   responder.Respond({200, metrics_->Expose(), std::string(metrics::Registry::kContentType)});
 }

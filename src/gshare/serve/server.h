@@ -5,7 +5,9 @@
 //
 // Routes: /metrics to the metrics and /api/v1/node to the node's description (the admin key only:
 // the metrics' labels name every tenant's functions); /v2/repository/... and /api/v1/... to the
-// management API (management_api.h); everything else to the front (front.h).
+// management API (management_api.h); everything else to the front (front.h). Each route's path,
+// method and key are checked once the header is in, before its body is read (CheckHead), and
+// again with the body.
 //
 // Shutdown: BeginShutdown (any thread, a signal handler's included) stops accepting, answers 503
 // to new requests, lets the requests in flight finish for at most `drain`; Wait then stops the
@@ -69,12 +71,13 @@ class Server {
  private:
   Server() = default;
   void Handle(net::ServerRequest request, net::Responder responder);
+  std::optional<net::HttpResponse> CheckHead(const net::ServerRequest& head) const;
   void HandleMetrics(const net::ServerRequest& request, const net::Responder& responder);
   void HandleNode(const net::ServerRequest& request, const net::Responder& responder);
-  // True for a GET or HEAD with the admin key; otherwise answers (405, 401, or 403 with `why` for
-  // a tenant's key) and returns false.
-  bool AdminOnly(const net::ServerRequest& request, const net::Responder& responder,
-                 std::string_view why);
+  // Nothing for a GET or HEAD with the admin key; otherwise the refusal (405, 401, or 403 with
+  // `why` for a tenant's key).
+  std::optional<net::HttpResponse> AdminOnly(const net::ServerRequest& request,
+                                             std::string_view why) const;
 
   ServerOptions options_;
   AdminKey admin_key_;

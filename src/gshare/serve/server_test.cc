@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 
 #include <atomic>
@@ -434,8 +435,9 @@ timeout: 10s
   {
     // Half a request, then nothing: the server answers 408 once its read timeout has passed.
     HttpClientForTest client(server_->port());
-    auto slow = client.SendRaw(
-        "POST /v2/models/mlp/infer HTTP/1.1\r\nHost: t\r\nContent-Length: 10\r\n\r\n{");
+    auto slow =
+        client.SendRaw("POST /v2/models/mlp/infer HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer " +
+                       acme + "\r\nContent-Length: 10\r\n\r\n{");
     ASSERT_TRUE(slow);
     EXPECT_EQ(slow->result_int(), 408);
   }
@@ -454,6 +456,84 @@ timeout: 10s
   auto live = client_->Send("GET", "/v2/health/live");
   ASSERT_TRUE(live);
   EXPECT_EQ(live->result_int(), 200);
+}
+
+// The process's peak resident memory since the last ResetPeakMemory, in bytes; nullopt where the
+// kernel does not say.
+std::optional<std::uint64_t> PeakMemory() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.starts_with("VmHWM:")) return std::stoull(line.substr(6)) * 1024;
+  }
+  return std::nullopt;
+}
+bool ResetPeakMemory() { return static_cast<bool>(std::ofstream("/proc/self/clear_refs") << "5"); }
+
+// 50 clients without a key announce 60 MiB bodies at once, half with `Expect: 100-continue`
+// (answered at once, no body sent) and half sending the body until the server stops reading:
+// each gets 401 at its header, no `100 Continue`, and the process's peak memory (the server is in
+// this process) grows by at most 64 MiB while they are answered; the server then serves a tenant.
+TEST_F(ServerTest, KeylessLargeBodiesAreRefusedBeforeTheyAreRead) {
+  Start();
+  const std::string acme = AddTenant("acme");
+  Deploy(acme, kEchoSpec, "echo");
+  if (!ResetPeakMemory()) GTEST_SKIP() << "/proc/self/clear_refs cannot reset the peak";
+  const std::optional<std::uint64_t> before = PeakMemory();
+  ASSERT_TRUE(before);
+  constexpr int kClients = 50;
+  static constexpr std::uint64_t kBody = 60 << 20;
+  static const std::string chunk(1 << 20, '[');
+  std::vector<std::thread> clients;
+  std::atomic<int> refused{0};
+  std::atomic<int> continued{0};
+  for (int i = 0; i < kClients; ++i) {
+    clients.emplace_back([&, i] {
+      const bool expect = i % 2 == 0;
+      boost::asio::io_context io;
+      boost::asio::ip::tcp::socket socket(io);
+      boost::system::error_code error;
+      socket.connect({boost::asio::ip::make_address("127.0.0.1"), server_->port()}, error);
+      if (error) return;
+      const timeval limit{30, 0};  // a safety net; nothing asserts on it
+      ::setsockopt(socket.native_handle(), SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof(limit));
+      std::string header =
+          "POST /v2/models/echo/infer HTTP/1.1\r\nHost: t\r\n"
+          "Content-Type: application/json\r\nContent-Length: " +
+          std::to_string(kBody) + "\r\n";
+      if (expect) header += "Expect: 100-continue\r\n";
+      header += "\r\n";
+      boost::asio::write(socket, boost::asio::buffer(header), error);
+      // The body, on a thread of its own, until the server stops taking it.
+      std::thread sender;
+      if (!expect) {
+        sender = std::thread([&socket] {
+          for (std::uint64_t sent = 0; sent < kBody; sent += chunk.size()) {
+            if (::send(socket.native_handle(), chunk.data(), chunk.size(), MSG_NOSIGNAL) < 0) {
+              return;
+            }
+          }
+        });
+      }
+      boost::beast::flat_buffer buffer;
+      boost::beast::http::response_parser<boost::beast::http::string_body> parser;
+      boost::beast::http::read(socket, buffer, parser, error);
+      if (!error && parser.get().result_int() == 401) ++refused;
+      if (!error && parser.get().result_int() == 100) ++continued;
+      ::shutdown(socket.native_handle(), SHUT_RDWR);  // ends the sender's send
+      if (sender.joinable()) sender.join();
+    });
+  }
+  for (std::thread& client : clients) client.join();
+  const std::optional<std::uint64_t> after = PeakMemory();
+  ASSERT_TRUE(after);
+  EXPECT_EQ(refused.load(), kClients);
+  EXPECT_EQ(continued.load(), 0);
+  EXPECT_LE(*after, *before + (64 << 20))
+      << "peak memory grew by " << (*after - *before) / (1 << 20) << " MiB";
+  auto answer = client_->Send("POST", "/v2/models/echo/infer", acme, EchoRequest("after"));
+  ASSERT_TRUE(answer);
+  EXPECT_EQ(answer->result_int(), 200) << answer->body();
 }
 
 }  // namespace
