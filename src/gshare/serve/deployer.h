@@ -14,6 +14,7 @@
 #include <functional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "gshare/common/status.h"
 #include "gshare/model/function_spec.h"
@@ -65,6 +66,13 @@ class Deployer {
   virtual Status Unload(std::string_view tenant, std::string_view name) = 0;
   // NotFound when it is not deployed.
   virtual Result<ModelStatus> StatusOf(std::string_view tenant, std::string_view name) const = 0;
+  // Stops every function of `tenant` at once, without drain (the tenant is gone): each is
+  // undeployed (new requests get 404), its requests that have not started are answered
+  // Unavailable, and its instances stop once the running ones end. Returns how many it stopped
+  // (0 when the tenant has none deployed).
+  virtual Result<std::size_t> StopTenant(std::string_view tenant) = 0;
+  // The tenants that have a function deployed, by name.
+  virtual std::vector<std::string> Tenants() const = 0;
 };
 
 }  // namespace gshare::serve

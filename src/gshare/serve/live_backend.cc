@@ -572,6 +572,45 @@ Status LiveBackend::Undeploy(std::string_view tenant, std::string_view name) {
   });
 }
 
+Result<std::size_t> LiveBackend::StopTenant(std::string_view tenant) {
+  std::vector<Key> keys;
+  {
+    MutexLock lock(mutex_);
+    for (auto it = entries_.begin(); it != entries_.end();) {
+      if (it->first.first == tenant) {
+        keys.push_back(it->first);
+        it = entries_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  for (const Key& key : keys) (void)metrics_.RemoveFunction(key.second, key.first);
+  GSHARE_RETURN_IF_ERROR(Post([this, keys, tenant = std::string(tenant)] {
+    for (const Key& key : keys) {
+      if (auto it = current_.find(key); it != current_.end()) Retire(it->second);
+    }
+    // Its waiting requests are answered now, not run: the tenant is gone.
+    std::vector<RequestId> waiting;
+    for (const auto& [id, pending] : pending_) {
+      if (pending.tenant == tenant && !pending.started) waiting.push_back(id);
+    }
+    for (const RequestId id : waiting) {
+      node_->Cancel(id, Unavailable("the function's tenant was removed"));
+    }
+  }));
+  return keys.size();
+}
+
+std::vector<std::string> LiveBackend::Tenants() const {
+  MutexLock lock(mutex_);
+  std::vector<std::string> tenants;
+  for (const auto& [key, entry] : entries_) {
+    if (tenants.empty() || tenants.back() != key.first) tenants.push_back(key.first);
+  }
+  return tenants;
+}
+
 Status LiveBackend::Unload(std::string_view tenant, std::string_view name) {
   const Key key(tenant, name);
   {

@@ -110,6 +110,8 @@ class LiveBackend final : public InferenceBackend, public Deployer, private Requ
   Status Admit(const FunctionSpec& spec, bool by_admin) const override;
   Status Deploy(const FunctionSpec& spec, Settled settled) override;
   Status Undeploy(std::string_view tenant, std::string_view name) override;
+  Result<std::size_t> StopTenant(std::string_view tenant) override;
+  std::vector<std::string> Tenants() const override;
   Status Load(std::string_view tenant, std::string_view name, Settled settled) override;
   Status Unload(std::string_view tenant, std::string_view name) override;
   Result<ModelStatus> StatusOf(std::string_view tenant, std::string_view name) const override;

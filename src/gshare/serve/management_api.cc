@@ -7,6 +7,7 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 #include <utility>
 #include <vector>
 
@@ -267,16 +268,26 @@ void ManagementApi::Work() {
   while (true) {
     std::optional<Job> job;
     std::deque<Job> left;
+    bool reconcile = false;
     {
       MutexLock lock(queue_mutex_);
-      queue_changed_.Wait(queue_mutex_,
-                          [this]() REQUIRES(queue_mutex_) { return stopping_ || !queue_.empty(); });
-      if (!stopping_) {
+      queue_changed_.Wait(queue_mutex_, [this]() REQUIRES(queue_mutex_) {
+        return stopping_ || reconcile_pending_ || !queue_.empty();
+      });
+      if (stopping_) {
+        left.swap(queue_);
+      } else if (reconcile_pending_) {
+        // Before the next request: a removed tenant's queued calls then meet its revoked key.
+        reconcile_pending_ = false;
+        reconcile = true;
+      } else {
         job = std::move(queue_.front());
         queue_.pop_front();
-      } else {
-        left.swap(queue_);
       }
+    }
+    if (reconcile) {
+      Reconcile();
+      continue;
     }
     if (!job) {
       for (const Job& unanswered : left) {
@@ -654,29 +665,83 @@ HttpResponse ManagementApi::AddTenant(std::string_view body) {
 HttpResponse ManagementApi::RemoveTenant(const std::string& tenant) {
   const Result<std::vector<FunctionRecord>> records = registry_.ListFunctions(tenant);
   if (!records.ok()) return RegistryErrorResponse(records.status());
-  // Its functions stop first: a function the node could not stop keeps the tenant, whose removal
-  // can be asked again (a function already stopped is then not deployed, which is fine).
-  for (const FunctionRecord& record : *records) {
-    const Status undeployed = deployer_.Undeploy(tenant, record.name);
-    if (!undeployed.ok() && undeployed.code() != StatusCode::kNotFound) {
-      spdlog::error("tenant {}: function {} could not be stopped: {}", tenant, record.name,
-                    undeployed.ToString());
-      return JsonErrorResponse(
-          HttpStatusFor(undeployed.code()),
-          fmt::format("tenant '{}' is kept: its function '{}' could not be stopped: {}", tenant,
-                      record.name, undeployed.message()));
-    }
+  // Its functions stop first, without drain: when the node cannot stop them the tenant is kept,
+  // and its removal can be asked again.
+  const Result<std::size_t> stopped = deployer_.StopTenant(tenant);
+  if (!stopped.ok()) {
+    spdlog::error("tenant {}: its functions could not be stopped: {}", tenant,
+                  stopped.status().ToString());
+    return JsonErrorResponse(HttpStatusFor(stopped.status().code()),
+                             fmt::format("tenant '{}' is kept: its functions could not be "
+                                         "stopped: {}",
+                                         tenant, stopped.status().message()));
   }
   const Status removed = keys_.RemoveTenant(tenant);
   if (!removed.ok()) return RegistryErrorResponse(removed);
-  // Its model files go with it: a tenant added later may get its number, and so its uid.
+  RemoveModelFolder(tenant);
+  spdlog::info("tenant {} removed with its {} function(s)", tenant, records->size());
+  return NoContent();
+}
+
+void ManagementApi::RemoveModelFolder(const std::string& tenant) const {
   std::error_code error;
   std::filesystem::remove_all(options_.data_dir / "models" / tenant, error);
   if (error) {
     spdlog::error("tenant {} removed, but its model folder was not: {}", tenant, error.message());
   }
-  spdlog::info("tenant {} removed with its {} function(s)", tenant, records->size());
-  return NoContent();
+}
+
+void ManagementApi::RegistryChanged() {
+  MutexLock lock(queue_mutex_);
+  if (stopping_) return;
+  reconcile_pending_ = true;  // several changes before the worker gets to it: one reload
+  queue_changed_.NotifyOne();
+}
+
+void ManagementApi::Reconcile() {
+  MutexLock change(change_mutex_);
+  // Keys first: a removed tenant's key is refused, an added one's accepted, from here on.
+  if (const Status reloaded = keys_.Reload(); !reloaded.ok()) {
+    spdlog::error("the registry changed, and its keys could not be read again: {}",
+                  reloaded.ToString());
+  } else {
+    const Result<std::vector<TenantRecord>> tenants = registry_.ListTenants();
+    if (!tenants.ok()) {
+      spdlog::error("the registry changed, and its tenants could not be listed: {}",
+                    tenants.status().ToString());
+    } else {
+      std::set<std::string> present;
+      for (const TenantRecord& tenant : *tenants) present.insert(tenant.name);
+      for (const std::string& tenant : deployer_.Tenants()) {
+        if (present.contains(tenant)) continue;
+        const Result<std::size_t> stopped = deployer_.StopTenant(tenant);
+        if (!stopped.ok()) {
+          spdlog::error(
+              "tenant {} was removed from the registry; its functions could not be "
+              "stopped: {}",
+              tenant, stopped.status().ToString());
+          continue;
+        }
+        RemoveModelFolder(tenant);
+        spdlog::info("tenant {} was removed from the registry: its {} function(s) stopped", tenant,
+                     *stopped);
+      }
+    }
+  }
+  MutexLock lock(queue_mutex_);
+  ++reconciled_;
+  reconciled_changed_.NotifyAll();
+}
+
+bool ManagementApi::WaitUntilReconciled(std::uint64_t count, std::chrono::milliseconds timeout) {
+  MutexLock lock(queue_mutex_);
+  return reconciled_changed_.WaitFor(queue_mutex_, timeout,
+                                     [&]() REQUIRES(queue_mutex_) { return reconciled_ >= count; });
+}
+
+std::uint64_t ManagementApi::reconciled() const {
+  MutexLock lock(queue_mutex_);
+  return reconciled_;
 }
 
 HttpResponse ManagementApi::RotateKey(const std::string& tenant) {

@@ -33,6 +33,7 @@
 // the keys may be shared with other users (the Front authenticates through the same TenantKeys).
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -97,6 +98,17 @@ class ManagementApi {
   // does not parse or whose deploy fails is logged and skipped; returns how many were deployed,
   // or the registry's error when it cannot be listed.
   Result<std::size_t> DeployAll() EXCLUDES(change_mutex_);
+
+  // Another process changed the registry (`gshare tenant`): queues, for the worker, a reload of
+  // the keys (a removed tenant's key is refused, an added one's accepted) and the stop, without
+  // drain, of the functions of every tenant that is no longer there (their model folders go too).
+  // Any thread; never blocks.
+  void RegistryChanged() EXCLUDES(queue_mutex_);
+  // How many of those reloads have been carried out, and a wait (at most `timeout`) until `count`
+  // have been; false on the timeout.
+  std::uint64_t reconciled() const EXCLUDES(queue_mutex_);
+  bool WaitUntilReconciled(std::uint64_t count, std::chrono::milliseconds timeout)
+      EXCLUDES(queue_mutex_);
 
  private:
   // What a request asks, once routed.
@@ -182,6 +194,9 @@ class ManagementApi {
   net::HttpResponse AddTenant(std::string_view body) REQUIRES(change_mutex_);
   net::HttpResponse RemoveTenant(const std::string& tenant) REQUIRES(change_mutex_);
   net::HttpResponse RotateKey(const std::string& tenant) REQUIRES(change_mutex_);
+  void RemoveModelFolder(const std::string& tenant) const;
+  // RegistryChanged's work, on the worker.
+  void Reconcile() EXCLUDES(change_mutex_, queue_mutex_);
 
   // A spec from a request body for `tenant`'s namespace: parsed, its tenant checked, admitted.
   Result<FunctionSpec> AdmitSpec(const std::string& tenant, std::string_view body,
@@ -199,10 +214,13 @@ class ManagementApi {
   // Held for every request's work and by DeployAll: one change at a time.
   Mutex change_mutex_;
 
-  Mutex queue_mutex_;
+  mutable Mutex queue_mutex_;
   CondVar queue_changed_;
   std::deque<Job> queue_ GUARDED_BY(queue_mutex_);
   bool stopping_ GUARDED_BY(queue_mutex_) = false;
+  bool reconcile_pending_ GUARDED_BY(queue_mutex_) = false;  // RegistryChanged, not yet done
+  std::uint64_t reconciled_ GUARDED_BY(queue_mutex_) = 0;
+  CondVar reconciled_changed_;
   std::thread worker_;
 };
 

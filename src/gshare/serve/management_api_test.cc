@@ -110,6 +110,21 @@ class FakeDeployer final : public Deployer {
     found->second.status = {ModelState::kUnavailable, "unloaded"};
     return Status::Ok();
   }
+  Result<std::size_t> StopTenant(std::string_view tenant) override {
+    std::lock_guard lock(mutex_);
+    calls_.push_back(fmt::format("stop tenant {}", tenant));
+    if (undeploy_error_) return *undeploy_error_;
+    return std::erase_if(functions_,
+                         [&](const auto& entry) { return entry.first.first == tenant; });
+  }
+  std::vector<std::string> Tenants() const override {
+    std::lock_guard lock(mutex_);
+    std::vector<std::string> tenants;
+    for (const auto& [key, function] : functions_) {
+      if (tenants.empty() || tenants.back() != key.first) tenants.push_back(key.first);
+    }
+    return tenants;
+  }
   Result<ModelStatus> StatusOf(std::string_view tenant, std::string_view name) const override {
     std::lock_guard lock(mutex_);
     auto found = functions_.find({std::string(tenant), std::string(name)});
@@ -232,10 +247,10 @@ class FakeDeployer final : public Deployer {
       if (it == settles_.end()) return;  // stopping, nothing left
       Pending next = std::move(*it);
       settles_.erase(it);
-      if (auto it = functions_.find({next.tenant, next.name});
-          next.outcome.ok() && it != functions_.end() &&
-          it->second.status.state == ModelState::kLoading) {
-        it->second.status = {ModelState::kReady, ""};  // its first instance is ready
+      if (auto found = functions_.find({next.tenant, next.name});
+          next.outcome.ok() && found != functions_.end() &&
+          found->second.status.state == ModelState::kLoading) {
+        found->second.status = {ModelState::kReady, ""};  // its first instance is ready
       }
       lock.unlock();
       if (next.settled) next.settled(next.outcome);
@@ -859,8 +874,7 @@ TEST_F(ManagementApiTest, RemovingATenantUndeploysAndRemovesItsFunctions) {
   deployer_.ClearCalls();
   auto removed = Send("DELETE", "/api/v1/tenants/alpha", kAdminKey);
   EXPECT_EQ(removed.result_int(), 204u) << removed.body();
-  EXPECT_EQ(deployer_.calls(),
-            (std::vector<std::string>{"undeploy alpha/cnn", "undeploy alpha/mlp"}));
+  EXPECT_EQ(deployer_.calls(), (std::vector<std::string>{"stop tenant alpha"}));
   EXPECT_FALSE(deployer_.Deployed("alpha", "mlp"));
   EXPECT_FALSE(deployer_.Deployed("alpha", "cnn"));
   EXPECT_TRUE(deployer_.Deployed("beta", "mlp"));

@@ -509,4 +509,13 @@ Status Registry::DeleteFunction(std::string_view tenant, std::string_view name) 
   return Status::Ok();
 }
 
+Result<std::int64_t> Registry::DataVersion() {
+  MutexLock lock(mutex_);
+  Session session(db_.get(), path_, "read the data version");
+  GSHARE_ASSIGN_OR_RETURN(auto query, Statement::Prepare(session, "PRAGMA data_version"));
+  GSHARE_ASSIGN_OR_RETURN(const bool row, query.Step());
+  if (!row) return session.Failed(Internal("PRAGMA data_version returned no row"));
+  return query.Integer(0);
+}
+
 }  // namespace gshare::serve

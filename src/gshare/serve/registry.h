@@ -110,6 +110,10 @@ class Registry {
                                         std::string_view spec_yaml) EXCLUDES(mutex_);
   Status DeleteFunction(std::string_view tenant, std::string_view name) EXCLUDES(mutex_);
 
+  // SQLite's `PRAGMA data_version` on this registry's connection: it changes when another
+  // connection (another process: `gshare tenant`) commits a change, never for this one's own.
+  Result<std::int64_t> DataVersion() EXCLUDES(mutex_);
+
  private:
   struct CloseDatabase {
     void operator()(sqlite3* db) const;

@@ -66,6 +66,9 @@ Result<std::unique_ptr<Server>> Server::Start(ServerOptions options) {
   management.tenant_gpu_memory_bytes = options.tenant_gpu_memory_bytes;
   s.management_ = std::make_unique<ManagementApi>(management, *s.registry_, *s.keys_, *s.backend_);
   GSHARE_ASSIGN_OR_RETURN(s.deployed_at_start_, s.management_->DeployAll());
+  s.watcher_ = std::make_unique<RegistryWatcher>(
+      *s.registry_, options.registry_poll,
+      [management = s.management_.get()] { management->RegistryChanged(); });
   s.options_ = std::move(options);
   GSHARE_ASSIGN_OR_RETURN(s.http_,
                           net::HttpServer::Start(

@@ -9,6 +9,10 @@
 // method and key are checked once the header is in, before its body is read (CheckHead), and
 // again with the body.
 //
+// Registry changes by another process (`gshare tenant add`, `remove`): a RegistryWatcher polls
+// the registry every kRegistryPollInterval, and the management API reloads the keys and stops
+// the functions of a removed tenant (ManagementApi::RegistryChanged).
+//
 // Shutdown: BeginShutdown (any thread, a signal handler's included) stops accepting, answers 503
 // to new requests, lets the requests in flight finish for at most `drain`; Wait then stops the
 // backend (function processes end) and returns.
@@ -28,6 +32,7 @@
 #include "gshare/serve/live_backend.h"
 #include "gshare/serve/management_api.h"
 #include "gshare/serve/registry.h"
+#include "gshare/serve/registry_watcher.h"
 
 namespace gshare::serve {
 
@@ -41,6 +46,8 @@ struct ServerOptions {
   // The backend and its node (GPUs, policy, price and restore cost that describe the GPUs); its
   // data_dir is data_dir.
   LiveBackendOptions backend;
+  // How often the registry is polled for changes by another process.
+  std::chrono::milliseconds registry_poll = kRegistryPollInterval;
   // Per-tenant quota on the sum of its functions' gpu_memory; 0: none.
   std::uint64_t tenant_gpu_memory_bytes = 0;
   std::chrono::milliseconds drain{30'000};
@@ -61,6 +68,7 @@ class Server {
   const GpuType& gpu_type() const { return backend_->gpu_type(); }
   const LiveNode& node() const { return backend_->node(); }
   LiveBackend& backend() { return *backend_; }
+  ManagementApi& management() { return *management_; }
   // The HTTP server's loop, for a signal_set whose handler calls BeginShutdown.
   boost::asio::io_context& io_context() { return http_->io_context(); }
 
@@ -91,6 +99,7 @@ class Server {
   std::unique_ptr<LiveBackend> backend_;
   std::unique_ptr<Front> front_;
   std::unique_ptr<ManagementApi> management_;
+  std::unique_ptr<RegistryWatcher> watcher_;
   std::unique_ptr<net::HttpServer> http_;
   bool waited_ = false;
 };

@@ -536,5 +536,46 @@ TEST_F(ServerTest, KeylessLargeBodiesAreRefusedBeforeTheyAreRead) {
   EXPECT_EQ(answer->result_int(), 200) << answer->body();
 }
 
+// `gshare tenant remove` and `gshare tenant add` beside a running server (here the code they run,
+// on a second connection to the server's registry): once the server has polled, the removed
+// tenant's key is refused and its function is stopped, another tenant's is untouched, and the
+// added tenant's key works.
+TEST_F(ServerTest, TenantChangesBesideTheServerTakeEffect) {
+  Start();
+  const std::string acme = AddTenant("acme");
+  const std::string other = AddTenant("other");
+  Deploy(acme, kEchoSpec, "echo");
+  Deploy(other, kEchoSpec, "echo");
+  auto served = client_->Send("POST", "/v2/models/echo/infer", acme, EchoRequest("a"));
+  ASSERT_TRUE(served);
+  ASSERT_EQ(served->result_int(), 200) << served->body();
+  const std::filesystem::path data = dir_.path() / "data";
+  auto registry = Registry::Open(data);
+  ASSERT_TRUE(registry.ok()) << registry.status().ToString();
+  auto secret = ServerSecret::LoadOrCreate(data);
+  ASSERT_TRUE(secret.ok()) << secret.status().ToString();
+  auto keys = TenantKeys::Open(**registry, std::move(secret).value());
+  ASSERT_TRUE(keys.ok()) << keys.status().ToString();
+
+  const std::uint64_t before = server_->management().reconciled();
+  ASSERT_TRUE((*registry)->RemoveTenant("acme").ok());  // what `gshare tenant remove` does
+  ASSERT_TRUE(server_->management().WaitUntilReconciled(before + 1, std::chrono::seconds(60)));
+  auto refused = client_->Send("POST", "/v2/models/echo/infer", acme, EchoRequest("b"));
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(refused->result_int(), 401) << refused->body();
+  client_ = std::make_unique<HttpClientForTest>(server_->port());  // a refused body closes
+  EXPECT_EQ(server_->backend().StatusOf("acme", "echo").status().code(), StatusCode::kNotFound);
+  auto untouched = client_->Send("POST", "/v2/models/echo/infer", other, EchoRequest("c"));
+  ASSERT_TRUE(untouched);
+  EXPECT_EQ(untouched->result_int(), 200) << untouched->body();
+
+  auto added = (*keys)->AddTenant("beta");  // what `gshare tenant add` does
+  ASSERT_TRUE(added.ok()) << added.status().ToString();
+  ASSERT_TRUE(server_->management().WaitUntilReconciled(before + 2, std::chrono::seconds(60)));
+  auto welcomed = client_->Send("GET", "/api/v1/functions", *added);
+  ASSERT_TRUE(welcomed);
+  EXPECT_EQ(welcomed->result_int(), 200) << welcomed->body();
+}
+
 }  // namespace
 }  // namespace gshare::serve
