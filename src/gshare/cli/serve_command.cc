@@ -58,6 +58,7 @@ struct ServeFlags {
   std::string drain = "30s";
   std::string instance_keep = "10m";
   std::string snapshot_pool = "2Gi";
+  std::string uid_ledger = std::string(kDefaultUidLedger);
 };
 
 int Fail(int code, const std::string& message) {
@@ -144,6 +145,7 @@ Result<std::uint64_t> ParseSize(const std::string& text, const char* flag, std::
 Result<serve::ServerOptions> MakeOptions(const ServeFlags& flags) {
   serve::ServerOptions options;
   options.data_dir = flags.data_dir;
+  options.uid_ledger = flags.uid_ledger;
   options.admin_key = flags.admin_key;
   options.admin_key_file = flags.admin_key_file;
   if (!flags.admin_key.empty() && !flags.admin_key_file.empty()) {
@@ -316,6 +318,10 @@ void AddServeCommand(CLI::App& app, CommandContext& context) {
       ->capture_default_str();
   cmd->add_option("--instance-keep", flags->instance_keep,
                   "Idle instances beyond a function's warm one stay this long")
+      ->capture_default_str();
+  cmd->add_option("--uid-ledger", flags->uid_ledger,
+                  "As root: the host's record of each server's range of tenant uids (this data "
+                  "directory claims a free one)")
       ->capture_default_str();
   cmd->callback([flags, cmd, &context] { context.exit_code = RunServe(*cmd, *flags); });
 }

@@ -154,6 +154,12 @@ void LiveBackend::Shutdown() {
   node_->Shutdown();
 }
 
+std::size_t LiveBackend::TenantInFlight(std::string_view tenant) const {
+  MutexLock lock(mutex_);
+  const auto it = tenant_in_flight_.find(std::string(tenant));
+  return it == tenant_in_flight_.end() ? 0 : it->second;
+}
+
 std::vector<pid_t> LiveBackend::FunctionPids() {
   // Shared: the loop may still be inside set_value when this thread wakes and returns.
   auto done = std::make_shared<std::promise<std::vector<pid_t>>>();

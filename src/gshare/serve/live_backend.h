@@ -85,6 +85,8 @@ class LiveBackend final : public InferenceBackend, public Deployer, private Requ
   Status WaitUntilDrained(std::chrono::milliseconds limit) EXCLUDES(mutex_);
   // The pids of the function processes running now (tests; memory sampling).
   std::vector<pid_t> FunctionPids();
+  // `tenant`'s requests taken and not yet answered (what tenant_max_in_flight bounds).
+  std::size_t TenantInFlight(std::string_view tenant) const EXCLUDES(mutex_);
   // Brings the accounting counters up to now (before a /metrics exposition).
   void PublishMetrics();
   // The first scheduler contract violation, or OK (a bug; the server logs it).

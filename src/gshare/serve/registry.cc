@@ -18,7 +18,7 @@ namespace gshare::serve {
 namespace {
 
 // The schema this build writes and reads (PRAGMA user_version).
-constexpr int kSchemaVersion = 1;
+constexpr int kSchemaVersion = 2;
 
 constexpr const char* kSchema = R"sql(
 CREATE TABLE tenants (
@@ -35,6 +35,21 @@ CREATE TABLE functions (
   updated_unix_ms INTEGER NOT NULL,
   PRIMARY KEY (tenant_id, name)
 );
+)sql";
+
+// Version 2: a tenant's number (its uid's offset) from a counter that never goes back, so that a
+// removed tenant's number, and with it its uid, is never given to another. Existing tenants keep
+// the number they had (their row id), and the counter starts above every one of them.
+constexpr const char* kSchemaV2 = R"sql(
+ALTER TABLE tenants ADD COLUMN number INTEGER;
+UPDATE tenants SET number = id;
+CREATE UNIQUE INDEX tenants_by_number ON tenants(number);
+CREATE TABLE counters (
+  name TEXT PRIMARY KEY,
+  next INTEGER NOT NULL
+);
+INSERT INTO counters (name, next)
+  SELECT 'tenant_number', COALESCE(MAX(number), 0) + 1 FROM tenants;
 )sql";
 
 // A spec larger than this is refused before it is parsed.
@@ -274,7 +289,10 @@ Result<std::unique_ptr<Registry>> Registry::Open(const std::filesystem::path& da
     }
     if (version == 0) {
       GSHARE_RETURN_IF_ERROR(session.Exec(kSchema, "create schema"));
-      GSHARE_RETURN_IF_ERROR(session.Exec("PRAGMA user_version=1", "set schema version"));
+    }
+    if (version < 2) {
+      GSHARE_RETURN_IF_ERROR(session.Exec(kSchemaV2, "schema version 2: tenant numbers"));
+      GSHARE_RETURN_IF_ERROR(session.Exec("PRAGMA user_version=2", "set schema version"));
     }
     GSHARE_RETURN_IF_ERROR(transaction.Commit());
   }
@@ -287,18 +305,33 @@ Status Registry::AddTenant(std::string_view name, const KeyHash& key_hash) {
   const std::int64_t now = NowUnixMs();
   MutexLock lock(mutex_);
   Session session(db_.get(), path_, fmt::format("add tenant {}", name));
+  GSHARE_ASSIGN_OR_RETURN(auto transaction, Transaction::Begin(session));
+  GSHARE_ASSIGN_OR_RETURN(
+      auto next,
+      Statement::Prepare(session, "SELECT next FROM counters WHERE name = 'tenant_number'"));
+  GSHARE_ASSIGN_OR_RETURN(const bool counted, next.Step());
+  if (!counted) return session.Failed(Internal("the tenant number counter is missing"));
+  const std::int64_t number = next.Integer(0);
   GSHARE_ASSIGN_OR_RETURN(
       auto insert,
-      Statement::Prepare(
-          session, "INSERT INTO tenants (name, key_hash, created_unix_ms) VALUES (?1, ?2, ?3)"));
+      Statement::Prepare(session,
+                         "INSERT INTO tenants (name, key_hash, created_unix_ms, number) VALUES "
+                         "(?1, ?2, ?3, ?4)"));
   GSHARE_RETURN_IF_ERROR(insert.Bind(1, name));
   GSHARE_RETURN_IF_ERROR(insert.Bind(2, key_hash));
   GSHARE_RETURN_IF_ERROR(insert.Bind(3, now));
+  GSHARE_RETURN_IF_ERROR(insert.Bind(4, number));
   const Status inserted = insert.Run();
   if (inserted.code() == StatusCode::kAlreadyExists) {
     return AlreadyExists(fmt::format("tenant '{}' already exists", name));
   }
-  return inserted;
+  GSHARE_RETURN_IF_ERROR(inserted);
+  GSHARE_ASSIGN_OR_RETURN(
+      auto advance,
+      Statement::Prepare(session,
+                         "UPDATE counters SET next = next + 1 WHERE name = 'tenant_number'"));
+  GSHARE_RETURN_IF_ERROR(advance.Run());
+  return transaction.Commit();
 }
 
 Status Registry::RemoveTenant(std::string_view name) {
@@ -340,7 +373,7 @@ namespace {
 
 constexpr const char* kTenantColumns =
     "SELECT t.name, t.key_hash, t.created_unix_ms, "
-    "(SELECT COUNT(*) FROM functions f WHERE f.tenant_id = t.id), t.id FROM tenants t ";
+    "(SELECT COUNT(*) FROM functions f WHERE f.tenant_id = t.id), t.number FROM tenants t ";
 
 Result<TenantRecord> ReadTenant(const Statement& row) {
   TenantRecord tenant;
@@ -348,7 +381,7 @@ Result<TenantRecord> ReadTenant(const Statement& row) {
   GSHARE_ASSIGN_OR_RETURN(tenant.key_hash, row.Hash(1));
   tenant.created_unix_ms = row.Integer(2);
   tenant.function_count = row.Integer(3);
-  tenant.id = row.Integer(4);
+  tenant.number = row.Integer(4);
   return tenant;
 }
 

@@ -53,10 +53,10 @@ struct TenantRecord {
   KeyHash key_hash{};
   std::int64_t created_unix_ms = 0;
   std::int64_t function_count = 0;
-  // The tenant's number, fixed while it exists (its row id, from 1). SQLite gives a new tenant the
-  // largest number in use plus one, so the number of the newest tenant, once it is removed, may
-  // be given again.
-  std::int64_t id = 0;
+  // The tenant's number, from 1: fixed while it exists and never given to another tenant, even
+  // after its removal (a counter in the registry; tenants of a version-1 registry keep theirs).
+  // Its function processes' uid is the server's first uid plus this.
+  std::int64_t number = 0;
 };
 
 struct FunctionRecord {

@@ -1,8 +1,10 @@
 #include "gshare/serve/registry.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <fmt/format.h>
+#include <sqlite3.h>
 
 #include <atomic>
 #include <set>
@@ -272,6 +274,53 @@ TEST_F(RegistryTest, ConcurrentCreatesLandExactlyOnce) {
   std::set<std::string> names;
   for (const auto& f : *acme) EXPECT_TRUE(names.insert("acme/" + f.name).second);
   for (const auto& f : *globex) EXPECT_TRUE(names.insert("globex/" + f.name).second);
+}
+
+// A tenant's number is never given again, not even the newest one's once it is removed (SQLite's
+// row ids would be), and it survives a restart.
+TEST_F(RegistryTest, TenantNumbersAreNeverReused) {
+  ASSERT_TRUE(registry_->AddTenant("a", HashOf(1)).ok());
+  ASSERT_TRUE(registry_->AddTenant("b", HashOf(2)).ok());
+  EXPECT_EQ(registry_->GetTenant("a")->number, 1);
+  EXPECT_EQ(registry_->GetTenant("b")->number, 2);
+  ASSERT_TRUE(registry_->RemoveTenant("b").ok());
+  ASSERT_TRUE(registry_->AddTenant("c", HashOf(3)).ok());
+  EXPECT_EQ(registry_->GetTenant("c")->number, 3);
+  ASSERT_TRUE(registry_->RemoveTenant("c").ok());
+  Reopen();
+  ASSERT_TRUE(registry_->AddTenant("b", HashOf(4)).ok());  // the name again: a new number
+  EXPECT_EQ(registry_->GetTenant("b")->number, 4);
+  EXPECT_EQ(registry_->GetTenant("a")->number, 1);
+}
+
+// A registry written by schema version 1 (tenant numbers were row ids): its tenants keep their
+// numbers, and the counter starts above them.
+TEST_F(RegistryTest, AVersionOneRegistryKeepsItsTenantsNumbers) {
+  registry_.reset();
+  const std::filesystem::path old_dir = dir_.path() / "old";
+  std::filesystem::create_directories(old_dir);
+  ::chmod(old_dir.c_str(), 0700);
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open((old_dir / "gshare.db").c_str(), &db), SQLITE_OK);
+  const char* v1 = R"sql(
+PRAGMA journal_mode=WAL;
+CREATE TABLE tenants (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, key_hash BLOB NOT NULL,
+                      created_unix_ms INTEGER NOT NULL);
+CREATE TABLE functions (tenant_id INTEGER NOT NULL REFERENCES tenants(id) ON DELETE CASCADE,
+                        name TEXT NOT NULL, spec TEXT NOT NULL, created_unix_ms INTEGER NOT NULL,
+                        updated_unix_ms INTEGER NOT NULL, PRIMARY KEY (tenant_id, name));
+INSERT INTO tenants VALUES (1, 'first', zeroblob(32), 1), (7, 'seventh', zeroblob(32), 2);
+PRAGMA user_version=1;
+)sql";
+  ASSERT_EQ(sqlite3_exec(db, v1, nullptr, nullptr, nullptr), SQLITE_OK) << sqlite3_errmsg(db);
+  sqlite3_close(db);
+  auto opened = Registry::Open(old_dir);
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  Registry& old = **opened;
+  EXPECT_EQ(old.GetTenant("first")->number, 1);
+  EXPECT_EQ(old.GetTenant("seventh")->number, 7);
+  ASSERT_TRUE(old.AddTenant("new", HashOf(5)).ok());
+  EXPECT_EQ(old.GetTenant("new")->number, 8);
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
@@ -52,11 +53,23 @@ Result<std::unique_ptr<Server>> Server::Start(ServerOptions options) {
   options.backend.node.host.tenant_number =
       [registry = s.registry_.get()](const std::string& tenant) -> Result<std::uint32_t> {
     GSHARE_ASSIGN_OR_RETURN(const TenantRecord record, registry->GetTenant(tenant));
-    if (record.id < 0 || record.id > std::numeric_limits<std::uint32_t>::max()) {
-      return OutOfRange(fmt::format("tenant '{}' has number {}", tenant, record.id));
+    if (record.number < 0 || record.number > std::numeric_limits<std::uint32_t>::max()) {
+      return OutOfRange(fmt::format("tenant '{}' has number {}", tenant, record.number));
     }
-    return static_cast<std::uint32_t>(record.id);
+    return static_cast<std::uint32_t>(record.number);
   };
+  // As root, tenants run as uids of a range this data directory holds on the host, which no other
+  // server here gives out.
+  if (::geteuid() == 0 && options.backend.node.host.distinct_uids) {
+    auto range = ClaimUidRange(options.uid_ledger, options.data_dir.string());
+    if (!range.ok()) {
+      return Status(range.status().code(),
+                    fmt::format("the tenants' uid range (--uid-ledger {}): {}",
+                                options.uid_ledger.string(), range.status().message()));
+    }
+    options.backend.node.host.first_uid = range->first;
+    s.tenant_first_uid_ = range->first;
+  }
   GSHARE_ASSIGN_OR_RETURN(s.backend_, LiveBackend::Create(*s.metrics_, options.backend));
   // The front stamps deadlines on the node's clock: one clock from a request's arrival to its run.
   s.front_ = std::make_unique<Front>(FrontOptions{}, *s.keys_, *s.backend_, s.backend_->clock());

@@ -27,6 +27,7 @@
 
 #include "gshare/metrics/gshare_metrics.h"
 #include "gshare/net/http_server.h"
+#include "gshare/node/process/uid_ranges.h"
 #include "gshare/serve/api_keys.h"
 #include "gshare/serve/front.h"
 #include "gshare/serve/live_backend.h"
@@ -46,6 +47,9 @@ struct ServerOptions {
   // The backend and its node (GPUs, policy, price and restore cost that describe the GPUs); its
   // data_dir is data_dir.
   LiveBackendOptions backend;
+  // The host's record of which uids each server gives its tenants (node/process/uid_ranges.h):
+  // a server running as root claims a range there for its data directory.
+  std::filesystem::path uid_ledger = std::string(kDefaultUidLedger);
   // How often the registry is polled for changes by another process.
   std::chrono::milliseconds registry_poll = kRegistryPollInterval;
   // Per-tenant quota on the sum of its functions' gpu_memory; 0: none.
@@ -69,6 +73,9 @@ class Server {
   const LiveNode& node() const { return backend_->node(); }
   LiveBackend& backend() { return *backend_; }
   ManagementApi& management() { return *management_; }
+  // The first uid of this server's tenants' range (their function processes run as it plus the
+  // tenant's number), claimed in the uid ledger; 0 when the server does not switch uids.
+  uid_t tenant_first_uid() const { return tenant_first_uid_; }
   // The HTTP server's loop, for a signal_set whose handler calls BeginShutdown.
   boost::asio::io_context& io_context() { return http_->io_context(); }
 
@@ -91,6 +98,7 @@ class Server {
   AdminKey admin_key_;
   KeyHash admin_hash_{};
   std::size_t deployed_at_start_ = 0;
+  uid_t tenant_first_uid_ = 0;
   // Destroyed in reverse order: the HTTP server first (no handler runs after it), then the API
   // and the front, the backend (its node: loop thread and processes), the keys and the registry.
   std::unique_ptr<Registry> registry_;
