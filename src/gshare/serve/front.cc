@@ -25,11 +25,12 @@ nlohmann::json TensorsJson(const std::vector<TensorMetadata>& tensors) {
 }  // namespace
 
 Front::Front(FrontOptions options, const Authenticator& authenticator, InferenceBackend& backend,
-             const Clock& clock)
+             const Clock& clock, ParsePool* parse_pool)
     : options_(std::move(options)),
       authenticator_(authenticator),
       backend_(backend),
-      clock_(clock) {}
+      clock_(clock),
+      parse_pool_(parse_pool) {}
 
 net::HttpServer::Handler Front::Handler() {
   return [this](net::ServerRequest request, net::Responder responder) {
@@ -128,13 +129,13 @@ void Front::Handle(net::ServerRequest request, net::Responder responder) {
     case Admission::Kind::kModel:
       break;
   }
-  HandleModel(request, std::move(responder), admission.tenant, admission.name, admission.version,
-              admission.action);
+  HandleModel(std::move(request.body), std::move(responder), admission.tenant, admission.name,
+              admission.version, admission.action);
 }
 
-void Front::HandleModel(const net::ServerRequest& request, net::Responder responder,
-                        const std::string& tenant, std::string_view name,
-                        std::optional<std::string_view> version, std::string_view action) {
+void Front::HandleModel(std::string body, net::Responder responder, const std::string& tenant,
+                        std::string_view name, std::optional<std::string_view> version,
+                        std::string_view action) {
   // Checked before the model is looked up, so the answer is the same whether it exists or not.
   if (version && *version != kModelVersion) {
     return responder.Respond(JsonErrorResponse(
@@ -157,15 +158,32 @@ void Front::HandleModel(const net::ServerRequest& request, net::Responder respon
   if (action == "ready") {
     return responder.Respond(JsonResponse(200, {{"name", model->name}, {"ready", true}}));
   }
-  Infer(request, std::move(responder), tenant, *model);
+  Infer(std::move(body), std::move(responder), tenant, *model);
 }
 
-void Front::Infer(const net::ServerRequest& request, net::Responder responder,
-                  const std::string& tenant, const ModelInfo& model) {
-  Result<InferRequest> parsed = ParseInferRequest(request.body, options_.parse_limits);
+void Front::Infer(std::string body, net::Responder responder, const std::string& tenant,
+                  const ModelInfo& model) {
+  const TimePoint deadline = clock_.Now() + model.slo;  // from its arrival, parse time included
+  if (parse_pool_ == nullptr || body.size() <= kInlineParseBytes) {
+    return ParseAndRun(body, std::move(responder), tenant, model, deadline);
+  }
+  auto shared_body = std::make_shared<const std::string>(std::move(body));
+  const Status queued = parse_pool_->Submit(
+      tenant, [this, shared_body, responder, tenant, model, deadline](const Status& go) {
+        if (!go.ok()) return responder.Respond(JsonErrorResponse(503, go.message()));
+        if (responder.Cancelled()) return;  // the client went away while it waited
+        ParseAndRun(*shared_body, responder, tenant, model, deadline);
+      });
+  if (!queued.ok()) {
+    responder.Respond(JsonErrorResponse(HttpStatusFor(queued.code()), queued.message()));
+  }
+}
+
+void Front::ParseAndRun(std::string_view body, net::Responder responder, const std::string& tenant,
+                        const ModelInfo& model, TimePoint deadline) {
+  Result<InferRequest> parsed = ParseInferRequest(body, options_.parse_limits);
   if (!parsed.ok()) return responder.Respond(JsonErrorResponse(400, parsed.status().message()));
 
-  const TimePoint deadline = clock_.Now() + model.slo;
   std::optional<std::string> id = parsed->id;
   const std::uint64_t ticket = backend_.Infer(
       tenant, model.name, std::move(parsed).value(), deadline,

@@ -7,6 +7,10 @@
 // by an Authenticator. A tenant sees only its own models: another tenant's model gets the very
 // bytes an unknown name gets, so no answer tells whether a name exists elsewhere.
 //
+// Parsing: an inference body of at most kInlineParseBytes is parsed on the io thread; a larger one
+// on the ParsePool when one is given (the server's is), so that no io thread is held by it. Its
+// deadline is stamped when it arrives, before it waits for the pool.
+//
 // Threading: Handle runs on the server's io threads and never blocks; the backend's callback may
 // run on any thread, before or after Infer returns. The Front, its Authenticator, its backend and
 // its clock must outlive the server whose handler it is.
@@ -26,6 +30,7 @@
 #include "gshare/protocol/infer.h"
 #include "gshare/protocol/kserve_json.h"
 #include "gshare/serve/authenticator.h"
+#include "gshare/serve/parse_pool.h"
 
 namespace gshare::serve {
 
@@ -90,9 +95,10 @@ struct FrontOptions {
 
 class Front {
  public:
-  // `authenticator`, `backend` and `clock` must outlive the Front.
+  // `authenticator`, `backend`, `clock` and `parse_pool` (may be null: every body parses on the
+  // io thread) must outlive the Front.
   Front(FrontOptions options, const Authenticator& authenticator, InferenceBackend& backend,
-        const Clock& clock);
+        const Clock& clock, ParsePool* parse_pool = nullptr);
 
   // Answers one request through `responder` (now, or later for an inference).
   void Handle(net::ServerRequest request, net::Responder responder);
@@ -116,16 +122,20 @@ class Front {
   // path, the method, the key, the declared body size. Views are into `request.target`.
   Admission Admit(const net::ServerRequest& request) const;
 
-  void HandleModel(const net::ServerRequest& request, net::Responder responder,
-                   const std::string& tenant, std::string_view name,
-                   std::optional<std::string_view> version, std::string_view action);
-  void Infer(const net::ServerRequest& request, net::Responder responder, const std::string& tenant,
+  void HandleModel(std::string body, net::Responder responder, const std::string& tenant,
+                   std::string_view name, std::optional<std::string_view> version,
+                   std::string_view action);
+  void Infer(std::string body, net::Responder responder, const std::string& tenant,
              const ModelInfo& model);
+  // Parses `body` and hands the request to the backend (on an io thread or the parse pool).
+  void ParseAndRun(std::string_view body, net::Responder responder, const std::string& tenant,
+                   const ModelInfo& model, TimePoint deadline);
 
   const FrontOptions options_;
   const Authenticator& authenticator_;
   InferenceBackend& backend_;
   const Clock& clock_;
+  ParsePool* const parse_pool_;
 };
 
 }  // namespace gshare::serve

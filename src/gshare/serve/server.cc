@@ -72,7 +72,9 @@ Result<std::unique_ptr<Server>> Server::Start(ServerOptions options) {
   }
   GSHARE_ASSIGN_OR_RETURN(s.backend_, LiveBackend::Create(*s.metrics_, options.backend));
   // The front stamps deadlines on the node's clock: one clock from a request's arrival to its run.
-  s.front_ = std::make_unique<Front>(FrontOptions{}, *s.keys_, *s.backend_, s.backend_->clock());
+  s.parse_pool_ = std::make_unique<ParsePool>(options.parse_pool);
+  s.front_ = std::make_unique<Front>(FrontOptions{}, *s.keys_, *s.backend_, s.backend_->clock(),
+                                     s.parse_pool_.get());
   ManagementApiOptions management;
   management.data_dir = options.data_dir;
   management.admin_key_hash = s.admin_hash_;

@@ -50,6 +50,8 @@ struct ServerOptions {
   // The host's record of which uids each server gives its tenants (node/process/uid_ranges.h):
   // a server running as root claims a range there for its data directory.
   std::filesystem::path uid_ledger = std::string(kDefaultUidLedger);
+  // Where large inference bodies are parsed (threads 0: the cores less one).
+  ParsePoolOptions parse_pool;
   // How often the registry is polled for changes by another process.
   std::chrono::milliseconds registry_poll = kRegistryPollInterval;
   // Per-tenant quota on the sum of its functions' gpu_memory; 0: none.
@@ -105,6 +107,7 @@ class Server {
   std::unique_ptr<TenantKeys> keys_;
   std::unique_ptr<metrics::GshareMetrics> metrics_;
   std::unique_ptr<LiveBackend> backend_;
+  std::unique_ptr<ParsePool> parse_pool_;  // before the backend goes: its jobs call it
   std::unique_ptr<Front> front_;
   std::unique_ptr<ManagementApi> management_;
   std::unique_ptr<RegistryWatcher> watcher_;

@@ -12,8 +12,11 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -83,6 +86,7 @@ class ServerTest : public ::testing::Test {
     ::chmod(dir_.path().c_str(), 0711);
     ServerOptions options = Options(dir_.path());
     options.backend.tenant_max_in_flight = quota_;
+    if (customize_) customize_(options);
     auto server = Server::Start(std::move(options));
     ASSERT_TRUE(server.ok()) << server.status().ToString();
     server_ = std::move(server).value();
@@ -113,7 +117,8 @@ class ServerTest : public ::testing::Test {
         << ReadFile(dir_.path() / "data" / "run" / "logs" / tenant / (std::string(name) + ".log"));
   }
 
-  std::size_t quota_ = 0;  // a tenant's in-flight quota for the next Start
+  std::size_t quota_ = 0;                          // a tenant's in-flight quota for the next Start
+  std::function<void(ServerOptions&)> customize_;  // changes the next Start's options
   TempDirForTest dir_;
   std::unique_ptr<Server> server_;
   std::unique_ptr<HttpClientForTest> client_;
@@ -601,6 +606,69 @@ TEST_F(ServerTest, TwoServersOnOneHostGiveOutDisjointUids) {
   Stop();
   Start();
   EXPECT_EQ(server_->tenant_first_uid(), 70000u);
+}
+
+// One io thread, and a parse pool of one thread held shut: one tenant's four large bodies wait
+// for the pool, and meanwhile another tenant's small inference and the health check are answered
+// on the io thread; once the pool opens, the four are answered too.
+TEST_F(ServerTest, LargeBodiesParseOffTheIoThreadAndNobodyWaitsBehindThem) {
+  std::mutex gate_mutex;
+  std::condition_variable gate_changed;
+  bool open = false;
+  int waiting = 0;
+  customize_ = [&](ServerOptions& options) {
+    options.http.io_threads = 1;
+    options.parse_pool.threads = 1;
+    options.parse_pool.before_job = [&] {
+      std::unique_lock lock(gate_mutex);
+      ++waiting;
+      gate_changed.notify_all();
+      gate_changed.wait(lock, [&] { return open; });
+    };
+  };
+  Start();
+  const std::string acme = AddTenant("acme");
+  const std::string other = AddTenant("other");
+  Deploy(acme, kEchoSpec, "echo");
+  Deploy(other, kEchoSpec, "echo");
+  // 40,000 elements: about 280 KiB of JSON, past what parses on the io thread.
+  std::vector<float> data(40'000, 0.25f);
+  const std::string large =
+      nlohmann::json{
+          {"inputs",
+           {{{"name", "x"}, {"datatype", "FP32"}, {"shape", {1, 40'000}}, {"data", data}}}}}
+          .dump();
+  ASSERT_GT(large.size(), kInlineParseBytes);
+  std::vector<std::optional<HttpClientResponse>> answers(4);
+  std::vector<std::thread> senders;
+  for (std::size_t i = 0; i < answers.size(); ++i) {
+    senders.emplace_back([&, i] {
+      HttpClientForTest client(server_->port());
+      answers[i] = client.Send("POST", "/v2/models/echo/infer", acme, large);
+    });
+  }
+  {
+    std::unique_lock lock(gate_mutex);  // the first large body is in the pool
+    gate_changed.wait(lock, [&] { return waiting >= 1; });
+  }
+  HttpClientForTest client(server_->port());
+  auto small = client.Send("POST", "/v2/models/echo/infer", other, EchoRequest("small"));
+  ASSERT_TRUE(small);
+  EXPECT_EQ(small->result_int(), 200) << small->body();
+  auto live = client.Send("GET", "/v2/health/live");
+  ASSERT_TRUE(live);
+  EXPECT_EQ(live->result_int(), 200);
+  {
+    std::lock_guard lock(gate_mutex);
+    open = true;
+  }
+  gate_changed.notify_all();
+  for (std::thread& sender : senders) sender.join();
+  for (const auto& answer : answers) {
+    ASSERT_TRUE(answer);
+    EXPECT_EQ(answer->result_int(), 200) << answer->body().substr(0, 200);
+    EXPECT_EQ(Json(answer)["outputs"][0]["shape"], nlohmann::json({1, 40'000}));
+  }
 }
 
 }  // namespace
