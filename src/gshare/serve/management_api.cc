@@ -256,7 +256,9 @@ void ManagementApi::Handle(net::ServerRequest request, net::Responder responder)
   {
     MutexLock lock(queue_mutex_);
     if (!stopping_) {
-      queue_.push_back(std::move(job));
+      // Each caller's requests wait in a queue of its own, served in turn with the others'.
+      const std::string owner = job.by_admin ? "admin" : "tenant " + job.tenant;
+      queue_.Push(owner, std::move(job));
       queue_changed_.NotifyOne();
       return;
     }
@@ -267,7 +269,7 @@ void ManagementApi::Handle(net::ServerRequest request, net::Responder responder)
 void ManagementApi::Work() {
   while (true) {
     std::optional<Job> job;
-    std::deque<Job> left;
+    std::vector<Job> left;
     bool reconcile = false;
     {
       MutexLock lock(queue_mutex_);
@@ -275,14 +277,13 @@ void ManagementApi::Work() {
         return stopping_ || reconcile_pending_ || !queue_.empty();
       });
       if (stopping_) {
-        left.swap(queue_);
+        left = queue_.TakeAll();
       } else if (reconcile_pending_) {
         // Before the next request: a removed tenant's queued calls then meet its revoked key.
         reconcile_pending_ = false;
         reconcile = true;
       } else {
-        job = std::move(queue_.front());
-        queue_.pop_front();
+        job = queue_.Pop();
       }
     }
     if (reconcile) {
@@ -322,13 +323,15 @@ void ManagementApi::Continue(net::Responder responder, std::function<HttpRespons
   {
     MutexLock lock(queue_mutex_);
     if (!stopping_) {
-      queue_.push_back(Job{.operation = Operation::kListFunctions,  // unused: `finish` answers
-                           .tenant = {},
-                           .name = {},
-                           .by_admin = false,
-                           .body = {},
-                           .responder = responder,
-                           .finish = std::move(finish)});
+      // The ends of deploys, in a queue of their own (they are short, and each answers a caller).
+      queue_.Push("settled",
+                  Job{.operation = Operation::kListFunctions,  // unused: `finish` answers
+                      .tenant = {},
+                      .name = {},
+                      .by_admin = false,
+                      .body = {},
+                      .responder = responder,
+                      .finish = std::move(finish)});
       queue_changed_.NotifyOne();
       return;
     }
@@ -737,6 +740,11 @@ bool ManagementApi::WaitUntilReconciled(std::uint64_t count, std::chrono::millis
   MutexLock lock(queue_mutex_);
   return reconciled_changed_.WaitFor(queue_mutex_, timeout,
                                      [&]() REQUIRES(queue_mutex_) { return reconciled_ >= count; });
+}
+
+std::size_t ManagementApi::queued() const {
+  MutexLock lock(queue_mutex_);
+  return queue_.size();
 }
 
 std::uint64_t ManagementApi::reconciled() const {

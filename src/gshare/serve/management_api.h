@@ -20,8 +20,10 @@
 // Threading: Handle runs on the server's io threads and never blocks: it routes and checks the
 // key there, then queues the request for the ManagementApi's one worker thread, which does the
 // registry and deployer work. Requests are therefore handled one at a time, in the order they
-// arrived, which orders every change (a quota check and its write, a write and its deploy)
-// against every other; the server's max_in_flight bounds the queue. A request whose client went
+// arrived from each caller, and callers take turns (a queue per tenant, and one for the admin,
+// served round-robin: one tenant's burst of calls delays another's by at most one call each),
+// which orders every change (a quota check and its write, a write and its deploy) against every
+// other; the server's max_in_flight bounds the queue. A request whose client went
 // away before its turn is not carried out (the client may ask again). A deploy (a create, an
 // update, a load) never holds the worker while its model loads: the worker writes the registry,
 // hands the change to the deployer and goes on with the next request; when the deploy settles,
@@ -45,6 +47,7 @@
 #include <thread>
 #include <vector>
 
+#include "gshare/common/fair_queue.h"
 #include "gshare/common/mutex.h"
 #include "gshare/common/status.h"
 #include "gshare/net/http_server.h"
@@ -107,6 +110,8 @@ class ManagementApi {
   // How many of those reloads have been carried out, and a wait (at most `timeout`) until `count`
   // have been; false on the timeout.
   std::uint64_t reconciled() const EXCLUDES(queue_mutex_);
+  // Requests waiting for the worker (tests).
+  std::size_t queued() const EXCLUDES(queue_mutex_);
   bool WaitUntilReconciled(std::uint64_t count, std::chrono::milliseconds timeout)
       EXCLUDES(queue_mutex_);
 
@@ -216,7 +221,7 @@ class ManagementApi {
 
   mutable Mutex queue_mutex_;
   CondVar queue_changed_;
-  std::deque<Job> queue_ GUARDED_BY(queue_mutex_);
+  FairQueue<Job> queue_ GUARDED_BY(queue_mutex_);  // per caller, round-robin
   bool stopping_ GUARDED_BY(queue_mutex_) = false;
   bool reconcile_pending_ GUARDED_BY(queue_mutex_) = false;  // RegistryChanged, not yet done
   std::uint64_t reconciled_ GUARDED_BY(queue_mutex_) = 0;

@@ -1164,5 +1164,44 @@ TEST_F(ManagementApiTest, DeployAllLoadsInParallelBounded) {
   EXPECT_EQ(*deployed, static_cast<std::size_t>(kFunctions));
 }
 
+// Callers take turns at the worker: while it is held in one of alpha's creates and four more of
+// alpha's wait, beta's create is carried out right after alpha's next one, not after all four.
+TEST_F(ManagementApiTest, TenantsTakeTurnsAtTheWorker) {
+  deployer_.CloseGate();
+  std::vector<std::thread> callers;
+  std::vector<unsigned> statuses(6, 0);
+  const auto create = [&](std::size_t slot, const std::string& key, const std::string& name) {
+    callers.emplace_back([&, slot, key, name] {
+      HttpClientForTest client(server_->port());
+      auto answer = client.Send("POST", "/api/v1/functions", key, Spec(name));
+      statuses[slot] = answer ? answer->result_int() : 0;
+    });
+  };
+  create(0, alpha_key_, "f0");
+  const bool held = deployer_.WaitUntilHeld();
+  for (std::size_t i = 1; i <= 4; ++i) create(i, alpha_key_, "f" + std::to_string(i));
+  // Each wait is bounded (a safety net: the requests are queued at once).
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (api_->queued() < 4 && std::chrono::steady_clock::now() < give_up)
+    std::this_thread::yield();
+  const std::size_t queued = api_->queued();
+  create(5, beta_key_, "g0");
+  while (api_->queued() < 5 && std::chrono::steady_clock::now() < give_up)
+    std::this_thread::yield();
+  deployer_.OpenGate();
+  for (std::thread& caller : callers) caller.join();
+  ASSERT_TRUE(held);
+  ASSERT_EQ(queued, 4u);
+  for (const unsigned status : statuses) EXPECT_EQ(status, 201u);
+  std::vector<std::string> admits;
+  for (const std::string& call : deployer_.calls()) {
+    if (call.starts_with("admit ")) admits.push_back(call.substr(6));
+  }
+  ASSERT_EQ(admits.size(), 6u);
+  EXPECT_EQ(admits[0], "alpha/f0");
+  EXPECT_TRUE(admits[1].starts_with("alpha/f")) << admits[1];  // f1..f4 queued in any order
+  EXPECT_EQ(admits[2], "beta/g0");  // first in, first out would make it the last
+}
+
 }  // namespace
 }  // namespace gshare::serve
