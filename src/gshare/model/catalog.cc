@@ -8,6 +8,7 @@
 #include <charconv>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include "gshare/common/log.h"
@@ -520,11 +521,37 @@ Result<Catalog> ParseCatalogNodes(const YAML::Node& root, std::string_view sourc
   return catalog;
 }
 
+// A key given twice in one map: YAML forbids it, and yaml-cpp would keep one of the two without a
+// word. Iterative, so that no nesting depth reaches the stack.
+Status CheckNoDuplicateKeys(const YAML::Node& root, std::string_view source) {
+  std::vector<YAML::Node> pending{root};
+  while (!pending.empty()) {
+    const YAML::Node node = pending.back();
+    pending.pop_back();
+    if (node.IsSequence()) {
+      for (const YAML::Node& element : node) pending.push_back(element);
+    } else if (node.IsMap()) {
+      std::set<std::string> keys;
+      for (const auto& entry : node) {
+        if (entry.first.IsScalar() && !keys.insert(entry.first.Scalar()).second) {
+          const YAML::Mark mark = entry.first.Mark();
+          return InvalidArgument(fmt::format("{}:{}:{}: key '{}' is given twice", source,
+                                             mark.line + 1, mark.column + 1,
+                                             entry.first.Scalar().substr(0, 128)));
+        }
+        pending.push_back(entry.second);
+      }
+    }
+  }
+  return Status::Ok();
+}
+
 Result<Catalog> ParseWithBase(std::string_view yaml_text, std::string_view source,
                               const std::vector<GpuType>& base_types,
                               const std::filesystem::path& base_dir) {
   try {
     const YAML::Node root = YAML::Load(std::string(yaml_text));
+    GSHARE_RETURN_IF_ERROR(CheckNoDuplicateKeys(root, source));
     return ParseCatalogNodes(root, source, base_types, base_dir);
   } catch (const YAML::Exception& e) {
     if (e.mark.is_null()) return InvalidArgument(fmt::format("{}: {}", source, e.msg));
@@ -541,6 +568,7 @@ Result<FunctionSpec> ParseEntryText(std::string_view yaml_text, std::string_view
     if (!item || item.IsNull()) {
       return InvalidArgument(fmt::format("{}: the document is empty", source));
     }
+    GSHARE_RETURN_IF_ERROR(CheckNoDuplicateKeys(item, source));
     const YAML::Node name = item.IsMap() ? item["name"] : YAML::Node();
     const Where where{source, name && name.IsScalar() && !name.Scalar().empty()
                                   ? fmt::format("function ({})", name.Scalar())

@@ -151,6 +151,22 @@ TEST(CatalogTest, ErrorsNameFileEntryAndField) {
             std::string::npos);
 }
 
+// A key given twice is an error (YAML forbids it; the parser would keep one of them silently),
+// in a catalog and in one function entry, nested maps included.
+TEST(CatalogTest, AKeyGivenTwiceIsAnError) {
+  EXPECT_EQ(ErrorOf("functions:\n  - name: a\n    model_size: 1Mi\n    model_size: 2Mi\n"
+                    "    exec_latency: 1ms\n"),
+            "catalog.yaml:4:5: key 'model_size' is given twice");
+  EXPECT_NE(ErrorOf("functions:\n  - name: a\n    model_size: 1Mi\n"
+                    "    exec_latency: {a100-40gb: {1: 1ms, 1: 2ms}}\n")
+                .find("key '1' is given twice"),
+            std::string::npos);
+  const auto entry = ParseFunctionEntry("name: a\nname: b\nmodel_size: 1Mi\nexec_latency: 1ms\n",
+                                        "the request body", "acme", "/models/acme");
+  ASSERT_FALSE(entry.ok());
+  EXPECT_EQ(entry.status().message(), "the request body:2:1: key 'name' is given twice");
+}
+
 TEST(CatalogTest, RejectsInvalidValues) {
   const std::string head = "functions:\n  - name: f\n    model_size: 100Mi\n";
   EXPECT_NE(ErrorOf(head + "    gpu_memory: 50Mi\n    exec_latency: 1ms\n")

@@ -31,12 +31,20 @@ bool Inside(const std::filesystem::path& path, const std::filesystem::path& fold
   return base_end == base.end() && real != base;
 }
 
-Status CheckReadableFile(const std::string& path, std::string_view function) {
+// A path as a tenant may see it: relative to its model folder, never the node's own layout.
+std::string TenantVisiblePath(const std::string& path, const std::filesystem::path& models) {
+  const std::filesystem::path relative = std::filesystem::path(path).lexically_relative(models);
+  if (relative.empty() || *relative.begin() == "..") return "(a path outside the model folder)";
+  return relative.string();
+}
+
+Status CheckReadableFile(const std::string& path, std::string_view function,
+                         const std::filesystem::path& models) {
   std::error_code error;
   const auto status = std::filesystem::status(path, error);
   if (error || !std::filesystem::is_regular_file(status) || ::access(path.c_str(), R_OK) != 0) {
-    return InvalidArgument(fmt::format(
-        "function '{}': model file {} is not a readable file on the node", function, path));
+    return InvalidArgument(fmt::format("function '{}': model file {} is not a readable file",
+                                       function, TenantVisiblePath(path, models)));
   }
   return Status::Ok();
 }
@@ -359,9 +367,28 @@ Status LiveBackend::Admit(const FunctionSpec& spec, bool by_admin) const {
   if (!spec.runtime.empty()) {
     std::error_code error;
     if (!std::filesystem::exists(options_.function_program, error)) {
-      return InvalidArgument(
-          fmt::format("function '{}': runtime '{}' is not installed on this node ({} is missing)",
-                      spec.name, spec.runtime, options_.function_program.string()));
+      spdlog::error("function {}/{}: the runtimes' program {} is missing", spec.tenant, spec.name,
+                    options_.function_program.string());
+      return InvalidArgument(fmt::format(
+          "function '{}': runtime '{}' is not installed on this node", spec.name, spec.runtime));
+    }
+  }
+  // What this node can hold at all: a function larger than its GPUs, or more warm instances than
+  // fit on them, is a bad spec here (400), not a full node (429).
+  const GpuType& gpu = node_->gpu_type();
+  const std::uint64_t memory = std::max(spec.gpu_memory_bytes, spec.model_bytes);
+  if (memory > gpu.memory_bytes) {
+    return InvalidArgument(fmt::format(
+        "function '{}': it needs {} of GPU memory; this node's GPUs have {}", spec.name,
+        FormatBytes(memory), FormatBytes(gpu.memory_bytes)));
+  }
+  const std::uint64_t per_gpu = memory == 0 ? gpu.memory_bytes : gpu.memory_bytes / memory;
+  const std::uint64_t fit = per_gpu * node_->inventory().devices().size();
+  for (const int instances : {spec.min_instances, spec.max_instances}) {
+    if (instances > 0 && static_cast<std::uint64_t>(instances) > fit) {
+      return InvalidArgument(fmt::format(
+          "function '{}': {} instances do not fit on this node (at most {} of {} each)", spec.name,
+          instances, fit, FormatBytes(memory)));
     }
   }
   const auto models = options_.data_dir / "models" / spec.tenant;
@@ -373,17 +400,16 @@ Status LiveBackend::Admit(const FunctionSpec& spec, bool by_admin) const {
   }
   if (!by_admin && !spec.working_dir.empty() && !Inside(spec.working_dir, models)) {
     return PermissionDenied(fmt::format(
-        "function '{}': working_dir {} is outside the tenant's model folder on the node", spec.name,
-        spec.working_dir));
+        "function '{}': working_dir is outside the tenant's model folder on the node", spec.name));
   }
   for (const std::string& file : spec.model_files) {
     if (!by_admin && !Inside(file, models)) {
       return PermissionDenied(fmt::format(
-          "function '{}': model file {} is outside the tenant's model folder on the node; give "
+          "function '{}': a model file is outside the tenant's model folder on the node; give "
           "paths relative to it",
-          spec.name, file));
+          spec.name));
     }
-    GSHARE_RETURN_IF_ERROR(CheckReadableFile(file, spec.name));
+    GSHARE_RETURN_IF_ERROR(CheckReadableFile(file, spec.name, models));
   }
   return Plan(spec).status();
 }

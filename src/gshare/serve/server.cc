@@ -2,9 +2,11 @@
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <limits>
@@ -13,6 +15,37 @@
 #include "gshare/serve/http_util.h"
 
 namespace gshare::serve {
+
+namespace {
+
+// Descriptors the server keeps for itself beyond its clients' connections: the registry, logs,
+// function processes' sockets and pipes, the GPUs.
+constexpr std::uint64_t kReservedDescriptors = 256;
+
+// Raises the soft limit on open files as far as connections need (to the hard limit at most),
+// and clamps max_connections, with a warning, where even the hard limit is too low: a connection
+// past the limit would otherwise wait unanswered for a descriptor.
+void FitConnectionsToFileLimit(net::HttpServerLimits& limits) {
+  rlimit files{};
+  if (::getrlimit(RLIMIT_NOFILE, &files) != 0) return;
+  const std::uint64_t wanted = limits.max_connections + kReservedDescriptors;
+  if (files.rlim_cur != RLIM_INFINITY && files.rlim_cur < wanted) {
+    rlimit raised = files;
+    raised.rlim_cur =
+        files.rlim_max == RLIM_INFINITY ? wanted : std::min<rlim_t>(wanted, files.rlim_max);
+    if (::setrlimit(RLIMIT_NOFILE, &raised) == 0) files = raised;
+  }
+  if (files.rlim_cur == RLIM_INFINITY || files.rlim_cur >= wanted) return;
+  const std::uint64_t fit =
+      files.rlim_cur > kReservedDescriptors + 1 ? files.rlim_cur - kReservedDescriptors : 1;
+  spdlog::warn(
+      "--max-connections {} is above what the limit on open files ({}) allows; serving "
+      "at most {} connections (raise `ulimit -n` for more)",
+      limits.max_connections, static_cast<std::uint64_t>(files.rlim_cur), fit);
+  limits.max_connections = fit;
+}
+
+}  // namespace
 
 Result<std::unique_ptr<Server>> Server::Start(ServerOptions options) {
   auto server = std::unique_ptr<Server>(new Server());
@@ -84,6 +117,7 @@ Result<std::unique_ptr<Server>> Server::Start(ServerOptions options) {
   s.watcher_ = std::make_unique<RegistryWatcher>(
       *s.registry_, options.registry_poll,
       [management = s.management_.get()] { management->RegistryChanged(); });
+  FitConnectionsToFileLimit(options.http.limits);
   s.options_ = std::move(options);
   GSHARE_ASSIGN_OR_RETURN(s.http_,
                           net::HttpServer::Start(

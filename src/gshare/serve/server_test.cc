@@ -671,5 +671,31 @@ TEST_F(ServerTest, LargeBodiesParseOffTheIoThreadAndNobodyWaitsBehindThem) {
   }
 }
 
+// A spec this node can never hold is a bad spec (400), not a full node (429); and what a tenant
+// is told names no path of the node: a missing model file by its name in the tenant's folder.
+TEST_F(ServerTest, SpecsBeyondTheNodeAre400AndErrorsNameNoNodePaths) {
+  Start();
+  const std::string acme = AddTenant("acme");
+  const std::string root = dir_.path().string();
+  const auto refused = [&](std::string spec, int status) {
+    auto answer = client_->Send("POST", "/api/v1/functions", acme, spec);
+    ASSERT_TRUE(answer);
+    EXPECT_EQ(answer->result_int(), status) << answer->body();
+    EXPECT_EQ(answer->body().find(root), std::string::npos) << answer->body();
+    EXPECT_EQ(answer->body().find(GSHARE_FUNCTION_PROGRAM), std::string::npos) << answer->body();
+  };
+  std::string huge(kEchoSpec);
+  huge.replace(huge.find("model_size: 1Mi"), 15, "model_size: 9223372036854775807");
+  huge.replace(huge.find("gpu_memory: 8Mi"), 15, "gpu_memory: 9223372036854775807");
+  refused(huge, 400);
+  refused(std::string(kEchoSpec) + "min_instances: 10000\n", 400);
+  refused(std::string(kEchoSpec) + "model_files: [/etc/hostname]\n", 403);
+  refused(std::string(kEchoSpec) + "model_files: [missing.bin]\n", 400);
+  auto missing = client_->Send("POST", "/api/v1/functions", acme,
+                               std::string(kEchoSpec) + "model_files: [missing.bin]\n");
+  ASSERT_TRUE(missing);
+  EXPECT_NE(missing->body().find("missing.bin"), std::string::npos) << missing->body();
+}
+
 }  // namespace
 }  // namespace gshare::serve
