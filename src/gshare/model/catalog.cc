@@ -1,5 +1,6 @@
 #include "gshare/model/catalog.h"
 
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
 #include <fmt/format.h>
@@ -8,6 +9,7 @@
 #include <charconv>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -521,8 +523,46 @@ Result<Catalog> ParseCatalogNodes(const YAML::Node& root, std::string_view sourc
   return catalog;
 }
 
+// Refuses YAML aliases (`*name`) before the text is loaded: a catalog or a spec needs none, and
+// an alias makes a node share (or contain) another, so a walk of a few bytes of text could grow
+// without bound (a node holding itself, or "billion laughs" chains).
+class AliasRefuser final : public YAML::EventHandler {
+ public:
+  void OnDocumentStart(const YAML::Mark&) override {}
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnAlias(const YAML::Mark& mark, YAML::anchor_t) override {
+    if (!alias) alias = mark;
+  }
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                const std::string&) override {}
+  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                       YAML::EmitterStyle::value) override {}
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                  YAML::EmitterStyle::value) override {}
+  void OnMapEnd() override {}
+
+  std::optional<YAML::Mark> alias;
+};
+
+// Throws YAML::Exception for malformed text, as YAML::Load does.
+Status CheckNoAliases(std::string_view yaml_text, std::string_view source) {
+  std::istringstream stream{std::string(yaml_text)};
+  YAML::Parser parser(stream);
+  AliasRefuser refuser;
+  while (parser.HandleNextDocument(refuser)) {
+    if (refuser.alias) {
+      return InvalidArgument(fmt::format("{}:{}:{}: YAML aliases are not accepted", source,
+                                         refuser.alias->line + 1, refuser.alias->column + 1));
+    }
+  }
+  return Status::Ok();
+}
+
 // A key given twice in one map: YAML forbids it, and yaml-cpp would keep one of the two without a
-// word. Iterative, so that no nesting depth reaches the stack.
+// word. Iterative, so that no nesting depth reaches the stack; the text has no alias (checked
+// before), so every node is visited once.
 Status CheckNoDuplicateKeys(const YAML::Node& root, std::string_view source) {
   std::vector<YAML::Node> pending{root};
   while (!pending.empty()) {
@@ -550,6 +590,7 @@ Result<Catalog> ParseWithBase(std::string_view yaml_text, std::string_view sourc
                               const std::vector<GpuType>& base_types,
                               const std::filesystem::path& base_dir) {
   try {
+    GSHARE_RETURN_IF_ERROR(CheckNoAliases(yaml_text, source));
     const YAML::Node root = YAML::Load(std::string(yaml_text));
     GSHARE_RETURN_IF_ERROR(CheckNoDuplicateKeys(root, source));
     return ParseCatalogNodes(root, source, base_types, base_dir);
@@ -564,6 +605,7 @@ Result<FunctionSpec> ParseEntryText(std::string_view yaml_text, std::string_view
                                     std::string_view default_tenant,
                                     const std::filesystem::path& base_dir) {
   try {
+    GSHARE_RETURN_IF_ERROR(CheckNoAliases(yaml_text, source));
     const YAML::Node item = YAML::Load(std::string(yaml_text));
     if (!item || item.IsNull()) {
       return InvalidArgument(fmt::format("{}: the document is empty", source));

@@ -167,6 +167,22 @@ TEST(CatalogTest, AKeyGivenTwiceIsAnError) {
   EXPECT_EQ(entry.status().message(), "the request body:2:1: key 'name' is given twice");
 }
 
+// An alias is refused before the text is loaded: a node that holds itself, or a chain that
+// doubles at each step, would otherwise make a walk of a few bytes endless.
+TEST(CatalogTest, YamlAliasesAreRefused) {
+  EXPECT_EQ(ErrorOf("x: &a [*a, *a]\n"), "catalog.yaml:1:8: YAML aliases are not accepted");
+  std::string laughs = "a0: &a0 [1, 1]\n";
+  for (int i = 1; i < 40; ++i) {
+    laughs += fmt::format("a{}: &a{} [*a{}, *a{}]\n", i, i, i - 1, i - 1);
+  }
+  EXPECT_NE(ErrorOf(laughs).find("YAML aliases are not accepted"), std::string::npos);
+  const auto entry =
+      ParseFunctionEntry("name: &n a\nmodel: *n\nmodel_size: 1Mi\nexec_latency: 1ms\n",
+                         "the request body", "acme", "/models/acme");
+  ASSERT_FALSE(entry.ok());
+  EXPECT_NE(entry.status().message().find("YAML aliases are not accepted"), std::string::npos);
+}
+
 TEST(CatalogTest, RejectsInvalidValues) {
   const std::string head = "functions:\n  - name: f\n    model_size: 100Mi\n";
   EXPECT_NE(ErrorOf(head + "    gpu_memory: 50Mi\n    exec_latency: 1ms\n")

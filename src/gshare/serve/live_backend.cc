@@ -378,17 +378,17 @@ Status LiveBackend::Admit(const FunctionSpec& spec, bool by_admin) const {
   const GpuType& gpu = node_->gpu_type();
   const std::uint64_t memory = std::max(spec.gpu_memory_bytes, spec.model_bytes);
   if (memory > gpu.memory_bytes) {
-    return InvalidArgument(fmt::format(
-        "function '{}': it needs {} of GPU memory; this node's GPUs have {}", spec.name,
-        FormatBytes(memory), FormatBytes(gpu.memory_bytes)));
+    return InvalidArgument(
+        fmt::format("function '{}': it needs {} of GPU memory; this node's GPUs have {}", spec.name,
+                    FormatBytes(memory), FormatBytes(gpu.memory_bytes)));
   }
   const std::uint64_t per_gpu = memory == 0 ? gpu.memory_bytes : gpu.memory_bytes / memory;
   const std::uint64_t fit = per_gpu * node_->inventory().devices().size();
   for (const int instances : {spec.min_instances, spec.max_instances}) {
     if (instances > 0 && static_cast<std::uint64_t>(instances) > fit) {
-      return InvalidArgument(fmt::format(
-          "function '{}': {} instances do not fit on this node (at most {} of {} each)", spec.name,
-          instances, fit, FormatBytes(memory)));
+      return InvalidArgument(
+          fmt::format("function '{}': {} instances do not fit on this node (at most {} of {} each)",
+                      spec.name, instances, fit, FormatBytes(memory)));
     }
   }
   const auto models = options_.data_dir / "models" / spec.tenant;
@@ -605,20 +605,23 @@ Status LiveBackend::Undeploy(std::string_view tenant, std::string_view name) {
 }
 
 Result<std::size_t> LiveBackend::StopTenant(std::string_view tenant) {
+  // Out of the entries first, so that no load settling meanwhile makes a version current again;
+  // put back where the loop's work cannot be posted (shut down), so nothing is lost track of.
   std::vector<Key> keys;
+  std::vector<std::pair<Key, Entry>> taken;
   {
     MutexLock lock(mutex_);
     for (auto it = entries_.begin(); it != entries_.end();) {
       if (it->first.first == tenant) {
         keys.push_back(it->first);
+        taken.emplace_back(it->first, std::move(it->second));
         it = entries_.erase(it);
       } else {
         ++it;
       }
     }
   }
-  for (const Key& key : keys) (void)metrics_.RemoveFunction(key.second, key.first);
-  GSHARE_RETURN_IF_ERROR(Post([this, keys, tenant = std::string(tenant)] {
+  const Status posted = Post([this, keys, tenant = std::string(tenant)] {
     for (const Key& key : keys) {
       if (auto it = current_.find(key); it != current_.end()) Retire(it->second);
     }
@@ -630,7 +633,13 @@ Result<std::size_t> LiveBackend::StopTenant(std::string_view tenant) {
     for (const RequestId id : waiting) {
       node_->Cancel(id, Unavailable("the function's tenant was removed"));
     }
-  }));
+  });
+  if (!posted.ok()) {
+    MutexLock lock(mutex_);
+    for (auto& [key, entry] : taken) entries_.emplace(key, std::move(entry));
+    return posted;
+  }
+  for (const Key& key : keys) (void)metrics_.RemoveFunction(key.second, key.first);
   return keys.size();
 }
 

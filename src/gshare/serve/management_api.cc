@@ -279,7 +279,8 @@ void ManagementApi::Work() {
       if (stopping_) {
         left = queue_.TakeAll();
       } else if (reconcile_pending_) {
-        // Before the next request: a removed tenant's queued calls then meet its revoked key.
+        // Before the next request: the keys are current for what the worker does next (a call
+        // queued by a tenant removed meanwhile then finds no tenant in the registry).
         reconcile_pending_ = false;
         reconcile = true;
       } else {
@@ -661,6 +662,9 @@ HttpResponse ManagementApi::AddTenant(std::string_view body) {
   const std::string name = parsed->at("name").get<std::string>();
   const Result<std::string> key = keys_.AddTenant(name);
   if (!key.ok()) return RegistryErrorResponse(key.status());
+  if (const Result<TenantRecord> added = registry_.GetTenant(name); added.ok()) {
+    tenant_numbers_[name] = added->number;
+  }
   spdlog::info("tenant {} added", name);
   return JsonResponse(201, {{"name", name}, {"key", *key}});
 }
@@ -681,6 +685,7 @@ HttpResponse ManagementApi::RemoveTenant(const std::string& tenant) {
   }
   const Status removed = keys_.RemoveTenant(tenant);
   if (!removed.ok()) return RegistryErrorResponse(removed);
+  tenant_numbers_.erase(tenant);
   RemoveModelFolder(tenant);
   spdlog::info("tenant {} removed with its {} function(s)", tenant, records->size());
   return NoContent();
@@ -713,10 +718,17 @@ void ManagementApi::Reconcile() {
       spdlog::error("the registry changed, and its tenants could not be listed: {}",
                     tenants.status().ToString());
     } else {
-      std::set<std::string> present;
-      for (const TenantRecord& tenant : *tenants) present.insert(tenant.name);
+      // A tenant is the same one while its name keeps its number: one removed and added again
+      // between two polls is a new tenant, and the old one's functions stop all the same.
+      std::map<std::string, std::int64_t> present;
+      for (const TenantRecord& tenant : *tenants) present.emplace(tenant.name, tenant.number);
       for (const std::string& tenant : deployer_.Tenants()) {
-        if (present.contains(tenant)) continue;
+        const auto now = present.find(tenant);
+        const auto before = tenant_numbers_.find(tenant);
+        if (now != present.end() &&
+            (before == tenant_numbers_.end() || before->second == now->second)) {
+          continue;
+        }
         const Result<std::size_t> stopped = deployer_.StopTenant(tenant);
         if (!stopped.ok()) {
           spdlog::error(
@@ -725,10 +737,11 @@ void ManagementApi::Reconcile() {
               tenant, stopped.status().ToString());
           continue;
         }
-        RemoveModelFolder(tenant);
+        if (now == present.end()) RemoveModelFolder(tenant);  // a new tenant's is its own
         spdlog::info("tenant {} was removed from the registry: its {} function(s) stopped", tenant,
                      *stopped);
       }
+      tenant_numbers_ = std::move(present);
     }
   }
   MutexLock lock(queue_mutex_);
@@ -762,6 +775,7 @@ HttpResponse ManagementApi::RotateKey(const std::string& tenant) {
 Result<std::size_t> ManagementApi::DeployAll() {
   MutexLock change(change_mutex_);
   GSHARE_ASSIGN_OR_RETURN(const std::vector<TenantRecord> tenants, registry_.ListTenants());
+  for (const TenantRecord& tenant : tenants) tenant_numbers_[tenant.name] = tenant.number;
   // Loads run in parallel, at most kParallelLoads at once; every one has settled on return.
   struct Loads {
     Mutex mutex;

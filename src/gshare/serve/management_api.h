@@ -21,7 +21,8 @@
 // key there, then queues the request for the ManagementApi's one worker thread, which does the
 // registry and deployer work. Requests are therefore handled one at a time, in the order they
 // arrived from each caller, and callers take turns (a queue per tenant, and one for the admin,
-// served round-robin: one tenant's burst of calls delays another's by at most one call each),
+// served round-robin: one tenant's burst of calls delays another's by at most one call each; an
+// admin call on a tenant's namespace is ordered with the admin's other calls, not the tenant's),
 // which orders every change (a quota check and its write, a write and its deploy) against every
 // other; the server's max_in_flight bounds the queue. A request whose client went
 // away before its turn is not carried out (the client may ask again). A deploy (a create, an
@@ -41,6 +42,7 @@
 #include <deque>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -218,6 +220,8 @@ class ManagementApi {
 
   // Held for every request's work and by DeployAll: one change at a time.
   Mutex change_mutex_;
+  // Each tenant's number as this server last saw it (a name with a new number is a new tenant).
+  std::map<std::string, std::int64_t> tenant_numbers_ GUARDED_BY(change_mutex_);
 
   mutable Mutex queue_mutex_;
   CondVar queue_changed_;

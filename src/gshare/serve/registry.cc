@@ -39,9 +39,12 @@ CREATE TABLE functions (
 
 // Version 2: a tenant's number (its uid's offset) from a counter that never goes back, so that a
 // removed tenant's number, and with it its uid, is never given to another. Existing tenants keep
-// the number they had (their row id), and the counter starts above every one of them.
+// the number they had (their row id), and the counter starts above every one of them. (Under
+// version 1 the newest tenant's row id could be given again once it was removed: a tenant of a
+// version-1 registry may share a number with one removed before the upgrade.) An older gshare
+// writing the migrated file inserts number 0, which the unique index allows once.
 constexpr const char* kSchemaV2 = R"sql(
-ALTER TABLE tenants ADD COLUMN number INTEGER;
+ALTER TABLE tenants ADD COLUMN number INTEGER NOT NULL DEFAULT 0;
 UPDATE tenants SET number = id;
 CREATE UNIQUE INDEX tenants_by_number ON tenants(number);
 CREATE TABLE counters (

@@ -7,8 +7,8 @@
 namespace gshare::serve {
 
 RegistryWatcher::RegistryWatcher(Registry& registry, std::chrono::milliseconds interval,
-                                 std::function<void()> changed)
-    : registry_(registry), interval_(interval), changed_(std::move(changed)) {
+                                 std::function<void()> changed, std::optional<std::int64_t> since)
+    : registry_(registry), interval_(interval), changed_(std::move(changed)), since_(since) {
   thread_ = std::thread([this] { Run(); });
 }
 
@@ -27,8 +27,10 @@ std::uint64_t RegistryWatcher::polls() const {
 }
 
 void RegistryWatcher::Run() {
-  std::optional<std::int64_t> seen;
-  if (auto first = registry_.DataVersion(); first.ok()) seen = *first;
+  std::optional<std::int64_t> seen = since_;
+  if (!seen) {
+    if (auto first = registry_.DataVersion(); first.ok()) seen = *first;
+  }
   bool failing = false;
   while (true) {
     {

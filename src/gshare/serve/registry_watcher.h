@@ -3,14 +3,16 @@
 // the server's own connection, which changes exactly when another connection commits.
 //
 // Threading: one thread of its own polls every `interval` and calls `changed` on it when the
-// version moved (also for a poll that fails after one that worked, so that the reader looks
-// again). `changed` must not block for long. The destructor stops and joins the thread; the
-// registry must outlive the watcher.
+// version moved since `since` (the version the caller read its state at) or the last poll, and
+// on the first poll that works after one that failed (the change may have been missed). `changed`
+// must not block for long. The destructor stops and joins the thread; the registry must outlive the
+// watcher.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <thread>
 
 #include "gshare/common/mutex.h"
@@ -24,8 +26,10 @@ inline constexpr std::chrono::milliseconds kRegistryPollInterval{250};
 
 class RegistryWatcher {
  public:
+  // `since`: the data version the caller's state was read at (a change after it, before the
+  // watcher started, is reported at the first poll); nullopt: the version at the first poll.
   RegistryWatcher(Registry& registry, std::chrono::milliseconds interval,
-                  std::function<void()> changed);
+                  std::function<void()> changed, std::optional<std::int64_t> since);
   ~RegistryWatcher();
   RegistryWatcher(const RegistryWatcher&) = delete;
   RegistryWatcher& operator=(const RegistryWatcher&) = delete;
@@ -39,6 +43,7 @@ class RegistryWatcher {
   Registry& registry_;
   const std::chrono::milliseconds interval_;
   const std::function<void()> changed_;
+  const std::optional<std::int64_t> since_;
   mutable Mutex mutex_;
   CondVar stop_;
   bool stopping_ GUARDED_BY(mutex_) = false;

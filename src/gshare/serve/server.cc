@@ -61,6 +61,9 @@ Result<std::unique_ptr<Server>> Server::Start(ServerOptions options) {
   }
   GSHARE_RETURN_IF_ERROR(EnsureDataDir(options.data_dir));
   GSHARE_ASSIGN_OR_RETURN(s.registry_, Registry::Open(options.data_dir));
+  // The registry's version before the keys and functions are read from it: a change by another
+  // process from here on (during a long start, say) is seen by the watcher's first poll.
+  GSHARE_ASSIGN_OR_RETURN(const std::int64_t registry_version, s.registry_->DataVersion());
   if (::chmod(s.registry_->path().c_str(), 0600) != 0) {
     return IoError(fmt::format("chmod {}: {}", s.registry_->path().string(), std::strerror(errno)));
   }
@@ -94,13 +97,20 @@ Result<std::unique_ptr<Server>> Server::Start(ServerOptions options) {
   // As root, tenants run as uids of a range this data directory holds on the host, which no other
   // server here gives out.
   if (::geteuid() == 0 && options.backend.node.host.distinct_uids) {
-    auto range = ClaimUidRange(options.uid_ledger, options.data_dir.string());
+    // Canonical: another spelling of the same folder (a symlink, a trailing slash) is the same
+    // owner.
+    std::error_code canonical_error;
+    const std::filesystem::path owner =
+        std::filesystem::weakly_canonical(options.data_dir, canonical_error);
+    auto range = ClaimUidRange(options.uid_ledger,
+                               canonical_error ? options.data_dir.string() : owner.string());
     if (!range.ok()) {
       return Status(range.status().code(),
                     fmt::format("the tenants' uid range (--uid-ledger {}): {}",
                                 options.uid_ledger.string(), range.status().message()));
     }
     options.backend.node.host.first_uid = range->first;
+    options.backend.node.host.uid_count = range->count;
     s.tenant_first_uid_ = range->first;
   }
   GSHARE_ASSIGN_OR_RETURN(s.backend_, LiveBackend::Create(*s.metrics_, options.backend));
@@ -116,7 +126,7 @@ Result<std::unique_ptr<Server>> Server::Start(ServerOptions options) {
   GSHARE_ASSIGN_OR_RETURN(s.deployed_at_start_, s.management_->DeployAll());
   s.watcher_ = std::make_unique<RegistryWatcher>(
       *s.registry_, options.registry_poll,
-      [management = s.management_.get()] { management->RegistryChanged(); });
+      [management = s.management_.get()] { management->RegistryChanged(); }, registry_version);
   FitConnectionsToFileLimit(options.http.limits);
   s.options_ = std::move(options);
   GSHARE_ASSIGN_OR_RETURN(s.http_,
@@ -144,6 +154,9 @@ void Server::Wait() {
   if (waited_) return;
   waited_ = true;
   if (http_ != nullptr) http_->Wait();
+  // No parse hands a request to the backend once it has shut down: the jobs still queued are
+  // answered 503, the one running finishes first.
+  parse_pool_.reset();
   if (backend_ != nullptr) backend_->Shutdown();
 }
 

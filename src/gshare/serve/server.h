@@ -107,8 +107,9 @@ class Server {
   std::unique_ptr<TenantKeys> keys_;
   std::unique_ptr<metrics::GshareMetrics> metrics_;
   std::unique_ptr<LiveBackend> backend_;
-  std::unique_ptr<ParsePool> parse_pool_;  // before the backend goes: its jobs call it
   std::unique_ptr<Front> front_;
+  // Goes before the Front and the backend, whose code its jobs run (Wait stops it first).
+  std::unique_ptr<ParsePool> parse_pool_;
   std::unique_ptr<ManagementApi> management_;
   std::unique_ptr<RegistryWatcher> watcher_;
   std::unique_ptr<net::HttpServer> http_;

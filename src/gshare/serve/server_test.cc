@@ -641,6 +641,23 @@ TEST_F(ServerTest, LargeBodiesParseOffTheIoThreadAndNobodyWaitsBehindThem) {
   ASSERT_GT(large.size(), kInlineParseBytes);
   std::vector<std::optional<HttpClientResponse>> answers(4);
   std::vector<std::thread> senders;
+  const auto open_gate = [&] {
+    {
+      std::lock_guard lock(gate_mutex);
+      open = true;
+    }
+    gate_changed.notify_all();
+  };
+  // However the test ends, the gate opens and the senders are joined before the locals go.
+  struct Finally {
+    std::function<void()> run;
+    ~Finally() { run(); }
+  } finally{[&] {
+    open_gate();
+    for (std::thread& sender : senders) {
+      if (sender.joinable()) sender.join();
+    }
+  }};
   for (std::size_t i = 0; i < answers.size(); ++i) {
     senders.emplace_back([&, i] {
       HttpClientForTest client(server_->port());
@@ -658,11 +675,7 @@ TEST_F(ServerTest, LargeBodiesParseOffTheIoThreadAndNobodyWaitsBehindThem) {
   auto live = client.Send("GET", "/v2/health/live");
   ASSERT_TRUE(live);
   EXPECT_EQ(live->result_int(), 200);
-  {
-    std::lock_guard lock(gate_mutex);
-    open = true;
-  }
-  gate_changed.notify_all();
+  open_gate();
   for (std::thread& sender : senders) sender.join();
   for (const auto& answer : answers) {
     ASSERT_TRUE(answer);
@@ -695,6 +708,41 @@ TEST_F(ServerTest, SpecsBeyondTheNodeAre400AndErrorsNameNoNodePaths) {
                                std::string(kEchoSpec) + "model_files: [missing.bin]\n");
   ASSERT_TRUE(missing);
   EXPECT_NE(missing->body().find("missing.bin"), std::string::npos) << missing->body();
+}
+
+// A tenant removed and added again under its name between two looks at the registry is a new
+// tenant: the old one's function stops, its key is refused, and the new key works.
+TEST_F(ServerTest, ATenantRemovedAndAddedAgainBesideTheServerIsANewTenant) {
+  Start();
+  const std::string acme = AddTenant("acme");
+  Deploy(acme, kEchoSpec, "echo");
+  const std::filesystem::path data = dir_.path() / "data";
+  auto registry = Registry::Open(data);
+  ASSERT_TRUE(registry.ok()) << registry.status().ToString();
+  auto secret = ServerSecret::LoadOrCreate(data);
+  ASSERT_TRUE(secret.ok());
+  auto keys = TenantKeys::Open(**registry, std::move(secret).value());
+  ASSERT_TRUE(keys.ok());
+  const std::uint64_t before = server_->management().reconciled();
+  ASSERT_TRUE((*keys)->RemoveTenant("acme").ok());
+  auto again = (*keys)->AddTenant("acme");
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  // One look at the registry or two, depending on when the polls fell: after at most two, the
+  // new key is known.
+  ASSERT_TRUE(server_->management().WaitUntilReconciled(before + 1, std::chrono::seconds(60)));
+  auto welcomed = client_->Send("GET", "/api/v1/functions", *again);
+  ASSERT_TRUE(welcomed);
+  if (welcomed->result_int() == 401) {
+    ASSERT_TRUE(server_->management().WaitUntilReconciled(before + 2, std::chrono::seconds(60)));
+    welcomed = client_->Send("GET", "/api/v1/functions", *again);
+    ASSERT_TRUE(welcomed);
+  }
+  EXPECT_EQ(welcomed->result_int(), 200) << welcomed->body();
+  EXPECT_TRUE(Json(welcomed)["functions"].empty()) << welcomed->body();
+  EXPECT_EQ(server_->backend().StatusOf("acme", "echo").status().code(), StatusCode::kNotFound);
+  auto old_key = client_->Send("GET", "/api/v1/functions", acme);
+  ASSERT_TRUE(old_key);
+  EXPECT_EQ(old_key->result_int(), 401);
 }
 
 }  // namespace

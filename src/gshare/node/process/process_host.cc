@@ -59,6 +59,7 @@ ProcessHost::ProcessHost(LoopClock& clock, std::vector<InstanceCommand> commands
   const auto absolute = std::filesystem::absolute(run_dir_, error);
   if (!error) run_dir_ = absolute.lexically_normal().string();
   auto identities = TenantIdentities::Create({.base_uid = options_.first_uid,
+                                              .count = options_.uid_count,
                                               .switch_uid = options_.distinct_uids,
                                               .number_of = options_.tenant_number},
                                              ::geteuid());

@@ -80,8 +80,9 @@ class RequestSource {
 };
 
 struct ProcessHostOptions {
-  std::string run_dir;      // sockets and logs live here; it must exist
-  uid_t first_uid = 70000;  // tenants' uids when the node runs as root
+  std::string run_dir;              // sockets and logs live here; it must exist
+  uid_t first_uid = 70000;          // tenants' uids when the node runs as root: from first_uid,
+  std::uint32_t uid_count = 10000;  // this many
   bool distinct_uids = true;
   // A tenant's fixed number, so that its uid is first_uid + the number in every run (the server's
   // registry gives it); unset: numbers in the order tenants are first seen in this run.

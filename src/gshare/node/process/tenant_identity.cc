@@ -45,15 +45,17 @@ TenantIdentities::TenantIdentities(TenantIdentityOptions options, bool switches_
 
 Result<std::optional<ProcessIdentity>> TenantIdentities::ForTenant(const std::string& tenant) {
   if (!switches_uid_) return std::optional<ProcessIdentity>();
-  auto it = assigned_.find(tenant);
-  if (it == assigned_.end() && options_.number_of) {
+  if (options_.number_of) {
+    // Asked every time: a tenant removed and added again under its name has a new number.
     GSHARE_ASSIGN_OR_RETURN(const std::uint32_t number, options_.number_of(tenant));
     if (number >= options_.count) {
       return ResourceExhausted(fmt::format("tenant '{}' has number {}, beyond the {} uids from {}",
                                            tenant, number, options_.count, options_.base_uid));
     }
-    it = assigned_.emplace(tenant, static_cast<uid_t>(options_.base_uid + number)).first;
+    const auto uid = static_cast<uid_t>(options_.base_uid + number);
+    return std::optional<ProcessIdentity>(ProcessIdentity{uid, uid});
   }
+  auto it = assigned_.find(tenant);
   if (it == assigned_.end()) {
     if (assigned_.size() >= options_.count) {
       return ResourceExhausted(

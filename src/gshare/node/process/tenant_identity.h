@@ -25,7 +25,9 @@ struct TenantIdentityOptions {
   std::uint32_t count = 10000;
   bool switch_uid = true;  // false: the same-uid fallback even as root
   // A tenant's fixed number (below `count`): its uid is base_uid + the number, the same in every
-  // run of the node. Unset: numbers in the order tenants are first seen in this run.
+  // run of the node; asked at every ForTenant, so a tenant removed and added again under the same
+  // name gets its new number's uid. Unset: numbers in the order tenants are first seen in this
+  // run.
   std::function<Result<std::uint32_t>(const std::string&)> number_of{};
 };
 

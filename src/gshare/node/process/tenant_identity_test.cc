@@ -45,6 +45,21 @@ TEST(TenantIdentitiesTest, FixedNumbersGiveTheSameUidWhateverTheOrder) {
   EXPECT_EQ(ids->ForTenant("nobody").status().code(), StatusCode::kNotFound);
 }
 
+// The number is asked at every call: a tenant removed and added again under its name (a new
+// number) runs as its new uid, never as the old tenant's.
+TEST(TenantIdentitiesTest, ATenantAddedAgainGetsItsNewNumbersUid) {
+  std::uint32_t number = 4;
+  auto ids = TenantIdentities::Create(
+      {.base_uid = 70000,
+       .count = 10,
+       .number_of = [&](const std::string&) -> Result<std::uint32_t> { return number; }},
+      0);
+  ASSERT_TRUE(ids.ok());
+  EXPECT_EQ((*ids->ForTenant("acme"))->uid, 70004u);
+  number = 9;
+  EXPECT_EQ((*ids->ForTenant("acme"))->uid, 70009u);
+}
+
 TEST(TenantIdentitiesTest, SameUidFallbackWhenNotRootOrTurnedOff) {
   auto not_root = TenantIdentities::Create({}, /*effective_uid=*/1000);
   ASSERT_TRUE(not_root.ok());

@@ -88,9 +88,9 @@ Status WriteLedger(const std::filesystem::path& ledger, const std::vector<Claim>
 
 Result<UidRange> ClaimUidRange(const std::filesystem::path& ledger, const std::string& owner,
                                const UidClaimOptions& options) {
-  if (owner.empty() || owner.front() != '/' || owner.find_first_of(" \n\r") != std::string::npos) {
+  if (owner.empty() || owner.front() != '/' || owner.find_first_of("\n\r") != std::string::npos) {
     return InvalidArgument(
-        fmt::format("a uid range's owner must be an absolute path without spaces: '{}'", owner));
+        fmt::format("a uid range's owner must be an absolute path on one line: '{}'", owner));
   }
   if (options.count == 0 || options.lowest == 0 ||
       static_cast<std::uint64_t>(options.lowest) + options.count > options.highest) {
@@ -112,10 +112,12 @@ Result<UidRange> ClaimUidRange(const std::filesystem::path& ledger, const std::s
       return UidRange{static_cast<uid_t>(claim.first), static_cast<std::uint32_t>(claim.count)};
     }
   }
-  // The claims of owners that are gone free their ranges.
+  // The claims of owners that are gone free their ranges; an owner that cannot be looked at
+  // (a permission, an I/O error) is not gone.
   std::erase_if(claims, [](const Claim& claim) {
-    std::error_code ignored;
-    return !std::filesystem::exists(claim.owner, ignored);
+    std::error_code lookup;
+    const auto status = std::filesystem::symlink_status(claim.owner, lookup);
+    return status.type() == std::filesystem::file_type::not_found;
   });
   // The lowest aligned range that overlaps no claim.
   for (std::uint64_t first = options.lowest; first + options.count <= options.highest;

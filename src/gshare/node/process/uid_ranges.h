@@ -3,11 +3,11 @@
 // tenant could otherwise signal, trace or read the files of another's function.
 //
 // The ledger is a text file, one line per claim: `<first uid> <count> <owner>`, the owner being
-// the claiming server's data directory (an absolute path). A claim is kept while its owner
-// exists: the same owner gets the same range in every run (the files its tenants own stay
-// theirs), and a range is handed to another owner only once the folder that claimed it is gone
-// (with the files in it; a data directory on a volume that is not mounted counts as gone). Claims
-// are made under an exclusive lock on `<ledger>.lock` (flock), and the ledger is replaced by
+// the claiming server's data directory (an absolute path, the rest of the line). A claim is kept
+// while its owner exists: the same owner gets the same range in every run (the files its tenants
+// own stay theirs), and a range is handed to another owner only once the folder that claimed it is
+// gone (with the files in it; a data directory on a volume that is not mounted counts as gone).
+// Claims are made under an exclusive lock on `<ledger>.lock` (flock), and the ledger is replaced by
 // rename, so concurrent servers and a crash mid-write leave it whole.
 //
 // Thread-compatible free function; it blocks on the lock while another process claims.
@@ -40,7 +40,7 @@ struct UidClaimOptions {
 // The range `owner` holds in the ledger at `ledger`, claiming the lowest free one (aligned to
 // `count` from `lowest`, overlapping no other claim) when it holds none. Creates the ledger and its
 // folder (mode 0755, the file 0644) where missing. InvalidArgument for an owner that is not an
-// absolute path or holds a newline or space; FailedPrecondition for a ledger line that does not
+// absolute path on one line; FailedPrecondition for a ledger line that does not
 // parse (the line is named: it is never silently dropped); ResourceExhausted when no range is free;
 // IoError for what the file system refuses.
 Result<UidRange> ClaimUidRange(const std::filesystem::path& ledger, const std::string& owner,

@@ -107,7 +107,12 @@ TEST(UidRangesTest, BadOwnersLedgersAndAFullHostAreErrors) {
   ScratchDir dir;
   const auto ledger = dir.path() / "uid-ranges";
   EXPECT_EQ(ClaimUidRange(ledger, "relative").status().code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(ClaimUidRange(ledger, "/with space").status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(ClaimUidRange(ledger, "/two\nlines").status().code(), StatusCode::kInvalidArgument);
+  // A space is part of the owner's name (the rest of the line).
+  const std::string spaced = Owner(dir, "with space");
+  auto with_space = ClaimUidRange(ledger, spaced);
+  ASSERT_TRUE(with_space.ok()) << with_space.status().ToString();
+  EXPECT_EQ(ClaimUidRange(ledger, spaced)->first, with_space->first);
   auto full =
       ClaimUidRange(ledger, Owner(dir, "a"), {.lowest = 1000, .count = 10, .highest = 1010});
   ASSERT_TRUE(full.ok());
@@ -118,7 +123,7 @@ TEST(UidRangesTest, BadOwnersLedgersAndAFullHostAreErrors) {
   std::ofstream(ledger, std::ios::app) << "not a claim\n";
   const auto broken = ClaimUidRange(ledger, Owner(dir, "c"));
   EXPECT_EQ(broken.status().code(), StatusCode::kFailedPrecondition);
-  EXPECT_NE(broken.status().message().find("line 2"), std::string::npos)
+  EXPECT_NE(broken.status().message().find("line 3"), std::string::npos)
       << broken.status().message();
 }
 
