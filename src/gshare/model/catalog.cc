@@ -551,11 +551,11 @@ Status CheckNoAliases(std::string_view yaml_text, std::string_view source) {
   std::istringstream stream{std::string(yaml_text)};
   YAML::Parser parser(stream);
   AliasRefuser refuser;
-  while (parser.HandleNextDocument(refuser)) {
-    if (refuser.alias) {
-      return InvalidArgument(fmt::format("{}:{}:{}: YAML aliases are not accepted", source,
-                                         refuser.alias->line + 1, refuser.alias->column + 1));
-    }
+  // The first document only, as YAML::Load reads (the rest of a stream is never looked at).
+  parser.HandleNextDocument(refuser);
+  if (refuser.alias) {
+    return InvalidArgument(fmt::format("{}:{}:{}: YAML aliases are not accepted", source,
+                                       refuser.alias->line + 1, refuser.alias->column + 1));
   }
   return Status::Ok();
 }
