@@ -30,8 +30,8 @@ std::optional<int> StatusForParseError(const boost::system::error_code& error);
 
 // Checks made once the header is in, before the body is read: 505 for a version other than 1.0
 // and 1.1, 400 for an HTTP/1.1 request without exactly one Host (any request with two), for two
-// Authorization fields, for a target that is not printable ASCII (RFC 9112: bytes outside it must be
-// percent-encoded) and for a Transfer-Encoding that does not end in chunked, 413 for a declared
+// Authorization fields, for a target that is not printable ASCII (RFC 9112: bytes outside it must
+// be percent-encoded) and for a Transfer-Encoding that does not end in chunked, 413 for a declared
 // body past `limits.body_bytes`. nullopt when it may go on.
 // The error message goes to `message`.
 std::optional<int> CheckRequestHeader(const RequestParser& parser, const HttpServerLimits& limits,
