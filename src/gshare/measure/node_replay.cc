@@ -15,6 +15,7 @@
 
 #include "examples/runtime/example_weights.h"
 #include "examples/runtime/output_checker.h"
+#include "gshare/measure/replay_window.h"
 #include "gshare/node/launch_plan.h"
 #include "gshare/node/live_node.h"
 #include "gshare/node/memory_sampler.h"
@@ -218,17 +219,7 @@ Result<NodeReplayResult> RunNodeReplay(const NodeReplayOptions& options) {
   Workload workload = std::move(built).value();
   // The first --duration of trace time, at --speedup.
   const Duration horizon = options.duration;
-  std::vector<Request> requests;
-  for (const Request& r : workload.requests) {
-    if (r.arrival - TimePoint{} >= horizon) break;
-    Request scaled = r;
-    scaled.id = requests.size();
-    scaled.arrival = TimePoint{} +
-                     Duration(static_cast<Duration::rep>(
-                         static_cast<double>((r.arrival - TimePoint{}).count()) / options.speedup));
-    scaled.deadline = scaled.arrival + (r.deadline - r.arrival);
-    requests.push_back(scaled);
-  }
+  std::vector<Request> requests = ReplayWindow(workload.requests, horizon, options.speedup);
   if (requests.empty()) return BadInput("the trace has no request in the replayed window");
   workload.requests = requests;
   workload.exec_times.clear();

@@ -12,6 +12,7 @@
 #include "examples/runtime/example_weights.h"
 #include "gshare/measure/replay_prediction.h"
 #include "gshare/measure/replay_server.h"
+#include "gshare/measure/replay_window.h"
 #include "gshare/model/catalog.h"
 #include "gshare/sim/figures.h"
 #include "gshare/sim/report.h"
@@ -73,17 +74,9 @@ Result<ReplayInputs> ReadInputs(const ServerReplayOptions& options) {
   workload.trace_path = options.trace;
   workload.trace_format = std::string(TraceFormatName(format));
 
-  std::vector<Request> requests;
-  for (const Request& r : workload.requests) {
-    if (horizon && r.arrival - TimePoint{} >= *horizon) break;
-    Request scaled = r;
-    scaled.id = requests.size();
-    scaled.arrival = TimePoint{} +
-                     Duration(static_cast<Duration::rep>(
-                         static_cast<double>((r.arrival - TimePoint{}).count()) / options.speedup));
-    scaled.deadline = scaled.arrival + (r.deadline - r.arrival);
-    requests.push_back(scaled);
-    inputs.plan.push_back({scaled.id, scaled.function, scaled.arrival - TimePoint{}});
+  std::vector<Request> requests = ReplayWindow(workload.requests, horizon, options.speedup);
+  for (const Request& r : requests) {
+    inputs.plan.push_back({r.id, r.function, r.arrival - TimePoint{}});
   }
   if (requests.empty()) return InvalidArgument("the trace has no request in the replayed window");
   workload.requests = std::move(requests);
