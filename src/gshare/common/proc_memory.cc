@@ -75,6 +75,8 @@ Result<ProcessMemory> ParseProcStatus(std::string_view text) {
       field = &memory.rss_file_bytes;
     } else if (name == "RssShmem") {
       field = &memory.rss_shmem_bytes;
+    } else if (name == "VmHWM") {
+      field = &memory.peak_rss_bytes;
     } else {
       continue;
     }
@@ -91,5 +93,15 @@ Result<ProcessMemory> ReadProcessMemory(pid_t pid) {
 }
 
 Result<ProcessMemory> ReadOwnMemory() { return ReadStatusFile("/proc/self/status"); }
+
+Status ResetOwnPeakMemory() {
+  const int fd = ::open("/proc/self/clear_refs", O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return IoError(fmt::format("/proc/self/clear_refs: {}", std::strerror(errno)));
+  const ssize_t wrote = ::write(fd, "5", 1);
+  const int error = errno;
+  ::close(fd);
+  if (wrote != 1) return IoError(fmt::format("/proc/self/clear_refs: {}", std::strerror(error)));
+  return Status::Ok();
+}
 
 }  // namespace gshare

@@ -34,6 +34,7 @@ TEST(ProcMemoryTest, ParsesTheResidentSetAndItsParts) {
   EXPECT_EQ(memory->rss_anon_bytes, 283764ull * 1024);
   EXPECT_EQ(memory->rss_file_bytes, 10600ull * 1024);
   EXPECT_EQ(memory->rss_shmem_bytes, 2468000ull * 1024);
+  EXPECT_EQ(memory->peak_rss_bytes, 2800000ull * 1024);
 }
 
 TEST(ProcMemoryTest, MissingPartsAreZeroAndAMissingResidentSetIsAnError) {

@@ -3,16 +3,18 @@
 // Parsing takes text from anyone (a client, a function process) and either returns a message
 // whose every tensor satisfies the Tensor invariants, or InvalidArgument with a message fit to
 // return to a client as {"error": "..."}. It checks: required fields and their JSON types;
-// tensor names non-empty and unique; datatype names; shape dimensions non-negative integers;
-// data given flat (row-major) or nested exactly as the shape; each element valid for its
-// datatype (BOOL: true/false; integer types: an integer within the type's range; FP16, FP32,
-// FP64: a number within the type's finite range, FP16 rounded to nearest even; BYTES: a string).
-// The ParseLimits bound the text, the nesting, the number of tensors, and the total elements and
-// data bytes before anything of that size is allocated, so no input can exhaust memory or the
-// stack. (The text is parsed into a JSON tree first, which takes 16 to 32 bytes per JSON
-// value: max_text_bytes bounds it.) Tensor "parameters" are accepted and dropped, except
-// "binary_data_size" (the binary data extension), which is refused by name. Unknown fields are
-// ignored.
+// known fields given at most once; tensor names non-empty and unique; datatype names; shape
+// dimensions non-negative integers; data given flat (row-major) or nested exactly as the shape;
+// each element valid for its datatype (BOOL: true/false; integer types: an integer within the
+// type's range; FP16, FP32, FP64: a number within the type's finite range, FP16 rounded to nearest
+// even; BYTES: a string). The text is read in one pass of events (kserve_json_reader.cc), with no
+// JSON tree of the message: the ParseLimits bound the text, the nesting, the number of tensors,
+// the total elements and data bytes, and the values of all 'parameters' objects while it is
+// read, and nothing of a tensor's size is allocated before its shape passed them. A parsed
+// message holds its tensors' bytes; data that arrives before its tensor's 'datatype' or 'shape'
+// is held at nine bytes per element until the tensor's object ends. Tensor "parameters" are
+// read (bounded) and dropped, except "binary_data_size" (the binary data extension), which is
+// refused by name. Unknown fields are skipped without being kept.
 //
 // Serializing writes data flat. It fails (InvalidArgument) only for what JSON cannot carry: a
 // non-finite floating-point element, or a string that is not valid UTF-8. For every datatype,
@@ -35,6 +37,7 @@ struct ParseLimits {
   std::uint64_t max_elements = 16 * 1024 * 1024;      // elements of all tensors
   std::size_t max_tensors = 256;                      // inputs (or outputs) and requested outputs
   std::size_t max_depth = 32;                         // nesting of arrays and objects
+  std::size_t max_parameter_values = 4096;            // in all 'parameters' objects together
 };
 
 Result<InferRequest> ParseInferRequest(std::string_view json, const ParseLimits& limits = {});

@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include "gshare/protocol/allocation_counter_for_test.h"
 #include "gshare/tensor/half.h"
 
 namespace gshare {
@@ -270,6 +271,94 @@ TEST(KserveJsonTest, LimitsBoundTheInput) {
   for (int i = 1; i < 65; ++i) rank65 += ",1";
   EXPECT_EQ(RequestError(OneInput("INT8", rank65 + "]", "[1]")),
             "input 'x': shape has 65 dimensions (at most 64)");
+}
+
+TEST(KserveJsonTest, DataBeforeItsDatatypeAndShapeParsesTheSame) {
+  const std::string usual =
+      R"({"inputs":[{"name":"x","datatype":"INT16","shape":[2,2],"data":[[1,-2],[3,4]]}]})";
+  const std::string data_first =
+      R"({"inputs":[{"data":[[1,-2],[3,4]],"shape":[2,2],"name":"x","datatype":"INT16"}]})";
+  const auto a = ParseInferRequest(usual);
+  const auto b = ParseInferRequest(data_first);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(*a, *b);
+  EXPECT_EQ(ValuesOf<std::int16_t>(b->inputs[0]), (std::vector<std::int16_t>{1, -2, 3, 4}));
+  // Held elements are checked as the others, once the datatype is known.
+  EXPECT_EQ(RequestError(R"({"inputs":[{"data":[1,70000],"name":"x","datatype":"INT16",)"
+                         R"("shape":[2]}]})"),
+            "input 'x': data element 1 is not valid for INT16 (expected an integer in [-32768, "
+            "32767])");
+  EXPECT_EQ(RequestError(R"({"inputs":[{"data":["ab","cd"],"name":"x","datatype":"BYTES",)"
+                         R"("shape":[2]}]})"),
+            "OK");
+  // Held elements count against the limits while they are read.
+  ParseLimits limits;
+  limits.max_elements = 3;
+  EXPECT_EQ(RequestError(R"({"inputs":[{"name":"x","data":[1,2,3,4,5,6,7,8]}]})", limits),
+            "input 'x': data exceeds the limit on tensor elements");
+  // And data past the shape's count, in the usual order, is counted, not kept.
+  EXPECT_EQ(RequestError(OneInput("INT8", "[2]", "[1,2,3,4,5]")),
+            "input 'x': shape [2] has 2 elements but data has 5");
+  EXPECT_EQ(RequestError(OneInput("INT8", "[2]", R"([1,{"a":[1,2]}])")),
+            "input 'x': data element 1 is not valid for INT8 (expected an integer in [-128, 127])");
+}
+
+TEST(KserveJsonTest, KnownFieldsGivenTwiceAreRefused) {
+  EXPECT_EQ(RequestError(R"({"inputs":[],"inputs":[]})"), "'inputs' is given twice");
+  EXPECT_EQ(RequestError(R"({"id":"a","inputs":[],"id":"b"})"), "'id' is given twice");
+  EXPECT_EQ(RequestError(R"({"inputs":[{"name":"x","datatype":"INT8","shape":[1],"data":[1],)"
+                         R"("shape":[2]}]})"),
+            "input 'x': 'shape' is given twice");
+  EXPECT_EQ(RequestError(R"({"inputs":[],"outputs":[{"name":"a","name":"b"}]})"),
+            "requested output 0: 'name' is given twice");
+  // Unknown fields are skipped, however often and however large.
+  EXPECT_EQ(RequestError(R"({"x":[[1,2],{"y":3}],"inputs":[],"x":{"z":[]}})"), "OK");
+}
+
+TEST(KserveJsonTest, ParameterValuesAreBounded) {
+  ParseLimits limits;
+  limits.max_parameter_values = 3;
+  EXPECT_EQ(RequestError(R"({"parameters":{"a":1,"b":[2]},"inputs":[]})", limits), "OK");
+  EXPECT_EQ(RequestError(R"({"parameters":{"a":1,"b":[2,3]},"inputs":[]})", limits),
+            "'parameters' hold more than 3 values in all");
+  EXPECT_EQ(RequestError(R"({"parameters":{"a":1},"inputs":[{"name":"x","datatype":"INT8",)"
+                         R"("shape":[1],"data":[1],"parameters":{"b":2,"c":3,"d":4}}]})",
+                         limits),
+            "'parameters' hold more than 3 values in all");
+}
+
+// A JSON body of 4 Mi FP32 elements: parsing it allocates at most 1.25 times its tensor's bytes
+// (the tensor's storage, reserved once from its shape), and at most 3.5 times when the data comes
+// before the shape and is held until it arrives. A JSON tree of the message, as parsers build by
+// default, takes 16 bytes or more per element: four times the tensor's bytes at the least.
+TEST(KserveJsonTest, ParsingTakesASmallMultipleOfTheTensorsBytes) {
+  constexpr std::size_t kElements = 4 << 20;
+  constexpr std::size_t kTensorBytes = kElements * sizeof(float);
+  std::string data = "[";
+  data.reserve(kElements * 4 + 2);
+  for (std::size_t i = 0; i < kElements; ++i) data += i == 0 ? "0.5" : ",0.5";
+  data += "]";
+  const std::string shape = "[" + std::to_string(kElements) + "]";
+  const std::string usual = OneInput("FP32", shape, data);
+  const std::string data_first =
+      R"({"inputs":[{"name":"x","data":)" + data + R"(,"datatype":"FP32","shape":)" + shape + "}]}";
+  auto peak_of_parse = [](const std::string& text) -> std::size_t {
+    const std::size_t before = testing::AllocatedBytes();
+    testing::ResetPeakAllocatedBytes();
+    const auto request = ParseInferRequest(text);
+    EXPECT_TRUE(request.ok()) << request.status().ToString();
+    EXPECT_TRUE(request.ok() && request->inputs.size() == 1 &&
+                request->inputs[0].element_count() == static_cast<std::int64_t>(kElements));
+    return testing::PeakAllocatedBytes() - before;
+  };
+  const double usual_ratio = static_cast<double>(peak_of_parse(usual)) / kTensorBytes;
+  const double data_first_ratio = static_cast<double>(peak_of_parse(data_first)) / kTensorBytes;
+  EXPECT_LE(usual_ratio, 1.25);
+  EXPECT_LE(data_first_ratio, 3.5);
+  std::printf(
+      "parse of %zu FP32 elements (%zu bytes of text): at most %.2fx the tensor's bytes "
+      "allocated (usual order), %.2fx (data first)\n",
+      kElements, usual.size(), usual_ratio, data_first_ratio);
 }
 
 TEST(KserveJsonTest, SerializeRefusesWhatJsonCannotCarry) {

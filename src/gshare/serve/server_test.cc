@@ -23,6 +23,7 @@
 #include <thread>
 #include <vector>
 
+#include "gshare/common/proc_memory.h"
 #include "gshare/serve/http_client_for_test.h"
 #include "gshare/serve/temp_dir_for_test.h"
 
@@ -471,17 +472,12 @@ timeout: 10s
   EXPECT_EQ(live->result_int(), 200);
 }
 
-// The process's peak resident memory since the last ResetPeakMemory, in bytes; nullopt where the
-// kernel does not say.
+// The process's peak resident memory since the last ResetOwnPeakMemory, in bytes.
 std::optional<std::uint64_t> PeakMemory() {
-  std::ifstream status("/proc/self/status");
-  std::string line;
-  while (std::getline(status, line)) {
-    if (line.starts_with("VmHWM:")) return std::stoull(line.substr(6)) * 1024;
-  }
-  return std::nullopt;
+  const auto memory = ReadOwnMemory();
+  if (!memory.ok() || memory->peak_rss_bytes == 0) return std::nullopt;
+  return memory->peak_rss_bytes;
 }
-bool ResetPeakMemory() { return static_cast<bool>(std::ofstream("/proc/self/clear_refs") << "5"); }
 
 // 50 clients without a key announce 60 MiB bodies at once, half with `Expect: 100-continue`
 // (answered at once, no body sent) and half sending the body until the server stops reading:
@@ -491,7 +487,7 @@ TEST_F(ServerTest, KeylessLargeBodiesAreRefusedBeforeTheyAreRead) {
   Start();
   const std::string acme = AddTenant("acme");
   Deploy(acme, kEchoSpec, "echo");
-  if (!ResetPeakMemory()) GTEST_SKIP() << "/proc/self/clear_refs cannot reset the peak";
+  if (!ResetOwnPeakMemory().ok()) GTEST_SKIP() << "/proc/self/clear_refs cannot reset the peak";
   const std::optional<std::uint64_t> before = PeakMemory();
   ASSERT_TRUE(before);
   constexpr int kClients = 50;
