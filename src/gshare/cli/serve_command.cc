@@ -47,6 +47,7 @@ struct ServeFlags {
   std::string policy = "gshare";
   unsigned io_threads = 0;
   std::string max_body = "64Mi";
+  std::string max_buffered = "1Gi";
   std::string max_header = "16Ki";
   std::string read_timeout = "30s";
   std::string idle_timeout = "60s";
@@ -157,6 +158,13 @@ Result<serve::ServerOptions> MakeOptions(const ServeFlags& flags) {
   options.http.io_threads = flags.io_threads;
   net::HttpServerLimits& limits = options.http.limits;
   GSHARE_ASSIGN_OR_RETURN(limits.body_bytes, ParseSize(flags.max_body, "--max-body", 1024, kGiB));
+  GSHARE_ASSIGN_OR_RETURN(options.max_buffered_bytes,
+                          ParseSize(flags.max_buffered, "--max-buffered", kMiB, 1024 * kGiB));
+  if (options.max_buffered_bytes < limits.body_bytes) {
+    return InvalidArgument(fmt::format("--max-buffered {} is less than one body (--max-body {})",
+                                       FormatBytes(options.max_buffered_bytes),
+                                       FormatBytes(limits.body_bytes)));
+  }
   GSHARE_ASSIGN_OR_RETURN(limits.header_bytes,
                           ParseSize(flags.max_header, "--max-header", 1024, kMiB));
   const Duration second = std::chrono::seconds(1);
@@ -304,7 +312,13 @@ void AddServeCommand(CLI::App& app, CommandContext& context) {
   cmd->add_option("--max-connections", flags->max_connections, "Open connections (503 beyond)")
       ->check(WholeIn(1, 1'000'000))
       ->capture_default_str();
-  cmd->add_option("--max-in-flight", flags->max_in_flight, "Requests in flight (503 beyond)")
+  cmd->add_option("--max-buffered", flags->max_buffered,
+                  "Bytes of inference bodies held at once, shared fairly between tenants (429 "
+                  "beyond a tenant's share)")
+      ->capture_default_str();
+  cmd->add_option("--max-in-flight", flags->max_in_flight,
+                  "Inference requests in flight, shared fairly between tenants (429 beyond a "
+                  "tenant's share)")
       ->check(WholeIn(1, 1'000'000))
       ->capture_default_str();
   cmd->add_option("--tenant-max-in-flight", flags->tenant_max_in_flight,

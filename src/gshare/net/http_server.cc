@@ -133,6 +133,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void Close() {
     if (phase_ == Phase::kClosed) return;
     phase_ = Phase::kClosed;
+    hold_.reset();
     Disarm();
     error_code ignored;
     socket_.shutdown(tcp::socket::shutdown_both, ignored);
@@ -246,13 +247,16 @@ class Connection : public std::enable_shared_from_this<Connection> {
       // `100 Continue`), then the connection is closed, so the body is never buffered.
       std::optional<HttpResponse> refusal;
       try {
-        refusal = server_.header_check(ToServerRequestHead(*parser_));
+        ServerRequest head = ToServerRequestHead(*parser_);
+        refusal = server_.header_check(head);
+        hold_ = std::move(head.hold);
       } catch (const std::exception& e) {
         refusal = JsonErrorResponse(500, fmt::format("the header check failed: {}", e.what()));
       } catch (...) {
         refusal = JsonErrorResponse(500, "the header check failed");
       }
       if (refusal) {
+        hold_.reset();
         // Without a body nothing is left unread, and the connection may serve the next request.
         keep_alive_ = parser_->is_done() && parser_->get().keep_alive();
         head_request_ = parser_->get().method() == http::verb::head;
@@ -287,6 +291,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   }
 
   void OnReadError(const error_code& error) {
+    hold_.reset();
     keep_alive_ = false;
     head_request_ = false;
     if (timed_out_) {
@@ -305,6 +310,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   void Dispatch() {
     Disarm();
+    std::shared_ptr<void> hold = std::move(hold_);  // dropped when the request is refused here
     auto& message = parser_->get();
     keep_alive_ = message.keep_alive();
     head_request_ = message.method() == http::verb::head;
@@ -322,6 +328,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     auto state = std::make_shared<Responder::State>(weak_from_this());
     exchange_ = state;
     ServerRequest request = ToServerRequest(*parser_);
+    request.hold = std::move(hold);
     parser_.reset();
     Watch();
     Responder responder(std::move(state));
@@ -423,9 +430,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool keep_alive_ = false;
   bool head_request_ = false;  // the answer carries no body
   unsigned version_ = 11;
-  bool counted_ = false;    // holds one of the max_in_flight places
-  bool watching_ = false;   // a Watch read is outstanding
-  bool peer_gone_ = false;  // the client closed or reset while a request was in flight
+  bool counted_ = false;        // holds one of the max_in_flight places
+  std::shared_ptr<void> hold_;  // the header check's, until the request goes to the handler
+  bool watching_ = false;       // a Watch read is outstanding
+  bool peer_gone_ = false;      // the client closed or reset while a request was in flight
   std::optional<HttpResponse> pending_;
   std::weak_ptr<Responder::State> exchange_;
   std::size_t lingered_bytes_ = 0;

@@ -91,6 +91,9 @@ struct ServerRequest {
   std::optional<std::uint64_t> declared_length = 0;
   std::vector<std::pair<std::string, std::string>> headers;  // every field, in arrival order
   std::string body;                                          // chunked encoding removed
+  // What the header check kept for this request (a share of a bounded resource, say): handed to
+  // the handler with the request, released when the last reference goes.
+  std::shared_ptr<void> hold;
 
   // The first field named `name` (case-insensitive), or "" when there is none.
   std::string_view Header(std::string_view name) const;
@@ -123,10 +126,12 @@ class HttpServer {
  public:
   using Handler = std::function<void(ServerRequest request, Responder responder)>;
   // Looks at a request whose header is complete and whose body is not read yet (`head.body` is
-  // empty): an answer refuses it (its route, method or key), nothing lets the server read the
-  // body and call the handler. Runs on an io thread, must not block; a check that throws refuses
-  // with 500.
-  using HeaderCheck = std::function<std::optional<HttpResponse>(const ServerRequest& head)>;
+  // empty): an answer refuses it (its route, method, key or the share it would take), nothing
+  // lets the server read the body and call the handler. It may set `head.hold`, which the server
+  // keeps while the body is read and hands to the handler in the request (or drops when the
+  // request fails first). Runs on an io thread, must not block; a check that throws refuses with
+  // 500.
+  using HeaderCheck = std::function<std::optional<HttpResponse>(ServerRequest& head)>;
 
   // Listens on options.host:options.port and starts the io threads. Without `check`, every
   // request whose header passes the limits is read whole and handed to `handler`.

@@ -30,7 +30,9 @@ Front::Front(FrontOptions options, const Authenticator& authenticator, Inference
       authenticator_(authenticator),
       backend_(backend),
       clock_(clock),
-      parse_pool_(parse_pool) {}
+      parse_pool_(parse_pool),
+      in_flight_share_(options_.max_in_flight),
+      body_share_(options_.max_buffered_bytes) {}
 
 net::HttpServer::Handler Front::Handler() {
   return [this](net::ServerRequest request, net::Responder responder) {
@@ -105,8 +107,46 @@ Front::Admission Front::Admit(const net::ServerRequest& request) const {
   return admission;
 }
 
-std::optional<HttpResponse> Front::CheckHead(const net::ServerRequest& head) const {
-  return Admit(head).refusal;
+namespace {
+
+// An inference request's places in the two shares, given back together.
+struct RequestShares {
+  FairShare::Hold in_flight;
+  FairShare::Hold body;
+};
+
+}  // namespace
+
+Result<std::shared_ptr<void>> Front::TakeShares(const std::string& tenant,
+                                                std::uint64_t body_bytes) {
+  std::optional<FairShare::Hold> place = in_flight_share_.Take(tenant, 1);
+  if (!place) {
+    return ResourceExhausted(
+        fmt::format("tenant '{}' has {} inference requests in flight, its share of the server's "
+                    "{} while other tenants use theirs; try again later",
+                    tenant, in_flight_share_.held_by(tenant), in_flight_share_.capacity()));
+  }
+  std::optional<FairShare::Hold> bytes = body_share_.Take(tenant, body_bytes);
+  if (!bytes) {
+    return ResourceExhausted(fmt::format(
+        "tenant '{}' has {} bytes of inference bodies held, its share of the server's {} while "
+        "other tenants use theirs; try again later",
+        tenant, body_share_.held_by(tenant), body_share_.capacity()));
+  }
+  auto shares = std::make_shared<RequestShares>();
+  shares->in_flight = std::move(*place);
+  shares->body = std::move(*bytes);
+  return std::shared_ptr<void>(std::move(shares));
+}
+
+std::optional<HttpResponse> Front::CheckHead(net::ServerRequest& head) {
+  Admission admission = Admit(head);
+  if (admission.refusal || admission.action != "infer") return std::move(admission.refusal);
+  auto shares = TakeShares(admission.tenant,
+                           head.declared_length.value_or(options_.parse_limits.max_text_bytes));
+  if (!shares.ok()) return JsonErrorResponse(429, shares.status().message());
+  head.hold = std::move(shares).value();
+  return std::nullopt;
 }
 
 void Front::Handle(net::ServerRequest request, net::Responder responder) {
@@ -129,13 +169,19 @@ void Front::Handle(net::ServerRequest request, net::Responder responder) {
     case Admission::Kind::kModel:
       break;
   }
+  std::shared_ptr<void> shares = std::move(request.hold);
+  if (admission.action == "infer" && !shares) {  // no header check took them
+    auto taken = TakeShares(admission.tenant, request.body.size());
+    if (!taken.ok()) return responder.Respond(JsonErrorResponse(429, taken.status().message()));
+    shares = std::move(taken).value();
+  }
   HandleModel(std::move(request.body), std::move(responder), admission.tenant, admission.name,
-              admission.version, admission.action);
+              admission.version, admission.action, std::move(shares));
 }
 
 void Front::HandleModel(std::string body, net::Responder responder, const std::string& tenant,
                         std::string_view name, std::optional<std::string_view> version,
-                        std::string_view action) {
+                        std::string_view action, std::shared_ptr<void> shares) {
   // Checked before the model is looked up, so the answer is the same whether it exists or not.
   if (version && *version != kModelVersion) {
     return responder.Respond(JsonErrorResponse(
@@ -158,21 +204,22 @@ void Front::HandleModel(std::string body, net::Responder responder, const std::s
   if (action == "ready") {
     return responder.Respond(JsonResponse(200, {{"name", model->name}, {"ready", true}}));
   }
-  Infer(std::move(body), std::move(responder), tenant, *model);
+  Infer(std::move(body), std::move(responder), tenant, *model, std::move(shares));
 }
 
 void Front::Infer(std::string body, net::Responder responder, const std::string& tenant,
-                  const ModelInfo& model) {
+                  const ModelInfo& model, std::shared_ptr<void> shares) {
   const TimePoint deadline = clock_.Now() + model.slo;  // from its arrival, parse time included
   if (parse_pool_ == nullptr || body.size() <= kInlineParseBytes) {
-    return ParseAndRun(body, std::move(responder), tenant, model, deadline);
+    return ParseAndRun(body, std::move(responder), tenant, model, deadline, std::move(shares));
   }
   auto shared_body = std::make_shared<const std::string>(std::move(body));
-  const Status queued = parse_pool_->Submit(
-      tenant, [this, shared_body, responder, tenant, model, deadline](const Status& go) {
+  const Status queued =
+      parse_pool_->Submit(tenant, [this, shared_body, responder, tenant, model, deadline,
+                                   shares = std::move(shares)](const Status& go) mutable {
         if (!go.ok()) return responder.Respond(JsonErrorResponse(503, go.message()));
         if (responder.Cancelled()) return;  // the client went away while it waited
-        ParseAndRun(*shared_body, responder, tenant, model, deadline);
+        ParseAndRun(*shared_body, responder, tenant, model, deadline, std::move(shares));
       });
   if (!queued.ok()) {
     responder.Respond(JsonErrorResponse(HttpStatusFor(queued.code()), queued.message()));
@@ -180,14 +227,15 @@ void Front::Infer(std::string body, net::Responder responder, const std::string&
 }
 
 void Front::ParseAndRun(std::string_view body, net::Responder responder, const std::string& tenant,
-                        const ModelInfo& model, TimePoint deadline) {
+                        const ModelInfo& model, TimePoint deadline, std::shared_ptr<void> shares) {
   Result<InferRequest> parsed = ParseInferRequest(body, options_.parse_limits);
   if (!parsed.ok()) return responder.Respond(JsonErrorResponse(400, parsed.status().message()));
 
   std::optional<std::string> id = parsed->id;
   const std::uint64_t ticket = backend_.Infer(
       tenant, model.name, std::move(parsed).value(), deadline,
-      [responder, id = std::move(id), name = model.name](Result<InferResponse> result) {
+      [responder, id = std::move(id), name = model.name,
+       shares = std::move(shares)](Result<InferResponse> result) mutable {
         if (!result.ok()) {
           const Status& status = result.status();
           if (status.code() == StatusCode::kNotFound) return responder.Respond(ModelNotFound(name));
@@ -204,6 +252,7 @@ void Front::ParseAndRun(std::string_view body, net::Responder responder, const s
               500, "the model's answer cannot be written as JSON: " + text.status().message()));
         }
         responder.Respond({200, std::move(text).value()});
+        shares.reset();
       });
   if (ticket != 0) responder.OnCancel([this, ticket] { backend_.Cancel(ticket); });
 }

@@ -7,6 +7,12 @@
 // by an Authenticator. A tenant sees only its own models: another tenant's model gets the very
 // bytes an unknown name gets, so no answer tells whether a name exists elsewhere.
 //
+// Shares: each inference request takes, from when its header is checked until it is answered,
+// one place of `max_in_flight` and its body's declared size (a chunked one: the largest allowed)
+// of `max_buffered_bytes`. Both are FairShares (common/fair_share.h): a tenant always gets an
+// equal share of each among the tenants active in it and may borrow what the others leave; a
+// request beyond what it may take is answered 429 before its body is read.
+//
 // Parsing: an inference body of at most kInlineParseBytes is parsed on the io thread; a larger one
 // on the ParsePool when one is given (the server's is), so that no io thread is held by it. Its
 // deadline is stamped when it arrives, before it waits for the pool.
@@ -18,12 +24,14 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "gshare/common/clock.h"
+#include "gshare/common/fair_share.h"
 #include "gshare/common/status.h"
 #include "gshare/common/units.h"
 #include "gshare/net/http_server.h"
@@ -91,6 +99,10 @@ struct FrontOptions {
   std::string server_version;  // empty: this build's version
   // Bounds on an inference request's JSON; a body past max_text_bytes is answered 413.
   ParseLimits parse_limits{};
+  // Inference requests between their header check and their answer, and the bytes of their
+  // bodies, shared fairly between tenants.
+  std::size_t max_in_flight = 1'024;
+  std::uint64_t max_buffered_bytes = 1ULL << 30;
 };
 
 class Front {
@@ -103,8 +115,17 @@ class Front {
   // Answers one request through `responder` (now, or later for an inference).
   void Handle(net::ServerRequest request, net::Responder responder);
   // The header check (HttpServer::HeaderCheck): the answer that refuses `head` for its route, its
-  // method, its key or its declared body size, or nothing. Handle makes the same checks again.
-  std::optional<net::HttpResponse> CheckHead(const net::ServerRequest& head) const;
+  // method, its key, its declared body size or the shares it would take, or nothing (then the
+  // shares are taken and kept in head.hold). Handle makes the same checks again, and takes the
+  // shares where the request comes without them.
+  std::optional<net::HttpResponse> CheckHead(net::ServerRequest& head);
+  // What `tenant` holds now of the in-flight places and of the body bytes (tests).
+  std::uint64_t InFlightHeldBy(const std::string& tenant) const {
+    return in_flight_share_.held_by(tenant);
+  }
+  std::uint64_t BufferedBytesHeldBy(const std::string& tenant) const {
+    return body_share_.held_by(tenant);
+  }
   // Handle, as an HttpServer::Handler bound to this Front.
   net::HttpServer::Handler Handler();
 
@@ -122,20 +143,26 @@ class Front {
   // path, the method, the key, the declared body size. Views are into `request.target`.
   Admission Admit(const net::ServerRequest& request) const;
 
+  // An inference request's shares, or the 429 that refuses them.
+  Result<std::shared_ptr<void>> TakeShares(const std::string& tenant, std::uint64_t body_bytes);
+
   void HandleModel(std::string body, net::Responder responder, const std::string& tenant,
                    std::string_view name, std::optional<std::string_view> version,
-                   std::string_view action);
+                   std::string_view action, std::shared_ptr<void> shares);
   void Infer(std::string body, net::Responder responder, const std::string& tenant,
-             const ModelInfo& model);
-  // Parses `body` and hands the request to the backend (on an io thread or the parse pool).
+             const ModelInfo& model, std::shared_ptr<void> shares);
+  // Parses `body` and hands the request to the backend (on an io thread or the parse pool);
+  // `shares` are kept until it is answered.
   void ParseAndRun(std::string_view body, net::Responder responder, const std::string& tenant,
-                   const ModelInfo& model, TimePoint deadline);
+                   const ModelInfo& model, TimePoint deadline, std::shared_ptr<void> shares);
 
   const FrontOptions options_;
   const Authenticator& authenticator_;
   InferenceBackend& backend_;
   const Clock& clock_;
   ParsePool* const parse_pool_;
+  FairShare in_flight_share_;
+  FairShare body_share_;
 };
 
 }  // namespace gshare::serve

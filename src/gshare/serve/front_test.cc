@@ -4,6 +4,8 @@
 
 #include <boost/beast/http.hpp>
 #include <cmath>
+#include <condition_variable>
+#include <functional>
 #include <limits>
 #include <map>
 #include <mutex>
@@ -96,6 +98,13 @@ class FakeBackend final : public InferenceBackend {
     Result<InferResponse> result = Run(request);
     std::lock_guard lock(mutex_);
     calls_.push_back({std::string(tenant), std::string(model), std::move(request), deadline});
+    if (model == "held") {
+      held_.push_back([done = std::move(done), result = std::move(result)]() mutable {
+        done(std::move(result));
+      });
+      held_changed_.notify_all();
+      return calls_.size();
+    }
     if (model == "later") {
       threads_.emplace_back([done = std::move(done), result = std::move(result)]() mutable {
         done(std::move(result));
@@ -108,6 +117,19 @@ class FakeBackend final : public InferenceBackend {
   void Cancel(std::uint64_t ticket) override {
     std::lock_guard lock(mutex_);
     cancelled_.push_back(ticket);
+  }
+  // Requests to a model named "held" wait, unanswered, until Answer.
+  void WaitUntilHeld(std::size_t count) {
+    std::unique_lock lock(mutex_);
+    held_changed_.wait(lock, [&] { return held_.size() >= count; });
+  }
+  void AnswerHeld() {
+    std::vector<std::function<void()>> held;
+    {
+      std::lock_guard lock(mutex_);
+      held.swap(held_);
+    }
+    for (auto& answer : held) answer();
   }
 
  private:
@@ -136,6 +158,8 @@ class FakeBackend final : public InferenceBackend {
   std::vector<Call> calls_;
   std::vector<std::uint64_t> cancelled_;
   std::vector<std::thread> threads_;
+  std::vector<std::function<void()>> held_;
+  std::condition_variable held_changed_;
 };
 
 constexpr std::string_view kEchoRequest = R"({
@@ -560,6 +584,105 @@ TEST_F(FrontTest, TheRegistrysKeysAuthenticate) {
   auto wrong = client.Send("GET", "/v2/models/mlp", kAlphaKey);
   ASSERT_TRUE(wrong);
   EXPECT_EQ(wrong->result_int(), 401u);
+}
+
+}  // namespace
+}  // namespace gshare::serve
+
+namespace gshare::serve {
+namespace {
+
+// One tenant holds every in-flight place the front has (4): the next of its requests gets 429,
+// while another tenant still gets its share (2) at once; once the first one's requests are
+// answered, everything it held is given back.
+TEST_F(FrontTest, ATenantHoldingEveryPlaceCannotKeepAnotherFromItsShare) {
+  backend_.Add("alpha", {.name = "held", .ready = true, .slo = std::chrono::seconds(100)});
+  backend_.Add("beta", {.name = "held", .ready = true, .slo = std::chrono::seconds(100)});
+  backend_.Add("beta", {.name = "mlp", .ready = true, .slo = std::chrono::seconds(1)});
+  FrontOptions options;
+  options.max_in_flight = 4;
+  Start({}, options);
+  std::vector<std::thread> alpha;
+  std::vector<unsigned> alpha_status(4, 0);
+  for (int i = 0; i < 4; ++i) {
+    alpha.emplace_back([&, i] {
+      Client client = Connect();
+      auto answer = client.Send("POST", "/v2/models/held/infer", kAlphaKey, kEchoRequest);
+      alpha_status[i] = answer ? answer->result_int() : 0;
+    });
+  }
+  backend_.WaitUntilHeld(4);
+  EXPECT_EQ(front_->InFlightHeldBy("alpha"), 4u);
+  EXPECT_GT(front_->BufferedBytesHeldBy("alpha"), 4 * (kEchoRequest.size() - 1));
+
+  Client client = Connect();
+  auto over = client.Send("POST", "/v2/models/mlp/infer", kAlphaKey, kEchoRequest);
+  ASSERT_TRUE(over);
+  EXPECT_EQ(over->result_int(), 429u);
+  EXPECT_NE(ErrorOf(*over).find("its share"), std::string::npos) << ErrorOf(*over);
+
+  // Beta's share is 2 of the 4 while alpha is active: two held requests, then 429.
+  std::vector<std::thread> beta;
+  std::vector<unsigned> beta_status(2, 0);
+  for (int i = 0; i < 2; ++i) {
+    beta.emplace_back([&, i] {
+      Client beta_client = Connect();
+      auto answer = beta_client.Send("POST", "/v2/models/held/infer", kBetaKey, kEchoRequest);
+      beta_status[i] = answer ? answer->result_int() : 0;
+    });
+  }
+  backend_.WaitUntilHeld(6);
+  auto beta_over = client.Send("POST", "/v2/models/mlp/infer", kBetaKey, kEchoRequest);
+  ASSERT_TRUE(beta_over);
+  EXPECT_EQ(beta_over->result_int(), 429u);
+
+  backend_.AnswerHeld();
+  for (std::thread& t : alpha) t.join();
+  for (std::thread& t : beta) t.join();
+  EXPECT_EQ(alpha_status, (std::vector<unsigned>(4, 200)));
+  EXPECT_EQ(beta_status, (std::vector<unsigned>(2, 200)));
+  EXPECT_EQ(front_->InFlightHeldBy("alpha"), 0u);
+  EXPECT_EQ(front_->BufferedBytesHeldBy("beta"), 0u);
+  auto again = client.Send("POST", "/v2/models/mlp/infer", kBetaKey, kEchoRequest);
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->result_int(), 200u);
+}
+
+// Bodies held count against the tenant's share of the buffered bytes, by their declared size at
+// the header check: a body beyond what the tenant may take is refused before it is read.
+TEST_F(FrontTest, BodiesBeyondATenantsShareOfTheBufferAre429) {
+  backend_.Add("alpha", {.name = "held", .ready = true, .slo = std::chrono::seconds(100)});
+  FrontOptions options;
+  options.max_buffered_bytes = 3 * kEchoRequest.size();
+  server_.reset();
+  front_ = std::make_unique<Front>(options, authenticator_, backend_, clock_);
+  net::HttpServerOptions server_options;
+  server_options.port = 0;
+  server_options.io_threads = 2;
+  auto server = net::HttpServer::Start(
+      server_options, front_->Handler(),
+      [front = front_.get()](net::ServerRequest& head) { return front->CheckHead(head); });
+  ASSERT_TRUE(server.ok());
+  server_ = std::move(server).value();
+
+  std::vector<std::thread> alpha;
+  for (int i = 0; i < 3; ++i) {
+    alpha.emplace_back([&] {
+      Client client = Connect();
+      auto answer = client.Send("POST", "/v2/models/held/infer", kAlphaKey, kEchoRequest);
+      EXPECT_TRUE(answer && answer->result_int() == 200u);
+    });
+  }
+  backend_.WaitUntilHeld(3);
+  EXPECT_EQ(front_->BufferedBytesHeldBy("alpha"), 3 * kEchoRequest.size());
+  Client client = Connect();
+  auto over = client.Send("POST", "/v2/models/mlp/infer", kAlphaKey, kEchoRequest);
+  ASSERT_TRUE(over);
+  EXPECT_EQ(over->result_int(), 429u);
+  EXPECT_NE(ErrorOf(*over).find("bytes of inference bodies"), std::string::npos);
+  backend_.AnswerHeld();
+  for (std::thread& t : alpha) t.join();
+  EXPECT_EQ(front_->BufferedBytesHeldBy("alpha"), 0u);
 }
 
 }  // namespace

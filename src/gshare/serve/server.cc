@@ -21,6 +21,8 @@ namespace {
 // Descriptors the server keeps for itself beyond its clients' connections: the registry, logs,
 // function processes' sockets and pipes, the GPUs.
 constexpr std::uint64_t kReservedDescriptors = 256;
+// Requests in flight beyond the inference ones: management, health, metrics.
+constexpr std::size_t kUntenantedInFlight = 256;
 
 // Raises the soft limit on open files as far as connections need (to the hard limit at most),
 // and clamps max_connections, with a warning, where even the hard limit is too low: a connection
@@ -116,7 +118,14 @@ Result<std::unique_ptr<Server>> Server::Start(ServerOptions options) {
   GSHARE_ASSIGN_OR_RETURN(s.backend_, LiveBackend::Create(*s.metrics_, options.backend));
   // The front stamps deadlines on the node's clock: one clock from a request's arrival to its run.
   s.parse_pool_ = std::make_unique<ParsePool>(options.parse_pool);
-  s.front_ = std::make_unique<Front>(FrontOptions{}, *s.keys_, *s.backend_, s.backend_->clock(),
+  // --max-in-flight is shared fairly between tenants by the front; the HTTP server's own bound,
+  // which counts every request, is the hard one above it (FairShare: at most twice its capacity
+  // is ever held), with room for the management API and health checks.
+  FrontOptions front;
+  front.max_in_flight = options.http.limits.max_in_flight;
+  front.max_buffered_bytes = options.max_buffered_bytes;
+  options.http.limits.max_in_flight = 2 * front.max_in_flight + kUntenantedInFlight;
+  s.front_ = std::make_unique<Front>(front, *s.keys_, *s.backend_, s.backend_->clock(),
                                      s.parse_pool_.get());
   ManagementApiOptions management;
   management.data_dir = options.data_dir;
@@ -135,7 +144,7 @@ Result<std::unique_ptr<Server>> Server::Start(ServerOptions options) {
                               [&s](net::ServerRequest request, net::Responder responder) {
                                 s.Handle(std::move(request), std::move(responder));
                               },
-                              [&s](const net::ServerRequest& head) { return s.CheckHead(head); }));
+                              [&s](net::ServerRequest& head) { return s.CheckHead(head); }));
   return server;
 }
 
@@ -169,7 +178,7 @@ constexpr std::string_view kMetricsAdminOnly =
 
 }  // namespace
 
-std::optional<net::HttpResponse> Server::CheckHead(const net::ServerRequest& head) const {
+std::optional<net::HttpResponse> Server::CheckHead(net::ServerRequest& head) {
   const std::string_view path = std::string_view(head.target).substr(0, head.target.find('?'));
   if (path == "/metrics") return AdminOnly(head, kMetricsAdminOnly);
   if (path == "/api/v1/node") return AdminOnly(head, kNodeAdminOnly);

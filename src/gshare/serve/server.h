@@ -54,6 +54,9 @@ struct ServerOptions {
   ParsePoolOptions parse_pool;
   // How often the registry is polled for changes by another process.
   std::chrono::milliseconds registry_poll = kRegistryPollInterval;
+  // Bytes of inference bodies held at once (from their header to their answer), shared fairly
+  // between tenants: a request beyond its tenant's share and what it may borrow gets 429.
+  std::uint64_t max_buffered_bytes = 1ULL << 30;
   // Per-tenant quota on the sum of its functions' gpu_memory; 0: none.
   std::uint64_t tenant_gpu_memory_bytes = 0;
   std::chrono::milliseconds drain{30'000};
@@ -88,7 +91,7 @@ class Server {
  private:
   Server() = default;
   void Handle(net::ServerRequest request, net::Responder responder);
-  std::optional<net::HttpResponse> CheckHead(const net::ServerRequest& head) const;
+  std::optional<net::HttpResponse> CheckHead(net::ServerRequest& head);
   void HandleMetrics(const net::ServerRequest& request, const net::Responder& responder);
   void HandleNode(const net::ServerRequest& request, const net::Responder& responder);
   // Nothing for a GET or HEAD with the admin key; otherwise the refusal (405, 401, or 403 with
