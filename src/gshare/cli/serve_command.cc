@@ -55,6 +55,7 @@ struct ServeFlags {
   std::size_t max_connections = 10'000;
   std::size_t max_in_flight = 1'024;
   std::size_t tenant_max_in_flight = 0;
+  std::size_t tenant_max_functions = 1000;
   std::string tenant_gpu_memory = "0";
   std::string drain = "30s";
   std::string instance_keep = "10m";
@@ -208,6 +209,7 @@ Result<serve::ServerOptions> MakeOptions(const ServeFlags& flags) {
       ParseMillis(flags.instance_keep, "--instance-keep", second, std::chrono::hours(24 * 7)));
 
   options.backend.tenant_max_in_flight = flags.tenant_max_in_flight;
+  options.tenant_max_functions = flags.tenant_max_functions;
   if (flags.tenant_gpu_memory != "0") {
     GSHARE_ASSIGN_OR_RETURN(
         options.tenant_gpu_memory_bytes,
@@ -323,6 +325,10 @@ void AddServeCommand(CLI::App& app, CommandContext& context) {
       ->capture_default_str();
   cmd->add_option("--tenant-max-in-flight", flags->tenant_max_in_flight,
                   "Unanswered requests per tenant (429 beyond; 0: no quota)")
+      ->check(WholeIn(0, 1'000'000))
+      ->capture_default_str();
+  cmd->add_option("--tenant-max-functions", flags->tenant_max_functions,
+                  "Functions per tenant (429 beyond; 0: no bound)")
       ->check(WholeIn(0, 1'000'000))
       ->capture_default_str();
   cmd->add_option("--tenant-gpu-memory", flags->tenant_gpu_memory,

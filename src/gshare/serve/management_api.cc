@@ -4,7 +4,9 @@
 #include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <limits>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
@@ -406,31 +408,94 @@ Result<FunctionSpec> ManagementApi::AdmitSpec(const std::string& tenant, std::st
   return spec;
 }
 
-Status ManagementApi::CheckQuota(const FunctionSpec& spec) {
-  const std::uint64_t quota = options_.tenant_gpu_memory_bytes;
-  if (quota == 0) return Status::Ok();
+namespace {
+
+// What a function keeps in the node's snapshot pool: its warm instance's memory image.
+std::uint64_t PoolBytes(const FunctionSpec& spec) {
+  return std::max(spec.gpu_memory_bytes, spec.model_bytes);
+}
+
+}  // namespace
+
+Result<std::vector<FunctionSpec>> ManagementApi::StoredSpecs(const std::string& tenant) {
   GSHARE_ASSIGN_OR_RETURN(const std::vector<FunctionRecord> records,
-                          registry_.ListFunctions(spec.tenant));
-  std::uint64_t others = 0;
+                          registry_.ListFunctions(tenant));
+  std::vector<FunctionSpec> specs;
   for (const FunctionRecord& record : records) {
-    if (record.name == spec.name) continue;
-    const Result<FunctionSpec> other = ParseFunctionEntry(
+    Result<FunctionSpec> spec = ParseFunctionEntry(
         record.spec_yaml, fmt::format("the registry's {}/{}", record.tenant, record.name),
         record.tenant);
     // A stored spec was valid when written; one that no longer parses is the server's problem
     // (a GPU type this build dropped, say), not the caller's input.
-    if (!other.ok()) return Internal(other.status().message());
-    others = SaturatingAdd(others, other->gpu_memory_bytes);
+    if (!spec.ok()) return Internal(spec.status().message());
+    specs.push_back(std::move(spec).value());
   }
+  return specs;
+}
+
+Status ManagementApi::CheckQuota(const FunctionSpec& spec) {
+  GSHARE_ASSIGN_OR_RETURN(const std::vector<FunctionSpec> mine, StoredSpecs(spec.tenant));
+  std::uint64_t others = 0;
+  std::size_t other_count = 0;
+  for (const FunctionSpec& other : mine) {
+    if (other.name == spec.name) continue;
+    others = SaturatingAdd(others, other.gpu_memory_bytes);
+    ++other_count;
+  }
+  const std::size_t max_functions = options_.tenant_max_functions;
+  if (max_functions > 0 && other_count + 1 > max_functions) {
+    return ResourceExhausted(
+        fmt::format("tenant '{}' has {} functions, its limit; delete one before creating '{}'",
+                    spec.tenant, other_count, spec.name));
+  }
+  const std::uint64_t quota = options_.tenant_gpu_memory_bytes;
   const std::uint64_t total = SaturatingAdd(others, spec.gpu_memory_bytes);
-  if (total > quota) {
+  if (quota > 0 && total > quota) {
     return ResourceExhausted(fmt::format(
         "function '{}' needs {} of GPU memory and tenant '{}' holds {} in its other functions: "
         "{} in all, over the tenant's quota of {}",
         spec.name, FormatBytes(spec.gpu_memory_bytes), spec.tenant, FormatBytes(others),
         FormatBytes(total), FormatBytes(quota)));
   }
-  return Status::Ok();
+  return CheckPoolShare(spec);
+}
+
+Status ManagementApi::CheckPoolShare(const FunctionSpec& spec) {
+  const std::uint64_t pool = options_.snapshot_pool_bytes;
+  if (pool == 0) return Status::Ok();
+  GSHARE_ASSIGN_OR_RETURN(const std::vector<TenantRecord> tenants, registry_.ListTenants());
+  std::map<std::string, std::uint64_t> held;  // by tenant with functions, this one's others
+  bool someone_waits = false;                 // a tenant without functions (not this one)
+  for (const TenantRecord& tenant : tenants) {
+    GSHARE_ASSIGN_OR_RETURN(const std::vector<FunctionSpec> specs, StoredSpecs(tenant.name));
+    std::uint64_t bytes = 0;
+    bool any = false;
+    for (const FunctionSpec& other : specs) {
+      if (tenant.name == spec.tenant && other.name == spec.name) continue;
+      bytes = SaturatingAdd(bytes, PoolBytes(other));
+      any = true;
+    }
+    if (any || tenant.name == spec.tenant) {
+      held[tenant.name] = bytes;
+    } else {
+      someone_waits = true;
+    }
+  }
+  const std::uint64_t shares = held.size() + (someone_waits ? 1 : 0);
+  const std::uint64_t share = pool / std::max<std::uint64_t>(shares, 1);
+  const std::uint64_t mine = SaturatingAdd(held[spec.tenant], PoolBytes(spec));
+  if (mine <= share) return Status::Ok();
+  // Beyond its share: it borrows only what no other tenant's share still needs.
+  std::uint64_t committed = someone_waits ? share : 0;
+  for (const auto& [tenant, bytes] : held) {
+    committed = SaturatingAdd(committed, tenant == spec.tenant ? mine : std::max(bytes, share));
+  }
+  if (committed <= pool) return Status::Ok();
+  return ResourceExhausted(fmt::format(
+      "function '{}' needs {} of the node's snapshot pool and tenant '{}' holds {} of it: over its "
+      "share of {} ({} of the pool among {} tenants), and the rest is kept for the other tenants",
+      spec.name, FormatBytes(PoolBytes(spec)), spec.tenant, FormatBytes(held[spec.tenant]),
+      FormatBytes(share), FormatBytes(pool), shares));
 }
 
 HttpResponse ManagementApi::ListFunctions(const std::string& tenant) {

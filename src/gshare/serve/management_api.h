@@ -73,6 +73,14 @@ struct ManagementApiOptions {
   KeyHash admin_key_hash{};
   // A tenant's quota: the sum of gpu_memory over its functions may not exceed it (429). 0: none.
   std::uint64_t tenant_gpu_memory_bytes = 0;
+  // Functions a tenant may have (429 beyond). 0: no bound.
+  std::size_t tenant_max_functions = 1000;
+  // The node's pinned snapshot pool, where every deployed function keeps its warm instance's
+  // memory image (the larger of gpu_memory and model_size). Shared fairly, as a FairShare at
+  // deploy time (common/fair_share.h): each tenant with functions is guaranteed an equal share and
+  // may borrow what the others leave, less one share kept free while some tenant has none yet
+  // (so a tenant's first deploy finds room). 0: not checked.
+  std::uint64_t snapshot_pool_bytes = 0;
 };
 
 class ManagementApi {
@@ -209,9 +217,13 @@ class ManagementApi {
   Result<FunctionSpec> AdmitSpec(const std::string& tenant, std::string_view body,
                                  bool by_admin) const;
   // ResourceExhausted when `spec` with the tenant's other functions (all but the one it names)
-  // would hold more GPU memory than the quota; the registry's error, or Internal for a stored spec
-  // that does not parse, when the others cannot be counted.
+  // would be more functions than tenant_max_functions, hold more GPU memory than the quota, or
+  // take more of the snapshot pool than CheckPoolShare allows; the registry's error, or Internal
+  // for a stored spec that does not parse, when the others cannot be counted.
   Status CheckQuota(const FunctionSpec& spec) REQUIRES(change_mutex_);
+  Status CheckPoolShare(const FunctionSpec& spec) REQUIRES(change_mutex_);
+  // The specs the registry holds for `tenant`.
+  Result<std::vector<FunctionSpec>> StoredSpecs(const std::string& tenant) REQUIRES(change_mutex_);
 
   const ManagementApiOptions options_;
   Registry& registry_;

@@ -302,7 +302,8 @@ class ManagementApiTest : public ::testing::Test {
     api_.reset();
   }
 
-  void Start(std::uint64_t tenant_gpu_memory_bytes) {
+  void Start(std::uint64_t tenant_gpu_memory_bytes,
+             const std::function<void(ManagementApiOptions&)>& more = {}) {
     client_.reset();
     server_.reset();
     api_.reset();
@@ -310,6 +311,7 @@ class ManagementApiTest : public ::testing::Test {
     options.data_dir = data_dir_;
     options.admin_key_hash = keys_->secret().Hash(kAdminKey);
     options.tenant_gpu_memory_bytes = tenant_gpu_memory_bytes;
+    if (more) more(options);
     api_ = std::make_unique<ManagementApi>(std::move(options), *registry_, *keys_, deployer_);
     net::HttpServerOptions server_options;
     server_options.port = 0;
@@ -956,6 +958,60 @@ TEST_F(ManagementApiTest, OverTheQuotaIs429AndWritesNothing) {
       Send("POST", "/api/v1/tenants/beta/functions", kAdminKey, Spec("b", "", "10Mi")).result_int(),
       429u);
   EXPECT_EQ(Names("beta"), std::vector<std::string>{"a"});
+}
+
+TEST_F(ManagementApiTest, ATenantsFunctionsAreCounted) {
+  Start(0, [](ManagementApiOptions& options) { options.tenant_max_functions = 2; });
+  for (const char* name : {"a", "b"}) {
+    ASSERT_EQ(Send("POST", "/api/v1/functions", alpha_key_, Spec(name)).result_int(), 201u);
+  }
+  auto third = Send("POST", "/api/v1/functions", alpha_key_, Spec("c"));
+  EXPECT_EQ(third.result_int(), 429u) << third.body();
+  EXPECT_EQ(ErrorOf(third),
+            "tenant 'alpha' has 2 functions, its limit; delete one before "
+            "creating 'c'");
+  EXPECT_EQ(Send("PUT", "/api/v1/functions/a", alpha_key_, Spec("a", "", "20Mi")).result_int(),
+            200u);
+  EXPECT_EQ(Send("POST", "/api/v1/functions", beta_key_, Spec("c")).result_int(), 201u);
+  EXPECT_EQ(Send("DELETE", "/api/v1/functions/b", alpha_key_).result_int(), 204u);
+  EXPECT_EQ(Send("POST", "/api/v1/functions", alpha_key_, Spec("c")).result_int(), 201u);
+}
+
+// A 400 MiB pool between alpha and beta: while beta has nothing deployed, alpha may take half
+// (a share is kept for beta's first deploy); both are then held to their share of 200 MiB; with
+// beta gone, alpha may borrow the whole pool.
+TEST_F(ManagementApiTest, TheSnapshotPoolIsSharedFairly) {
+  Start(0, [](ManagementApiOptions& options) { options.snapshot_pool_bytes = 400 * kMiB; });
+  EXPECT_EQ(Send("POST", "/api/v1/functions", alpha_key_, Spec("a", "", "100Mi")).result_int(),
+            201u);
+  EXPECT_EQ(Send("POST", "/api/v1/functions", alpha_key_, Spec("b", "", "100Mi")).result_int(),
+            201u);
+  auto over = Send("POST", "/api/v1/functions", alpha_key_, Spec("c", "", "100Mi"));
+  EXPECT_EQ(over.result_int(), 429u) << over.body();
+  EXPECT_NE(ErrorOf(over).find("snapshot pool"), std::string::npos) << over.body();
+  EXPECT_EQ(Names("alpha"), (std::vector<std::string>{"a", "b"}));
+
+  for (const char* name : {"a", "b"}) {
+    EXPECT_EQ(Send("POST", "/api/v1/functions", beta_key_, Spec(name, "", "100Mi")).result_int(),
+              201u)
+        << name;
+  }
+  EXPECT_EQ(Send("POST", "/api/v1/functions", beta_key_, Spec("c", "", "100Mi")).result_int(),
+            429u);
+  EXPECT_EQ(Send("PUT", "/api/v1/functions/a", alpha_key_, Spec("a", "", "150Mi")).result_int(),
+            429u);
+
+  for (const char* name : {"a", "b"}) {
+    ASSERT_EQ(Send("DELETE", "/api/v1/functions/" + std::string(name), beta_key_).result_int(),
+              204u);
+  }
+  ASSERT_TRUE(keys_->RemoveTenant("beta").ok());
+  EXPECT_EQ(Send("POST", "/api/v1/functions", alpha_key_, Spec("c", "", "100Mi")).result_int(),
+            201u);
+  EXPECT_EQ(Send("POST", "/api/v1/functions", alpha_key_, Spec("d", "", "100Mi")).result_int(),
+            201u);
+  EXPECT_EQ(Send("POST", "/api/v1/functions", alpha_key_, Spec("e", "", "10Mi")).result_int(),
+            429u);
 }
 
 TEST_F(ManagementApiTest, ConcurrentCreatesOfOneNameGiveOneCreated) {

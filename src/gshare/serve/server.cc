@@ -131,6 +131,8 @@ Result<std::unique_ptr<Server>> Server::Start(ServerOptions options) {
   management.data_dir = options.data_dir;
   management.admin_key_hash = s.admin_hash_;
   management.tenant_gpu_memory_bytes = options.tenant_gpu_memory_bytes;
+  management.tenant_max_functions = options.tenant_max_functions;
+  management.snapshot_pool_bytes = options.backend.node.snapshot_pool_bytes;
   s.management_ = std::make_unique<ManagementApi>(management, *s.registry_, *s.keys_, *s.backend_);
   GSHARE_ASSIGN_OR_RETURN(s.deployed_at_start_, s.management_->DeployAll());
   s.watcher_ = std::make_unique<RegistryWatcher>(

@@ -57,6 +57,8 @@ struct ServerOptions {
   // Bytes of inference bodies held at once (from their header to their answer), shared fairly
   // between tenants: a request beyond its tenant's share and what it may borrow gets 429.
   std::uint64_t max_buffered_bytes = 1ULL << 30;
+  // Functions a tenant may have; 0: no bound.
+  std::size_t tenant_max_functions = 1000;
   // Per-tenant quota on the sum of its functions' gpu_memory; 0: none.
   std::uint64_t tenant_gpu_memory_bytes = 0;
   std::chrono::milliseconds drain{30'000};
