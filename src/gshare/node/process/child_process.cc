@@ -2,6 +2,8 @@
 
 #include <fcntl.h>
 #include <grp.h>
+#include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -152,6 +154,14 @@ Result<std::unique_ptr<ChildProcess>> ChildProcess::Spawn(boost::asio::io_contex
   }
   OwnedFd status_read(pipe_fds[0]);
   OwnedFd status_write(pipe_fds[1]);
+  // The node's lifeline for a child in a PID namespace of its own, where getppid() says 0: the
+  // child holds the read end, the node the write end until the child has exec'd, so a hang-up
+  // before then means the node is gone.
+  if (pipe2(pipe_fds, O_CLOEXEC) != 0) {
+    return IoError(fmt::format("pipe2: {}", std::strerror(errno)));
+  }
+  OwnedFd lifeline_read(pipe_fds[0]);
+  OwnedFd lifeline_write(pipe_fds[1]);
   const rlimit no_core{0, 0};
   const rlimit open_files{static_cast<rlim_t>(spec.limits.open_files),
                           static_cast<rlim_t>(spec.limits.open_files)};
@@ -169,9 +179,26 @@ Result<std::unique_ptr<ChildProcess>> ChildProcess::Spawn(boost::asio::io_contex
   const int descriptor_bound = static_cast<int>(std::min<rlim_t>(
       node_files.rlim_cur == RLIM_INFINITY ? 1 << 20 : node_files.rlim_cur, 1 << 20));
 
-  const pid_t pid = fork();
+  // In a PID namespace of its own (clone with CLONE_NEWPID, as fork does otherwise) the child is
+  // the namespace's init: when it ends, the kernel kills whatever it left there, a process that
+  // left its group (setsid) included. Where the kernel refuses one (no CAP_SYS_ADMIN), a plain
+  // fork. The raw clone leaves the C library thinking the child has the node's threads, so the
+  // child calls only plain system calls (setuid and its kind through syscall(), not the library's
+  // wrappers, which would signal threads that do not exist there).
+  bool in_namespace = false;
+  pid_t pid = -1;
+  if (spec.pid_namespace) {
+    pid = static_cast<pid_t>(
+        syscall(SYS_clone, CLONE_NEWPID | SIGCHLD, nullptr, nullptr, nullptr, nullptr));
+    in_namespace = pid >= 0;
+    if (pid < 0 && errno != EPERM && errno != EINVAL && errno != ENOSPC && errno != EUSERS) {
+      return IoError(fmt::format("clone: {}", std::strerror(errno)));
+    }
+  }
+  if (!in_namespace) pid = fork();
   if (pid < 0) return IoError(fmt::format("fork: {}", std::strerror(errno)));
   if (pid == 0) {
+    close(lifeline_write.get());
     // The status pipe moves above the descriptors' targets so that passing them cannot close it.
     int report = fcntl(status_write.get(), F_DUPFD_CLOEXEC, first_free);
     if (report < 0) report = status_write.get();
@@ -187,9 +214,9 @@ Result<std::unique_ptr<ChildProcess>> ChildProcess::Spawn(boost::asio::io_contex
       Fail(report, kStepCgroup);
     }
     if (identity) {
-      if (setgroups(0, nullptr) != 0) Fail(report, kStepSetGroups);
-      if (setgid(identity->gid) != 0) Fail(report, kStepSetGid);
-      if (setuid(identity->uid) != 0) Fail(report, kStepSetUid);
+      if (syscall(SYS_setgroups, 0, nullptr) != 0) Fail(report, kStepSetGroups);
+      if (syscall(SYS_setgid, identity->gid) != 0) Fail(report, kStepSetGid);
+      if (syscall(SYS_setuid, identity->uid) != 0) Fail(report, kStepSetUid);
     }
     // With the function's own rights: a folder its uid may not enter is refused.
     if (working_dir != nullptr && chdir(working_dir) != 0) Fail(report, kStepWorkingDir);
@@ -198,7 +225,13 @@ Result<std::unique_ptr<ChildProcess>> ChildProcess::Spawn(boost::asio::io_contex
     if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0 || prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0) {
       Fail(report, kStepPrctl);
     }
-    if (getppid() != parent) {
+    if (in_namespace) {
+      pollfd lifeline{lifeline_read.get(), POLLIN, 0};
+      if (poll(&lifeline, 1, 0) != 0) {
+        errno = ESRCH;
+        Fail(report, kStepParentGone);
+      }
+    } else if (getppid() != parent) {
       errno = ESRCH;
       Fail(report, kStepParentGone);
     }
@@ -226,6 +259,7 @@ Result<std::unique_ptr<ChildProcess>> ChildProcess::Spawn(boost::asio::io_contex
 
   setpgid(pid, pid);  // also in the parent, so a signal to the group never races the child
   status_write.Reset();
+  lifeline_read.Reset();
   int report[2] = {0, 0};
   ssize_t got;
   do {
@@ -248,7 +282,9 @@ Result<std::unique_ptr<ChildProcess>> ChildProcess::Spawn(boost::asio::io_contex
     waitpid(pid, &wait_status, 0);
     return IoError(fmt::format("pidfd_open({}): {}", pid, std::strerror(error)));
   }
+  lifeline_write.Reset();
   auto child = std::unique_ptr<ChildProcess>(new ChildProcess(io, pid, pidfd));
+  child->in_pid_namespace_ = in_namespace;
   child->Watch();
   return child;
 }

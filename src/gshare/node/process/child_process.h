@@ -16,6 +16,14 @@
 // function itself (or a library it links) must call prctl(PR_SET_DUMPABLE, 0) at start. The tests
 // check what a real child ends up with.
 //
+// PID namespace: with ProcessSpec::pid_namespace the child is the init of a PID namespace of its
+// own (where the kernel allows one: it needs CAP_SYS_ADMIN; elsewhere a plain fork, which
+// in_pid_namespace() tells). When it ends, the kernel kills everything left in the namespace, so
+// no descendant outlives it, not even one that left its process group; its exit is reported once
+// they are gone. As init it receives from the node only the signals it handles, and SIGKILL: a
+// program without a SIGTERM handler is stopped by the SIGKILL after the grace time. pid() is the
+// node's view of its pid (what /proc and the CUDA driver take).
+//
 // Exit: the process is watched through a pidfd (pidfd_open) on the io_context; OnExit's callback
 // runs on the loop once the child has exited and been reaped, with its wait status. Threading:
 // use from the io_context's thread. The destructor kills the whole group (SIGKILL) and reaps the
@@ -52,6 +60,7 @@ class ChildProcess {
   ChildProcess& operator=(const ChildProcess&) = delete;
 
   pid_t pid() const { return pid_; }
+  bool in_pid_namespace() const { return in_pid_namespace_; }
   bool exited() const { return exit_status_.has_value(); }
 
   // Sends `signal` to the child's process group; a no-op once the child has been reaped.
@@ -70,6 +79,7 @@ class ChildProcess {
   pid_t pid_;
   boost::asio::posix::stream_descriptor pidfd_;
   std::optional<int> exit_status_;
+  bool in_pid_namespace_ = false;
   ExitCallback on_exit_;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };

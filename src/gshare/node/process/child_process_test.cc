@@ -1,5 +1,7 @@
 #include "gshare/node/process/child_process.h"
 
+#include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/socket.h>
@@ -166,6 +168,87 @@ TEST_F(ChildProcessTest, SwitchesToTheGivenIdentityWhenRoot) {
   ASSERT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), 0);
   EXPECT_EQ(Log(), "70123\n70123\n70123\n");  // no supplementary groups kept
+}
+
+// A child that starts a process outside its group (setsid), which tells its pid through the
+// passed pipe and keeps the pipe's write end open for as long as it lives. Returns the pipe's
+// read end once that process has written (nothing when it did not within the guard).
+struct Leftover {
+  int read_fd = -1;
+  pid_t pid = 0;  // as the leftover saw it: the host's pid only outside a PID namespace
+};
+std::optional<Leftover> SpawnWithLeftover(ProcessSpec& spec, boost::asio::io_context& io,
+                                          std::unique_ptr<ChildProcess>& child) {
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) return std::nullopt;
+  spec.argv = {"/bin/sh", "-c",
+               "setsid sh -c 'echo $$ >&3; exec sleep 86400' </dev/null & exec sleep 86400"};
+  spec.pass_fds = {fds[1]};
+  auto spawned = ChildProcess::Spawn(io, spec);
+  close(fds[1]);
+  if (!spawned.ok()) {
+    ADD_FAILURE() << spawned.status().ToString();
+    close(fds[0]);
+    return std::nullopt;
+  }
+  child = std::move(spawned).value();
+  pollfd readable{fds[0], POLLIN, 0};
+  char text[32] = {};
+  if (poll(&readable, 1, 60'000) != 1 || read(fds[0], text, sizeof text - 1) <= 0) {
+    close(fds[0]);
+    return std::nullopt;
+  }
+  return Leftover{fds[0], static_cast<pid_t>(std::atoi(text))};
+}
+
+// Whether every holder of the pipe's write end is gone (the read end hangs up), now.
+bool HungUp(int read_fd) {
+  pollfd end{read_fd, POLLIN, 0};
+  return poll(&end, 1, 0) == 1 && (end.revents & POLLHUP) != 0;
+}
+
+// In a PID namespace of its own the child is init: once it is gone (killed and reaped by the
+// destructor), so is the process it left outside its group, which was in its namespace. Its pid is
+// the host's view, and its identity is switched as without one.
+TEST_F(ChildProcessTest, InAPidNamespaceNothingOutlivesTheChild) {
+  if (geteuid() != 0) GTEST_SKIP() << "a PID namespace needs root";
+  ASSERT_EQ(chmod(dir_.c_str(), 0711), 0);
+  ProcessSpec spec = Shell("");
+  spec.pid_namespace = true;
+  spec.identity = ProcessIdentity{70123, 70123};
+  std::unique_ptr<ChildProcess> child;
+  const std::optional<Leftover> leftover = SpawnWithLeftover(spec, io_, child);
+  ASSERT_TRUE(leftover) << Log();
+  ASSERT_TRUE(child->in_pid_namespace());
+  std::ifstream status("/proc/" + std::to_string(child->pid()) + "/status");
+  std::string line;
+  std::string nspid;
+  std::string uid;
+  while (std::getline(status, line)) {
+    if (line.starts_with("NSpid:")) nspid = line;
+    if (line.starts_with("Uid:")) uid = line;
+  }
+  EXPECT_TRUE(nspid.ends_with("\t1")) << nspid;  // init of its namespace
+  EXPECT_NE(uid.find("70123"), std::string::npos) << uid;
+  EXPECT_FALSE(HungUp(leftover->read_fd));  // alive, holding the pipe
+  child.reset();
+  EXPECT_TRUE(HungUp(leftover->read_fd));
+  close(leftover->read_fd);
+}
+
+// Without one (what the kernel leaves an unprivileged node) the process group is all that is
+// killed, and a process that left it survives: why instances run in namespaces where they can.
+TEST_F(ChildProcessTest, WithoutAPidNamespaceAProcessOutsideTheGroupSurvives) {
+  ProcessSpec spec = Shell("");
+  std::unique_ptr<ChildProcess> child;
+  const std::optional<Leftover> leftover = SpawnWithLeftover(spec, io_, child);
+  ASSERT_TRUE(leftover) << Log();
+  EXPECT_FALSE(child->in_pid_namespace());
+  child.reset();
+  EXPECT_FALSE(HungUp(leftover->read_fd));
+  ASSERT_GT(leftover->pid, 1);
+  kill(leftover->pid, SIGKILL);
+  close(leftover->read_fd);
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include "gshare/node/process/process_host.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
@@ -198,6 +199,7 @@ Status ProcessHost::SpawnNow(Process& process) {
   spec.identity = identity;
   spec.limits.open_files = options_.open_files;
   spec.pass_fds = {process.launch.control.get()};
+  spec.pid_namespace = options_.pid_namespaces;
   if (cgroups_.enabled) {
     auto cgroup = InstanceCgroup::Create(
         cgroups_.parent_dir, fmt::format("gshare-{}-instance-{}", ::getpid(), process.id),
@@ -222,8 +224,20 @@ void ProcessHost::SetCommand(FunctionId function, InstanceCommand command) {
 }
 
 void ProcessHost::RemoveCommand(FunctionId function) {
-  commands_.erase(function);
+  const auto it = commands_.find(function);
+  if (it == commands_.end()) return;
+  const InstanceCommand removed = std::move(it->second);
+  commands_.erase(it);
   restarts_.erase(function);
+  // The function's log goes with its last version (an update's new version writes the same one).
+  for (const auto& [other, command] : commands_) {
+    if (command.tenant == removed.tenant && FunctionName(command) == FunctionName(removed)) return;
+  }
+  const std::filesystem::path folder =
+      std::filesystem::path(run_dir_) / "logs" / TenantFolder(removed);
+  std::error_code ignored;
+  std::filesystem::remove(folder / (FunctionName(removed) + ".log"), ignored);
+  std::filesystem::remove(folder, ignored);  // only when empty: the tenant's last function
 }
 
 const InstanceCommand& ProcessHost::CommandOf(FunctionId function) const {
@@ -377,6 +391,7 @@ void ProcessHost::Exited(InstanceId id, int wait_status) {
   if (it == processes_.end()) return;
   std::unique_ptr<Process> process = std::move(it->second);
   processes_.erase(it);
+  const std::string tenant = CommandOf(process->function).tenant;
   process->timer.Cancel();
   const pid_t pid = process->child->pid();
   Status status = Status::Ok();
@@ -395,7 +410,40 @@ void ProcessHost::Exited(InstanceId id, int wait_status) {
   std::filesystem::remove_all(std::filesystem::path(process->socket_path).parent_path(), ignored);
   auto on_exit = std::move(process->launch.on_exit);
   process.reset();  // reaped already; its cgroup goes now
+  const bool tenant_has_more =
+      std::any_of(processes_.begin(), processes_.end(),
+                  [&](const auto& p) { return CommandOf(p.second->function).tenant == tenant; });
+  if (!tenant_has_more) RemoveTenantLeftovers(tenant);
   if (on_exit) on_exit(status);
+}
+
+void ProcessHost::RemoveTenantLeftovers(const std::string& tenant) {
+  if (!identities_) return;
+  const Result<std::optional<ProcessIdentity>> identity = identities_->ForTenant(tenant);
+  if (!identity.ok() || !identity->has_value() || (*identity)->uid == ::geteuid()) return;
+  const uid_t uid = (*identity)->uid;
+  std::size_t removed = 0;
+  for (const std::string& folder : options_.tenant_shared_folders) {
+    std::error_code error;
+    for (std::filesystem::directory_iterator it(folder, error), end; !error && it != end;
+         it.increment(error)) {
+      struct stat info {};
+      // lstat: a link is judged (and removed) as itself, never followed.
+      if (::lstat(it->path().c_str(), &info) != 0 || info.st_uid != uid) continue;
+      std::error_code remove_error;
+      std::filesystem::remove_all(it->path(), remove_error);
+      if (remove_error) {
+        spdlog::warn("tenant {}: cannot remove its leftover {}: {}", tenant, it->path().string(),
+                     remove_error.message());
+      } else {
+        ++removed;
+      }
+    }
+  }
+  if (removed > 0) {
+    spdlog::info("tenant {}: removed {} leftovers of its uid {} from {}", tenant, removed, uid,
+                 fmt::join(options_.tenant_shared_folders, ", "));
+  }
 }
 
 void ProcessHost::Stop(InstanceId id) {

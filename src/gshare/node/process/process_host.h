@@ -88,6 +88,13 @@ struct ProcessHostOptions {
   // registry gives it); unset: numbers in the order tenants are first seen in this run.
   std::function<Result<std::uint32_t>(const std::string&)> tenant_number{};
   bool cgroups = true;  // false: no instance cgroups even where they are delegated
+  // Each instance is the init of a PID namespace of its own where the kernel allows it (as root),
+  // so nothing it starts outlives it (ChildProcess).
+  bool pid_namespaces = true;
+  // Folders every uid may write: when a tenant's last instance ends, what its uid left at their
+  // top (files, folders with what is in them) is removed, so the next tenant given a uid finds
+  // nothing of it. Only for a uid of its own (never the node's).
+  std::vector<std::string> tenant_shared_folders = {"/dev/shm", "/tmp"};
   std::uint64_t open_files = 1024;
   std::uint64_t pids_max = 512;  // per instance cgroup
   std::chrono::milliseconds ready_poll{20};
@@ -178,6 +185,8 @@ class ProcessHost final : public InstanceHost {
   void Kill(Process& process, Status reason);
   void Exited(InstanceId id, int wait_status);
   void CountCrash(FunctionId function, const Process& process, const std::string& reason);
+  // Once `tenant` has no instance left: removes what its uid left in the shared folders.
+  void RemoveTenantLeftovers(const std::string& tenant);
 
   // The command of `function`; an empty one (its instances cannot start) when it has none.
   const InstanceCommand& CommandOf(FunctionId function) const;

@@ -12,8 +12,10 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <optional>
+#include <set>
 
 #include "gshare/net/unix_http.h"
 #include "gshare/node/process/process_host.h"
@@ -150,6 +152,15 @@ TEST_F(ProcessLifecycleTest, StartReadyStop) {
   if (::geteuid() == 0 && options_.distinct_uids) {
     EXPECT_NE(uid, 0u);
   }
+  if (::geteuid() == 0) {  // the init of a PID namespace of its own: nothing it starts outlives it
+    std::ifstream status(fmt::format("/proc/{}/status", host_->ready_pids().front()));
+    std::string line;
+    std::string nspid;
+    while (std::getline(status, line)) {
+      if (line.starts_with("NSpid:")) nspid = line;
+    }
+    EXPECT_TRUE(nspid.ends_with("\t1")) << nspid;
+  }
   host_->Stop(1);
   ASSERT_TRUE(Ended(1));
   EXPECT_TRUE(seen_[1].exit->ok()) << seen_[1].exit->ToString();
@@ -157,6 +168,53 @@ TEST_F(ProcessLifecycleTest, StartReadyStop) {
   EXPECT_EQ(host_->FunctionRestarts(0).consecutive_crashes, 0);
   EXPECT_TRUE(std::filesystem::exists(dir_ / "run" / "logs" / "t" / "life.log"));
   EXPECT_FALSE(std::filesystem::exists(dir_ / "run" / "instances" / "1"));
+}
+
+// What a tenant's uid left in the shared folders goes with its last instance; what other uids
+// own stays; a link is removed as itself. The function's log goes when its command does.
+TEST_F(ProcessLifecycleTest, ATenantsLeftoversInSharedFoldersGoWithItsLastInstance) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root: tenants have uids of their own only then";
+  const std::filesystem::path shm = dir_ / "shm";
+  std::filesystem::create_directories(shm);
+  ::chmod(shm.c_str(), 01777);
+  options_.tenant_shared_folders = {shm.string()};
+  MakeHost();
+  ASSERT_TRUE(Start(1).ok());
+  ASSERT_TRUE(Start(2).ok());
+  ASSERT_TRUE(Ready(1) && Ready(2));
+  const uid_t uid = host_->UidOf("t");
+  ASSERT_NE(uid, 0u);
+  const auto make = [&](const std::string& name, uid_t owner, bool folder) {
+    const std::filesystem::path path = shm / name;
+    if (folder) {
+      std::filesystem::create_directories(path / "inside");
+    } else {
+      std::ofstream(path) << "x";
+    }
+    ASSERT_EQ(::lchown(path.c_str(), owner, owner), 0);
+  };
+  make("tenant-file", uid, false);
+  make("tenant-folder", uid, true);
+  make("other-file", uid + 1, false);
+  make("root-file", 0, false);
+  std::filesystem::create_symlink(dir_ / "run", shm / "tenant-link");
+  ASSERT_EQ(::lchown((shm / "tenant-link").c_str(), uid, uid), 0);
+
+  host_->Stop(1);
+  ASSERT_TRUE(Ended(1));
+  EXPECT_TRUE(std::filesystem::exists(shm / "tenant-file"));  // instance 2 still runs
+  host_->Stop(2);
+  ASSERT_TRUE(Ended(2));
+  std::set<std::string> left;
+  for (const auto& entry : std::filesystem::directory_iterator(shm)) {
+    left.insert(entry.path().filename().string());
+  }
+  EXPECT_EQ(left, (std::set<std::string>{"other-file", "root-file"}));
+  EXPECT_TRUE(std::filesystem::exists(dir_ / "run"));  // the link's target is untouched
+
+  EXPECT_TRUE(std::filesystem::exists(dir_ / "run" / "logs" / "t" / "life.log"));
+  host_->RemoveCommand(0);
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "run" / "logs" / "t"));
 }
 
 TEST_F(ProcessLifecycleTest, CrashesRestartWithDoublingBackoffUntilACrashLoop) {

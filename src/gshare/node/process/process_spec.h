@@ -38,6 +38,9 @@ struct ProcessSpec {
   // Descriptors of the node the child receives, as 3, 4, ... in this order (open across its exec;
   // the node keeps its own copies). Every other descriptor is closed at exec.
   std::vector<int> pass_fds;
+  // Starts the process as the init of a PID namespace of its own, where the kernel allows it
+  // (ChildProcess): nothing it starts outlives it.
+  bool pid_namespace = false;
 };
 
 }  // namespace gshare
