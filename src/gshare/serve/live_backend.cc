@@ -14,6 +14,7 @@
 #include <system_error>
 
 #include "gshare/node/launch_plan.h"
+#include "gshare/serve/tenant_message.h"
 
 namespace gshare::serve {
 namespace {
@@ -344,7 +345,13 @@ void LiveBackend::Finish(RequestId id, Result<InferResponse> result) {
     version->second.series->RequestFinished(OutcomeOf(result.ok() ? Status::Ok() : result.status()),
                                             node_->clock().Now() - pending.arrival);
   }
-  if (pending.done) pending.done(std::move(result));
+  if (pending.done) {
+    // The node's messages name instances, pids and its paths: the tenant reads them without.
+    if (!result.ok()) {
+      result = ForTenant(result.status(), options_.data_dir / "models" / pending.tenant);
+    }
+    pending.done(std::move(result));
+  }
   if (version != versions_.end()) {
     --version->second.in_flight;
     MaybeRemove(pending.version);
@@ -490,7 +497,7 @@ void LiveBackend::AddVersion(const Key& key, std::uint64_t generation, Entry nex
         it->second = std::move(next);
       } else if (current && it->second.state != ModelState::kReady) {
         it->second.state = ModelState::kUnavailable;  // a new or unloaded function
-        it->second.reason = status.message();
+        it->second.reason = ForTenant(status.message(), options_.data_dir / "models" / key.first);
       }
       settled_.notify_all();
     }
@@ -507,7 +514,8 @@ void LiveBackend::AddVersion(const Key& key, std::uint64_t generation, Entry nex
                    status.ToString());
     }
     if (done) {
-      done(current || !status.ok() ? status : Status(Cancelled("superseded by a later change")));
+      done(current || !status.ok() ? ForTenant(status, options_.data_dir / "models" / key.first)
+                                   : Status(Cancelled("superseded by a later change")));
     }
   });
 }

@@ -19,6 +19,7 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <regex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -292,6 +293,8 @@ TEST_F(ServerTest, AFunctionKilledMidRequestLosesNoRequest) {
   constexpr int kClients = 8;
   constexpr int kPerClient = 40;
   std::vector<std::vector<int>> statuses(kClients);
+  std::mutex errors_mutex;
+  std::vector<std::string> errors;  // the answers that were not 200
   std::atomic<int> answered{0};
   std::vector<std::thread> clients;
   for (int c = 0; c < kClients; ++c) {
@@ -301,6 +304,10 @@ TEST_F(ServerTest, AFunctionKilledMidRequestLosesNoRequest) {
         auto answer = client.Send("POST", "/v2/models/echo/infer", acme,
                                   EchoRequest(fmt::format("{}-{}", c, i)));
         statuses[c].push_back(answer ? answer->result_int() : 0);
+        if (answer && answer->result_int() != 200) {
+          std::lock_guard lock(errors_mutex);
+          errors.push_back(answer->body());
+        }
         ++answered;
       }
     });
@@ -320,6 +327,14 @@ TEST_F(ServerTest, AFunctionKilledMidRequestLosesNoRequest) {
     }
   }
   EXPECT_GT(ok, 0);
+  std::printf("%zu answers were not 200%s%s\n", errors.size(),
+              errors.empty() ? "" : ", the first: ", errors.empty() ? "" : errors.front().c_str());
+  // The tenant reads why without the node's instance ids, pids or paths.
+  for (const std::string& error : errors) {
+    EXPECT_EQ(error.find("(pid "), std::string::npos) << error;
+    EXPECT_FALSE(std::regex_search(error, std::regex(R"(instance [0-9]|instance-[0-9])"))) << error;
+    EXPECT_EQ(error.find(dir_.path().string()), std::string::npos) << error;
+  }
   auto after = client_->Send("POST", "/v2/models/echo/infer", acme, EchoRequest("after"));
   ASSERT_TRUE(after);
   EXPECT_EQ(after->result_int(), 200) << after->body();

@@ -1,0 +1,34 @@
+#include "gshare/serve/tenant_message.h"
+
+#include <gtest/gtest.h>
+
+namespace gshare::serve {
+namespace {
+
+TEST(TenantMessageTest, InstanceIdsPidsAndNodePathsAreLeftOut) {
+  const std::filesystem::path models = "/var/lib/gshare/models/acme";
+  EXPECT_EQ(ForTenant("instance 7 of echo (pid 4242) exited with status 3", models),
+            "an instance of echo exited with status 3");
+  EXPECT_EQ(ForTenant("instance 12 of mlp failed 3 health checks in a row (the last: refused): "
+                      "killed",
+                      models),
+            "an instance of mlp failed 3 health checks in a row (the last: refused): killed");
+  EXPECT_EQ(ForTenant("instance 3: pid 99 is gone", models), "an instance: a process is gone");
+  EXPECT_EQ(ForTenant("instance instance-1: control channel: the peer closed it", models),
+            "an instance: control channel: the peer closed it");
+  EXPECT_EQ(ForTenant("opening /var/lib/gshare/run/logs/acme/x.log: denied", models),
+            "opening (a node path): denied");
+  EXPECT_EQ(ForTenant("model file '/var/lib/gshare/models/acme/w/m.safetensors' is bad", models),
+            "model file 'w/m.safetensors' is bad");
+  EXPECT_EQ(ForTenant("see its log, logs/acme/echo.log", models),
+            "see its log, logs/acme/echo.log");
+  EXPECT_EQ(ForTenant("input 'x': shape [2] has 2 elements but data has 3", models),
+            "input 'x': shape [2] has 2 elements but data has 3");
+  const Status status = ForTenant(Unavailable("instance 1 of e (pid 5) ended"), models);
+  EXPECT_EQ(status.code(), StatusCode::kUnavailable);
+  EXPECT_EQ(status.message(), "an instance of e ended");
+  EXPECT_TRUE(ForTenant(Status::Ok(), models).ok());
+}
+
+}  // namespace
+}  // namespace gshare::serve
