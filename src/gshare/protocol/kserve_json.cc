@@ -1,6 +1,8 @@
 #include "gshare/protocol/kserve_json.h"
 
 #include <cmath>
+#include <string>
+#include <string_view>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -15,109 +17,195 @@ namespace {
 
 using Json = nlohmann::json;
 
-template <typename T>
-Result<Json> NumbersToJson(const Tensor& tensor) {
-  Json data = Json::array();
-  data.get_ref<Json::array_t&>().reserve(static_cast<std::size_t>(tensor.element_count()));
-  GSHARE_ASSIGN_OR_RETURN(const auto values, tensor.Values<T>());
-  for (T v : values) {
-    if constexpr (std::is_same_v<T, Half>) {
-      const double d = HalfToDouble(v);
-      if (!std::isfinite(d)) {
-        return InvalidArgument("tensor '" + tensor.name() + "' holds a non-finite value");
-      }
-      data.push_back(d);
-    } else if constexpr (std::is_floating_point_v<T>) {
-      if (!std::isfinite(v)) {
-        return InvalidArgument("tensor '" + tensor.name() + "' holds a non-finite value");
-      }
-      data.push_back(static_cast<double>(v));
-    } else {
-      data.push_back(v);
-    }
-  }
-  return data;
-}
+// The text is written straight into one string: no JSON tree of the tensors is built (it took 16
+// bytes or more per element), and each tensor's "data" comes after its "name", "datatype" and
+// "shape", so that a reader that streams (this codec's) can type the elements as they arrive.
 
-Result<Json> DataToJson(const Tensor& tensor) {
-  switch (tensor.datatype()) {
-    case DataType::kBool:
-      return NumbersToJson<bool>(tensor);
-    case DataType::kUint8:
-      return NumbersToJson<std::uint8_t>(tensor);
-    case DataType::kUint16:
-      return NumbersToJson<std::uint16_t>(tensor);
-    case DataType::kUint32:
-      return NumbersToJson<std::uint32_t>(tensor);
-    case DataType::kUint64:
-      return NumbersToJson<std::uint64_t>(tensor);
-    case DataType::kInt8:
-      return NumbersToJson<std::int8_t>(tensor);
-    case DataType::kInt16:
-      return NumbersToJson<std::int16_t>(tensor);
-    case DataType::kInt32:
-      return NumbersToJson<std::int32_t>(tensor);
-    case DataType::kInt64:
-      return NumbersToJson<std::int64_t>(tensor);
-    case DataType::kFp16:
-      return NumbersToJson<Half>(tensor);
-    case DataType::kFp32:
-      return NumbersToJson<float>(tensor);
-    case DataType::kFp64:
-      return NumbersToJson<double>(tensor);
-    case DataType::kBytes:
-      return Json(tensor.strings());
-  }
-  return Internal("unknown datatype");
-}
-
-Result<Json> TensorsToJson(const std::vector<Tensor>& tensors) {
-  Json array = Json::array();
-  for (const Tensor& tensor : tensors) {
-    GSHARE_ASSIGN_OR_RETURN(Json data, DataToJson(tensor));
-    array.push_back({{"name", tensor.name()},
-                     {"datatype", std::string(DataTypeName(tensor.datatype()))},
-                     {"shape", tensor.shape()},
-                     {"data", std::move(data)}});
-  }
-  return array;
-}
-
-// Dumps `json`; a string that is not valid UTF-8 is an error, never silently altered.
-Result<std::string> Dump(const Json& json) {
+// A string as JSON: quoted and escaped; InvalidArgument when it is not valid UTF-8.
+Status AppendString(std::string& out, std::string_view text) {
   try {
-    return json.dump();
+    out += Json(std::string(text)).dump();
   } catch (const nlohmann::json::exception& e) {
     return InvalidArgument(std::string("cannot write JSON: ") + e.what());
   }
+  return Status::Ok();
+}
+
+Status AppendJson(std::string& out, const Json& json) {
+  try {
+    out += json.dump();
+  } catch (const nlohmann::json::exception& e) {
+    return InvalidArgument(std::string("cannot write JSON: ") + e.what());
+  }
+  return Status::Ok();
+}
+
+// A finite double in its shortest form that reads back as the same double, always with a '.'
+// or an exponent (so -0.0 stays negative and every value reads as a floating-point number).
+void AppendDouble(std::string& out, double v) {
+  char text[40];
+  const auto end = fmt::format_to_n(text, sizeof text, "{}", v).out;
+  const std::string_view written(text, static_cast<std::size_t>(end - text));
+  out += written;
+  if (written.find_first_of(".e") == std::string_view::npos) out += ".0";
+}
+
+template <typename T>
+Status AppendNumbers(std::string& out, const Tensor& tensor) {
+  GSHARE_ASSIGN_OR_RETURN(const auto values, tensor.Values<T>());
+  out.reserve(out.size() + values.size() * (std::is_floating_point_v<T> ? 8 : 4));
+  char text[24];
+  bool first = true;
+  for (T v : values) {
+    if (!first) out += ',';
+    first = false;
+    if constexpr (std::is_same_v<T, bool>) {
+      out += v ? "true" : "false";
+    } else if constexpr (std::is_same_v<T, Half> || std::is_floating_point_v<T>) {
+      double d = 0;
+      if constexpr (std::is_same_v<T, Half>) {
+        d = HalfToDouble(v);
+      } else {
+        d = static_cast<double>(v);
+      }
+      if (!std::isfinite(d)) {
+        return InvalidArgument("tensor '" + tensor.name() + "' holds a non-finite value");
+      }
+      AppendDouble(out, d);
+    } else {
+      const auto end = fmt::format_to_n(text, sizeof text, "{}", v).out;
+      out.append(text, static_cast<std::size_t>(end - text));
+    }
+  }
+  return Status::Ok();
+}
+
+Status AppendData(std::string& out, const Tensor& tensor) {
+  out += '[';
+  switch (tensor.datatype()) {
+    case DataType::kBool:
+      GSHARE_RETURN_IF_ERROR(AppendNumbers<bool>(out, tensor));
+      break;
+    case DataType::kUint8:
+      GSHARE_RETURN_IF_ERROR(AppendNumbers<std::uint8_t>(out, tensor));
+      break;
+    case DataType::kUint16:
+      GSHARE_RETURN_IF_ERROR(AppendNumbers<std::uint16_t>(out, tensor));
+      break;
+    case DataType::kUint32:
+      GSHARE_RETURN_IF_ERROR(AppendNumbers<std::uint32_t>(out, tensor));
+      break;
+    case DataType::kUint64:
+      GSHARE_RETURN_IF_ERROR(AppendNumbers<std::uint64_t>(out, tensor));
+      break;
+    case DataType::kInt8:
+      GSHARE_RETURN_IF_ERROR(AppendNumbers<std::int8_t>(out, tensor));
+      break;
+    case DataType::kInt16:
+      GSHARE_RETURN_IF_ERROR(AppendNumbers<std::int16_t>(out, tensor));
+      break;
+    case DataType::kInt32:
+      GSHARE_RETURN_IF_ERROR(AppendNumbers<std::int32_t>(out, tensor));
+      break;
+    case DataType::kInt64:
+      GSHARE_RETURN_IF_ERROR(AppendNumbers<std::int64_t>(out, tensor));
+      break;
+    case DataType::kFp16:
+      GSHARE_RETURN_IF_ERROR(AppendNumbers<Half>(out, tensor));
+      break;
+    case DataType::kFp32:
+      GSHARE_RETURN_IF_ERROR(AppendNumbers<float>(out, tensor));
+      break;
+    case DataType::kFp64:
+      GSHARE_RETURN_IF_ERROR(AppendNumbers<double>(out, tensor));
+      break;
+    case DataType::kBytes: {
+      bool first = true;
+      for (const std::string& element : tensor.strings()) {
+        if (!first) out += ',';
+        first = false;
+        GSHARE_RETURN_IF_ERROR(AppendString(out, element));
+      }
+      break;
+    }
+  }
+  out += ']';
+  return Status::Ok();
+}
+
+Status AppendTensors(std::string& out, const std::vector<Tensor>& tensors) {
+  out += '[';
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    const Tensor& tensor = tensors[i];
+    if (i > 0) out += ',';
+    out += "{\"name\":";
+    GSHARE_RETURN_IF_ERROR(AppendString(out, tensor.name()));
+    out += ",\"datatype\":\"";
+    out += DataTypeName(tensor.datatype());
+    out += "\",\"shape\":[";
+    for (std::size_t d = 0; d < tensor.shape().size(); ++d) {
+      if (d > 0) out += ',';
+      out += std::to_string(tensor.shape()[d]);
+    }
+    out += "],\"data\":";
+    GSHARE_RETURN_IF_ERROR(AppendData(out, tensor));
+    out += '}';
+  }
+  out += ']';
+  return Status::Ok();
 }
 
 }  // namespace
 
 Result<std::string> SerializeInferRequest(const InferRequest& request) {
   return kserve::Guarded([&]() -> Result<std::string> {
-    Json json = Json::object();
-    if (request.id) json["id"] = *request.id;
-    if (request.parameters) json["parameters"] = *request.parameters;
-    GSHARE_ASSIGN_OR_RETURN(json["inputs"], TensorsToJson(request.inputs));
-    if (!request.requested_outputs.empty()) {
-      Json outputs = Json::array();
-      for (const std::string& name : request.requested_outputs) outputs.push_back({{"name", name}});
-      json["outputs"] = std::move(outputs);
+    std::string out = "{";
+    if (request.id) {
+      out += "\"id\":";
+      GSHARE_RETURN_IF_ERROR(AppendString(out, *request.id));
+      out += ',';
     }
-    return Dump(json);
+    if (request.parameters) {
+      out += "\"parameters\":";
+      GSHARE_RETURN_IF_ERROR(AppendJson(out, *request.parameters));
+      out += ',';
+    }
+    if (!request.requested_outputs.empty()) {
+      out += "\"outputs\":[";
+      for (std::size_t i = 0; i < request.requested_outputs.size(); ++i) {
+        out += i == 0 ? "{\"name\":" : ",{\"name\":";
+        GSHARE_RETURN_IF_ERROR(AppendString(out, request.requested_outputs[i]));
+        out += '}';
+      }
+      out += "],";
+    }
+    out += "\"inputs\":";
+    GSHARE_RETURN_IF_ERROR(AppendTensors(out, request.inputs));
+    out += '}';
+    return out;
   });
 }
 
 Result<std::string> SerializeInferResponse(const InferResponse& response) {
   return kserve::Guarded([&]() -> Result<std::string> {
-    Json json = Json::object();
-    json["model_name"] = response.model_name;
-    if (response.model_version) json["model_version"] = *response.model_version;
-    if (response.id) json["id"] = *response.id;
-    if (response.parameters) json["parameters"] = *response.parameters;
-    GSHARE_ASSIGN_OR_RETURN(json["outputs"], TensorsToJson(response.outputs));
-    return Dump(json);
+    std::string out = "{\"model_name\":";
+    GSHARE_RETURN_IF_ERROR(AppendString(out, response.model_name));
+    if (response.model_version) {
+      out += ",\"model_version\":";
+      GSHARE_RETURN_IF_ERROR(AppendString(out, *response.model_version));
+    }
+    if (response.id) {
+      out += ",\"id\":";
+      GSHARE_RETURN_IF_ERROR(AppendString(out, *response.id));
+    }
+    if (response.parameters) {
+      out += ",\"parameters\":";
+      GSHARE_RETURN_IF_ERROR(AppendJson(out, *response.parameters));
+    }
+    out += ",\"outputs\":";
+    GSHARE_RETURN_IF_ERROR(AppendTensors(out, response.outputs));
+    out += '}';
+    return out;
   });
 }
 

@@ -352,13 +352,24 @@ TEST(KserveJsonTest, ParsingTakesASmallMultipleOfTheTensorsBytes) {
     return testing::PeakAllocatedBytes() - before;
   };
   const double usual_ratio = static_cast<double>(peak_of_parse(usual)) / kTensorBytes;
+  // Writing it back builds no tree either (that took 16 bytes an element, four times this text):
+  // the text, grown as a string grows, and nothing else.
+  const auto request = ParseInferRequest(usual);
+  ASSERT_TRUE(request.ok());
+  const std::size_t before_write = testing::AllocatedBytes();
+  testing::ResetPeakAllocatedBytes();
+  const auto written = SerializeInferRequest(*request);
+  ASSERT_TRUE(written.ok());
+  const double write_ratio = static_cast<double>(testing::PeakAllocatedBytes() - before_write) /
+                             static_cast<double>(written->size());
+  EXPECT_LE(write_ratio, 3.0);
   const double data_first_ratio = static_cast<double>(peak_of_parse(data_first)) / kTensorBytes;
   EXPECT_LE(usual_ratio, 1.25);
   EXPECT_LE(data_first_ratio, 3.5);
   std::printf(
       "parse of %zu FP32 elements (%zu bytes of text): at most %.2fx the tensor's bytes "
-      "allocated (usual order), %.2fx (data first)\n",
-      kElements, usual.size(), usual_ratio, data_first_ratio);
+      "allocated (usual order), %.2fx (data first); writing it back: %.2fx its text\n",
+      kElements, usual.size(), usual_ratio, data_first_ratio, write_ratio);
 }
 
 TEST(KserveJsonTest, SerializeRefusesWhatJsonCannotCarry) {
@@ -375,8 +386,13 @@ TEST(KserveJsonTest, SerializeRefusesWhatJsonCannotCarry) {
   EXPECT_EQ(SerializeInferResponse(response).status().code(), StatusCode::kInvalidArgument);
   response.outputs = {*Tensor::FromValues<std::int32_t>("i", {2}, std::vector<std::int32_t>{1, 2})};
   EXPECT_EQ(*SerializeInferResponse(response),
-            R"({"model_name":"m","outputs":[{"data":[1,2],"datatype":"INT32","name":"i",)"
-            R"("shape":[2]}]})");
+            R"({"model_name":"m","outputs":[{"name":"i","datatype":"INT32","shape":[2],)"
+            R"("data":[1,2]}]})");
+  // Floating-point values are written in their shortest exact form, always as floating point.
+  response.outputs = {*Tensor::FromValues<double>("d", {3}, std::vector<double>{1, -0.0, 1e300})};
+  EXPECT_EQ(*SerializeInferResponse(response),
+            R"({"model_name":"m","outputs":[{"name":"d","datatype":"FP64","shape":[3],)"
+            R"("data":[1.0,-0.0,1e+300]}]})");
 }
 
 TEST(KserveJsonTest, ErrorJson) {

@@ -22,6 +22,28 @@ nlohmann::json TensorsJson(const std::vector<TensorMetadata>& tensors) {
   return array;
 }
 
+std::uint64_t TensorBytes(const std::vector<Tensor>& tensors) {
+  std::uint64_t bytes = 0;
+  for (const Tensor& tensor : tensors) {
+    if (tensor.datatype() == DataType::kBytes) {
+      for (const std::string& element : tensor.strings()) bytes += element.size();
+    } else {
+      bytes +=
+          static_cast<std::uint64_t>(tensor.element_count()) * ElementSizeBytes(tensor.datatype());
+    }
+  }
+  return bytes;
+}
+
+void WriteAnswer(const InferResponse& response, const net::Responder& responder) {
+  Result<std::string> text = SerializeInferResponse(response);
+  if (!text.ok()) {
+    return responder.Respond(JsonErrorResponse(
+        500, "the model's answer cannot be written as JSON: " + text.status().message()));
+  }
+  responder.Respond({200, std::move(text).value()});
+}
+
 }  // namespace
 
 Front::Front(FrontOptions options, const Authenticator& authenticator, InferenceBackend& backend,
@@ -234,7 +256,7 @@ void Front::ParseAndRun(std::string_view body, net::Responder responder, const s
   std::optional<std::string> id = parsed->id;
   const std::uint64_t ticket = backend_.Infer(
       tenant, model.name, std::move(parsed).value(), deadline,
-      [responder, id = std::move(id), name = model.name,
+      [this, responder, tenant, id = std::move(id), name = model.name,
        shares = std::move(shares)](Result<InferResponse> result) mutable {
         if (!result.ok()) {
           const Status& status = result.status();
@@ -246,12 +268,19 @@ void Front::ParseAndRun(std::string_view body, net::Responder responder, const s
         response.model_name = name;
         response.model_version = std::string(kModelVersion);
         response.id = id;
-        Result<std::string> text = SerializeInferResponse(response);
-        if (!text.ok()) {
-          return responder.Respond(JsonErrorResponse(
-              500, "the model's answer cannot be written as JSON: " + text.status().message()));
+        // The answer comes on the backend's thread (the node's loop, which every tenant's requests
+        // share): a large one is written on the parse pool, in its tenant's turn.
+        if (parse_pool_ != nullptr && TensorBytes(response.outputs) > kInlineParseBytes) {
+          auto shared = std::make_shared<InferResponse>(std::move(response));
+          const Status queued =
+              parse_pool_->Submit(tenant, [shared, responder, shares](const Status& go) {
+                if (!go.ok()) return responder.Respond(JsonErrorResponse(503, go.message()));
+                WriteAnswer(*shared, responder);
+              });
+          if (queued.ok()) return;
+          response = std::move(*shared);  // the tenant's queue is full: written here
         }
-        responder.Respond({200, std::move(text).value()});
+        WriteAnswer(response, responder);
         shares.reset();
       });
   if (ticket != 0) responder.OnCancel([this, ticket] { backend_.Cancel(ticket); });

@@ -10,10 +10,12 @@
 
 #include <algorithm>
 #include <boost/asio/post.hpp>
+#include <boost/asio/thread_pool.hpp>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "gshare/net/unix_http.h"
 #include "gshare/node/process/instance_environment.h"
@@ -45,13 +47,25 @@ std::string TenantFolder(const InstanceCommand& command) {
 
 }  // namespace
 
+namespace {
+
+std::size_t CodecThreads(std::size_t wanted) {
+  if (wanted > 0) return wanted;
+  const unsigned cores = std::thread::hardware_concurrency();
+  return std::clamp<std::size_t>(cores > 1 ? cores - 1 : 1, 1, 4);
+}
+
+}  // namespace
+
 ProcessHost::ProcessHost(LoopClock& clock, std::vector<InstanceCommand> commands,
                          RequestSource& requests, ProcessHostOptions options)
     : clock_(clock),
       loop_(clock.loop()),
       requests_(requests),
       options_(std::move(options)),
-      run_dir_(options_.run_dir) {
+      run_dir_(options_.run_dir),
+      codec_pool_(
+          std::make_unique<boost::asio::thread_pool>(CodecThreads(options_.codec_threads))) {
   for (std::size_t f = 0; f < commands.size(); ++f) {
     commands_.emplace(static_cast<FunctionId>(f), std::move(commands[f]));
   }
@@ -79,6 +93,8 @@ ProcessHost::ProcessHost(LoopClock& clock, std::vector<InstanceCommand> commands
 
 ProcessHost::~ProcessHost() {
   *alive_ = false;
+  codec_pool_->stop();  // what is queued is dropped; what runs finishes and posts to a dead host
+  codec_pool_->join();
   processes_.clear();  // every ChildProcess kills its group and reaps it
 }
 
@@ -490,39 +506,73 @@ void ProcessHost::Infer(InstanceId instance, std::span<const RequestId> batch,
     inputs.back().id.reset();
   }
   auto stacked = StackBatch(inputs);
-  Result<std::string> body = stacked.ok() ? SerializeInferRequest(stacked->request)
-                                          : Result<std::string>(stacked.status());
-  if (!body.ok()) {
-    boost::asio::post(loop_, [done, status = body.status()] { done(status); });
+  if (!stacked.ok()) {
+    boost::asio::post(loop_, [done, status = stacked.status()] { done(status); });
     return;
   }
-  const std::string target = "/v2/models/" + CommandOf(it->second->function).model + "/infer";
-  std::vector<RequestId> ids(batch.begin(), batch.end());
-  std::vector<std::int64_t> sizes = stacked->sizes;
   ++it->second->in_flight;
   ++it->second->batches;
+  // The JSON text is written on the codec pool, not on the loop, which runs the scheduler and
+  // every other tenant's requests: a large tensor delays only its own request.
+  std::vector<RequestId> ids(batch.begin(), batch.end());
+  boost::asio::post(*codec_pool_, [this, instance, ids = std::move(ids), done, alive = alive_,
+                                   request = std::move(stacked->request),
+                                   sizes = std::move(stacked->sizes)]() mutable {
+    Result<std::string> body = SerializeInferRequest(request);
+    request = {};
+    boost::asio::post(loop_, [this, instance, ids = std::move(ids), done, alive,
+                              body = std::move(body), sizes = std::move(sizes)]() mutable {
+      if (!*alive) return;
+      Send(instance, std::move(ids), std::move(sizes), std::move(body), std::move(done));
+    });
+  });
+}
+
+void ProcessHost::Send(InstanceId instance, std::vector<RequestId> ids,
+                       std::vector<std::int64_t> sizes, Result<std::string> body,
+                       std::function<void(Status)> done) {
+  auto it = processes_.find(instance);
+  if (it == processes_.end()) return done(Unavailable("the instance ended"));
+  if (!body.ok()) {
+    --it->second->in_flight;
+    return done(body.status());
+  }
+  const std::string target = "/v2/models/" + CommandOf(it->second->function).model + "/infer";
   net::SendUnixHttpRequest(
       loop_, it->second->socket_path, {"POST", target, std::move(body).value(), "application/json"},
       options_.request_deadline, {},
-      [this, instance, ids, sizes, done, alive = alive_](Result<net::HttpResponse> answer) {
+      [this, instance, ids = std::move(ids), sizes = std::move(sizes), done,
+       alive = alive_](Result<net::HttpResponse> answer) mutable {
         if (!*alive) return;
-        // Once the instance's end was seen, the executor has given its runs
-        // back to the policy: a late answer must not answer them a second
-        // time.
+        // Once the instance's end was seen, the executor has given its runs back to the policy:
+        // a late answer must not answer them a second time.
         auto found = processes_.find(instance);
         if (found == processes_.end()) return done(Unavailable("the instance ended"));
         --found->second->in_flight;
         if (!answer.ok()) return done(answer.status());
         if (answer->status != 200) return done(FromHttp(answer->status, answer->body));
-        auto response = ParseInferResponse(answer->body);
-        if (!response.ok()) return done(response.status());
-        auto split = SplitBatch(*response, sizes);
-        if (!split.ok()) return done(split.status());
-        for (std::size_t i = 0; i < ids.size(); ++i) {
-          (*split)[i].id = std::to_string(ids[i]);
-          requests_.Answer(ids[i], std::move((*split)[i]));
-        }
-        done(Status::Ok());
+        // Read on the codec pool too; the requests are answered on the loop, unless the instance
+        // ended meanwhile (then, as above, not at all).
+        boost::asio::post(*codec_pool_, [this, instance, ids = std::move(ids),
+                                         sizes = std::move(sizes), done, alive,
+                                         text = std::move(answer->body)]() mutable {
+          Result<std::vector<InferResponse>> split = [&]() -> Result<std::vector<InferResponse>> {
+            GSHARE_ASSIGN_OR_RETURN(const InferResponse response, ParseInferResponse(text));
+            return SplitBatch(response, sizes);
+          }();
+          text = {};
+          boost::asio::post(loop_, [this, instance, ids = std::move(ids), done, alive,
+                                    split = std::move(split)]() mutable {
+            if (!*alive) return;
+            if (!processes_.contains(instance)) return done(Unavailable("the instance ended"));
+            if (!split.ok()) return done(split.status());
+            for (std::size_t i = 0; i < ids.size(); ++i) {
+              (*split)[i].id = std::to_string(ids[i]);
+              requests_.Answer(ids[i], std::move((*split)[i]));
+            }
+            done(Status::Ok());
+          });
+        });
       });
 }
 

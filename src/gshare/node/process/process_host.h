@@ -40,6 +40,7 @@
 
 #include <sys/types.h>
 
+#include <boost/asio/thread_pool.hpp>
 #include <chrono>
 #include <functional>
 #include <map>
@@ -108,6 +109,8 @@ struct ProcessHostOptions {
   std::chrono::milliseconds stable_after{60000};
   std::chrono::milliseconds stop_grace{2000};
   std::chrono::milliseconds request_deadline{60000};
+  // Threads that write and read the functions' JSON (0: the cores less one, from 1 to 4).
+  std::size_t codec_threads = 0;
 };
 
 // A function's crash record (FunctionRestarts).
@@ -184,6 +187,9 @@ class ProcessHost final : public InstanceHost {
   void ScheduleProbe(InstanceId id);
   void Kill(Process& process, Status reason);
   void Exited(InstanceId id, int wait_status);
+  // Sends a written batch to `instance` (on the loop) and answers its requests.
+  void Send(InstanceId instance, std::vector<RequestId> ids, std::vector<std::int64_t> sizes,
+            Result<std::string> body, std::function<void(Status)> done);
   void CountCrash(FunctionId function, const Process& process, const std::string& reason);
   // Once `tenant` has no instance left: removes what its uid left in the shared folders.
   void RemoveTenantLeftovers(const std::string& tenant);
@@ -203,6 +209,9 @@ class ProcessHost final : public InstanceHost {
   std::map<FunctionId, Restarts> restarts_;
   std::map<InstanceId, std::unique_ptr<Process>> processes_;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+  // Writes requests to and reads answers from the functions' JSON off the loop. Jobs touch no
+  // member but the loop, which they post back to (checking alive_ there).
+  std::unique_ptr<boost::asio::thread_pool> codec_pool_;
 };
 
 }  // namespace gshare
