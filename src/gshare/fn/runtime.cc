@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <string_view>
 
 #include "gshare/fn/control_session.h"
@@ -24,6 +25,23 @@ Result<std::unique_ptr<FunctionRuntime>> FunctionRuntime::ConnectFromEnvironment
                  options);
 }
 
+namespace {
+
+// The pid the node knows this process by. In a PID namespace of its own getpid() says 1, while
+// /proc/self names the process in the namespace /proc was mounted in: the node's.
+std::uint64_t PidAsTheNodeSeesIt() {
+  char text[32];
+  const ssize_t length = ::readlink("/proc/self", text, sizeof text - 1);
+  if (length > 0) {
+    text[length] = '\0';
+    const long pid = std::strtol(text, nullptr, 10);
+    if (pid > 0) return static_cast<std::uint64_t>(pid);
+  }
+  return static_cast<std::uint64_t>(::getpid());
+}
+
+}  // namespace
+
 Result<std::unique_ptr<FunctionRuntime>> FunctionRuntime::Connect(UniqueFd control,
                                                                   std::uintptr_t base,
                                                                   std::uint64_t reserve_bytes,
@@ -32,10 +50,8 @@ Result<std::unique_ptr<FunctionRuntime>> FunctionRuntime::Connect(UniqueFd contr
   auto memory = DeviceMemory::Reserve(base, reserve_bytes);
   if (!memory.ok()) return memory.status();
   ControlChannel channel(std::move(control));
-  GSHARE_RETURN_IF_ERROR(channel.Send({.type = ControlType::kHello,
-                                       .a = static_cast<std::uint64_t>(::getpid()),
-                                       .b = base,
-                                       .c = reserve_bytes}));
+  GSHARE_RETURN_IF_ERROR(channel.Send(
+      {.type = ControlType::kHello, .a = PidAsTheNodeSeesIt(), .b = base, .c = reserve_bytes}));
   std::unique_ptr<FunctionRuntime> runtime(
       new FunctionRuntime(std::move(channel), std::move(memory).value(), options));
   runtime->control_thread_ = std::thread([r = runtime.get()] { r->Serve(); });
