@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cctype>
 #include <condition_variable>
 #include <cstdlib>
 #include <fstream>
@@ -338,6 +339,56 @@ TEST_F(ServerTest, AFunctionKilledMidRequestLosesNoRequest) {
   auto after = client_->Send("POST", "/v2/models/echo/infer", acme, EchoRequest("after"));
   ASSERT_TRUE(after);
   EXPECT_EQ(after->result_int(), 200) << after->body();
+}
+
+// The processes on this host whose command line holds `token`.
+std::vector<pid_t> ProcessesWithToken(const std::string& token) {
+  std::vector<pid_t> pids;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename().string();
+    if (name.empty() || !std::isdigit(static_cast<unsigned char>(name[0]))) continue;
+    std::ifstream in(entry.path() / "cmdline");
+    const std::string cmdline((std::istreambuf_iterator<char>(in)), {});
+    if (cmdline.find(token) != std::string::npos) pids.push_back(std::stoi(name));
+  }
+  return pids;
+}
+bool ProcessWithTokenRuns(const std::string& token) { return !ProcessesWithToken(token).empty(); }
+
+// An admin's command function whose shell leaves a process outside its group (setsid) before it
+// becomes the echo runtime: once the function is deleted and its process gone, so is that one,
+// since it was in the instance's PID namespace.
+TEST_F(ServerTest, NothingAFunctionStartedOutlivesItsDelete) {
+  if (::geteuid() != 0) GTEST_SKIP() << "PID namespaces need root";
+  Start();
+  AddTenant("acme");
+  const std::string token = fmt::format("86400.{}", ::getpid());
+  const std::string spec = fmt::format(
+      "name: echo\nmodel_size: 1Mi\ngpu_memory: 8Mi\nexec_latency: 1ms\nslo: 1s\ntimeout: 10s\n"
+      "command: [/bin/sh, -c, 'setsid sleep {} </dev/null >/dev/null 2>&1 & exec {} --model "
+      "echo']\n",
+      token, GSHARE_FUNCTION_PROGRAM);
+  auto created = client_->Send("POST", "/api/v1/tenants/acme/functions", kAdminKey, spec);
+  ASSERT_TRUE(created);
+  ASSERT_EQ(created->result_int(), 201) << created->body();
+  Settle("acme", "echo");
+  // The shell forked it before it became the runtime; it may still be starting.
+  const auto guard = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (!ProcessWithTokenRuns(token) && std::chrono::steady_clock::now() < guard) {
+    std::this_thread::yield();
+  }
+  ASSERT_TRUE(ProcessWithTokenRuns(token));
+  auto deleted = client_->Send("DELETE", "/api/v1/tenants/acme/functions/echo", kAdminKey);
+  ASSERT_TRUE(deleted);
+  EXPECT_EQ(deleted->result_int(), 204) << deleted->body();
+  ASSERT_TRUE(server_->backend().WaitUntilDrained(std::chrono::seconds(60)).ok());
+  while (!server_->backend().FunctionPids().empty() && std::chrono::steady_clock::now() < guard) {
+    std::this_thread::yield();
+  }
+  ASSERT_TRUE(server_->backend().FunctionPids().empty());
+  const std::vector<pid_t> survivors = ProcessesWithToken(token);
+  EXPECT_TRUE(survivors.empty());
+  for (const pid_t pid : survivors) ::kill(pid, SIGKILL);  // this test's own leftover
 }
 
 // A tenant with its quota of unanswered requests gets 429 for one more, and is served again once
