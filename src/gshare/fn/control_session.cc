@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <sys/prctl.h>
 
+#include <unistd.h>
 #include <cerrno>
 #include <charconv>
 #include <cstdlib>
@@ -28,6 +29,17 @@ Result<std::uint64_t> ReadNodeNumber(const char* name, int base) {
     return InvalidArgument(fmt::format("{}={} is not a number", name, text));
   }
   return value;
+}
+
+std::uint64_t PidAsTheNodeSeesIt() {
+  char text[32];
+  const ssize_t length = ::readlink("/proc/self", text, sizeof text - 1);
+  if (length > 0) {
+    text[length] = '\0';
+    const long pid = std::strtol(text, nullptr, 10);
+    if (pid > 0) return static_cast<std::uint64_t>(pid);
+  }
+  return static_cast<std::uint64_t>(::getpid());
 }
 
 Status SealFunctionProcess(int control_fd) {

@@ -27,6 +27,10 @@ Result<std::uint64_t> ReadNodeNumber(const char* name, int base);
 // starts in turn gets it).
 Status SealFunctionProcess(int control_fd);
 
+// The pid the node knows this process by, for the hello. In a PID namespace of its own getpid()
+// says 1, while /proc/self names the process in the namespace /proc was mounted in: the node's.
+std::uint64_t PidAsTheNodeSeesIt();
+
 // Receives the node's messages until the channel fails, handing each to `handle`. A datagram that
 // cannot be read (InvalidArgument) is logged ("ignored: ...") and skipped; a message `handle`
 // fails is logged, and a failure with kUnavailable ends the loop as a broken channel does.

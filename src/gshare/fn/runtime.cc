@@ -25,23 +25,6 @@ Result<std::unique_ptr<FunctionRuntime>> FunctionRuntime::ConnectFromEnvironment
                  options);
 }
 
-namespace {
-
-// The pid the node knows this process by. In a PID namespace of its own getpid() says 1, while
-// /proc/self names the process in the namespace /proc was mounted in: the node's.
-std::uint64_t PidAsTheNodeSeesIt() {
-  char text[32];
-  const ssize_t length = ::readlink("/proc/self", text, sizeof text - 1);
-  if (length > 0) {
-    text[length] = '\0';
-    const long pid = std::strtol(text, nullptr, 10);
-    if (pid > 0) return static_cast<std::uint64_t>(pid);
-  }
-  return static_cast<std::uint64_t>(::getpid());
-}
-
-}  // namespace
-
 Result<std::unique_ptr<FunctionRuntime>> FunctionRuntime::Connect(UniqueFd control,
                                                                   std::uintptr_t base,
                                                                   std::uint64_t reserve_bytes,

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cctype>
 #include <nlohmann/json.hpp>
 #include <utility>
@@ -164,8 +165,11 @@ Result<std::shared_ptr<void>> Front::TakeShares(const std::string& tenant,
 std::optional<HttpResponse> Front::CheckHead(net::ServerRequest& head) {
   Admission admission = Admit(head);
   if (admission.refusal || admission.action != "infer") return std::move(admission.refusal);
-  auto shares = TakeShares(admission.tenant,
-                           head.declared_length.value_or(options_.parse_limits.max_text_bytes));
+  // A chunked body's length is known only once read: it takes the largest a body may be.
+  auto shares = TakeShares(
+      admission.tenant,
+      std::min<std::uint64_t>(head.declared_length.value_or(options_.parse_limits.max_text_bytes),
+                              body_share_.capacity()));
   if (!shares.ok()) return JsonErrorResponse(429, shares.status().message());
   head.hold = std::move(shares).value();
   return std::nullopt;
@@ -270,15 +274,20 @@ void Front::ParseAndRun(std::string_view body, net::Responder responder, const s
         response.id = id;
         // The answer comes on the backend's thread (the node's loop, which every tenant's requests
         // share): a large one is written on the parse pool, in its tenant's turn.
+        // Answers are not refused for the tenant's queue: their number is bounded by its share of
+        // the requests in flight.
         if (parse_pool_ != nullptr && TensorBytes(response.outputs) > kInlineParseBytes) {
           auto shared = std::make_shared<InferResponse>(std::move(response));
-          const Status queued =
-              parse_pool_->Submit(tenant, [shared, responder, shares](const Status& go) {
+          const Status queued = parse_pool_->Submit(
+              tenant,
+              [shared, responder, shares](const Status& go) {
                 if (!go.ok()) return responder.Respond(JsonErrorResponse(503, go.message()));
+                if (responder.Cancelled()) return;  // the client went away while it waited
                 WriteAnswer(*shared, responder);
-              });
+              },
+              /*bounded=*/false);
           if (queued.ok()) return;
-          response = std::move(*shared);  // the tenant's queue is full: written here
+          response = std::move(*shared);  // the pool has stopped (shutdown): written here
         }
         WriteAnswer(response, responder);
         shares.reset();

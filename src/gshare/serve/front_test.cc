@@ -1,5 +1,6 @@
 #include "gshare/serve/front.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <boost/beast/http.hpp>
@@ -683,6 +684,16 @@ TEST_F(FrontTest, BodiesBeyondATenantsShareOfTheBufferAre429) {
   backend_.AnswerHeld();
   for (std::thread& t : alpha) t.join();
   EXPECT_EQ(front_->BufferedBytesHeldBy("alpha"), 0u);
+  // A chunked body, whose length is known only once read, takes at most the whole buffer (not the
+  // JSON limit, which is larger here): it is served.
+  const std::string body(kEchoRequest);
+  Client fresh = Connect();  // the 429 closed the other connection: its body was not read
+  auto chunked = fresh.SendRaw(
+      fmt::format("POST /v2/models/mlp/infer HTTP/1.1\r\nHost: test\r\nAuthorization: Bearer {}\r\n"
+                  "Transfer-Encoding: chunked\r\n\r\n{:x}\r\n{}\r\n0\r\n\r\n",
+                  kAlphaKey, body.size(), body));
+  ASSERT_TRUE(chunked);
+  EXPECT_EQ(chunked->result_int(), 200u) << chunked->body();
 }
 
 }  // namespace

@@ -484,6 +484,18 @@ Status ManagementApi::CheckPoolShare(const FunctionSpec& spec) {
   const std::uint64_t shares = held.size() + (someone_waits ? 1 : 0);
   const std::uint64_t share = pool / std::max<std::uint64_t>(shares, 1);
   const std::uint64_t mine = SaturatingAdd(held[spec.tenant], PoolBytes(spec));
+  // Deploys are not given back as requests are: within its share or not, nothing is admitted
+  // that the pool cannot hold with what the others hold now.
+  std::uint64_t all = mine;
+  for (const auto& [tenant, bytes] : held) {
+    if (tenant != spec.tenant) all = SaturatingAdd(all, bytes);
+  }
+  if (all > pool) {
+    return ResourceExhausted(fmt::format(
+        "function '{}' needs {} of the node's snapshot pool, which holds {} of {} already",
+        spec.name, FormatBytes(PoolBytes(spec)), FormatBytes(all - PoolBytes(spec)),
+        FormatBytes(pool)));
+  }
   if (mine <= share) return Status::Ok();
   // Beyond its share: it borrows only what no other tenant's share still needs.
   std::uint64_t committed = someone_waits ? share : 0;

@@ -1000,6 +1000,15 @@ TEST_F(ManagementApiTest, TheSnapshotPoolIsSharedFairly) {
             429u);
   EXPECT_EQ(Send("PUT", "/api/v1/functions/a", alpha_key_, Spec("a", "", "150Mi")).result_int(),
             429u);
+  // A third tenant's share (133 MiB) is not there to take while the pool is full: deploys are
+  // never overcommitted.
+  auto gamma = keys_->AddTenant("gamma");
+  ASSERT_TRUE(gamma.ok());
+  auto full = Send("POST", "/api/v1/functions", *gamma, Spec("a", "", "100Mi"));
+  EXPECT_EQ(full.result_int(), 429u) << full.body();
+  EXPECT_NE(ErrorOf(full).find("holds 400.0 MiB of 400.0 MiB already"), std::string::npos)
+      << full.body();
+  ASSERT_TRUE(keys_->RemoveTenant("gamma").ok());
 
   for (const char* name : {"a", "b"}) {
     ASSERT_EQ(Send("DELETE", "/api/v1/functions/" + std::string(name), beta_key_).result_int(),

@@ -23,10 +23,13 @@ ParsePool::ParsePool(ParsePoolOptions options) : options_(std::move(options)) {
   for (unsigned i = 0; i < count; ++i) threads_.emplace_back([this] { Work(); });
 }
 
-ParsePool::~ParsePool() {
+ParsePool::~ParsePool() { Stop(); }
+
+void ParsePool::Stop() {
   std::vector<Job> left;
   {
     MutexLock lock(mutex_);
+    if (stopping_) return;
     stopping_ = true;
     left = queue_.TakeAll();
   }
@@ -35,11 +38,11 @@ ParsePool::~ParsePool() {
   for (Job& job : left) job(Unavailable("the server is shutting down"));
 }
 
-Status ParsePool::Submit(const std::string& tenant, Job job) {
+Status ParsePool::Submit(const std::string& tenant, Job job, bool bounded) {
   {
     MutexLock lock(mutex_);
     if (stopping_) return Unavailable("the server is shutting down");
-    if (queue_.size(tenant) >= options_.max_queued_per_tenant) {
+    if (bounded && queue_.size(tenant) >= options_.max_queued_per_tenant) {
       return ResourceExhausted(
           fmt::format("{} large requests of this tenant are waiting to be parsed",
                       options_.max_queued_per_tenant));

@@ -9,9 +9,11 @@
 // backlog of large bodies delays another's by at most one parse per thread; a tenant with
 // `max_queued_per_tenant` jobs waiting gets ResourceExhausted for one more.
 //
-// Threading: Submit may be called from any thread and never blocks. The destructor runs the jobs
-// still queued with Unavailable (so that each is answered) and joins the threads. `before_job`
-// (tests) runs on a pool thread before each job.
+// Threading: Submit may be called from any thread and never blocks. Stop (and the destructor,
+// which stops first) runs the jobs still queued with Unavailable (so that each is answered) and
+// joins the threads; a Submit after it is refused with Unavailable, so a stopped pool may still be
+// called (the backend's answers, while it shuts down). `before_job` (tests) runs on a pool thread
+// before each job.
 #pragma once
 
 #include <cstddef>
@@ -51,8 +53,11 @@ class ParsePool {
   ParsePool& operator=(const ParsePool&) = delete;
 
   // Queues `job` for `tenant`. ResourceExhausted (the job is not queued, nor run) when the tenant
-  // has max_queued_per_tenant jobs waiting.
-  Status Submit(const std::string& tenant, Job job) EXCLUDES(mutex_);
+  // has max_queued_per_tenant jobs waiting, unless `bounded` is false (work whose number is bounded
+  // elsewhere, such as answers to requests in flight, which must not be refused).
+  Status Submit(const std::string& tenant, Job job, bool bounded = true) EXCLUDES(mutex_);
+  // Refuses new jobs, answers those queued with Unavailable, joins the threads. Idempotent.
+  void Stop() EXCLUDES(mutex_);
   unsigned threads() const { return static_cast<unsigned>(threads_.size()); }
 
  private:

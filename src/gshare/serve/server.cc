@@ -122,6 +122,8 @@ Result<std::unique_ptr<Server>> Server::Start(ServerOptions options) {
   // which counts every request, is the hard one above it (FairShare: at most twice its capacity
   // is ever held), with room for the management API and health checks.
   FrontOptions front;
+  // An inference body's JSON may be as large as any body the HTTP server takes.
+  front.parse_limits.max_text_bytes = options.http.limits.body_bytes;
   front.max_in_flight = options.http.limits.max_in_flight;
   front.max_buffered_bytes = options.max_buffered_bytes;
   options.http.limits.max_in_flight = 2 * front.max_in_flight + kUntenantedInFlight;
@@ -151,7 +153,8 @@ Result<std::unique_ptr<Server>> Server::Start(ServerOptions options) {
 }
 
 Server::~Server() {
-  if (http_ != nullptr && !waited_) {
+  // Also after a start that failed half-way: the pool stops before the backend shuts down.
+  if (!waited_) {
     BeginShutdown();
     Wait();
   }
@@ -167,7 +170,9 @@ void Server::Wait() {
   if (http_ != nullptr) http_->Wait();
   // No parse hands a request to the backend once it has shut down: the jobs still queued are
   // answered 503, the one running finishes first.
-  parse_pool_.reset();
+  // The pool stops (its queued parses answered 503) but stays: the backend's answers, which may
+  // come until it has shut down, hand large ones to it and are then written where they are.
+  if (parse_pool_ != nullptr) parse_pool_->Stop();
   if (backend_ != nullptr) backend_->Shutdown();
 }
 

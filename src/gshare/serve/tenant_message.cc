@@ -1,34 +1,101 @@
 #include "gshare/serve/tenant_message.h"
 
-#include <regex>
+#include <cctype>
 
 namespace gshare::serve {
+namespace {
+
+// Longer messages are cut here: they come from the node, or from a function's error answer,
+// and are read by people.
+constexpr std::size_t kMaxTenantMessageBytes = 4096;
+
+bool IsDigit(char c) { return std::isdigit(static_cast<unsigned char>(c)) != 0; }
+bool IsSpace(char c) { return std::isspace(static_cast<unsigned char>(c)) != 0; }
+bool IsWordChar(char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_'; }
+
+// The length of a run of digits at `at` (0: none).
+std::size_t Digits(std::string_view text, std::size_t at) {
+  std::size_t n = 0;
+  while (at + n < text.size() && IsDigit(text[at + n])) ++n;
+  return n;
+}
+
+// Whether `word` followed by digits (and not by more of a word) starts at `at`; its length.
+std::size_t WordAndNumber(std::string_view text, std::size_t at, std::string_view word) {
+  if (text.substr(at, word.size()) != word) return 0;
+  const std::size_t digits = Digits(text, at + word.size());
+  if (digits == 0) return 0;
+  const std::size_t end = at + word.size() + digits;
+  if (end < text.size() && IsWordChar(text[end])) return 0;
+  return word.size() + digits;
+}
+
+bool PathCharacter(char c) {
+  return !IsSpace(c) && c != '\'' && c != '"' && c != ')' && c != ',' && c != ';' && c != ':';
+}
+
+}  // namespace
 
 std::string ForTenant(std::string_view message, const std::filesystem::path& models) {
-  static const std::regex kInstanceOf(R"(\binstance (instance-)?[0-9]+ of )");
-  static const std::regex kInstance(R"(\b(instance )?instance-[0-9]+\b|\binstance [0-9]+\b)");
-  static const std::regex kPid(R"( ?\(pid [0-9]+\))");
-  static const std::regex kPidWord(R"(\bpid [0-9]+\b)");
-  static const std::regex kPath(R"((^|[\s'"(=:])(/[^\s'"),;:]*))");
-  std::string text(message);
-  text = std::regex_replace(text, kInstanceOf, "an instance of ");
-  text = std::regex_replace(text, kInstance, "an instance");
-  text = std::regex_replace(text, kPid, "");
-  text = std::regex_replace(text, kPidWord, "a process");
+  const bool cut = message.size() > kMaxTenantMessageBytes;
+  const std::string_view text = message.substr(0, kMaxTenantMessageBytes);
   std::string out;
-  auto begin = std::sregex_iterator(text.begin(), text.end(), kPath);
-  std::size_t last = 0;
-  for (auto it = begin; it != std::sregex_iterator(); ++it) {
-    const std::smatch& match = *it;
-    const std::size_t at = static_cast<std::size_t>(match.position(2));
-    out.append(text, last, at - last);
-    const std::filesystem::path path(match.str(2));
-    const std::filesystem::path relative = path.lexically_relative(models);
-    const bool inside = !models.empty() && !relative.empty() && *relative.begin() != "..";
-    out += inside ? relative.string() : "(a node path)";
-    last = at + static_cast<std::size_t>(match.length(2));
+  out.reserve(text.size() + 16);
+  const std::filesystem::path base = models.lexically_normal();
+  std::size_t i = 0;
+  while (i < text.size()) {
+    const bool word_start = i == 0 || !IsWordChar(text[i - 1]);
+    if (word_start) {
+      // "instance instance-7", "instance 7", "instance-7": an instance.
+      std::size_t n = 0;
+      if (text.substr(i, 9) == "instance ") n = WordAndNumber(text, i + 9, "instance-");
+      if (n > 0) {
+        n += 9;
+      } else {
+        n = WordAndNumber(text, i, "instance ");
+        if (n == 0) n = WordAndNumber(text, i, "instance-");
+      }
+      if (n > 0) {
+        out += "an instance";
+        i += n;
+        continue;
+      }
+      // "(pid 4242)" goes with the space before it; "pid 4242" is a process.
+      if (text[i] == '(' && WordAndNumber(text, i + 1, "pid ") > 0 &&
+          i + 1 + WordAndNumber(text, i + 1, "pid ") < text.size() &&
+          text[i + 1 + WordAndNumber(text, i + 1, "pid ")] == ')') {
+        if (!out.empty() && out.back() == ' ') out.pop_back();
+        i += 1 + WordAndNumber(text, i + 1, "pid ") + 1;
+        continue;
+      }
+      if (const std::size_t pid = WordAndNumber(text, i, "pid "); pid > 0) {
+        out += "a process";
+        i += pid;
+        continue;
+      }
+    }
+    // An absolute path: a '/' at the start or after a space, a quote, '(' or '=', followed by
+    // more of a path (so "3 / 4" and "https://host/x" are left alone).
+    const bool path_start = text[i] == '/' && i + 1 < text.size() && PathCharacter(text[i + 1]) &&
+                            text[i + 1] != '/' &&
+                            (i == 0 || IsSpace(text[i - 1]) || text[i - 1] == '\'' ||
+                             text[i - 1] == '"' || text[i - 1] == '(' || text[i - 1] == '=');
+    if (path_start) {
+      std::size_t end = i + 1;
+      while (end < text.size() && PathCharacter(text[end])) ++end;
+      const std::filesystem::path path =
+          std::filesystem::path(std::string(text.substr(i, end - i))).lexically_normal();
+      const std::filesystem::path relative = path.lexically_relative(base);
+      const bool inside =
+          !models.empty() && !relative.empty() && *relative.begin() != ".." && relative != ".";
+      out += inside ? relative.string() : "(a node path)";
+      i = end;
+      continue;
+    }
+    out += text[i];
+    ++i;
   }
-  out.append(text, last, std::string::npos);
+  if (cut) out += "...";
   return out;
 }
 

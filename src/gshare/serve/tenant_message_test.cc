@@ -24,6 +24,16 @@ TEST(TenantMessageTest, InstanceIdsPidsAndNodePathsAreLeftOut) {
             "see its log, logs/acme/echo.log");
   EXPECT_EQ(ForTenant("input 'x': shape [2] has 2 elements but data has 3", models),
             "input 'x': shape [2] has 2 elements but data has 3");
+  // Not paths: a ratio, a URL; a path that climbs out of the model folder is not inside it.
+  EXPECT_EQ(ForTenant("download from https://hf.co/org/model failed; ratio 3 / 4", models),
+            "download from https://hf.co/org/model failed; ratio 3 / 4");
+  EXPECT_EQ(ForTenant("file /var/lib/gshare/models/acme/w/../../beta/x is bad", models),
+            "file (a node path) is bad");
+  EXPECT_EQ(ForTenant("instances 3 and pids 4 and instance3", models),
+            "instances 3 and pids 4 and instance3");
+  // Long messages are cut, in time linear in what is kept.
+  const std::string long_path = "the function answered 500: /" + std::string(1 << 20, 'a');
+  EXPECT_EQ(ForTenant(long_path, models), "the function answered 500: (a node path)...");
   const Status status = ForTenant(Unavailable("instance 1 of e (pid 5) ended"), models);
   EXPECT_EQ(status.code(), StatusCode::kUnavailable);
   EXPECT_EQ(status.message(), "an instance of e ended");

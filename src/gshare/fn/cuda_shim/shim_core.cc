@@ -28,7 +28,7 @@ Result<std::unique_ptr<ShimCore>> ShimCore::Connect(UniqueFd control, std::uintp
   if (!range.ok()) return range.status();
   ControlChannel channel(std::move(control));
   GSHARE_RETURN_IF_ERROR(channel.Send({.type = ControlType::kHello,
-                                       .a = static_cast<std::uint64_t>(::getpid()),
+                                       .a = PidAsTheNodeSeesIt(),
                                        .b = range->base,
                                        .c = range->bytes}));
   std::unique_ptr<ShimCore> core(

@@ -226,8 +226,10 @@ Result<std::unique_ptr<ChildProcess>> ChildProcess::Spawn(boost::asio::io_contex
       Fail(report, kStepPrctl);
     }
     if (in_namespace) {
+      // ppoll through syscall(): a library function called first here would be bound lazily.
       pollfd lifeline{lifeline_read.get(), POLLIN, 0};
-      if (poll(&lifeline, 1, 0) != 0) {
+      const timespec now{0, 0};
+      if (syscall(SYS_ppoll, &lifeline, 1, &now, nullptr, 0) != 0) {
         errno = ESRCH;
         Fail(report, kStepParentGone);
       }

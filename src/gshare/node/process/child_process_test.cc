@@ -219,7 +219,11 @@ TEST_F(ChildProcessTest, InAPidNamespaceNothingOutlivesTheChild) {
   std::unique_ptr<ChildProcess> child;
   const std::optional<Leftover> leftover = SpawnWithLeftover(spec, io_, child);
   ASSERT_TRUE(leftover) << Log();
-  ASSERT_TRUE(child->in_pid_namespace());
+  if (!child->in_pid_namespace()) {
+    kill(leftover->pid, SIGKILL);  // outside a namespace its pid is the host's
+    close(leftover->read_fd);
+    GTEST_SKIP() << "the kernel refused a PID namespace (root without CAP_SYS_ADMIN?)";
+  }
   std::ifstream status("/proc/" + std::to_string(child->pid()) + "/status");
   std::string line;
   std::string nspid;

@@ -14,6 +14,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <future>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -25,11 +26,18 @@
 namespace gshare {
 namespace {
 
+// A function's error answer as a status. Only its first 4 KiB are read (on the loop): an error
+// is a sentence, and a function may answer anything.
 Status FromHttp(int status, const std::string& body) {
-  std::string message = body;
-  if (auto parsed = nlohmann::json::parse(body, nullptr, false);
-      parsed.is_object() && parsed.contains("error") && parsed["error"].is_string()) {
-    message = parsed["error"].get<std::string>();
+  constexpr std::size_t kMaxErrorBytes = 4096;
+  std::string message = body.substr(0, kMaxErrorBytes);
+  if (body.size() <= kMaxErrorBytes) {
+    if (auto parsed = nlohmann::json::parse(body, nullptr, false);
+        parsed.is_object() && parsed.contains("error") && parsed["error"].is_string()) {
+      message = parsed["error"].get<std::string>();
+    }
+  } else {
+    message += "...";
   }
   message = fmt::format("the function answered {}: {}", status, message);
   if (status == 507) return ResourceExhausted(message);
@@ -66,6 +74,7 @@ ProcessHost::ProcessHost(LoopClock& clock, std::vector<InstanceCommand> commands
       run_dir_(options_.run_dir),
       codec_pool_(
           std::make_unique<boost::asio::thread_pool>(CodecThreads(options_.codec_threads))) {
+  cleanups_.emplace(codec_pool_->get_executor());
   for (std::size_t f = 0; f < commands.size(); ++f) {
     commands_.emplace(static_cast<FunctionId>(f), std::move(commands[f]));
   }
@@ -213,6 +222,7 @@ Status ProcessHost::SpawnNow(Process& process) {
   spec.working_dir = command.working_dir.empty() ? run_dir_ : command.working_dir;
   spec.log_path = (logs / (FunctionName(command) + ".log")).string();
   spec.identity = identity;
+  process.identity = identity;
   spec.limits.open_files = options_.open_files;
   spec.pass_fds = {process.launch.control.get()};
   spec.pid_namespace = options_.pid_namespaces;
@@ -245,7 +255,9 @@ void ProcessHost::RemoveCommand(FunctionId function) {
   const InstanceCommand removed = std::move(it->second);
   commands_.erase(it);
   restarts_.erase(function);
-  // The function's log goes with its last version (an update's new version writes the same one).
+  // The function's log goes with its last version (an update's new version writes the same one),
+  // unless it never ran: then its log says why, for whoever reads the deploy's error.
+  if (ever_ready_.erase(function) == 0) return;
   for (const auto& [other, command] : commands_) {
     if (command.tenant == removed.tenant && FunctionName(command) == FunctionName(removed)) return;
   }
@@ -288,6 +300,7 @@ Status ProcessHost::Start(InstanceLaunch launch) {
   Process& process = *owned;
   process.id = launch.instance;
   process.function = launch.function;
+  process.tenant = CommandOf(launch.function).tenant;
   process.socket_path =
       (std::filesystem::path(run_dir_) / "instances" / std::to_string(launch.instance) / "socket")
           .string();
@@ -349,6 +362,7 @@ void ProcessHost::PollReady(InstanceId id) {
         Process& polled = *found->second;
         if (answer.ok() && answer->status == 200) {
           polled.ready = true;
+          ever_ready_.insert(polled.function);
           polled.ready_at = clock_.Now();
           ScheduleProbe(id);
           if (polled.launch.on_ready) polled.launch.on_ready();
@@ -407,7 +421,8 @@ void ProcessHost::Exited(InstanceId id, int wait_status) {
   if (it == processes_.end()) return;
   std::unique_ptr<Process> process = std::move(it->second);
   processes_.erase(it);
-  const std::string tenant = CommandOf(process->function).tenant;
+  const std::string tenant = process->tenant;
+  const std::optional<ProcessIdentity> identity = process->identity;
   process->timer.Cancel();
   const pid_t pid = process->child->pid();
   Status status = Status::Ok();
@@ -428,38 +443,46 @@ void ProcessHost::Exited(InstanceId id, int wait_status) {
   process.reset();  // reaped already; its cgroup goes now
   const bool tenant_has_more =
       std::any_of(processes_.begin(), processes_.end(),
-                  [&](const auto& p) { return CommandOf(p.second->function).tenant == tenant; });
-  if (!tenant_has_more) RemoveTenantLeftovers(tenant);
+                  [&](const auto& p) { return p.second->tenant == tenant; });
+  if (!tenant_has_more && identity) RemoveTenantLeftovers(tenant, *identity);
   if (on_exit) on_exit(status);
 }
 
-void ProcessHost::RemoveTenantLeftovers(const std::string& tenant) {
-  if (!identities_) return;
-  const Result<std::optional<ProcessIdentity>> identity = identities_->ForTenant(tenant);
-  if (!identity.ok() || !identity->has_value() || (*identity)->uid == ::geteuid()) return;
-  const uid_t uid = (*identity)->uid;
-  std::size_t removed = 0;
-  for (const std::string& folder : options_.tenant_shared_folders) {
-    std::error_code error;
-    for (std::filesystem::directory_iterator it(folder, error), end; !error && it != end;
-         it.increment(error)) {
-      struct stat info {};
-      // lstat: a link is judged (and removed) as itself, never followed.
-      if (::lstat(it->path().c_str(), &info) != 0 || info.st_uid != uid) continue;
-      std::error_code remove_error;
-      std::filesystem::remove_all(it->path(), remove_error);
-      if (remove_error) {
-        spdlog::warn("tenant {}: cannot remove its leftover {}: {}", tenant, it->path().string(),
-                     remove_error.message());
-      } else {
-        ++removed;
-      }
-    }
-  }
-  if (removed > 0) {
-    spdlog::info("tenant {}: removed {} leftovers of its uid {} from {}", tenant, removed, uid,
-                 fmt::join(options_.tenant_shared_folders, ", "));
-  }
+void ProcessHost::RemoveTenantLeftovers(const std::string& tenant,
+                                        const ProcessIdentity& identity) {
+  if (identity.uid == ::geteuid()) return;  // the same-uid fallback: those are the node's files
+  boost::asio::post(*cleanups_,
+                    [tenant, uid = identity.uid, folders = options_.tenant_shared_folders] {
+                      std::size_t removed = 0;
+                      for (const std::string& folder : folders) {
+                        std::error_code error;
+                        for (std::filesystem::directory_iterator it(folder, error), end;
+                             !error && it != end; it.increment(error)) {
+                          struct stat info {};
+                          // lstat: a link is judged (and removed) as itself, never followed.
+                          if (::lstat(it->path().c_str(), &info) != 0 || info.st_uid != uid)
+                            continue;
+                          std::error_code remove_error;
+                          std::filesystem::remove_all(it->path(), remove_error);
+                          if (remove_error) {
+                            spdlog::warn("tenant {}: cannot remove its leftover {}: {}", tenant,
+                                         it->path().string(), remove_error.message());
+                          } else {
+                            ++removed;
+                          }
+                        }
+                      }
+                      if (removed > 0) {
+                        spdlog::info("tenant {}: removed {} leftovers of its uid {} from {}",
+                                     tenant, removed, uid, fmt::join(folders, ", "));
+                      }
+                    });
+}
+
+void ProcessHost::WaitForCleanups() {
+  std::promise<void> done;
+  boost::asio::post(*cleanups_, [&done] { done.set_value(); });
+  done.get_future().wait();
 }
 
 void ProcessHost::Stop(InstanceId id) {

@@ -40,12 +40,14 @@
 
 #include <sys/types.h>
 
+#include <boost/asio/strand.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <chrono>
 #include <functional>
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -156,12 +158,17 @@ class ProcessHost final : public InstanceHost {
   std::vector<pid_t> pids() const;
   // When the instance's process was spawned (absent while it waits out a restart delay).
   std::optional<TimePoint> SpawnedAt(InstanceId instance) const;
+  // Blocks until the removals of tenants' leftovers begun so far are done (tests). Any thread but
+  // the codec pool's.
+  void WaitForCleanups();
 
  private:
   struct Process {
     InstanceId id = 0;
     FunctionId function = 0;
-    InstanceLaunch launch;  // its control end is handed over at the spawn
+    std::string tenant;                       // its command's, kept past the command's removal
+    std::optional<ProcessIdentity> identity;  // what it runs as, from its spawn on
+    InstanceLaunch launch;                    // its control end is handed over at the spawn
     std::string socket_path;
     std::unique_ptr<InstanceCgroup> cgroup;  // declared before child: removed after the reap
     std::unique_ptr<ChildProcess> child;     // null while waiting out a restart delay
@@ -191,8 +198,9 @@ class ProcessHost final : public InstanceHost {
   void Send(InstanceId instance, std::vector<RequestId> ids, std::vector<std::int64_t> sizes,
             Result<std::string> body, std::function<void(Status)> done);
   void CountCrash(FunctionId function, const Process& process, const std::string& reason);
-  // Once `tenant` has no instance left: removes what its uid left in the shared folders.
-  void RemoveTenantLeftovers(const std::string& tenant);
+  // Once `tenant` has no instance left: removes what its uid left in the shared folders (on the
+  // codec pool: a tenant's folders may be large, and the loop is everyone's).
+  void RemoveTenantLeftovers(const std::string& tenant, const ProcessIdentity& identity);
 
   // The command of `function`; an empty one (its instances cannot start) when it has none.
   const InstanceCommand& CommandOf(FunctionId function) const;
@@ -207,11 +215,14 @@ class ProcessHost final : public InstanceHost {
   Status identity_error_;
   CgroupDecision cgroups_;
   std::map<FunctionId, Restarts> restarts_;
+  std::set<FunctionId> ever_ready_;  // functions with an instance that became ready
   std::map<InstanceId, std::unique_ptr<Process>> processes_;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
   // Writes requests to and reads answers from the functions' JSON off the loop. Jobs touch no
   // member but the loop, which they post back to (checking alive_ there).
   std::unique_ptr<boost::asio::thread_pool> codec_pool_;
+  // Leftover removals, one after another on the codec pool (WaitForCleanups waits for them).
+  std::optional<boost::asio::strand<boost::asio::thread_pool::executor_type>> cleanups_;
 };
 
 }  // namespace gshare
