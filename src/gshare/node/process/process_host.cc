@@ -5,10 +5,12 @@
 #include <signal.h>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <boost/asio/post.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <cerrno>
@@ -223,6 +225,11 @@ Status ProcessHost::SpawnNow(Process& process) {
   spec.log_path = (logs / (FunctionName(command) + ".log")).string();
   spec.identity = identity;
   process.identity = identity;
+  if (identity) {
+    auto& spawns = spawns_by_uid_[identity->uid];
+    if (!spawns) spawns = std::make_shared<std::atomic<std::uint64_t>>(0);
+    spawns->fetch_add(1);
+  }
   spec.limits.open_files = options_.open_files;
   spec.pass_fds = {process.launch.control.get()};
   spec.pid_namespace = options_.pid_namespaces;
@@ -235,6 +242,7 @@ Status ProcessHost::SpawnNow(Process& process) {
     spec.cgroup_procs_path = process.cgroup->procs_path();
   }
   GSHARE_ASSIGN_OR_RETURN(process.child, ChildProcess::Spawn(loop_, spec));
+  if (identity && !process.child->in_pid_namespace()) outside_namespace_.insert(identity->uid);
   process.launch.control.Reset();  // the child has its own copy
   process.spawned = clock_.Now();
   const InstanceId id = process.id;
@@ -448,35 +456,65 @@ void ProcessHost::Exited(InstanceId id, int wait_status) {
   if (on_exit) on_exit(status);
 }
 
+namespace {
+
+// Kills every process that runs as `uid` (the tenant's own, never the node's): a helper takes
+// the uid and signals all it may (kill(-1)), which is exactly that uid's processes. For what
+// escaped an instance where the kernel refused it a PID namespace.
+void KillEveryProcessOf(uid_t uid) {
+  const pid_t helper = ::fork();
+  if (helper == 0) {
+    if (::syscall(SYS_setresuid, uid, uid, uid) != 0) _exit(1);
+    ::kill(-1, SIGKILL);
+    _exit(0);
+  }
+  if (helper < 0) {
+    spdlog::warn("uid {}: cannot fork to end its leftover processes: {}", uid,
+                 std::strerror(errno));
+    return;
+  }
+  int status = 0;
+  while (::waitpid(helper, &status, 0) < 0 && errno == EINTR) {
+  }
+}
+
+}  // namespace
+
 void ProcessHost::RemoveTenantLeftovers(const std::string& tenant,
                                         const ProcessIdentity& identity) {
-  if (identity.uid == ::geteuid()) return;  // the same-uid fallback: those are the node's files
-  boost::asio::post(*cleanups_,
-                    [tenant, uid = identity.uid, folders = options_.tenant_shared_folders] {
-                      std::size_t removed = 0;
-                      for (const std::string& folder : folders) {
-                        std::error_code error;
-                        for (std::filesystem::directory_iterator it(folder, error), end;
-                             !error && it != end; it.increment(error)) {
-                          struct stat info {};
-                          // lstat: a link is judged (and removed) as itself, never followed.
-                          if (::lstat(it->path().c_str(), &info) != 0 || info.st_uid != uid)
-                            continue;
-                          std::error_code remove_error;
-                          std::filesystem::remove_all(it->path(), remove_error);
-                          if (remove_error) {
-                            spdlog::warn("tenant {}: cannot remove its leftover {}: {}", tenant,
-                                         it->path().string(), remove_error.message());
-                          } else {
-                            ++removed;
-                          }
-                        }
-                      }
-                      if (removed > 0) {
-                        spdlog::info("tenant {}: removed {} leftovers of its uid {} from {}",
-                                     tenant, removed, uid, fmt::join(folders, ", "));
-                      }
-                    });
+  if (identity.uid == 0 || identity.uid == ::geteuid()) return;  // the node's own
+  // What escaped an instance outside a PID namespace ends now, on the loop, so that no instance
+  // of the tenant starts meanwhile (inside one, nothing escaped).
+  if (outside_namespace_.erase(identity.uid) > 0) KillEveryProcessOf(identity.uid);
+  // The files on the pool; an instance of the tenant spawned since stops it (its files are new).
+  auto& spawns = spawns_by_uid_[identity.uid];
+  if (!spawns) spawns = std::make_shared<std::atomic<std::uint64_t>>(0);
+  boost::asio::post(*cleanups_, [tenant, uid = identity.uid, spawns, seen = spawns->load(),
+                                 folders = options_.tenant_shared_folders] {
+    std::size_t removed = 0;
+    for (const std::string& folder : folders) {
+      std::error_code error;
+      for (std::filesystem::directory_iterator it(folder, error), end; !error && it != end;
+           it.increment(error)) {
+        if (spawns->load() != seen) return;
+        struct stat info {};
+        // lstat: a link is judged (and removed) as itself, never followed.
+        if (::lstat(it->path().c_str(), &info) != 0 || info.st_uid != uid) continue;
+        std::error_code remove_error;
+        std::filesystem::remove_all(it->path(), remove_error);
+        if (remove_error) {
+          spdlog::warn("tenant {}: cannot remove its leftover {}: {}", tenant, it->path().string(),
+                       remove_error.message());
+        } else {
+          ++removed;
+        }
+      }
+    }
+    if (removed > 0) {
+      spdlog::info("tenant {}: removed {} leftovers of its uid {} from {}", tenant, removed, uid,
+                   fmt::join(folders, ", "));
+    }
+  });
 }
 
 void ProcessHost::WaitForCleanups() {

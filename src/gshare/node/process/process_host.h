@@ -40,6 +40,7 @@
 
 #include <sys/types.h>
 
+#include <atomic>
 #include <boost/asio/strand.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <chrono>
@@ -216,6 +217,10 @@ class ProcessHost final : public InstanceHost {
   CgroupDecision cgroups_;
   std::map<FunctionId, Restarts> restarts_;
   std::set<FunctionId> ever_ready_;  // functions with an instance that became ready
+  // Instances spawned per uid: a removal of leftovers stops when one of the uid starts.
+  std::map<uid_t, std::shared_ptr<std::atomic<std::uint64_t>>> spawns_by_uid_;
+  // Uids with an instance that ran outside a PID namespace since their last cleanup.
+  std::set<uid_t> outside_namespace_;
   std::map<InstanceId, std::unique_ptr<Process>> processes_;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
   // Writes requests to and reads answers from the functions' JSON off the loop. Jobs touch no

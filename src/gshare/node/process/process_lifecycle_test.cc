@@ -230,6 +230,49 @@ TEST_F(ProcessLifecycleTest, ATenantsLeftoversInSharedFoldersGoWithItsLastInstan
   EXPECT_FALSE(std::filesystem::exists(dir_ / "run" / "logs" / "t"));
 }
 
+// Where an instance runs outside a PID namespace, what escaped it is found by its uid: when the
+// tenant's last instance ends, every process of the uid is ended. (The range is this test's own,
+// so that no other test's processes share the uid.)
+TEST_F(ProcessLifecycleTest, WithoutANamespaceTheUidsProcessesEndWithItsLastInstance) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root: tenants have uids of their own only then";
+  options_.pid_namespaces = false;
+  options_.first_uid = 200000 + static_cast<uid_t>(::getpid() % 10000) * 10;
+  options_.uid_count = 10;
+  MakeHost();
+  ASSERT_TRUE(Start(1).ok());
+  ASSERT_TRUE(Ready(1));
+  const uid_t uid = host_->UidOf("t");
+  ASSERT_GE(uid, options_.first_uid);
+  // A process of the tenant's uid that is no instance's: what a setsid child would leave.
+  const pid_t stray = ::fork();
+  if (stray == 0) {
+    if (::setresuid(uid, uid, uid) != 0) _exit(126);
+    ::execl("/bin/sleep", "sleep", "86400", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  ASSERT_GT(stray, 0);
+  const auto runs_as_uid = [&] {
+    std::ifstream status(fmt::format("/proc/{}/status", stray));
+    std::string line;
+    while (std::getline(status, line)) {
+      if (line.starts_with("Uid:")) return line.find(std::to_string(uid)) != std::string::npos;
+    }
+    return false;
+  };
+  ASSERT_TRUE(RunUntil(runs_as_uid));
+  host_->Stop(1);
+  ASSERT_TRUE(Ended(1));
+  // Killed before the instance's end was reported: it is ours to reap.
+  int status = 0;
+  pid_t reaped = 0;
+  ASSERT_TRUE(RunUntil([&] {
+    reaped = ::waitpid(stray, &status, WNOHANG);
+    return reaped != 0;
+  }));
+  ASSERT_EQ(reaped, stray);
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << status;
+}
+
 TEST_F(ProcessLifecycleTest, CrashesRestartWithDoublingBackoffUntilACrashLoop) {
   // A crash loop is held for restart_backoff_max: long enough that a slow machine still sees it.
   options_.restart_backoff_max = std::chrono::seconds(2);
