@@ -12,7 +12,8 @@
 // the total elements and data bytes, and the values of all 'parameters' objects while it is
 // read, and nothing of a tensor's size is allocated before its shape passed them. A parsed
 // message holds its tensors' bytes; data that arrives before its tensor's 'datatype' or 'shape'
-// is held at nine bytes per element until the tensor's object ends. Tensor "parameters" are
+// is held at nine bytes per element until the tensor's object ends, and those count against
+// max_tensor_bytes meanwhile. Tensor "parameters" are
 // read (bounded) and dropped, except "binary_data_size" (the binary data extension), which is
 // refused by name. Unknown fields are skipped without being kept.
 //

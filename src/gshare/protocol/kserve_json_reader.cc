@@ -99,6 +99,9 @@ class DataLayout {
   std::uint64_t leaves_ = 0;
 };
 
+// What one held element takes (a kind byte and eight bytes), counted against the byte budget.
+constexpr std::uint64_t kHeldElementBytes = 9;
+
 // Elements held until their tensor's datatype and shape are known: a kind byte and eight bytes
 // each (strings apart).
 class HeldElements {
@@ -634,12 +637,17 @@ class MessageReader {
     if (budget_.elements_left == 0) {
       return Fail(InvalidArgument(TensorWhere(t) + ": data exceeds the limit on tensor elements"));
     }
-    if (v.kind == Kind::kString) {
-      if (v.text->size() > budget_.bytes_left) {
-        return Fail(InvalidArgument(TensorWhere(t) + ": data exceeds the limit on tensor bytes"));
-      }
-      budget_.bytes_left -= v.text->size();
+    // A held element takes kHeldElementBytes (and a string its bytes) of the byte budget until
+    // its tensor's object ends.
+    const std::uint64_t bytes =
+        kHeldElementBytes + (v.kind == Kind::kString ? v.text->size() : 0);
+    if (bytes > budget_.bytes_left) {
+      return Fail(InvalidArgument(
+          TensorWhere(t) +
+          ": data before its tensor's datatype and shape exceeds the limit on tensor bytes (send "
+          "'data' after them)"));
     }
+    budget_.bytes_left -= bytes;
     --budget_.elements_left;
     t.held.Add(v);
     return true;
@@ -663,7 +671,7 @@ class MessageReader {
       // What the held elements took of the budget is given back: the shape's share is taken
       // now, as for every tensor.
       budget_.elements_left += t.held.size();
-      budget_.bytes_left += t.held.string_bytes();
+      budget_.bytes_left += t.held.string_bytes() + t.held.size() * kHeldElementBytes;
     }
     std::uint64_t elements = 0;
     DataType type = DataType::kFp32;

@@ -296,6 +296,19 @@ TEST(KserveJsonTest, DataBeforeItsDatatypeAndShapeParsesTheSame) {
   limits.max_elements = 3;
   EXPECT_EQ(RequestError(R"({"inputs":[{"name":"x","data":[1,2,3,4,5,6,7,8]}]})", limits),
             "input 'x': data exceeds the limit on tensor elements");
+  // And nine bytes each of the byte budget, until the tensor ends.
+  limits = {};
+  limits.max_tensor_bytes = 40;
+  EXPECT_EQ(RequestError(R"({"inputs":[{"name":"x","data":[1,2,3,4],"datatype":"INT8",)"
+                         R"("shape":[4]}]})",
+                         limits),
+            "OK");
+  EXPECT_EQ(RequestError(R"({"inputs":[{"name":"x","data":[1,2,3,4,5],"datatype":"INT8",)"
+                         R"("shape":[5]}]})",
+                         limits),
+            "input 'x': data before its tensor's datatype and shape exceeds the limit on tensor "
+            "bytes (send 'data' after them)");
+  EXPECT_EQ(RequestError(OneInput("INT8", "[5]", "[1,2,3,4,5]"), limits), "OK");
   // And data past the shape's count, in the usual order, is counted, not kept.
   EXPECT_EQ(RequestError(OneInput("INT8", "[2]", "[1,2,3,4,5]")),
             "input 'x': shape [2] has 2 elements but data has 5");
