@@ -639,8 +639,7 @@ class MessageReader {
     }
     // A held element takes kHeldElementBytes (and a string its bytes) of the byte budget until
     // its tensor's object ends.
-    const std::uint64_t bytes =
-        kHeldElementBytes + (v.kind == Kind::kString ? v.text->size() : 0);
+    const std::uint64_t bytes = kHeldElementBytes + (v.kind == Kind::kString ? v.text->size() : 0);
     if (bytes > budget_.bytes_left) {
       return Fail(InvalidArgument(
           TensorWhere(t) +
