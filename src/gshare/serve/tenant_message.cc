@@ -61,12 +61,14 @@ std::string ForTenant(std::string_view message, const std::filesystem::path& mod
         continue;
       }
       // "(pid 4242)" goes with the space before it; "pid 4242" is a process.
-      if (text[i] == '(' && WordAndNumber(text, i + 1, "pid ") > 0 &&
-          i + 1 + WordAndNumber(text, i + 1, "pid ") < text.size() &&
-          text[i + 1 + WordAndNumber(text, i + 1, "pid ")] == ')') {
-        if (!out.empty() && out.back() == ' ') out.pop_back();
-        i += 1 + WordAndNumber(text, i + 1, "pid ") + 1;
-        continue;
+      if (text[i] == '(') {
+        const std::size_t pid = WordAndNumber(text, i + 1, "pid ");
+        const std::size_t close = i + 1 + pid;
+        if (pid > 0 && close < text.size() && text[close] == ')') {
+          if (!out.empty() && out.back() == ' ') out.pop_back();
+          i = close + 1;
+          continue;
+        }
       }
       if (const std::size_t pid = WordAndNumber(text, i, "pid "); pid > 0) {
         out += "a process";
