@@ -25,14 +25,7 @@ nlohmann::json TensorsJson(const std::vector<TensorMetadata>& tensors) {
 
 std::uint64_t TensorBytes(const std::vector<Tensor>& tensors) {
   std::uint64_t bytes = 0;
-  for (const Tensor& tensor : tensors) {
-    if (tensor.datatype() == DataType::kBytes) {
-      for (const std::string& element : tensor.strings()) bytes += element.size();
-    } else {
-      bytes +=
-          static_cast<std::uint64_t>(tensor.element_count()) * ElementSizeBytes(tensor.datatype());
-    }
-  }
+  for (const Tensor& tensor : tensors) bytes += tensor.data_bytes();
   return bytes;
 }
 
