@@ -161,8 +161,9 @@ std::optional<HttpResponse> Front::CheckHead(net::ServerRequest& head) {
   // A chunked body's length is known only once read: it takes the largest a body may be.
   auto shares = TakeShares(
       admission.tenant,
-      std::min<std::uint64_t>(head.declared_length.value_or(options_.parse_limits.max_text_bytes),
-                              body_share_.capacity()));
+      head.declared_length
+          ? *head.declared_length
+          : std::min<std::uint64_t>(options_.parse_limits.max_text_bytes, body_share_.capacity()));
   if (!shares.ok()) return JsonErrorResponse(429, shares.status().message());
   head.hold = std::move(shares).value();
   return std::nullopt;

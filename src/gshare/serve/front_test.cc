@@ -694,6 +694,13 @@ TEST_F(FrontTest, BodiesBeyondATenantsShareOfTheBufferAre429) {
                   kAlphaKey, body.size(), body));
   ASSERT_TRUE(chunked);
   EXPECT_EQ(chunked->result_int(), 200u) << chunked->body();
+  // A declared body larger than the whole buffer is refused for what it declares.
+  Client large = Connect();
+  auto too_large =
+      large.Send("POST", "/v2/models/mlp/infer", kAlphaKey,
+                 std::string(kEchoRequest) + std::string(3 * kEchoRequest.size(), ' '));
+  ASSERT_TRUE(too_large);
+  EXPECT_EQ(too_large->result_int(), 429u) << too_large->body();
 }
 
 }  // namespace

@@ -113,6 +113,9 @@ Result<std::unique_ptr<Server>> Server::Start(ServerOptions options) {
     }
     options.backend.node.host.first_uid = range->first;
     options.backend.node.host.uid_count = range->count;
+    // The host's ledger makes the range this server's alone (a private one proves nothing).
+    options.backend.node.host.kill_uid_leftovers =
+        options.uid_ledger == std::filesystem::path(kDefaultUidLedger);
     s.tenant_first_uid_ = range->first;
   }
   GSHARE_ASSIGN_OR_RETURN(s.backend_, LiveBackend::Create(*s.metrics_, options.backend));

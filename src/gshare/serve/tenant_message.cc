@@ -78,10 +78,12 @@ std::string ForTenant(std::string_view message, const std::filesystem::path& mod
     }
     // An absolute path: a '/' at the start or after a space, a quote, '(' or '=', followed by
     // more of a path (so "3 / 4" and "https://host/x" are left alone).
+    const char before = i == 0 ? ' ' : text[i - 1];
+    const bool url = before == ':' && i + 1 < text.size() && text[i + 1] == '/';  // "https://"
     const bool path_start = text[i] == '/' && i + 1 < text.size() && PathCharacter(text[i + 1]) &&
-                            text[i + 1] != '/' &&
-                            (i == 0 || IsSpace(text[i - 1]) || text[i - 1] == '\'' ||
-                             text[i - 1] == '"' || text[i - 1] == '(' || text[i - 1] == '=');
+                            !url &&
+                            (IsSpace(before) || before == '\'' || before == '"' || before == '(' ||
+                             before == '=' || before == ':');
     if (path_start) {
       std::size_t end = i + 1;
       while (end < text.size() && PathCharacter(text[end])) ++end;

@@ -29,6 +29,8 @@ TEST(TenantMessageTest, InstanceIdsPidsAndNodePathsAreLeftOut) {
             "download from https://hf.co/org/model failed; ratio 3 / 4");
   EXPECT_EQ(ForTenant("file /var/lib/gshare/models/acme/w/../../beta/x is bad", models),
             "file (a node path) is bad");
+  EXPECT_EQ(ForTenant("PATH=/usr/bin:/var/lib/gshare/run/x; unix://var/run/s and //etc/x", models),
+            "PATH=(a node path):(a node path); unix://var/run/s and (a node path)");
   EXPECT_EQ(ForTenant("instances 3 and pids 4 and instance3", models),
             "instances 3 and pids 4 and instance3");
   // Long messages are cut, in time linear in what is kept.

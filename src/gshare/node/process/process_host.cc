@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <linux/capability.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
@@ -465,6 +466,11 @@ void KillEveryProcessOf(uid_t uid) {
   const pid_t helper = ::fork();
   if (helper == 0) {
     if (::syscall(SYS_setresuid, uid, uid, uid) != 0) _exit(1);
+    // No capability may survive (SECBIT_NO_SETUID_FIXUP would keep them): kill(-1) with CAP_KILL
+    // would signal everything.
+    __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
+    __user_cap_data_struct none[2] = {};
+    if (::syscall(SYS_capset, &header, none) != 0) _exit(1);
     ::kill(-1, SIGKILL);
     _exit(0);
   }
@@ -485,7 +491,9 @@ void ProcessHost::RemoveTenantLeftovers(const std::string& tenant,
   if (identity.uid == 0 || identity.uid == ::geteuid()) return;  // the node's own
   // What escaped an instance outside a PID namespace ends now, on the loop, so that no instance
   // of the tenant starts meanwhile (inside one, nothing escaped).
-  if (outside_namespace_.erase(identity.uid) > 0) KillEveryProcessOf(identity.uid);
+  if (outside_namespace_.erase(identity.uid) > 0 && options_.kill_uid_leftovers) {
+    KillEveryProcessOf(identity.uid);
+  }
   // The files on the pool; an instance of the tenant spawned since stops it (its files are new).
   auto& spawns = spawns_by_uid_[identity.uid];
   if (!spawns) spawns = std::make_shared<std::atomic<std::uint64_t>>(0);

@@ -95,6 +95,10 @@ struct ProcessHostOptions {
   // Each instance is the init of a PID namespace of its own where the kernel allows it (as root),
   // so nothing it starts outlives it (ChildProcess).
   bool pid_namespaces = true;
+  // Where an instance ran outside a PID namespace: end every process of its tenant's uid with the
+  // tenant's last instance. Only for a node whose uid range is its own on the host (a range
+  // claimed in the host's uid ledger): another node given the same uids would lose processes.
+  bool kill_uid_leftovers = false;
   // Folders every uid may write: when a tenant's last instance ends, what its uid left at their
   // top (files, folders with what is in them) is removed, so the next tenant given a uid finds
   // nothing of it. Only for a uid of its own (never the node's).

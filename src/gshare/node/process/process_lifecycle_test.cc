@@ -236,6 +236,7 @@ TEST_F(ProcessLifecycleTest, ATenantsLeftoversInSharedFoldersGoWithItsLastInstan
 TEST_F(ProcessLifecycleTest, WithoutANamespaceTheUidsProcessesEndWithItsLastInstance) {
   if (::geteuid() != 0) GTEST_SKIP() << "needs root: tenants have uids of their own only then";
   options_.pid_namespaces = false;
+  options_.kill_uid_leftovers = true;
   options_.first_uid = 200000 + static_cast<uid_t>(::getpid() % 10000) * 10;
   options_.uid_count = 10;
   MakeHost();
