@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <tuple>
 
 namespace gshare {
 namespace {
@@ -181,6 +182,54 @@ bool GSharePolicy::Evictable(const GpuState& gpu, FunctionId function, const Sli
   return slice.ready && !IsRunning(gpu, function) && functions_.at(function).pending.empty();
 }
 
+bool GSharePolicy::EvictableFor(const GpuState& gpu, FunctionId function, const Slice& slice,
+                                FunctionId asker, std::uint64_t bytes) const {
+  if (!MemoryContended()) return Evictable(gpu, function, slice);
+  const int victim = functions_.at(function).tenant;
+  const int tenant = functions_.at(asker).tenant;
+  if (victim < 0 || tenant < 0 || victim == tenant) return Evictable(gpu, function, slice);
+  const std::uint64_t share = TenantShare(tenant);
+  const bool within = tenant_bytes_[tenant] + bytes <= share;
+  const bool borrowing = Borrowing(victim, share);
+  // Borrowed memory is taken back from a slice that is not running, requests waiting or not.
+  if (within && borrowing) return slice.ready && !IsRunning(gpu, function);
+  if (!within && !borrowing) return false;  // a borrower takes nothing from a tenant within
+  return Evictable(gpu, function, slice);
+}
+
+int GSharePolicy::TenantOf(FunctionId function) {
+  FunctionState& fs = functions_[function];
+  if (fs.tenant >= 0) return fs.tenant;
+  const std::string& name = (*context_.functions)[function].tenant;
+  auto [it, added] = tenant_ids_.try_emplace(name, static_cast<int>(tenant_bytes_.size()));
+  if (added) tenant_bytes_.push_back(0);
+  fs.tenant = it->second;
+  return fs.tenant;
+}
+
+void GSharePolicy::Charge(FunctionId function, Slice& slice) {
+  const int tenant = TenantOf(function);
+  if (tenant_bytes_[tenant] == 0) tenants_holding_ += 1;
+  tenant_bytes_[tenant] += slice.bytes;
+  slice.charged = slice.bytes;
+}
+
+void GSharePolicy::Uncharge(FunctionId function, Slice& slice) {
+  const int tenant = TenantOf(function);
+  tenant_bytes_[tenant] -= slice.charged;
+  slice.charged = 0;
+  if (tenant_bytes_[tenant] == 0) tenants_holding_ -= 1;
+}
+
+bool GSharePolicy::MemoryContended() const {
+  return knobs_.tenant_shares && tenants_holding_ > 0 && (pool_.AtCap() || gpus_refused_);
+}
+
+std::uint64_t GSharePolicy::TenantShare(int asker) const {
+  const int holding = tenants_holding_ + (tenant_bytes_[asker] == 0 ? 1 : 0);
+  return pool_bytes_ / static_cast<std::uint64_t>(std::max(holding, 1));
+}
+
 void GSharePolicy::SetFree(std::size_t slot, std::uint64_t free_bytes) {
   GpuState& gpu = gpus_[slot];
   by_free_.erase({gpu.free_bytes, slot});
@@ -220,6 +269,7 @@ void GSharePolicy::OnRequest(const Request& request) {
 }
 
 void GSharePolicy::Bind(FunctionId function) {
+  TenantOf(function);
   FunctionState& fs = functions_[function];
   // Locality first: a slice of this function on a GPU whose compute is free serves it now.
   for (std::size_t i = 0; i < fs.slots.size() && !fs.pending.empty(); ++i) Dispatch(fs.slots[i]);
@@ -321,7 +371,10 @@ void GSharePolicy::Bind(FunctionId function) {
   }
   // A replica only when it beats waiting for an existing slice; the first slice always.
   if (!fs.slots.empty() && placement.finish >= target_existing) return;
-  if (placement.needs_eviction && !MakeRoom(placement.slot, SliceBytes(function))) return;
+  if (placement.needs_eviction && !MakeRoom(placement.slot, SliceBytes(function), function)) {
+    if (fs.slots.empty()) Unplaced(function);  // the shares moved: retry when memory frees
+    return;
+  }
   StartRestore(placement.slot, function);
 }
 
@@ -374,7 +427,7 @@ GSharePolicy::Placement GSharePolicy::FindNewSlice(FunctionId function, const Re
     if (gpu.slices.contains(function)) continue;
     std::uint64_t available = free_bytes;
     for (const auto& [f, slice] : gpu.slices) {
-      if (Evictable(gpu, f, slice)) available += slice.bytes;
+      if (EvictableFor(gpu, f, slice, function, bytes)) available += slice.bytes;
     }
     if (available < bytes) continue;
     const TimePoint finish = PredictFinishNewSlice(gpu, function, restore, key, exec);
@@ -431,8 +484,10 @@ std::optional<std::size_t> GSharePolicy::AcquireGpu(FunctionId function) {
       AcquireFirstAvailable(*context_.executor, options_.instance_start, SliceBytes(function));
   if (!acquired.ok()) {
     last_refusal_ = acquired.status();
+    gpus_refused_ = true;
     return std::nullopt;
   }
+  gpus_refused_ = false;
   const GpuId id = *acquired;
   const std::size_t slot = gpus_.size();
   gpus_.emplace_back();
@@ -442,6 +497,8 @@ std::optional<std::size_t> GSharePolicy::AcquireGpu(FunctionId function) {
   gpu.ready_at = now + pool_.startup();
   gpu.copy_free_at = gpu.ready_at;
   gpu.free_bytes = context_.executor->TypeOf(id).memory_bytes;
+  gpu.memory_bytes = gpu.free_bytes;
+  pool_bytes_ += gpu.memory_bytes;
   by_free_.insert({gpu.free_bytes, slot});
   slot_of_[id] = slot;
   pool_.Added(gpu.ready);
@@ -449,17 +506,27 @@ std::optional<std::size_t> GSharePolicy::AcquireGpu(FunctionId function) {
   return slot;
 }
 
-bool GSharePolicy::MakeRoom(std::size_t slot, std::uint64_t bytes) {
+bool GSharePolicy::MakeRoom(std::size_t slot, std::uint64_t bytes, FunctionId asker) {
   GpuState& gpu = gpus_[slot];
   if (gpu.free_bytes >= bytes) return true;
-  std::vector<std::pair<TimePoint, FunctionId>> victims;
+  // Borrowed memory first (with memory contended), then least recently used.
+  const bool shares = MemoryContended();
+  const std::uint64_t share = shares ? TenantShare(TenantOf(asker)) : 0;
+  std::vector<std::tuple<bool, TimePoint, FunctionId>> victims;
   for (const auto& [f, slice] : gpu.slices) {
-    if (Evictable(gpu, f, slice)) victims.emplace_back(slice.last_used, f);
+    if (!EvictableFor(gpu, f, slice, asker, bytes)) continue;
+    const bool lent = shares && Borrowing(functions_.at(f).tenant, share);
+    victims.emplace_back(!lent, slice.last_used, f);
   }
   std::sort(victims.begin(), victims.end());
-  for (const auto& [last_used, f] : victims) {
+  for (const auto& [kept, last_used, f] : victims) {
     if (gpu.free_bytes >= bytes) break;
+    // Each eviction moves the shares: the victim is asked again.
+    auto it = gpu.slices.find(f);
+    if (it == gpu.slices.end() || !EvictableFor(gpu, f, it->second, asker, bytes)) continue;
     EvictSlice(slot, f);
+    // A slice taken back with requests waiting: they are bound again when memory frees.
+    if (!functions_[f].pending.empty() && functions_[f].slots.empty()) Unplaced(f);
   }
   return gpu.free_bytes >= bytes;
 }
@@ -474,18 +541,21 @@ void GSharePolicy::EvictSlice(std::size_t slot, FunctionId function) {
     gpu.evicting.push_back({function, slice_bytes});
     gpu.copying_bytes += slice_bytes;
   }
+  Uncharge(function, gpu.slices.at(function));
   gpu.slices.erase(function);
-  auto& slots = functions_[function].slots;
-  slots.erase(std::find(slots.begin(), slots.end(), slot));
+  FunctionState& fs = functions_[function];
+  if (fs.keyed) gpu.waiting.erase({fs.key, function});  // a slice taken back with requests
+  fs.slots.erase(std::find(fs.slots.begin(), fs.slots.end(), slot));
   // Restores queued after a checkpoint wait for it (OnEvictDone); the policy counts the memory
   // as free from now on.
   SetFree(slot, gpu.free_bytes + slice_bytes);
+  UpdateKey(function);
 }
 
 void GSharePolicy::StartRestore(std::size_t slot, FunctionId function) {
   GpuState& gpu = gpus_[slot];
   const std::uint64_t bytes = SliceBytes(function);
-  if (gpu.free_bytes < bytes && !MakeRoom(slot, bytes)) {
+  if (gpu.free_bytes < bytes && !MakeRoom(slot, bytes, function)) {
     Unplaced(function);  // no room after all: try again when memory frees
     return;
   }
@@ -495,6 +565,7 @@ void GSharePolicy::StartRestore(std::size_t slot, FunctionId function) {
   slice.ready = false;
   slice.ready_at = std::max({now, gpu.copy_free_at, gpu.ready_at}) + PredictRestore(function);
   slice.last_used = now;
+  Charge(function, slice);
   gpu.copy_free_at = slice.ready_at;
   gpu.slices.emplace(function, slice);
   SetFree(slot, gpu.free_bytes - bytes);
@@ -692,6 +763,7 @@ void GSharePolicy::DropSlice(std::size_t slot, FunctionId function) {
   if (it == gpu.slices.end()) return;
   if (fs.keyed) gpu.waiting.erase({fs.key, function});
   const std::uint64_t bytes = it->second.bytes;
+  Uncharge(function, it->second);
   gpu.slices.erase(it);
   auto& deferred = gpu.deferred_restores;
   const auto kept = std::remove(deferred.begin(), deferred.end(), function);
@@ -831,6 +903,7 @@ void GSharePolicy::OnGpuLost(GpuId id, std::span<const RequestId> lost, const St
     for (FunctionId f : affected) DropSlice(slot, f);
     by_free_.erase({gpu.free_bytes, slot});
     gpu.alive = false;
+    pool_bytes_ -= gpu.memory_bytes;
     pool_.Removed(gpu.ready);
   }
   gpu.slices.clear();
@@ -863,7 +936,8 @@ void GSharePolicy::MaybeIdle(std::size_t slot) {
 
 void GSharePolicy::Release(std::size_t slot) {
   GpuState& gpu = gpus_[slot];
-  for (const auto& [f, slice] : gpu.slices) {
+  for (auto& [f, slice] : gpu.slices) {
+    Uncharge(f, slice);
     if (context_.executor->Evict(gpu.gpu, f, EvictHint::kDiscardIfClean) ==
         EvictOutcome::kCopying) {
       gpu.evicting.push_back({f, slice.bytes});
@@ -875,6 +949,8 @@ void GSharePolicy::Release(std::size_t slot) {
   gpu.slices.clear();
   by_free_.erase({gpu.free_bytes, slot});
   gpu.alive = false;
+  pool_bytes_ -= gpu.memory_bytes;
+  gpus_refused_ = false;  // the executor has a GPU back
   pool_.Removed(gpu.ready);
   if (!gpu.evicting.empty()) {
     gpu.retiring = true;  // released when the copies end (FinishEviction)

@@ -19,6 +19,13 @@
 //    evicted, else on a new GPU;
 //  - evicts idle slices least recently used first; with fast swap an eviction discards the
 //    device copy (the host snapshot is still valid) and costs no copy;
+//  - shares the pool's memory between tenants while it is contended (the pool at its cap, or a
+//    GPU refused since one was last released; PolicyOptions::GShare::tenant_shares): each tenant
+//    holding a slice, and the one asking, gets an equal share of the alive GPUs' memory; a tenant
+//    may borrow beyond it what no one asks for. A tenant within its share takes a new slice's
+//    memory from borrowers first, even from a slice whose function has requests waiting (it is
+//    not running: nothing is preempted; its requests are bound again); a borrower takes nothing
+//    from a tenant within its share. Base slice bytes count, not a batch's growth;
 //  - keeps its margin fixed (PolicyOptions::GShare::safety_margin), or, in the variant
 //    gshare-adaptive-margin, adapts it toward a target SLO attainment: it grows when recent
 //    attainment falls short and shrinks slowly otherwise;
@@ -89,9 +96,11 @@ class GSharePolicy final : public Scheduler {
     bool ready = false;    // restore done
     TimePoint ready_at{};  // predicted (restoring) or actual (ready) time the model is on the GPU
     TimePoint last_used{};
+    std::uint64_t charged = 0;  // bytes counted to its tenant's share
   };
   struct GpuState {
     GpuId gpu = 0;
+    std::uint64_t memory_bytes = 0;  // the device's, counted in pool_bytes_ while alive
     bool alive = true;
     bool ready = false;
     TimePoint ready_at{};
@@ -134,6 +143,7 @@ class GSharePolicy final : public Scheduler {
     bool seen = false;
     TimePoint last_arrival{};
     bool unplaced = false;  // in unplaced_
+    int tenant = -1;        // TenantOf, interned on first use
   };
 
   // Where a new slice of a function could go, and when a request would finish there.
@@ -164,7 +174,8 @@ class GSharePolicy final : public Scheduler {
   std::optional<std::size_t> AcquireGpu(FunctionId function);
   void Dispatch(std::size_t slot);
   void StartRestore(std::size_t slot, FunctionId function);
-  bool MakeRoom(std::size_t slot, std::uint64_t bytes);
+  // Frees `bytes` on the GPU for a new slice of `asker` (EvictableFor); whether it could.
+  bool MakeRoom(std::size_t slot, std::uint64_t bytes, FunctionId asker);
   void MaybeIdle(std::size_t slot);
   void Release(std::size_t slot);
   void UpdateKey(FunctionId function);
@@ -191,6 +202,18 @@ class GSharePolicy final : public Scheduler {
                                   TimePoint key, Duration exec) const;
   TimePoint KeyOf(const Request& request) const;
   bool Evictable(const GpuState& gpu, FunctionId function, const Slice& slice) const;
+  // Whether `slice` of `function` may go to make room for `bytes` of a new slice of `asker`:
+  // Evictable, and with memory contended the tenants' shares (the class comment).
+  bool EvictableFor(const GpuState& gpu, FunctionId function, const Slice& slice, FunctionId asker,
+                    std::uint64_t bytes) const;
+  // Tenants' shares of memory.
+  int TenantOf(FunctionId function);
+  void Charge(FunctionId function, Slice& slice);
+  void Uncharge(FunctionId function, Slice& slice);
+  bool MemoryContended() const;
+  // The share of each tenant holding memory, counting `asker`'s tenant among them.
+  std::uint64_t TenantShare(int asker) const;
+  bool Borrowing(int tenant, std::uint64_t share) const { return tenant_bytes_[tenant] > share; }
   static bool IsRunning(const GpuState& gpu, FunctionId function);
   // Requests of the function are at risk (the cacheQueue): a fresh restore plus the predicted
   // execution does not fit in its SLO, so they are served only where the model is resident.
@@ -220,6 +243,14 @@ class GSharePolicy final : public Scheduler {
   std::vector<RequestId> batch_;    // scratch
   // Functions with requests but no slice, waiting for memory because the pool is at max_gpus.
   std::vector<FunctionId> unplaced_;
+  // Tenants' shares: tenants by name (interned ids, kept for the policy's life: a node has few),
+  // the base slice bytes each holds, how many hold any, the alive GPUs' memory, and whether the
+  // executor refused a GPU since one was last released.
+  std::unordered_map<std::string, int> tenant_ids_;
+  std::vector<std::uint64_t> tenant_bytes_;
+  int tenants_holding_ = 0;
+  std::uint64_t pool_bytes_ = 0;
+  bool gpus_refused_ = false;
 };
 
 }  // namespace gshare
