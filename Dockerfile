@@ -1,5 +1,6 @@
 # gshare serve in a container: a Debian 12 build stage and a slim runtime stage that holds only the
-# two programs (gshare and gshare-function, side by side) and the shared libraries they load.
+# three programs (gshare, gshare-function and gshare-init, side by side) and the shared libraries
+# they load.
 #
 #   docker build -t gshare .
 #   docker run -d --name gshare --init -p 8080:8080 -v gshare-data:/var/lib/gshare gshare
@@ -43,17 +44,17 @@ WORKDIR /src
 ARG GSHARE_CMAKE_ARGS=""
 ARG GSHARE_BUILD_JOBS=""
 # The `default` preset (Ninja, build/) as a Release build, without the tests and benchmarks, and
-# only the two programs the image ships (scripts/build.sh would build every test as well).
-# scripts/runtime-packages.sh then names the Debian packages whose libraries the two programs
-# load: the runtime stage installs exactly those.
+# only the three programs the image ships (scripts/build.sh would build every test as well).
+# scripts/runtime-packages.sh then names the Debian packages whose libraries they load: the
+# runtime stage installs exactly those.
 RUN cmake --preset default -DCMAKE_BUILD_TYPE=Release -DGSHARE_BUILD_TESTS=OFF \
       -DGSHARE_BUILD_BENCH=OFF -DGSHARE_ENABLE_CUDA="${GSHARE_CUDA}" ${GSHARE_CMAKE_ARGS} && \
-    cmake --build --preset default --target gshare gshare-function \
+    cmake --build --preset default --target gshare gshare-function gshare-init \
       -j "${GSHARE_BUILD_JOBS:-$(nproc)}" && \
     mkdir -p /out && \
-    install -m 0755 build/gshare build/gshare-function /out/ && \
-    strip /out/gshare /out/gshare-function && \
-    bash scripts/runtime-packages.sh /out/gshare /out/gshare-function \
+    install -m 0755 build/gshare build/gshare-function build/gshare-init /out/ && \
+    strip /out/gshare /out/gshare-function /out/gshare-init && \
+    bash scripts/runtime-packages.sh /out/gshare /out/gshare-function /out/gshare-init \
       > /out/runtime-packages.txt && \
     cat /out/runtime-packages.txt && \
     /out/gshare --help >/dev/null
@@ -67,8 +68,9 @@ RUN apt-get update -qq && \
       env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends && \
     rm -rf /var/lib/apt/lists/* /tmp/runtime-packages.txt
 
-# The server starts the example functions' program from the folder of its own binary.
-COPY --from=build /out/gshare /out/gshare-function /usr/local/bin/
+# The server starts the example functions' program, and every instance's first process
+# (gshare-init), from the folder of its own binary.
+COPY --from=build /out/gshare /out/gshare-function /out/gshare-init /usr/local/bin/
 
 # A fixed uid, so that a bind-mounted data directory can be given to it (chown 10001:10001). The
 # data directory must belong to the server's uid and be writable by no one else (mode 0700). As a

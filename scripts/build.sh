@@ -2,7 +2,7 @@
 # Installs what is missing, then configures and builds gshare with the default preset (build/).
 #
 #   scripts/build.sh              every target: the programs, the tests and the benchmarks
-#   scripts/build.sh TARGET...    only these (scripts/run.sh builds the two programs it runs)
+#   scripts/build.sh TARGET...    only these (scripts/run.sh builds the programs it runs)
 #
 # GSHARE_BUILD_JOBS sets the build's jobs (default: every CPU). Compilations go through ccache
 # where it is installed (scripts/compiler-cache.sh), so the other configurations that the tests

@@ -12,7 +12,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/serve-url.sh
-bash scripts/build.sh gshare gshare-function
+bash scripts/build.sh gshare gshare-function gshare-init
 
 DURATION="${1:-5m}"
 OUT=out/live
@@ -22,11 +22,11 @@ DATA="$(mktemp -d /tmp/gshare-live.XXXXXX)"
 chmod 0711 "$DATA"
 # The programs, the example catalog and its weights where the tenants' function processes can
 # reach them: as root the server runs those as the tenants' uids, and a checkout under /root is
-# closed to them. gshare-function must sit beside gshare.
+# closed to them. gshare-function and gshare-init must sit beside gshare.
 mkdir -p "$DATA/bin"
 chmod 0755 "$DATA/bin"
-cp build/gshare build/gshare-function "$DATA/bin/"
-chmod 0755 "$DATA/bin/gshare" "$DATA/bin/gshare-function"
+cp build/gshare build/gshare-function build/gshare-init "$DATA/bin/"
+chmod 0755 "$DATA/bin/gshare" "$DATA/bin/gshare-function" "$DATA/bin/gshare-init"
 CATALOG="$DATA/examples/catalog.yaml"
 mkdir -p "$DATA/examples"
 chmod 0755 "$DATA/examples"

@@ -19,6 +19,7 @@
 #include "gshare/node/launch_plan.h"
 #include "gshare/node/live_node.h"
 #include "gshare/node/memory_sampler.h"
+#include "gshare/node/process/init_protocol.h"
 #include "gshare/sched/meter.h"
 #include "gshare/sim/report.h"
 #include "gshare/sim/simulator.h"
@@ -200,6 +201,8 @@ Result<NodeReplayResult> RunNodeReplay(const NodeReplayOptions& options) {
   node_options.policy = options.policy;
   node_options.policy_options = policy_options;
   node_options.host.run_dir = (std::filesystem::path(options.out.string()) / "run").string();
+  node_options.host.init_program =
+      (options.function_program.parent_path() / init_protocol::kProgramName).string();
   node_options.executor.on_run_observed = [&](FunctionId function, int batch, Duration elapsed,
                                               bool alone) {
     if (node_view != nullptr && node_view->clock().Now() < third) {

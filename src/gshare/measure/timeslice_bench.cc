@@ -21,6 +21,7 @@
 #include "gshare/measure/stats.h"
 #include "gshare/model/compute_quantum.h"
 #include "gshare/node/live_node.h"
+#include "gshare/node/process/init_protocol.h"
 #include "gshare/sim/compute_sharing.h"
 
 namespace gshare::measure {
@@ -169,6 +170,7 @@ Result<std::vector<double>> MeasureLatencies(int instances, bool own_gpus, int b
   node_options.prepared_bytes_per_gpu = 256 * kMiB;
   node_options.policy = "";  // its own scheduler below
   node_options.host.run_dir = run_dir.path().string();
+  node_options.host.init_program = (program.parent_path() / init_protocol::kProgramName).string();
   LiveNodeParts parts;
   parts.requests = &requests;
   GSHARE_ASSIGN_OR_RETURN(auto node, LiveNode::Create(node_options, std::move(parts)));

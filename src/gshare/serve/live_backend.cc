@@ -14,6 +14,7 @@
 #include <system_error>
 
 #include "gshare/node/launch_plan.h"
+#include "gshare/node/process/init_protocol.h"
 #include "gshare/serve/tenant_message.h"
 
 namespace gshare::serve {
@@ -106,6 +107,16 @@ Result<std::unique_ptr<LiveBackend>> LiveBackend::Create(metrics::GshareMetrics&
     GSHARE_RETURN_IF_ERROR(enterable(options.data_dir / folder));
   }
   options.node.host.run_dir = (options.data_dir / "run").string();
+  // Every instance of the node's process host starts under gshare-init, which lies beside the
+  // runtimes' program (a host injected by a test starts none).
+  const std::filesystem::path init =
+      options.function_program.parent_path() / init_protocol::kProgramName;
+  if (!options.parts.host && !std::filesystem::exists(init, error)) {
+    return NotFound(fmt::format(
+        "{} is missing: gshare, gshare-function and gshare-init are installed side by side",
+        init.string()));
+  }
+  options.node.host.init_program = init.string();
   auto backend = std::unique_ptr<LiveBackend>(new LiveBackend(metrics, std::move(options)));
   LiveBackend& b = *backend;
   b.feed_ = std::make_unique<metrics::MeterFeed>(metrics);

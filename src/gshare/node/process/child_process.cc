@@ -13,12 +13,15 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <string>
 #include <vector>
 
 #include <fmt/format.h>
 #include <boost/asio/post.hpp>
+
+#include "gshare/node/process/init_protocol.h"
 
 namespace gshare {
 
@@ -98,7 +101,12 @@ const char* StepName(int step) {
     case kStepParentGone:
       return "checking that the node is still there";
     case kStepExec:
+    case init_protocol::kStepExec:
       return "execve";
+    case init_protocol::kStepFork:
+      return "fork (in gshare-init)";
+    case init_protocol::kStepArguments:
+      return "gshare-init's arguments";
     default:
       return "unknown step";
   }
@@ -119,9 +127,19 @@ Result<std::unique_ptr<ChildProcess>> ChildProcess::Spawn(boost::asio::io_contex
     return InvalidArgument("process spec has no program (argv is empty)");
   }
   // Everything the child needs is prepared here, before fork.
+  // Under an init: gshare-init --report-fd=N -- argv..., N written in the child (where the status
+  // pipe's number is known) into room kept here.
+  const bool under_init = !spec.init_program.empty();
+  std::string report_flag = std::string(init_protocol::kReportFlag) + std::string(10, '\0');
   std::vector<char*> argv;
+  if (under_init) {
+    argv.push_back(const_cast<char*>(spec.init_program.c_str()));
+    argv.push_back(report_flag.data());
+    argv.push_back(const_cast<char*>("--"));
+  }
   for (const auto& arg : spec.argv) argv.push_back(const_cast<char*>(arg.c_str()));
   argv.push_back(nullptr);
+  char* const report_digits = report_flag.data() + init_protocol::kReportFlag.size();
   std::vector<std::string> env_strings;
   for (const auto& [name, value] : spec.env) {
     if (name.empty() || name.find('=') != std::string::npos) {
@@ -255,6 +273,15 @@ Result<std::unique_ptr<ChildProcess>> ChildProcess::Spawn(boost::asio::io_contex
         if (fcntl(fd, F_SETFD, FD_CLOEXEC) != 0 && errno != EBADF) Fail(report, kStepCloseFds);
       }
     }
+    if (under_init) {
+      // The init keeps the status pipe across its exec and is told its number.
+      if (fcntl(report, F_SETFD, 0) != 0) Fail(report, kStepPassFds);
+      char digits[12];
+      int count = 0;
+      for (int n = report; count == 0 || n > 0; n /= 10)
+        digits[count++] = static_cast<char>('0' + n % 10);
+      for (int i = 0; i < count; ++i) report_digits[i] = digits[count - 1 - i];
+    }
     execve(argv[0], argv.data(), envp.data());
     Fail(report, kStepExec);
   }
@@ -271,9 +298,13 @@ Result<std::unique_ptr<ChildProcess>> ChildProcess::Spawn(boost::asio::io_contex
     int wait_status = 0;
     waitpid(pid, &wait_status, 0);
     const int error = report[1];
-    std::string message = fmt::format("starting {}: {} failed: {}", spec.argv[0],
-                                      StepName(report[0]), std::strerror(error));
-    if (report[0] == kStepExec && error == ENOENT) return NotFound(message);
+    const bool init_failed = report[0] == kStepExec && under_init;  // the init's own exec
+    std::string message =
+        fmt::format("starting {}: {} failed: {}", init_failed ? spec.init_program : spec.argv[0],
+                    StepName(report[0]), std::strerror(error));
+    if ((report[0] == kStepExec || report[0] == init_protocol::kStepExec) && error == ENOENT) {
+      return NotFound(message);
+    }
     return IoError(message);
   }
   const int pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
@@ -287,6 +318,7 @@ Result<std::unique_ptr<ChildProcess>> ChildProcess::Spawn(boost::asio::io_contex
   lifeline_write.Reset();
   auto child = std::unique_ptr<ChildProcess>(new ChildProcess(io, pid, pidfd));
   child->in_pid_namespace_ = in_namespace;
+  child->under_init_ = under_init;
   child->Watch();
   return child;
 }
@@ -296,6 +328,14 @@ ChildProcess::ChildProcess(boost::asio::io_context& io, pid_t pid, int pidfd)
 
 ChildProcess::~ChildProcess() {
   *alive_ = false;
+  if (!exit_status_ && under_init_ && !in_pid_namespace_) {
+    // The init ends what is under it, then itself; a SIGKILL after a bound, should it not (a
+    // program of its uid may have stopped it).
+    kill(pid_, SIGCONT);
+    kill(pid_, init_protocol::kHardStopSignal);
+    pollfd ended{pidfd_.native_handle(), POLLIN, 0};
+    poll(&ended, 1, 5000);
+  }
   if (!exit_status_) {
     kill(-pid_, SIGKILL);
     int wait_status = 0;
@@ -306,8 +346,29 @@ ChildProcess::~ChildProcess() {
   pidfd_.close(ignored);
 }
 
+pid_t ChildProcess::program_pid() const {
+  if (!under_init_ || exit_status_) return pid_;
+  if (program_pid_ > 0) return program_pid_;
+  // The init forks the program first, and the kernel lists children in the order they came.
+  std::FILE* children =
+      std::fopen(fmt::format("/proc/{}/task/{}/children", pid_, pid_).c_str(), "re");
+  if (children == nullptr) return pid_;
+  long first = 0;
+  if (std::fscanf(children, "%ld", &first) == 1 && first > 0) {
+    program_pid_ = static_cast<pid_t>(first);
+  }
+  std::fclose(children);
+  return program_pid_ > 0 ? program_pid_ : pid_;
+}
+
 void ChildProcess::SignalGroup(int signal) {
-  if (!exit_status_) kill(-pid_, signal);
+  if (exit_status_) return;
+  if (signal == SIGKILL && under_init_ && !in_pid_namespace_) {
+    kill(pid_, SIGCONT);
+    kill(pid_, init_protocol::kHardStopSignal);
+    return;
+  }
+  kill(-pid_, signal);
 }
 
 void ChildProcess::Watch() {

@@ -24,6 +24,14 @@
 // program without a SIGTERM handler is stopped by the SIGKILL after the grace time. pid() is the
 // node's view of its pid (what /proc and the CUDA driver take).
 //
+// Init: with ProcessSpec::init_program the child execs gshare-init, which forks the program in a
+// group of its own and stays its parent (init_protocol.h). It reaps what the program leaves, passes
+// the node's SIGTERM on, and when the program ends ends everything under it, also outside a PID
+// namespace (as a child subreaper): a process that left its group is found there too. pid() is
+// then the init's; a signal goes to the init (SignalGroup), and SIGKILL outside a namespace is sent
+// as the init's hard stop, so that it ends the rest before itself (in a namespace the kernel does).
+// Spawn still reports the program's exec failure: the init passes it on through the status pipe.
+//
 // Exit: the process is watched through a pidfd (pidfd_open) on the io_context; OnExit's callback
 // runs on the loop once the child has exited and been reaped, with its wait status. Threading:
 // use from the io_context's thread. The destructor kills the whole group (SIGKILL) and reaps the
@@ -60,10 +68,14 @@ class ChildProcess {
   ChildProcess& operator=(const ChildProcess&) = delete;
 
   pid_t pid() const { return pid_; }
+  // The program's pid as the node sees it: pid(), or under an init the init's first child (from
+  // /proc; pid() where the kernel does not list children, or once the program has ended).
+  pid_t program_pid() const;
   bool in_pid_namespace() const { return in_pid_namespace_; }
   bool exited() const { return exit_status_.has_value(); }
 
-  // Sends `signal` to the child's process group; a no-op once the child has been reaped.
+  // Sends `signal` to the child's process group; a no-op once the child has been reaped. Under an
+  // init outside a PID namespace, SIGKILL is sent as the init's hard stop (the class comment).
   void SignalGroup(int signal);
 
   // Registers the callback for the exit (one; a later call replaces it). If the child has already
@@ -80,6 +92,8 @@ class ChildProcess {
   boost::asio::posix::stream_descriptor pidfd_;
   std::optional<int> exit_status_;
   bool in_pid_namespace_ = false;
+  bool under_init_ = false;
+  mutable pid_t program_pid_ = 0;  // under an init, once read
   ExitCallback on_exit_;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };

@@ -255,5 +255,114 @@ TEST_F(ChildProcessTest, WithoutAPidNamespaceAProcessOutsideTheGroupSurvives) {
   close(leftover->read_fd);
 }
 
+// Under gshare-init, without a PID namespace (what an unprivileged node gets): the init is a child
+// subreaper, so the process that left the group became its child when its parent ended, and it is
+// ended with the child.
+TEST_F(ChildProcessTest, UnderTheInitAProcessOutsideTheGroupEndsWithTheChild) {
+  ProcessSpec spec = Shell("");
+  spec.init_program = GSHARE_INIT_PROGRAM;
+  std::unique_ptr<ChildProcess> child;
+  const std::optional<Leftover> leftover = SpawnWithLeftover(spec, io_, child);
+  ASSERT_TRUE(leftover) << Log();
+  EXPECT_FALSE(child->in_pid_namespace());
+  EXPECT_FALSE(HungUp(leftover->read_fd));
+  child.reset();
+  EXPECT_TRUE(HungUp(leftover->read_fd)) << Log();
+  if (!HungUp(leftover->read_fd)) kill(leftover->pid, SIGKILL);
+  close(leftover->read_fd);
+}
+
+// The same when the program ends by itself: what it left goes before its end is reported.
+TEST_F(ChildProcessTest, UnderTheInitWhatTheProgramLeftGoesWhenItEnds) {
+  int fds[2];
+  ASSERT_EQ(pipe2(fds, O_CLOEXEC), 0);
+  ProcessSpec spec =
+      Shell("setsid sh -c 'echo $$ >&3; exec sleep 86400' </dev/null & exec 3>&-; exit 5");
+  spec.init_program = GSHARE_INIT_PROGRAM;
+  spec.pass_fds = {fds[1]};
+  auto child = ChildProcess::Spawn(io_, spec);
+  close(fds[1]);
+  ASSERT_TRUE(child.ok()) << child.status().ToString();
+  const int status = WaitForExit(**child);
+  ASSERT_TRUE(WIFEXITED(status)) << status;
+  EXPECT_EQ(WEXITSTATUS(status), 5);
+  EXPECT_TRUE(HungUp(fds[0])) << Log();  // the setsid process is gone already
+  close(fds[0]);
+}
+
+// Under the init the node still sees what it saw without: the program's exec failure at Spawn,
+// its exit status, its signal; a SIGTERM to the group reaches the program; and no zombie of what
+// the program orphaned stays behind.
+TEST_F(ChildProcessTest, UnderTheInitStatusSignalsAndErrorsAreTheProgramsOwn) {
+  ProcessSpec missing = Shell("true");
+  missing.argv = {dir_ + "/no-such-program"};
+  missing.init_program = GSHARE_INIT_PROGRAM;
+  auto not_found = ChildProcess::Spawn(io_, missing);
+  ASSERT_FALSE(not_found.ok());
+  EXPECT_EQ(not_found.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(not_found.status().message().find("no-such-program"), std::string::npos)
+      << not_found.status().ToString();
+
+  ProcessSpec no_init = Shell("true");
+  no_init.init_program = dir_ + "/no-such-init";
+  auto init_missing = ChildProcess::Spawn(io_, no_init);
+  ASSERT_FALSE(init_missing.ok());
+  EXPECT_NE(init_missing.status().message().find("no-such-init"), std::string::npos)
+      << init_missing.status().ToString();
+
+  EXPECT_NE(Log().find("no-such-program: No such file"), std::string::npos) << Log();
+  std::filesystem::remove(log_);
+  ProcessSpec exits = Shell("echo out; exit 3");
+  exits.init_program = GSHARE_INIT_PROGRAM;
+  auto child = ChildProcess::Spawn(io_, exits);
+  ASSERT_TRUE(child.ok()) << child.status().ToString();
+  int status = WaitForExit(**child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 3);
+  EXPECT_EQ(Log(), "out\n");
+
+  // An orphan that ends (its pid on stdout) is reaped by the init while the program still runs.
+  std::filesystem::remove(log_);
+  ProcessSpec waits = Shell("(sh -c 'echo $$' &); exec sleep 86400");
+  waits.init_program = GSHARE_INIT_PROGRAM;
+  child = ChildProcess::Spawn(io_, waits);
+  ASSERT_TRUE(child.ok()) << child.status().ToString();
+  const auto guard = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  pid_t orphan = 0;
+  while (orphan == 0 && std::chrono::steady_clock::now() < guard) {
+    orphan = static_cast<pid_t>(std::atoi(Log().c_str()));
+    if (orphan == 0) usleep(1000);
+  }
+  ASSERT_GT(orphan, 1) << Log();
+  const std::string stat = "/proc/" + std::to_string(orphan) + "/stat";
+  while (std::filesystem::exists(stat) && std::chrono::steady_clock::now() < guard) usleep(1000);
+  EXPECT_FALSE(std::filesystem::exists(stat)) << "the orphan is still there (a zombie?)";
+  (*child)->SignalGroup(SIGTERM);
+  status = WaitForExit(**child);
+  ASSERT_TRUE(WIFSIGNALED(status)) << status;
+  EXPECT_EQ(WTERMSIG(status), SIGTERM);
+}
+
+// In a PID namespace the init is the namespace's first process; the program is its child there.
+TEST_F(ChildProcessTest, InAPidNamespaceTheInitIsItsFirstProcess) {
+  if (geteuid() != 0) GTEST_SKIP() << "a PID namespace needs root";
+  ProcessSpec spec = Shell("");
+  spec.pid_namespace = true;
+  spec.init_program = GSHARE_INIT_PROGRAM;
+  std::unique_ptr<ChildProcess> child;
+  const std::optional<Leftover> leftover = SpawnWithLeftover(spec, io_, child);
+  ASSERT_TRUE(leftover) << Log();
+  if (!child->in_pid_namespace()) {
+    kill(leftover->pid, SIGKILL);
+    close(leftover->read_fd);
+    GTEST_SKIP() << "the kernel refused a PID namespace (root without CAP_SYS_ADMIN?)";
+  }
+  EXPECT_GT(leftover->pid, 1);  // its pid in the namespace: the init is 1
+  EXPECT_FALSE(HungUp(leftover->read_fd));
+  child.reset();
+  EXPECT_TRUE(HungUp(leftover->read_fd));
+  close(leftover->read_fd);
+}
+
 }  // namespace
 }  // namespace gshare

@@ -126,7 +126,7 @@ std::size_t ProcessHost::running() const {
 std::vector<pid_t> ProcessHost::ready_pids() const {
   std::vector<pid_t> out;
   for (const auto& [id, process] : processes_) {
-    if (process->ready && process->child) out.push_back(process->child->pid());
+    if (process->ready && process->child) out.push_back(process->child->program_pid());
   }
   return out;
 }
@@ -134,7 +134,7 @@ std::vector<pid_t> ProcessHost::ready_pids() const {
 std::vector<pid_t> ProcessHost::pids() const {
   std::vector<pid_t> out;
   for (const auto& [id, process] : processes_) {
-    if (process->child) out.push_back(process->child->pid());
+    if (process->child) out.push_back(process->child->program_pid());
   }
   return out;
 }
@@ -234,6 +234,7 @@ Status ProcessHost::SpawnNow(Process& process) {
   spec.limits.open_files = options_.open_files;
   spec.pass_fds = {process.launch.control.get()};
   spec.pid_namespace = options_.pid_namespaces;
+  spec.init_program = options_.init_program;
   if (cgroups_.enabled) {
     auto cgroup = InstanceCgroup::Create(
         cgroups_.parent_dir, fmt::format("gshare-{}-instance-{}", ::getpid(), process.id),

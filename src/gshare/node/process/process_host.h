@@ -95,6 +95,10 @@ struct ProcessHostOptions {
   // Each instance is the init of a PID namespace of its own where the kernel allows it (as root),
   // so nothing it starts outlives it (ChildProcess).
   bool pid_namespaces = true;
+  // gshare-init (init_protocol.h), every instance's first process where set: it reaps what the
+  // instance leaves and, when the program ends, ends the rest, also outside a PID namespace (a
+  // process that left its group included). Empty: the program runs itself (tests).
+  std::string init_program;
   // Where an instance ran outside a PID namespace: end every process of its tenant's uid with the
   // tenant's last instance. Only for a node whose uid range is its own on the host (a range
   // claimed in the host's uid ledger): another node given the same uids would lose processes.
@@ -157,7 +161,8 @@ class ProcessHost final : public InstanceHost {
   const std::string& cgroup_reason() const { return cgroups_.reason; }
   bool cgroups_enabled() const { return cgroups_.enabled; }
   RestartState FunctionRestarts(FunctionId function) const;
-  // Processes running now (spawned, not yet reaped), and the pids of those ready.
+  // Processes running now (spawned, not yet reaped), and the pids of those ready: the programs'
+  // (ChildProcess::program_pid), not their inits'.
   std::size_t running() const;
   std::vector<pid_t> ready_pids() const;
   std::vector<pid_t> pids() const;

@@ -41,6 +41,9 @@ struct ProcessSpec {
   // Starts the process as the init of a PID namespace of its own, where the kernel allows it
   // (ChildProcess): nothing it starts outlives it.
   bool pid_namespace = false;
+  // gshare-init (init_protocol.h), the program's first process where set: it reaps what the
+  // program leaves and ends it with the program (ChildProcess). Empty: the program runs itself.
+  std::string init_program;
 };
 
 }  // namespace gshare
