@@ -184,16 +184,27 @@ bool GSharePolicy::Evictable(const GpuState& gpu, FunctionId function, const Sli
 
 bool GSharePolicy::EvictableFor(const GpuState& gpu, FunctionId function, const Slice& slice,
                                 FunctionId asker, std::uint64_t bytes) const {
+  const int victim = functions_.at(function).tenant;
+  return EvictableAt(gpu, function, slice, asker, bytes,
+                     victim < 0 ? 0 : tenant_bytes_[static_cast<std::size_t>(victim)]);
+}
+
+bool GSharePolicy::EvictableAt(const GpuState& gpu, FunctionId function, const Slice& slice,
+                               FunctionId asker, std::uint64_t bytes,
+                               std::uint64_t victim_bytes) const {
   if (!MemoryContended()) return Evictable(gpu, function, slice);
   const int victim = functions_.at(function).tenant;
   const int tenant = functions_.at(asker).tenant;
   if (victim < 0 || tenant < 0 || victim == tenant) return Evictable(gpu, function, slice);
   const std::uint64_t share = TenantShare(tenant);
-  const bool within = tenant_bytes_[tenant] + bytes <= share;
-  const bool borrowing = Borrowing(victim, share);
+  // A tenant that holds nothing is within its share for its first slice, however large.
+  const std::uint64_t held = tenant_bytes_[static_cast<std::size_t>(tenant)];
+  const bool within = held == 0 || held + bytes <= share;
+  const bool borrowing = victim_bytes > share;
   // Borrowed memory is taken back from a slice that is not running, requests waiting or not.
+  // Otherwise idle slices go as without shares (a borrower may use memory no one uses now: what a
+  // tenant within its share loses so, it takes back when it asks).
   if (within && borrowing) return slice.ready && !IsRunning(gpu, function);
-  if (!within && !borrowing) return false;  // a borrower takes nothing from a tenant within
   return Evictable(gpu, function, slice);
 }
 
@@ -208,14 +219,15 @@ int GSharePolicy::TenantOf(FunctionId function) {
 }
 
 void GSharePolicy::Charge(FunctionId function, Slice& slice) {
-  const int tenant = TenantOf(function);
-  if (tenant_bytes_[tenant] == 0) tenants_holding_ += 1;
+  const auto tenant = static_cast<std::size_t>(TenantOf(function));
+  if (tenant_bytes_[tenant] == 0 && slice.bytes > 0) tenants_holding_ += 1;
   tenant_bytes_[tenant] += slice.bytes;
   slice.charged = slice.bytes;
 }
 
 void GSharePolicy::Uncharge(FunctionId function, Slice& slice) {
-  const int tenant = TenantOf(function);
+  const auto tenant = static_cast<std::size_t>(TenantOf(function));
+  if (slice.charged == 0) return;
   tenant_bytes_[tenant] -= slice.charged;
   slice.charged = 0;
   if (tenant_bytes_[tenant] == 0) tenants_holding_ -= 1;
@@ -226,7 +238,8 @@ bool GSharePolicy::MemoryContended() const {
 }
 
 std::uint64_t GSharePolicy::TenantShare(int asker) const {
-  const int holding = tenants_holding_ + (tenant_bytes_[asker] == 0 ? 1 : 0);
+  const int holding =
+      tenants_holding_ + (tenant_bytes_[static_cast<std::size_t>(asker)] == 0 ? 1 : 0);
   return pool_bytes_ / static_cast<std::uint64_t>(std::max(holding, 1));
 }
 
@@ -509,21 +522,37 @@ std::optional<std::size_t> GSharePolicy::AcquireGpu(FunctionId function) {
 bool GSharePolicy::MakeRoom(std::size_t slot, std::uint64_t bytes, FunctionId asker) {
   GpuState& gpu = gpus_[slot];
   if (gpu.free_bytes >= bytes) return true;
-  // Borrowed memory first (with memory contended), then least recently used.
+  // In this order: idle slices of borrowers (with memory contended), the other idle slices least
+  // recently used first, then borrowers' slices whose functions have requests waiting (taken
+  // back for a tenant within its share).
   const bool shares = MemoryContended();
-  const std::uint64_t share = shares ? TenantShare(TenantOf(asker)) : 0;
-  std::vector<std::tuple<bool, TimePoint, FunctionId>> victims;
+  const int tenant = TenantOf(asker);
+  const std::uint64_t share = shares ? TenantShare(tenant) : 0;
+  std::vector<std::tuple<int, TimePoint, FunctionId>> victims;
   for (const auto& [f, slice] : gpu.slices) {
     if (!EvictableFor(gpu, f, slice, asker, bytes)) continue;
-    const bool lent = shares && Borrowing(functions_.at(f).tenant, share);
-    victims.emplace_back(!lent, slice.last_used, f);
+    const int owner = functions_.at(f).tenant;
+    const bool lent = shares && owner != tenant && Borrowing(owner, share);
+    const int order = !functions_.at(f).pending.empty() ? 2 : (lent ? 0 : 1);
+    victims.emplace_back(order, slice.last_used, f);
   }
   std::sort(victims.begin(), victims.end());
-  for (const auto& [kept, last_used, f] : victims) {
-    if (gpu.free_bytes >= bytes) break;
-    // Each eviction moves the shares: the victim is asked again.
-    auto it = gpu.slices.find(f);
-    if (it == gpu.slices.end() || !EvictableFor(gpu, f, it->second, asker, bytes)) continue;
+  // Planned against the shares as they stand, and carried out only when it makes the room: a
+  // victim's tenant stops lending once what it would hold is back within its share.
+  std::vector<std::uint64_t> planned = tenant_bytes_;
+  std::uint64_t free_bytes = gpu.free_bytes;
+  std::vector<FunctionId> chosen;
+  for (const auto& [order, last_used, f] : victims) {
+    if (free_bytes >= bytes) break;
+    const Slice& slice = gpu.slices.at(f);
+    const auto owner = static_cast<std::size_t>(functions_.at(f).tenant);
+    if (!EvictableAt(gpu, f, slice, asker, bytes, planned[owner])) continue;
+    chosen.push_back(f);
+    free_bytes += slice.bytes;
+    planned[owner] -= slice.charged;
+  }
+  if (free_bytes < bytes) return false;
+  for (const FunctionId f : chosen) {
     EvictSlice(slot, f);
     // A slice taken back with requests waiting: they are bound again when memory frees.
     if (!functions_[f].pending.empty() && functions_[f].slots.empty()) Unplaced(f);
@@ -986,6 +1015,7 @@ void GSharePolicy::OnTimer(std::uint64_t token) {
     }
     EvictSlice(slot, function);
     MaybeIdle(slot);
+    RetryUnplaced();  // its memory may be what a waiting function needs
     return;
   }
   if (!gpu.alive || gpu.idle_generation != low || !gpu.runs.empty() || !gpu.waiting.empty() ||
@@ -996,6 +1026,7 @@ void GSharePolicy::OnTimer(std::uint64_t token) {
     if (!slice.ready) return;  // a restore is still in flight
   }
   Release(slot);
+  RetryUnplaced();  // the pool is below its cap again
 }
 
 }  // namespace gshare

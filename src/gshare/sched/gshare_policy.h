@@ -22,10 +22,11 @@
 //  - shares the pool's memory between tenants while it is contended (the pool at its cap, or a
 //    GPU refused since one was last released; PolicyOptions::GShare::tenant_shares): each tenant
 //    holding a slice, and the one asking, gets an equal share of the alive GPUs' memory; a tenant
-//    may borrow beyond it what no one asks for. A tenant within its share takes a new slice's
-//    memory from borrowers first, even from a slice whose function has requests waiting (it is
-//    not running: nothing is preempted; its requests are bound again); a borrower takes nothing
-//    from a tenant within its share. Base slice bytes count, not a batch's growth;
+//    may borrow beyond it what no one uses. A tenant within its share (or holding nothing) takes
+//    a new slice's memory from borrowers first, even from a slice whose function has requests
+//    waiting (it is not running: nothing is preempted; its requests are bound again); idle
+//    slices otherwise go as without shares. An eviction is planned whole and made only when it
+//    frees enough. Base slice bytes count, not a batch's growth;
 //  - keeps its margin fixed (PolicyOptions::GShare::safety_margin), or, in the variant
 //    gshare-adaptive-margin, adapts it toward a target SLO attainment: it grows when recent
 //    attainment falls short and shrinks slowly otherwise;
@@ -206,6 +207,9 @@ class GSharePolicy final : public Scheduler {
   // Evictable, and with memory contended the tenants' shares (the class comment).
   bool EvictableFor(const GpuState& gpu, FunctionId function, const Slice& slice, FunctionId asker,
                     std::uint64_t bytes) const;
+  // The same with the victim's tenant holding `victim_bytes` (MakeRoom's plan).
+  bool EvictableAt(const GpuState& gpu, FunctionId function, const Slice& slice, FunctionId asker,
+                   std::uint64_t bytes, std::uint64_t victim_bytes) const;
   // Tenants' shares of memory.
   int TenantOf(FunctionId function);
   void Charge(FunctionId function, Slice& slice);
@@ -213,7 +217,9 @@ class GSharePolicy final : public Scheduler {
   bool MemoryContended() const;
   // The share of each tenant holding memory, counting `asker`'s tenant among them.
   std::uint64_t TenantShare(int asker) const;
-  bool Borrowing(int tenant, std::uint64_t share) const { return tenant_bytes_[tenant] > share; }
+  bool Borrowing(int tenant, std::uint64_t share) const {
+    return tenant_bytes_[static_cast<std::size_t>(tenant)] > share;
+  }
   static bool IsRunning(const GpuState& gpu, FunctionId function);
   // Requests of the function are at risk (the cacheQueue): a fresh restore plus the predicted
   // execution does not fit in its SLO, so they are served only where the model is resident.

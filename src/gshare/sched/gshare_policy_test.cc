@@ -366,40 +366,48 @@ TEST(GSharePolicyTest, ATenantWithinItsShareTakesBorrowedMemoryBack) {
   EXPECT_LT(unshared->slo_attainment, 1.0);
 }
 
-TEST(GSharePolicyTest, ABorrowerTakesNothingFromATenantWithinItsShare) {
-  // One 40 GiB GPU. Tenant y's function (10 GiB, restore 11 ms, run 10 ms) is called every 50 ms
-  // from 25 ms;
-  // its SLO of 25 ms is below a predicted restore and run, so its slice stays cached between
-  // calls (the cache queue). Tenant x's three 12 GiB functions, called once each at 0.1 s, cannot
-  // all fit beside it: the third waits for memory x already holds rather than evict y's idle
-  // slice (each share is 20 GiB; x holds 24: a borrower). y restores once.
+TEST(GSharePolicyTest, ATenantHoldingNothingGetsASliceLargerThanItsShare) {
+  // One 40 GiB GPU. Tenant y's two 10 GiB functions are called every 50 ms and, their SLO below a
+  // predicted restore and run, stay cached. Tenant x holds nothing and asks at 0.2 s for 25 GiB,
+  // more than its 20 GiB share: as a tenant with nothing it takes what is idle like anyone.
   Workload w;
   w.gpu = RoundGpu();
-  w.functions.push_back(
-      MakeFunction("y", 10'000'000, 10 * kGiB, milliseconds(10), milliseconds(25)));
-  for (int i = 0; i < 3; ++i) {
-    w.functions.push_back(MakeFunction("x" + std::to_string(i), 10'000'000, 12 * kGiB,
-                                       milliseconds(100), seconds(100)));
-    w.functions.back().tenant = "x";
+  for (int i = 0; i < 2; ++i) {
+    w.functions.push_back(MakeFunction("y" + std::to_string(i), 10'000'000, 10 * kGiB,
+                                       milliseconds(10), milliseconds(25)));
+    w.functions.back().tenant = "y";
   }
-  w.functions[0].tenant = "y";
+  w.functions.push_back(MakeFunction("x", 10'000'000, 25 * kGiB, milliseconds(10), seconds(1)));
+  w.functions.back().tenant = "x";
   for (int i = 0; i < 20; ++i) {
-    AddRequest(w, 0, 0.025 + 0.05 * i);
-    if (i == 1) {
-      for (FunctionId f = 1; f <= 3; ++f) AddRequest(w, f, 0.1);  // in arrival order
-    }
+    AddRequest(w, 0, 0.05 * i);
+    if (i == 4) AddRequest(w, 2, 0.21);  // in arrival order
+    AddRequest(w, 1, 0.05 * i + 0.02);
   }
-  auto shared = Simulate(w, "gshare", HandOptions(/*max_gpus=*/1));
-  ASSERT_TRUE(shared.ok()) << shared.status().ToString();
-  EXPECT_EQ(shared->failed_requests, 0u);
-  EXPECT_EQ(shared->functions[0].swaps, 1u);
-  for (FunctionId f = 1; f <= 3; ++f) EXPECT_EQ(shared->functions[f].swaps, 1u);
+  auto report = Simulate(w, "gshare", HandOptions(/*max_gpus=*/1));
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  EXPECT_EQ(report->failed_requests, 0u);
+  EXPECT_LT(report->functions[2].latency.max_ms, 100.0);
+}
 
-  SimulationOptions without = HandOptions(/*max_gpus=*/1);
-  without.policy.gshare.tenant_shares = false;
-  auto unshared = Simulate(w, "gshare", without);
-  ASSERT_TRUE(unshared.ok()) << unshared.status().ToString();
-  EXPECT_GT(unshared->functions[0].swaps, 1u);  // x's third function evicts y's idle slice
+TEST(GSharePolicyTest, TenantSharesServeEveryRequestOnACrowdedCappedPool) {
+  // Three tenants' crowded functions on a pool capped at three GPUs: memory is contended.
+  for (std::uint64_t seed : {1, 2, 3}) {
+    Workload w = CrowdedWorkload(seed);
+    for (std::size_t f = 0; f < w.functions.size(); ++f) {
+      w.functions[f].tenant = std::string(1, static_cast<char>('a' + f % 3));
+    }
+    SimulationOptions options;
+    options.policy.max_gpus = 3;
+    auto shared = Simulate(w, "gshare", options);
+    ASSERT_TRUE(shared.ok()) << "seed " << seed << ": " << shared.status().ToString();
+    options.policy.gshare.tenant_shares = false;
+    auto unshared = Simulate(w, "gshare", options);
+    ASSERT_TRUE(unshared.ok()) << "seed " << seed << ": " << unshared.status().ToString();
+    // Symmetric tenants gain nothing from shares; what taking memory back costs stays small
+    // (measured: 0.958 vs 0.975, 0.976 vs 0.979, 0.637 vs 0.643).
+    EXPECT_GE(shared->slo_attainment, unshared->slo_attainment - 0.03) << "seed " << seed;
+  }
 }
 
 }  // namespace
