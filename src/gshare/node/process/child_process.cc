@@ -218,8 +218,8 @@ Result<std::unique_ptr<ChildProcess>> ChildProcess::Spawn(boost::asio::io_contex
   if (pid == 0) {
     close(lifeline_write.get());
     // The status pipe moves above the descriptors' targets so that passing them cannot close it.
-    int report = fcntl(status_write.get(), F_DUPFD_CLOEXEC, first_free);
-    if (report < 0) report = status_write.get();
+    const int report = fcntl(status_write.get(), F_DUPFD_CLOEXEC, first_free);
+    if (report < 0) Fail(status_write.get(), kStepPassFds);
     if (setpgid(0, 0) != 0) Fail(report, kStepProcessGroup);
     if (dup2(null_in.get(), STDIN_FILENO) < 0) Fail(report, kStepStdin);
     if (dup2(log.get(), STDOUT_FILENO) < 0) Fail(report, kStepStdout);
@@ -334,10 +334,10 @@ ChildProcess::~ChildProcess() {
     kill(pid_, SIGCONT);
     kill(pid_, init_protocol::kHardStopSignal);
     pollfd ended{pidfd_.native_handle(), POLLIN, 0};
-    poll(&ended, 1, 5000);
+    poll(&ended, 1, 2000);
   }
   if (!exit_status_) {
-    kill(-pid_, SIGKILL);
+    KillAll();
     int wait_status = 0;
     while (waitpid(pid_, &wait_status, 0) < 0 && errno == EINTR) {
     }
@@ -359,6 +359,29 @@ pid_t ChildProcess::program_pid() const {
   }
   std::fclose(children);
   return program_pid_ > 0 ? program_pid_ : pid_;
+}
+
+void ChildProcess::KillAll() {
+  if (exit_status_) return;
+  pollfd ended{pidfd_.native_handle(), POLLIN, 0};
+  const bool init_alive = poll(&ended, 1, 0) == 0;
+  if (under_init_ && init_alive) {
+    // Only a group led by the init's child still: a pid that ended may name another by now.
+    const pid_t program = program_pid();
+    std::FILE* stat =
+        program != pid_ ? std::fopen(fmt::format("/proc/{}/stat", program).c_str(), "re") : nullptr;
+    char line[512] = {};
+    const bool read = stat != nullptr && std::fgets(line, sizeof line, stat) != nullptr;
+    if (stat != nullptr) std::fclose(stat);
+    const char* close = read ? std::strrchr(line, ')') : nullptr;
+    char state = 0;
+    long parent = 0;
+    if (close != nullptr && std::sscanf(close + 1, " %c %ld", &state, &parent) == 2 &&
+        parent == pid_) {
+      kill(-program, SIGKILL);
+    }
+  }
+  kill(-pid_, SIGKILL);
 }
 
 void ChildProcess::SignalGroup(int signal) {

@@ -77,6 +77,10 @@ class ChildProcess {
   // Sends `signal` to the child's process group; a no-op once the child has been reaped. Under an
   // init outside a PID namespace, SIGKILL is sent as the init's hard stop (the class comment).
   void SignalGroup(int signal);
+  // SIGKILL to the program's group and the init's, whatever the init does: the last resort when
+  // the init's hard stop did not end it (a program of its uid may have stopped it). What the
+  // program started outside its group is then left to the uid sweep (docs/live-node.md).
+  void KillAll();
 
   // Registers the callback for the exit (one; a later call replaces it). If the child has already
   // exited, the callback is posted to the loop.

@@ -97,6 +97,10 @@ void EndAll(bool in_namespace, pid_t program, int& program_status, bool& program
       kill(-1, SIGKILL);  // every process of the namespace but its init
     } else {
       for (const pid_t child : Children()) kill(child, SIGKILL);
+      if (!program_done) {  // not reaped yet, so its pid names it still (/proc may not list it)
+        kill(-program, SIGKILL);
+        kill(program, SIGKILL);
+      }
     }
     int status = 0;
     const pid_t reaped = waitpid(-1, &status, 0);
@@ -147,10 +151,20 @@ int main(int argc, char** argv) {
   sigset_t previous;
   sigprocmask(SIG_BLOCK, &waited, &previous);
 
+  // The program starts only once this process holds no copy of the report pipe: the node reads
+  // it to its end, and a program that stopped its init before the init closed its copy would
+  // hold the node there. The child waits for the end of `go`, which the init closes after it.
+  int go[2];
+  if (pipe2(go, O_CLOEXEC) != 0) Fail(report_fd, protocol::kStepFork, "pipe2");
   const pid_t self = getpid();
   const pid_t program = fork();
   if (program < 0) Fail(report_fd, protocol::kStepFork, "fork");
   if (program == 0) {
+    close(go[1]);
+    char ignored = 0;
+    while (read(go[0], &ignored, 1) < 0 && errno == EINTR) {
+    }
+    close(go[0]);
     setpgid(0, 0);
     struct sigaction fallback {};
     fallback.sa_handler = SIG_DFL;
@@ -167,10 +181,16 @@ int main(int argc, char** argv) {
   }
   setpgid(program, program);  // here too, so a signal to the group never races the child
   // No descriptor but the standard ones stays in the init: the report pipe closes when PROGRAM
-  // has exec'd, and the descriptors passed to PROGRAM are its alone.
-  if (syscall(SYS_close_range, 3u, ~0u, 0u) != 0) {
-    for (int fd = 3; fd < 1024; ++fd) close(fd);
+  // has exec'd, and the descriptors passed to PROGRAM are its alone. `go` closes last.
+  if (report_fd >= 0) close(report_fd);
+  close(go[0]);
+  for (int fd = 3; fd < 1024; ++fd) {
+    if (fd != go[1]) close(fd);
   }
+  if (syscall(SYS_close_range, 1024u, ~0u, 0u) != 0) {
+    // an old kernel: whatever lies above 1024 stays (the node passes descriptors from 3 on)
+  }
+  close(go[1]);
 
   int program_status = 0;
   bool program_done = false;

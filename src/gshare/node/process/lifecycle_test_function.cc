@@ -1,6 +1,7 @@
 // A function process for the lifecycle tests: serves the readiness check of the function protocol
 // on $GSHARE_SOCKET and a few test routes; it never touches device memory.
-//   lifecycle_test_function [--never-ready] [--crash-at-start] [--ignore-sigterm]
+//   lifecycle_test_function [--never-ready] [--crash-at-start] [--ignore-sigterm] [--stop-parent]
+// --stop-parent: stops its parent (SIGSTOP, over and over), as a hostile program may stop its init.
 // GET /v2/health/ready: 200, or 503 with --never-ready or after POST /test/unhealthy.
 // GET /test/identity: "<uid> <gid> <dumpable> <fd 3 is a socket: 0|1>".
 // POST /test/crash: exits with status 3 at once, without answering.
@@ -20,10 +21,12 @@
 int main(int argc, char** argv) {
   bool never_ready = false;
   bool ignore_sigterm = false;
+  bool stop_parent = false;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--never-ready") == 0) never_ready = true;
     if (std::strcmp(argv[i], "--crash-at-start") == 0) return 4;
     if (std::strcmp(argv[i], "--ignore-sigterm") == 0) ignore_sigterm = true;
+    if (std::strcmp(argv[i], "--stop-parent") == 0) stop_parent = true;
   }
   const char* socket_path = std::getenv("GSHARE_SOCKET");
   if (socket_path == nullptr) {
@@ -67,6 +70,13 @@ int main(int argc, char** argv) {
   if (!server.ok()) {
     std::fprintf(stderr, "%s\n", server.status().ToString().c_str());
     return 1;
+  }
+  if (stop_parent) {
+    const pid_t parent = ::getppid();
+    for (;;) {
+      ::kill(parent, SIGSTOP);
+      ::usleep(200);
+    }
   }
   if (ignore_sigterm) {
     for (;;) ::pause();

@@ -107,7 +107,12 @@ ProcessHost::~ProcessHost() {
   *alive_ = false;
   codec_pool_->stop();  // what is queued is dropped; what runs finishes and posts to a dead host
   codec_pool_->join();
-  processes_.clear();  // every ChildProcess kills its group and reaps it
+  // Every init is told at once to end what is under it; then each ChildProcess waits (bounded)
+  // for its init, kills its group and reaps it.
+  for (auto& [id, process] : processes_) {
+    if (process->child) process->child->SignalGroup(SIGKILL);
+  }
+  processes_.clear();
 }
 
 uid_t ProcessHost::UidOf(const std::string& tenant) {
@@ -344,7 +349,19 @@ void ProcessHost::Kill(Process& process, Status reason) {
   spdlog::warn("{}", reason.message());
   process.kill_reason = std::move(reason);
   process.timer.Cancel();
-  process.child->SignalGroup(SIGKILL);
+  HardStop(process.id);
+}
+
+void ProcessHost::HardStop(InstanceId id) {
+  auto it = processes_.find(id);
+  if (it == processes_.end() || !it->second->child) return;
+  it->second->child->SignalGroup(SIGKILL);
+  // Under an init outside a PID namespace the SIGKILL is the init's hard stop, which its program
+  // may keep it from (it may stop the init: they share a uid): after another grace, everything.
+  it->second->timer = clock_.After(options_.stop_grace, [this, id] {
+    auto found = processes_.find(id);
+    if (found != processes_.end() && found->second->child) found->second->child->KillAll();
+  });
 }
 
 void ProcessHost::PollReady(InstanceId id) {
@@ -548,12 +565,7 @@ void ProcessHost::Stop(InstanceId id) {
     return;
   }
   process.child->SignalGroup(SIGTERM);
-  process.timer = clock_.After(options_.stop_grace, [this, id] {
-    auto found = processes_.find(id);
-    if (found != processes_.end() && found->second->child) {
-      found->second->child->SignalGroup(SIGKILL);
-    }
-  });
+  process.timer = clock_.After(options_.stop_grace, [this, id] { HardStop(id); });
 }
 
 void ProcessHost::Fail(RequestId request, const Status& status) { requests_.Fail(request, status); }

@@ -203,6 +203,8 @@ class ProcessHost final : public InstanceHost {
   void PollReady(InstanceId id);
   void ScheduleProbe(InstanceId id);
   void Kill(Process& process, Status reason);
+  // SIGKILL (ChildProcess::SignalGroup), then after stop_grace ChildProcess::KillAll.
+  void HardStop(InstanceId id);
   void Exited(InstanceId id, int wait_status);
   // Sends a written batch to `instance` (on the loop) and answers its requests.
   void Send(InstanceId instance, std::vector<RequestId> ids, std::vector<std::int64_t> sizes,

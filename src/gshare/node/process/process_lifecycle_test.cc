@@ -387,6 +387,30 @@ TEST_F(ProcessLifecycleTest, AStoppedProcessIsKilledAfterTheGraceWhenItIgnoresSi
   EXPECT_EQ(host_->FunctionRestarts(0).consecutive_crashes, 0);
 }
 
+// Outside a PID namespace, a program that keeps its init stopped (they share a uid) and ignores
+// SIGTERM: the init cannot carry out the hard stop, so after another grace the host kills the
+// program's group and the init.
+TEST_F(ProcessLifecycleTest, AProgramThatStopsItsInitIsStillEnded) {
+  options_.pid_namespaces = false;
+  MakeHost({"--ignore-sigterm", "--stop-parent"});
+  ASSERT_TRUE(Start(1).ok());
+  ASSERT_TRUE(Ready(1));
+  const pid_t pid = host_->ready_pids().front();
+  host_->Stop(1);
+  ASSERT_TRUE(Ended(1));
+  EXPECT_TRUE(seen_[1].exit->ok()) << seen_[1].exit->ToString();  // a stop, not a crash
+  // Killed with its init (a SIGKILL takes effect soon after it is sent), then reaped by the
+  // host's init when it does: gone, or a zombie.
+  const auto dead = [pid] {
+    std::ifstream stat(fmt::format("/proc/{}/stat", pid));
+    std::string line;
+    std::getline(stat, line);
+    const std::size_t close = line.rfind(')');
+    return close == std::string::npos || close + 2 >= line.size() || line[close + 2] == 'Z';
+  };
+  EXPECT_TRUE(RunUntil(dead));
+}
+
 TEST_F(ProcessLifecycleTest, AStopDuringTheRestartDelayCancelsTheStart) {
   options_.restart_backoff_initial = std::chrono::seconds(30);
   options_.restart_backoff_max = std::chrono::seconds(60);
