@@ -7,6 +7,7 @@
 
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -20,6 +21,9 @@ struct InferRequest {
   std::optional<nlohmann::json> parameters;    // a JSON object when present
   std::vector<Tensor> inputs;                  // names unique
   std::vector<std::string> requested_outputs;  // empty: every output
+  // The binary data extension: the requested outputs that gave a 'binary_data' parameter, with
+  // its value (how the front writes the answer; a function process is never sent it).
+  std::vector<std::pair<std::string, bool>> output_binary_data;
 
   friend bool operator==(const InferRequest&, const InferRequest&) = default;
 };

@@ -1,6 +1,8 @@
 #include "gshare/protocol/kserve_json.h"
 
 #include <cmath>
+#include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -133,7 +135,35 @@ Status AppendData(std::string& out, const Tensor& tensor) {
   return Status::Ok();
 }
 
-Status AppendTensors(std::string& out, const std::vector<Tensor>& tensors) {
+// The bytes of a tensor in the binary data extension: raw little-endian for fixed-size types; for
+// BYTES each element's 4-byte little-endian length, then its bytes.
+std::uint64_t BinarySize(const Tensor& tensor) {
+  if (tensor.datatype() != DataType::kBytes) return tensor.raw_bytes().size();
+  std::uint64_t size = 0;
+  for (const std::string& element : tensor.strings()) size += 4 + element.size();
+  return size;
+}
+
+Status AppendBinary(std::string& out, const Tensor& tensor) {
+  if (tensor.datatype() != DataType::kBytes) {
+    const auto bytes = tensor.raw_bytes();
+    out.append(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+    return Status::Ok();
+  }
+  for (const std::string& element : tensor.strings()) {
+    if (element.size() > 0xffffffffu) {
+      return InvalidArgument("a BYTES element of 4 GiB or more cannot be sent as binary data");
+    }
+    const auto length = static_cast<std::uint32_t>(element.size());
+    for (int b = 0; b < 4; ++b) out += static_cast<char>((length >> (8 * b)) & 0xff);
+    out += element;
+  }
+  return Status::Ok();
+}
+
+// `binary`: which tensors are written with binary_data_size in place of their data (null: none).
+Status AppendTensors(std::string& out, const std::vector<Tensor>& tensors,
+                     const std::function<bool(const std::string&)>* binary = nullptr) {
   out += '[';
   for (std::size_t i = 0; i < tensors.size(); ++i) {
     const Tensor& tensor = tensors[i];
@@ -146,6 +176,12 @@ Status AppendTensors(std::string& out, const std::vector<Tensor>& tensors) {
     for (std::size_t d = 0; d < tensor.shape().size(); ++d) {
       if (d > 0) out += ',';
       out += std::to_string(tensor.shape()[d]);
+    }
+    if (binary != nullptr && (*binary)(tensor.name())) {
+      out += "],\"parameters\":{\"binary_data_size\":";
+      out += std::to_string(BinarySize(tensor));
+      out += "}}";
+      continue;
     }
     out += "],\"data\":";
     GSHARE_RETURN_IF_ERROR(AppendData(out, tensor));
@@ -173,8 +209,15 @@ Result<std::string> SerializeInferRequest(const InferRequest& request) {
     if (!request.requested_outputs.empty()) {
       out += "\"outputs\":[";
       for (std::size_t i = 0; i < request.requested_outputs.size(); ++i) {
+        const std::string& name = request.requested_outputs[i];
         out += i == 0 ? "{\"name\":" : ",{\"name\":";
-        GSHARE_RETURN_IF_ERROR(AppendString(out, request.requested_outputs[i]));
+        GSHARE_RETURN_IF_ERROR(AppendString(out, name));
+        for (const auto& [output, binary] : request.output_binary_data) {
+          if (output != name) continue;
+          out += binary ? ",\"parameters\":{\"binary_data\":true}"
+                        : ",\"parameters\":{\"binary_data\":false}";
+          break;
+        }
         out += '}';
       }
       out += "],";
@@ -186,7 +229,10 @@ Result<std::string> SerializeInferRequest(const InferRequest& request) {
   });
 }
 
-Result<std::string> SerializeInferResponse(const InferResponse& response) {
+namespace {
+
+Result<std::string> WriteResponse(const InferResponse& response,
+                                  const std::function<bool(const std::string&)>* binary) {
   return kserve::Guarded([&]() -> Result<std::string> {
     std::string out = "{\"model_name\":";
     GSHARE_RETURN_IF_ERROR(AppendString(out, response.model_name));
@@ -203,8 +249,33 @@ Result<std::string> SerializeInferResponse(const InferResponse& response) {
       GSHARE_RETURN_IF_ERROR(AppendJson(out, *response.parameters));
     }
     out += ",\"outputs\":";
-    GSHARE_RETURN_IF_ERROR(AppendTensors(out, response.outputs));
+    GSHARE_RETURN_IF_ERROR(AppendTensors(out, response.outputs, binary));
     out += '}';
+    return out;
+  });
+}
+
+}  // namespace
+
+Result<std::string> SerializeInferResponse(const InferResponse& response) {
+  return WriteResponse(response, nullptr);
+}
+
+Result<BinaryBody> SerializeInferResponseWithBinary(
+    const InferResponse& response, const std::function<bool(const std::string&)>& binary) {
+  GSHARE_ASSIGN_OR_RETURN(std::string json, WriteResponse(response, &binary));
+  return kserve::Guarded([&]() -> Result<BinaryBody> {
+    BinaryBody out;
+    out.json_bytes = json.size();
+    std::uint64_t total = json.size();
+    for (const Tensor& tensor : response.outputs) {
+      if (binary(tensor.name())) total += BinarySize(tensor);
+    }
+    out.body = std::move(json);
+    out.body.reserve(static_cast<std::size_t>(total));
+    for (const Tensor& tensor : response.outputs) {
+      if (binary(tensor.name())) GSHARE_RETURN_IF_ERROR(AppendBinary(out.body, tensor));
+    }
     return out;
   });
 }

@@ -14,8 +14,16 @@
 // message holds its tensors' bytes; data that arrives before its tensor's 'datatype' or 'shape'
 // is held at nine bytes per element until the tensor's object ends, and those count against
 // max_tensor_bytes meanwhile. Tensor "parameters" are
-// read (bounded) and dropped, except "binary_data_size" (the binary data extension), which is
-// refused by name. Unknown fields are skipped without being kept.
+// read (bounded) and dropped, except "binary_data_size" (the binary data extension, below; refused
+// in a message without a binary part), and a requested output's "binary_data" (a boolean), kept in
+// InferRequest::output_binary_data. Unknown fields are skipped without being kept.
+//
+// The binary data extension (HTTP): a body whose first bytes (Inference-Header-Content-Length of
+// them) are the JSON and whose rest is the data of the inputs that give "binary_data_size" instead
+// of "data", in their order: fixed-size types as their little-endian bytes (exactly the shape's
+// size), BYTES as each element's 4-byte little-endian length and its bytes (exactly the shape's
+// element count). Every byte after the JSON belongs to one input; the same limits apply. An
+// answer is written the same way for the outputs a predicate picks.
 //
 // Serializing writes data flat. It fails (InvalidArgument) only for what JSON cannot carry: a
 // non-finite floating-point element, or a string that is not valid UTF-8. For every datatype,
@@ -24,6 +32,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 
@@ -44,8 +53,22 @@ struct ParseLimits {
 Result<InferRequest> ParseInferRequest(std::string_view json, const ParseLimits& limits = {});
 Result<InferResponse> ParseInferResponse(std::string_view json, const ParseLimits& limits = {});
 
+// `json`: the body's first Inference-Header-Content-Length bytes; `binary`: the rest.
+Result<InferRequest> ParseInferRequestWithBinary(std::string_view json, std::string_view binary,
+                                                 const ParseLimits& limits = {});
+
 Result<std::string> SerializeInferRequest(const InferRequest& request);
 Result<std::string> SerializeInferResponse(const InferResponse& response);
+
+// The answer in the binary data extension's form: the outputs for which `binary(name)` holds
+// carry {"binary_data_size": N} in their parameters instead of "data", and their bytes follow the
+// JSON (its first json_bytes) in the order of the outputs.
+struct BinaryBody {
+  std::string body;
+  std::size_t json_bytes = 0;
+};
+Result<BinaryBody> SerializeInferResponseWithBinary(
+    const InferResponse& response, const std::function<bool(const std::string&)>& binary);
 
 // {"error": message}: the protocol's error body. Bytes that are not valid UTF-8 are replaced.
 std::string ErrorJson(std::string_view message);

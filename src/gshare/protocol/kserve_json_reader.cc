@@ -3,9 +3,11 @@
 // No JSON tree of the message is built: the limits apply while the text is read, and a parsed
 // message holds its tensors' bytes plus, for data that arrives before its tensor's 'datatype'
 // and 'shape', nine bytes per element until the tensor's object ends.
+#include <algorithm>
 #include <bit>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <optional>
 #include <set>
@@ -234,13 +236,23 @@ class MessageReader {
 
   Status error() const { return error_; }
 
+  // The binary data extension: the bytes after the JSON, taken in order by the inputs whose
+  // parameters give binary_data_size (requests only).
+  void SetBinary(std::string_view binary) { binary_ = binary; }
+
   Result<InferRequest> TakeRequest() {
     GSHARE_RETURN_IF_ERROR(FinishMessage());
+    if (binary_ && binary_used_ != binary_->size()) {
+      return InvalidArgument(fmt::format(
+          "the body has {} bytes of binary data after those the inputs' binary_data_size name",
+          binary_->size() - binary_used_));
+    }
     InferRequest request;
     request.id = std::move(id_);
     request.parameters = std::move(parameters_);
     request.inputs = std::move(tensors_);
     request.requested_outputs = std::move(requested_outputs_);
+    request.output_binary_data = std::move(output_binary_data_);
     return request;
   }
 
@@ -687,7 +699,15 @@ class MessageReader {
     const std::string where = TensorWhere(t);
     if (!t.parameters_valid) return InvalidArgument(where + ": 'parameters' is not an object");
     if (t.parameters.contains("binary_data_size")) {
-      return InvalidArgument(where + ": binary tensor data is not supported; send 'data' as JSON");
+      if (role_ != Role::kRequest || !binary_) {
+        return InvalidArgument(where +
+                               ": 'binary_data_size' is given, but the body has no binary data "
+                               "(its JSON's length goes in Inference-Header-Content-Length)");
+      }
+      if (t.data_present) {
+        return InvalidArgument(where + ": both 'data' and 'binary_data_size' are given");
+      }
+      return BinaryTensor(t, type, elements, where);
     }
     if (!t.data_present) return InvalidArgument(where + ": 'data' is missing");
     if (!t.data_is_array) return InvalidArgument(where + ": 'data' is not an array");
@@ -705,6 +725,68 @@ class MessageReader {
       return Tensor::FromStrings(std::move(*t.name), std::move(t.shape), sink->TakeStrings());
     }
     return Tensor::FromBytes(std::move(*t.name), type, std::move(t.shape), sink->TakeBytes());
+  }
+
+  // A tensor whose data is the next binary_data_size bytes of the binary part: fixed-size types
+  // as their raw little-endian bytes, BYTES as each element's 4-byte little-endian length and
+  // its bytes. The shape was checked and charged (CheckHead); BYTES charge their strings here.
+  Result<Tensor> BinaryTensor(TensorDraft& t, DataType type, std::uint64_t elements,
+                              const std::string& where) {
+    const Json& declared = t.parameters["binary_data_size"];
+    if (!declared.is_number_unsigned() && !(declared.is_number_integer() && declared >= 0)) {
+      return InvalidArgument(where + ": 'binary_data_size' is not a non-negative integer");
+    }
+    const auto size = declared.get<std::uint64_t>();
+    const std::size_t left = binary_->size() - binary_used_;
+    if (size > left) {
+      return InvalidArgument(
+          fmt::format("{}: binary_data_size is {} bytes, but {} bytes of binary data are left",
+                      where, size, left));
+    }
+    const std::string_view bytes = binary_->substr(binary_used_, static_cast<std::size_t>(size));
+    binary_used_ += bytes.size();
+    if (IsFixedSize(type)) {
+      const std::uint64_t expected = elements * ElementSizeBytes(type);
+      if (size != expected) {
+        return InvalidArgument(
+            fmt::format("{}: binary_data_size is {} bytes; shape {} of {} takes {}", where, size,
+                        ShapeToString(t.shape), DataTypeName(type), expected));
+      }
+      std::vector<std::byte> data(bytes.size());
+      if (!bytes.empty()) std::memcpy(data.data(), bytes.data(), bytes.size());
+      return Tensor::FromBytes(std::move(*t.name), type, std::move(t.shape), std::move(data));
+    }
+    std::vector<std::string> strings;
+    strings.reserve(static_cast<std::size_t>(std::min<std::uint64_t>(elements, size / 4)));
+    std::size_t at = 0;
+    for (std::uint64_t i = 0; i < elements; ++i) {
+      if (bytes.size() - at < 4) {
+        return InvalidArgument(
+            fmt::format("{}: its binary data ends before element {}'s length", where, i));
+      }
+      std::uint32_t length = 0;
+      for (int b = 3; b >= 0; --b) {
+        length =
+            (length << 8) | static_cast<unsigned char>(bytes[at + static_cast<std::size_t>(b)]);
+      }
+      at += 4;
+      if (length > bytes.size() - at) {
+        return InvalidArgument(
+            fmt::format("{}: element {} is {} bytes long, but {} bytes of its binary data are left",
+                        where, i, length, bytes.size() - at));
+      }
+      if (length > budget_.bytes_left) {
+        return InvalidArgument(where + ": its strings exceed the limit on tensor bytes");
+      }
+      budget_.bytes_left -= length;
+      strings.emplace_back(bytes.substr(at, length));
+      at += length;
+    }
+    if (at != bytes.size()) {
+      return InvalidArgument(fmt::format(
+          "{}: binary_data_size is {} bytes; its {} elements take {}", where, size, elements, at));
+    }
+    return Tensor::FromStrings(std::move(*t.name), std::move(t.shape), std::move(strings));
   }
 
   // ---- requested outputs (requests)
@@ -747,12 +829,22 @@ class MessageReader {
     if (!output_draft_.parameters_valid) {
       return Fail(InvalidArgument(where + ": 'parameters' is not an object"));
     }
+    if (const auto binary = output_draft_.parameters.find("binary_data");
+        binary != output_draft_.parameters.end()) {
+      if (!binary->is_boolean()) {
+        return Fail(InvalidArgument(where + ": 'binary_data' is not a boolean"));
+      }
+      output_binary_data_.emplace_back(*output_draft_.name, binary->get<bool>());
+    }
     requested_outputs_.push_back(std::move(*output_draft_.name));
     return true;
   }
 
   const Role role_;
   const ParseLimits& limits_;
+  std::optional<std::string_view> binary_;
+  std::size_t binary_used_ = 0;
+  std::vector<std::pair<std::string, bool>> output_binary_data_;
   Budget budget_;
   const char* const tensor_role_;
   Status error_;
@@ -795,6 +887,16 @@ Result<InferRequest> ParseInferRequest(std::string_view json, const ParseLimits&
   return kserve::Guarded([&]() -> Result<InferRequest> {
     MessageReader reader(Role::kRequest, limits);
     GSHARE_RETURN_IF_ERROR(Read(json, limits, "request body", reader));
+    return reader.TakeRequest();
+  });
+}
+
+Result<InferRequest> ParseInferRequestWithBinary(std::string_view json, std::string_view binary,
+                                                 const ParseLimits& limits) {
+  return kserve::Guarded([&]() -> Result<InferRequest> {
+    MessageReader reader(Role::kRequest, limits);
+    reader.SetBinary(binary);
+    GSHARE_RETURN_IF_ERROR(Read(json, limits, "request's JSON", reader));
     return reader.TakeRequest();
   });
 }

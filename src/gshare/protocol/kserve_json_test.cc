@@ -200,7 +200,8 @@ TEST(KserveJsonTest, StructureErrors) {
   EXPECT_EQ(RequestError(OneInput("FP32", "[1]", "1")), "input 'x': 'data' is not an array");
   EXPECT_EQ(RequestError(R"({"inputs":[{"name":"x","datatype":"FP32","shape":[1],)"
                          R"("parameters":{"binary_data_size":4}}]})"),
-            "input 'x': binary tensor data is not supported; send 'data' as JSON");
+            "input 'x': 'binary_data_size' is given, but the body has no binary data (its JSON's "
+            "length goes in Inference-Header-Content-Length)");
   EXPECT_EQ(RequestError(R"({"inputs":[{"name":"x","datatype":"FP32","shape":[1],"data":[1]},)"
                          R"({"name":"x","datatype":"FP32","shape":[1],"data":[1]}]})"),
             "two inputs are named 'x'");

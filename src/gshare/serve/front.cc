@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <utility>
 #include "gshare/serve/http_util.h"
+#include "gshare/serve/infer_body.h"
 
 namespace gshare::serve {
 namespace {
@@ -29,13 +30,9 @@ std::uint64_t TensorBytes(const std::vector<Tensor>& tensors) {
   return bytes;
 }
 
-void WriteAnswer(const InferResponse& response, const net::Responder& responder) {
-  Result<std::string> text = SerializeInferResponse(response);
-  if (!text.ok()) {
-    return responder.Respond(JsonErrorResponse(
-        500, "the model's answer cannot be written as JSON: " + text.status().message()));
-  }
-  responder.Respond({200, std::move(text).value()});
+void WriteAnswer(InferResponse response, const AnswerFormat& format,
+                 const net::Responder& responder) {
+  responder.Respond(WriteAnswerBody(std::move(response), format));
 }
 
 }  // namespace
@@ -185,7 +182,7 @@ void Front::Handle(net::ServerRequest request, net::Responder responder) {
           200, {{"name", options_.server_name},
                 {"version", options_.server_version.empty() ? std::string(GSHARE_VERSION)
                                                             : options_.server_version},
-                {"extensions", nlohmann::json::array()}}));
+                {"extensions", nlohmann::json::array({std::string(kBinaryExtension)})}}));
     case Admission::Kind::kModel:
       break;
   }
@@ -195,13 +192,20 @@ void Front::Handle(net::ServerRequest request, net::Responder responder) {
     if (!taken.ok()) return responder.Respond(JsonErrorResponse(429, taken.status().message()));
     shares = std::move(taken).value();
   }
-  HandleModel(std::move(request.body), std::move(responder), admission.tenant, admission.name,
-              admission.version, admission.action, std::move(shares));
+  std::optional<std::size_t> json_bytes;
+  if (admission.action == "infer") {
+    Result<std::optional<std::size_t>> length = JsonLengthOf(request);
+    if (!length.ok()) return responder.Respond(JsonErrorResponse(400, length.status().message()));
+    json_bytes = *length;
+  }
+  HandleModel(std::move(request.body), json_bytes, std::move(responder), admission.tenant,
+              admission.name, admission.version, admission.action, std::move(shares));
 }
 
-void Front::HandleModel(std::string body, net::Responder responder, const std::string& tenant,
-                        std::string_view name, std::optional<std::string_view> version,
-                        std::string_view action, std::shared_ptr<void> shares) {
+void Front::HandleModel(std::string body, std::optional<std::size_t> json_bytes,
+                        net::Responder responder, const std::string& tenant, std::string_view name,
+                        std::optional<std::string_view> version, std::string_view action,
+                        std::shared_ptr<void> shares) {
   // Checked before the model is looked up, so the answer is the same whether it exists or not.
   if (version && *version != kModelVersion) {
     return responder.Respond(JsonErrorResponse(
@@ -224,37 +228,47 @@ void Front::HandleModel(std::string body, net::Responder responder, const std::s
   if (action == "ready") {
     return responder.Respond(JsonResponse(200, {{"name", model->name}, {"ready", true}}));
   }
-  Infer(std::move(body), std::move(responder), tenant, *model, std::move(shares));
+  Infer(std::move(body), json_bytes, std::move(responder), tenant, *model, std::move(shares));
 }
 
-void Front::Infer(std::string body, net::Responder responder, const std::string& tenant,
-                  const ModelInfo& model, std::shared_ptr<void> shares) {
+void Front::Infer(std::string body, std::optional<std::size_t> json_bytes, net::Responder responder,
+                  const std::string& tenant, const ModelInfo& model, std::shared_ptr<void> shares) {
   const TimePoint deadline = clock_.Now() + model.slo;  // from its arrival, parse time included
   if (parse_pool_ == nullptr || body.size() <= kInlineParseBytes) {
-    return ParseAndRun(body, std::move(responder), tenant, model, deadline, std::move(shares));
+    return ParseAndRun(body, json_bytes, std::move(responder), tenant, model, deadline,
+                       std::move(shares));
   }
   auto shared_body = std::make_shared<const std::string>(std::move(body));
   const Status queued =
-      parse_pool_->Submit(tenant, [this, shared_body, responder, tenant, model, deadline,
-                                   shares = std::move(shares)](const Status& go) mutable {
+      parse_pool_->Submit(tenant, [this, shared_body, json_bytes, responder, tenant, model,
+                                   deadline, shares = std::move(shares)](const Status& go) mutable {
         if (!go.ok()) return responder.Respond(JsonErrorResponse(503, go.message()));
         if (responder.Cancelled()) return;  // the client went away while it waited
-        ParseAndRun(*shared_body, responder, tenant, model, deadline, std::move(shares));
+        ParseAndRun(*shared_body, json_bytes, responder, tenant, model, deadline,
+                    std::move(shares));
       });
   if (!queued.ok()) {
     responder.Respond(JsonErrorResponse(HttpStatusFor(queued.code()), queued.message()));
   }
 }
 
-void Front::ParseAndRun(std::string_view body, net::Responder responder, const std::string& tenant,
-                        const ModelInfo& model, TimePoint deadline, std::shared_ptr<void> shares) {
-  Result<InferRequest> parsed = ParseInferRequest(body, options_.parse_limits);
+void Front::ParseAndRun(std::string_view body, std::optional<std::size_t> json_bytes,
+                        net::Responder responder, const std::string& tenant, const ModelInfo& model,
+                        TimePoint deadline, std::shared_ptr<void> shares) {
+  Result<InferRequest> parsed = ParseInferBody(body, json_bytes, model, options_.parse_limits);
   if (!parsed.ok()) return responder.Respond(JsonErrorResponse(400, parsed.status().message()));
+  Result<AnswerFormat> format = AnswerFormatOf(*parsed);
+  if (!format.ok()) return responder.Respond(JsonErrorResponse(400, format.status().message()));
+  if (Status known = CheckRequestedOutputs(*parsed, model); !known.ok()) {
+    return responder.Respond(JsonErrorResponse(400, known.message()));
+  }
+  parsed->output_binary_data.clear();  // the answer's format is the front's: the function's is JSON
 
   std::optional<std::string> id = parsed->id;
   const std::uint64_t ticket = backend_.Infer(
       tenant, model.name, std::move(parsed).value(), deadline,
       [this, responder, tenant, id = std::move(id), name = model.name,
+       format = std::move(format).value(),
        shares = std::move(shares)](Result<InferResponse> result) mutable {
         if (!result.ok()) {
           const Status& status = result.status();
@@ -274,16 +288,16 @@ void Front::ParseAndRun(std::string_view body, net::Responder responder, const s
           auto shared = std::make_shared<InferResponse>(std::move(response));
           const Status queued = parse_pool_->Submit(
               tenant,
-              [shared, responder, shares](const Status& go) {
+              [shared, format, responder, shares](const Status& go) {
                 if (!go.ok()) return responder.Respond(JsonErrorResponse(503, go.message()));
                 if (responder.Cancelled()) return;  // the client went away while it waited
-                WriteAnswer(*shared, responder);
+                WriteAnswer(std::move(*shared), format, responder);
               },
               /*bounded=*/false);
           if (queued.ok()) return;
           response = std::move(*shared);  // the pool has stopped (shutdown): written here
         }
-        WriteAnswer(response, responder);
+        WriteAnswer(std::move(response), format, responder);
         shares.reset();
       });
   if (ticket != 0) responder.OnCancel([this, ticket] { backend_.Cancel(ticket); });

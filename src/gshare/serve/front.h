@@ -146,15 +146,18 @@ class Front {
   // An inference request's shares, or the 429 that refuses them.
   Result<std::shared_ptr<void>> TakeShares(const std::string& tenant, std::uint64_t body_bytes);
 
-  void HandleModel(std::string body, net::Responder responder, const std::string& tenant,
-                   std::string_view name, std::optional<std::string_view> version,
-                   std::string_view action, std::shared_ptr<void> shares);
-  void Infer(std::string body, net::Responder responder, const std::string& tenant,
-             const ModelInfo& model, std::shared_ptr<void> shares);
-  // Parses `body` and hands the request to the backend (on an io thread or the parse pool);
-  // `shares` are kept until it is answered.
-  void ParseAndRun(std::string_view body, net::Responder responder, const std::string& tenant,
-                   const ModelInfo& model, TimePoint deadline, std::shared_ptr<void> shares);
+  // `json_bytes`: Inference-Header-Content-Length, where given (infer_body.h).
+  void HandleModel(std::string body, std::optional<std::size_t> json_bytes,
+                   net::Responder responder, const std::string& tenant, std::string_view name,
+                   std::optional<std::string_view> version, std::string_view action,
+                   std::shared_ptr<void> shares);
+  void Infer(std::string body, std::optional<std::size_t> json_bytes, net::Responder responder,
+             const std::string& tenant, const ModelInfo& model, std::shared_ptr<void> shares);
+  // Parses `body` (JSON, or the binary data extension's form) and hands the request to the
+  // backend (on an io thread or the parse pool); `shares` are kept until it is answered.
+  void ParseAndRun(std::string_view body, std::optional<std::size_t> json_bytes,
+                   net::Responder responder, const std::string& tenant, const ModelInfo& model,
+                   TimePoint deadline, std::shared_ptr<void> shares);
 
   const FrontOptions options_;
   const Authenticator& authenticator_;

@@ -244,7 +244,7 @@ TEST_F(FrontTest, ServerMetadata) {
   EXPECT_EQ(body["name"], "gshare");
   ASSERT_TRUE(body["version"].is_string());
   EXPECT_FALSE(body["version"].get<std::string>().empty());
-  EXPECT_TRUE(body["extensions"].is_array());
+  EXPECT_EQ(body["extensions"], json::array({"binary_tensor_data"}));
 
   Start({}, {.server_name = "edge", .server_version = "9.9"});
   Client other = Connect();
@@ -380,6 +380,132 @@ TEST_F(FrontTest, InferEchoesTheRequestId) {
   ASSERT_TRUE(no_id);
   ASSERT_EQ(no_id->result_int(), 200u);
   EXPECT_FALSE(json::parse(no_id->body()).contains("id"));
+}
+
+// The binary tensor data extension: tensors after the JSON (Inference-Header-Content-Length), the
+// raw form for a model with one input, and answers with binary outputs.
+std::string BinaryRequest(std::string_view target, std::string_view key, const std::string& text,
+                          const std::string& binary, std::string_view length_field) {
+  std::string raw = "POST " + std::string(target) + " HTTP/1.1\r\nHost: test\r\n";
+  raw += "Authorization: Bearer " + std::string(key) + "\r\n";
+  raw += "Content-Type: application/octet-stream\r\n";
+  raw += "Inference-Header-Content-Length: " + std::string(length_field) + "\r\n";
+  raw += "Content-Length: " + std::to_string(text.size() + binary.size()) + "\r\n\r\n";
+  return raw + text + binary;
+}
+
+TEST_F(FrontTest, BinaryTensorsInAndOut) {
+  backend_.Add("alpha", {.name = "echo", .ready = true, .slo = std::chrono::seconds(1)});
+  Client client = Connect();
+  const std::vector<float> values = {1.5f, -2.0f, 3.25f, 0.0f};
+  const std::string binary(reinterpret_cast<const char*>(values.data()), sizeof(float) * 4);
+  const std::string header =
+      R"({"id":"b1","inputs":[{"name":"x","datatype":"FP32","shape":[2,2],)"
+      R"("parameters":{"binary_data_size":16}},)"
+      R"({"name":"s","datatype":"BYTES","shape":[1],"data":["hi"]}],)"
+      R"("outputs":[{"name":"x","parameters":{"binary_data":true}},{"name":"s"}]})";
+  auto answer = client.SendRaw(BinaryRequest("/v2/models/echo/infer", kAlphaKey, header, binary,
+                                             std::to_string(header.size())));
+  ASSERT_TRUE(answer);
+  ASSERT_EQ(answer->result_int(), 200u) << answer->body();
+  EXPECT_EQ((*answer)[http::field::content_type], "application/octet-stream");
+  const std::string length((*answer)["Inference-Header-Content-Length"]);
+  ASSERT_FALSE(length.empty());
+  const std::size_t json_bytes = std::stoul(length);
+  const json body = json::parse(answer->body().substr(0, json_bytes));
+  EXPECT_EQ(body["id"], "b1");
+  ASSERT_EQ(body["outputs"].size(), 2u);
+  EXPECT_EQ(body["outputs"][0]["name"], "x");
+  EXPECT_EQ(body["outputs"][0]["parameters"]["binary_data_size"], 16);
+  EXPECT_FALSE(body["outputs"][0].contains("data"));
+  EXPECT_EQ(body["outputs"][1]["data"], json::array({"hi"}));
+  EXPECT_EQ(answer->body().substr(json_bytes), binary);
+  // The backend got the tensor itself, and nothing of the answer's format.
+  const auto calls = backend_.calls();
+  ASSERT_EQ(calls.size(), 1u);
+  EXPECT_EQ(calls[0].request.inputs[0].Values<float>().value()[2], 3.25f);
+  EXPECT_TRUE(calls[0].request.output_binary_data.empty());
+
+  // binary_data_output makes every output binary, unless its own parameter says otherwise.
+  const std::string every =
+      R"({"parameters":{"binary_data_output":true},"inputs":[{"name":"x","datatype":"FP32",)"
+      R"("shape":[4],"parameters":{"binary_data_size":16}}]})";
+  auto all = client.SendRaw(BinaryRequest("/v2/models/echo/infer", kAlphaKey, every, binary,
+                                          std::to_string(every.size())));
+  ASSERT_TRUE(all);
+  ASSERT_EQ(all->result_int(), 200u) << all->body();
+  const std::size_t all_json = std::stoul(std::string((*all)["Inference-Header-Content-Length"]));
+  EXPECT_EQ(all->body().substr(all_json), binary);
+
+  // A JSON request answers JSON, as before.
+  auto plain = client.Send("POST", "/v2/models/echo/infer", kAlphaKey,
+                           R"({"inputs":[{"name":"x","datatype":"INT8","shape":[1],"data":[7]}]})");
+  ASSERT_TRUE(plain);
+  EXPECT_EQ((*plain)[http::field::content_type], "application/json");
+  EXPECT_TRUE((*plain)["Inference-Header-Content-Length"].empty());
+}
+
+TEST_F(FrontTest, TheRawBinaryFormTakesTheModelsOneInput) {
+  backend_.Add("alpha", {.name = "raw",
+                         .ready = true,
+                         .slo = std::chrono::seconds(1),
+                         .inputs = {{"pixels", "FP32", {-1, 2}}},
+                         .outputs = {{"pixels", "FP32", {-1, 2}}}});
+  Client client = Connect();
+  const std::vector<float> values = {1, 2, 3, 4, 5, 6};
+  const std::string binary(reinterpret_cast<const char*>(values.data()), sizeof(float) * 6);
+  auto answer = client.SendRaw(BinaryRequest("/v2/models/raw/infer", kAlphaKey, "", binary, "0"));
+  ASSERT_TRUE(answer);
+  ASSERT_EQ(answer->result_int(), 200u) << answer->body();
+  const auto calls = backend_.calls();
+  ASSERT_EQ(calls.size(), 1u);
+  EXPECT_EQ(calls[0].request.inputs[0].name(), "pixels");
+  EXPECT_EQ(calls[0].request.inputs[0].shape(), (std::vector<std::int64_t>{3, 2}));
+
+  // Bytes that fit no shape, a model without its inputs described, a header that is no number
+  // or says more than the body holds.
+  auto odd = client.SendRaw(
+      BinaryRequest("/v2/models/raw/infer", kAlphaKey, "", binary.substr(0, 12), "0"));
+  ASSERT_TRUE(odd);
+  EXPECT_EQ(odd->result_int(), 400u);
+  EXPECT_EQ(ErrorOf(*odd), "input 'pixels': 3 elements do not fit its shape [-1,2]");
+  auto undescribed =
+      client.SendRaw(BinaryRequest("/v2/models/later/infer", kAlphaKey, "", binary, "0"));
+  ASSERT_TRUE(undescribed);
+  EXPECT_EQ(undescribed->result_int(), 400u);
+  EXPECT_NE(ErrorOf(*undescribed).find("does not describe its inputs"), std::string::npos);
+  auto garbled =
+      client.SendRaw(BinaryRequest("/v2/models/raw/infer", kAlphaKey, "", binary, "12x"));
+  ASSERT_TRUE(garbled);
+  EXPECT_EQ(garbled->result_int(), 400u);
+  EXPECT_EQ(ErrorOf(*garbled), "Inference-Header-Content-Length is not a byte count: '12x'");
+  auto beyond = client.SendRaw(BinaryRequest("/v2/models/raw/infer", kAlphaKey, "", binary, "999"));
+  ASSERT_TRUE(beyond);
+  EXPECT_EQ(beyond->result_int(), 400u);
+  EXPECT_EQ(ErrorOf(*beyond),
+            "Inference-Header-Content-Length is 999, but the body has only 24 "
+            "bytes");
+  EXPECT_EQ(backend_.calls().size(), 1u);  // none of them ran
+}
+
+TEST_F(FrontTest, ARequestedOutputTheModelLacksIs400) {
+  Client client = Connect();
+  // mlp describes its outputs (y): another name is refused before it runs.
+  auto unknown =
+      client.Send("POST", "/v2/models/mlp/infer", kAlphaKey,
+                  R"({"inputs":[{"name":"x","datatype":"FP32","shape":[1,2],"data":[1,2]}],)"
+                  R"("outputs":[{"name":"z"}]})");
+  ASSERT_TRUE(unknown);
+  EXPECT_EQ(unknown->result_int(), 400u);
+  EXPECT_EQ(ErrorOf(*unknown), "model 'mlp' has no output 'z'");
+  EXPECT_TRUE(backend_.calls().empty());
+  // A model that describes none: its answer is checked instead.
+  auto missing = client.Send("POST", "/v2/models/later/infer", kAlphaKey,
+                             R"({"inputs":[{"name":"x","datatype":"INT8","shape":[1],"data":[1]}],)"
+                             R"("outputs":[{"name":"x"},{"name":"w"}]})");
+  ASSERT_TRUE(missing);
+  EXPECT_EQ(missing->result_int(), 400u);
+  EXPECT_EQ(ErrorOf(*missing), "model 'later' has no output 'w'");
 }
 
 TEST_F(FrontTest, InferAnsweredFromAnotherThread) {

@@ -1,0 +1,45 @@
+// Fuzz target: the binary tensor data extension. The input's first two bytes (little-endian) say
+// how many of the rest are the JSON; the others are the binary part. Whatever parses must write as
+// JSON and parse back equal, and its tensors, written back as a binary answer, must take exactly
+// the bytes the JSON of that answer declares.
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "gshare/protocol/kserve_json.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  if (size < 2) return 0;
+  const std::string_view rest(reinterpret_cast<const char*>(data) + 2, size - 2);
+  const std::size_t json_bytes =
+      (data[0] | (static_cast<std::size_t>(data[1]) << 8)) % (rest.size() + 1);
+  gshare::ParseLimits limits;
+  limits.max_text_bytes = 1 << 20;
+  limits.max_tensor_bytes = 1 << 20;
+  limits.max_elements = 1 << 16;
+  limits.max_tensors = 64;
+  limits.max_depth = 16;
+  const gshare::Result<gshare::InferRequest> request = gshare::ParseInferRequestWithBinary(
+      rest.substr(0, json_bytes), rest.substr(json_bytes), limits);
+  if (!request.ok()) {
+    if (request.status().code() != gshare::StatusCode::kInvalidArgument) __builtin_trap();
+    return 0;
+  }
+  const gshare::Result<std::string> written = gshare::SerializeInferRequest(*request);
+  if (written.ok()) {  // a NaN or text that is not UTF-8 cannot be JSON: binary data can be both
+    const gshare::Result<gshare::InferRequest> again = gshare::ParseInferRequest(*written);
+    if (!again.ok() || !(*again == *request)) __builtin_trap();
+  } else if (written.status().code() != gshare::StatusCode::kInvalidArgument) {
+    __builtin_trap();
+  }
+  gshare::InferResponse response;
+  response.model_name = "m";
+  response.outputs = request->inputs;
+  std::size_t index = 0;
+  const auto binary = [&index](const std::string&) { return index++ % 2 == 0; };
+  const gshare::Result<gshare::BinaryBody> answer =
+      gshare::SerializeInferResponseWithBinary(response, binary);
+  if (answer.ok() && answer->json_bytes > answer->body.size()) __builtin_trap();
+  return 0;
+}

@@ -1,0 +1,195 @@
+#include "gshare/serve/infer_body.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <nlohmann/json.hpp>
+
+#include "gshare/tensor/data_type.h"
+
+namespace gshare::serve {
+namespace {
+
+using net::HttpResponse;
+using net::JsonErrorResponse;
+
+// The elements of a BYTES tensor's binary data (4-byte little-endian length, bytes, ...), as far
+// as it is well formed: the parser reports what is wrong with the rest.
+std::uint64_t CountBinaryStrings(std::string_view data) {
+  std::uint64_t count = 0;
+  std::size_t at = 0;
+  while (data.size() - at >= 4) {
+    std::uint32_t length = 0;
+    for (int b = 3; b >= 0; --b) {
+      length = (length << 8) | static_cast<unsigned char>(data[at + static_cast<std::size_t>(b)]);
+    }
+    at += 4;
+    if (length > data.size() - at) break;
+    at += length;
+    ++count;
+  }
+  return count;
+}
+
+// The raw form: the whole body is the model's one input.
+Result<InferRequest> ParseRawBody(std::string_view body, const ModelInfo& model,
+                                  const ParseLimits& limits) {
+  if (model.inputs.size() != 1) {
+    return InvalidArgument(fmt::format(
+        "a body without its JSON (Inference-Header-Content-Length: 0) is the data of the model's "
+        "one input, but model '{}' {}; send the JSON header before the data",
+        model.name,
+        model.inputs.empty() ? "does not describe its inputs"
+                             : fmt::format("has {} inputs", model.inputs.size())));
+  }
+  const TensorMetadata& input = model.inputs.front();
+  GSHARE_ASSIGN_OR_RETURN(const DataType type, ParseDataType(input.datatype));
+  std::uint64_t elements = 0;
+  if (IsFixedSize(type)) {
+    const std::size_t size = ElementSizeBytes(type);
+    if (body.size() % size != 0) {
+      return InvalidArgument(fmt::format("input '{}': a body of {} bytes is no whole number of {}",
+                                         input.name, body.size(), input.datatype));
+    }
+    elements = body.size() / size;
+  } else {
+    elements = CountBinaryStrings(body);
+  }
+  std::vector<std::int64_t> shape = input.shape;
+  std::uint64_t known = 1;
+  int free_dims = 0;
+  for (const std::int64_t dim : shape) {
+    if (dim < 0) {
+      ++free_dims;
+    } else {
+      known *= static_cast<std::uint64_t>(dim);
+    }
+  }
+  if (free_dims > 1) {
+    return InvalidArgument(fmt::format(
+        "input '{}': its shape {} has more than one free dimension, which a body without its JSON "
+        "cannot fix; send the JSON header",
+        input.name, ShapeToString(input.shape)));
+  }
+  if (free_dims == 1) {
+    if (known == 0 || elements % known != 0) {
+      return InvalidArgument(fmt::format("input '{}': {} elements do not fit its shape {}",
+                                         input.name, elements, ShapeToString(input.shape)));
+    }
+    for (std::int64_t& dim : shape) {
+      if (dim < 0) dim = static_cast<std::int64_t>(elements / known);
+    }
+  } else if (known != elements) {
+    return InvalidArgument(fmt::format("input '{}': {} elements do not fit its shape {}",
+                                       input.name, elements, ShapeToString(input.shape)));
+  }
+  const nlohmann::json header = {
+      {"inputs", nlohmann::json::array({{{"name", input.name},
+                                         {"datatype", input.datatype},
+                                         {"shape", shape},
+                                         {"parameters", {{"binary_data_size", body.size()}}}}})}};
+  return ParseInferRequestWithBinary(header.dump(), body, limits);
+}
+
+}  // namespace
+
+Result<std::optional<std::size_t>> JsonLengthOf(const net::ServerRequest& request) {
+  const std::string_view value = request.Header(kHeaderLengthField);
+  if (value.empty()) return std::optional<std::size_t>();
+  if (value.size() > 19 ||
+      !std::all_of(value.begin(), value.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    return InvalidArgument(
+        fmt::format("{} is not a byte count: '{}'", kHeaderLengthField, value.substr(0, 32)));
+  }
+  std::uint64_t length = 0;
+  for (const char c : value) length = length * 10 + static_cast<std::uint64_t>(c - '0');
+  if (length > request.body.size()) {
+    return InvalidArgument(fmt::format("{} is {}, but the body has only {} bytes",
+                                       kHeaderLengthField, length, request.body.size()));
+  }
+  return std::optional<std::size_t>(static_cast<std::size_t>(length));
+}
+
+Result<InferRequest> ParseInferBody(std::string_view body, std::optional<std::size_t> json_bytes,
+                                    const ModelInfo& model, const ParseLimits& limits) {
+  if (!json_bytes) return ParseInferRequest(body, limits);
+  if (*json_bytes > body.size()) {
+    return InvalidArgument(fmt::format("{} is {}, but the body has only {} bytes",
+                                       kHeaderLengthField, *json_bytes, body.size()));
+  }
+  if (*json_bytes == 0) return ParseRawBody(body, model, limits);
+  return ParseInferRequestWithBinary(body.substr(0, *json_bytes), body.substr(*json_bytes), limits);
+}
+
+Result<AnswerFormat> AnswerFormatOf(const InferRequest& request) {
+  AnswerFormat format;
+  if (request.parameters) {
+    if (const auto it = request.parameters->find("binary_data_output");
+        it != request.parameters->end()) {
+      if (!it->is_boolean()) {
+        return InvalidArgument("parameter 'binary_data_output' is not a boolean");
+      }
+      format.binary_by_default = it->get<bool>();
+    }
+  }
+  format.per_output = request.output_binary_data;
+  format.requested = request.requested_outputs;
+  return format;
+}
+
+Status CheckRequestedOutputs(const InferRequest& request, const ModelInfo& model) {
+  if (model.outputs.empty()) return Status::Ok();
+  for (const std::string& name : request.requested_outputs) {
+    const bool known =
+        std::any_of(model.outputs.begin(), model.outputs.end(),
+                    [&](const TensorMetadata& output) { return output.name == name; });
+    if (!known) {
+      return InvalidArgument(fmt::format("model '{}' has no output '{}'", model.name, name));
+    }
+  }
+  return Status::Ok();
+}
+
+HttpResponse WriteAnswerBody(InferResponse response, const AnswerFormat& format) {
+  if (!format.requested.empty()) {
+    std::vector<Tensor> picked;
+    picked.reserve(format.requested.size());
+    for (const std::string& name : format.requested) {
+      auto it = std::find_if(response.outputs.begin(), response.outputs.end(),
+                             [&](const Tensor& output) { return output.name() == name; });
+      if (it == response.outputs.end()) {
+        return JsonErrorResponse(
+            400, fmt::format("model '{}' has no output '{}'", response.model_name, name));
+      }
+      picked.push_back(std::move(*it));
+    }
+    response.outputs = std::move(picked);
+  }
+  const auto binary = [&format](const std::string& name) {
+    for (const auto& [output, value] : format.per_output) {
+      if (output == name) return value;
+    }
+    return format.binary_by_default;
+  };
+  const bool any_binary = std::any_of(response.outputs.begin(), response.outputs.end(),
+                                      [&](const Tensor& output) { return binary(output.name()); });
+  if (!any_binary) {
+    Result<std::string> text = SerializeInferResponse(response);
+    if (!text.ok()) {
+      return JsonErrorResponse(
+          500, "the model's answer cannot be written as JSON: " + text.status().message());
+    }
+    return {200, std::move(text).value()};
+  }
+  Result<BinaryBody> body = SerializeInferResponseWithBinary(response, binary);
+  if (!body.ok()) {
+    return JsonErrorResponse(500,
+                             "the model's answer cannot be written: " + body.status().message());
+  }
+  HttpResponse out{200, std::move(body->body), std::string(kBinaryContentType)};
+  out.headers.emplace_back(std::string(kHeaderLengthField), std::to_string(body->json_bytes));
+  return out;
+}
+
+}  // namespace gshare::serve
