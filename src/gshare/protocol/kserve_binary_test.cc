@@ -1,6 +1,7 @@
 // The binary tensor data extension: request bodies with tensors after their JSON, and answers
 // written the same way.
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -8,6 +9,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "gshare/protocol/allocation_counter_for_test.h"
 #include "gshare/protocol/kserve_json.h"
 #include "gshare/tensor/half.h"
 
@@ -200,6 +202,40 @@ TEST(KserveBinaryTest, AnAnswerWithBinaryOutputsAfterItsJson) {
   }
   EXPECT_EQ(written->body.substr(written->json_bytes), expected_tail);
   EXPECT_EQ(header["id"], "7");
+}
+
+TEST(KserveBinaryTest, ParsingAndWritingTakeAboutTheTensorsBytes) {
+  // 16 MiB of FP32 as binary data: the parse copies it once into the tensor, and writing it back
+  // makes one body of the JSON and the bytes.
+  constexpr std::size_t kElements = 4 << 20;
+  const std::string binary(kElements * sizeof(float), '\0');
+  const json header = {{"inputs",
+                        {{{"name", "x"},
+                          {"datatype", "FP32"},
+                          {"shape", {kElements}},
+                          {"parameters", {{"binary_data_size", binary.size()}}}}}}};
+  const std::string text = header.dump();
+  const std::size_t before = testing::AllocatedBytes();
+  testing::ResetPeakAllocatedBytes();
+  auto parsed = ParseInferRequestWithBinary(text, binary);
+  const double parse_ratio = static_cast<double>(testing::PeakAllocatedBytes() - before) /
+                             static_cast<double>(binary.size());
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  InferResponse response;
+  response.model_name = "m";
+  response.outputs = std::move(parsed->inputs);
+  const std::size_t before_write = testing::AllocatedBytes();
+  testing::ResetPeakAllocatedBytes();
+  auto written =
+      SerializeInferResponseWithBinary(response, [](const std::string&) { return true; });
+  const double write_ratio = static_cast<double>(testing::PeakAllocatedBytes() - before_write) /
+                             static_cast<double>(binary.size());
+  ASSERT_TRUE(written.ok());
+  EXPECT_EQ(written->body.size() - written->json_bytes, binary.size());
+  EXPECT_LE(parse_ratio, 1.1);
+  EXPECT_LE(write_ratio, 1.1);
+  std::printf("binary parse of %zu bytes: %.2fx allocated; binary answer: %.2fx\n", binary.size(),
+              parse_ratio, write_ratio);
 }
 
 }  // namespace
