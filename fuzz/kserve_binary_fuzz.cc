@@ -7,6 +7,8 @@
 #include <string>
 #include <string_view>
 
+#include <nlohmann/json.hpp>
+
 #include "gshare/protocol/kserve_json.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
@@ -36,10 +38,21 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   gshare::InferResponse response;
   response.model_name = "m";
   response.outputs = request->inputs;
-  std::size_t index = 0;
-  const auto binary = [&index](const std::string&) { return index++ % 2 == 0; };
+  // Every other output by name binary: the JSON's binary_data_size values add up to the bytes
+  // after it.
+  const auto binary = [](const std::string& name) { return name.size() % 2 == 0; };
   const gshare::Result<gshare::BinaryBody> answer =
       gshare::SerializeInferResponseWithBinary(response, binary);
-  if (answer.ok() && answer->json_bytes > answer->body.size()) __builtin_trap();
+  if (!answer.ok()) return 0;  // text that is not UTF-8 in a JSON output
+  if (answer->json_bytes > answer->body.size()) __builtin_trap();
+  const nlohmann::json header = nlohmann::json::parse(answer->body.substr(0, answer->json_bytes),
+                                                      nullptr, /*allow_exceptions=*/false);
+  if (!header.is_object()) __builtin_trap();
+  std::uint64_t declared = 0;
+  for (const auto& output : header["outputs"]) {
+    if (output.contains("parameters"))
+      declared += output["parameters"]["binary_data_size"].get<std::uint64_t>();
+  }
+  if (declared != answer->body.size() - answer->json_bytes) __builtin_trap();
   return 0;
 }

@@ -24,6 +24,29 @@ nlohmann::json TensorsJson(const std::vector<TensorMetadata>& tensors) {
   return array;
 }
 
+// Triton's model configuration, of what a function has: `data_type` as Triton names types
+// (TYPE_FP32), `dims` without the batch dimension when the model batches.
+nlohmann::json ConfigTensorsJson(const std::vector<TensorMetadata>& tensors, bool batched) {
+  nlohmann::json array = nlohmann::json::array();
+  for (const TensorMetadata& tensor : tensors) {
+    std::vector<std::int64_t> dims = tensor.shape;
+    if (batched && !dims.empty()) dims.erase(dims.begin());
+    const std::string type = tensor.datatype == "BYTES" ? "STRING" : tensor.datatype;
+    array.push_back({{"name", tensor.name}, {"data_type", "TYPE_" + type}, {"dims", dims}});
+  }
+  return array;
+}
+
+nlohmann::json ModelConfigJson(const ModelInfo& model) {
+  const int max_batch = model.max_batch > 1 ? model.max_batch : 0;
+  return {{"name", model.name},
+          {"platform", model.platform},
+          {"backend", model.platform},
+          {"max_batch_size", max_batch},
+          {"input", ConfigTensorsJson(model.inputs, max_batch > 0)},
+          {"output", ConfigTensorsJson(model.outputs, max_batch > 0)}};
+}
+
 std::uint64_t TensorBytes(const std::vector<Tensor>& tensors) {
   std::uint64_t bytes = 0;
   for (const Tensor& tensor : tensors) bytes += tensor.data_bytes();
@@ -85,7 +108,8 @@ Front::Admission Front::Admit(const net::ServerRequest& request) const {
       admission.version = segments[next + 1];
       next += 2;
     }
-    if (next + 1 == segments.size() && (segments[next] == "ready" || segments[next] == "infer")) {
+    if (next + 1 == segments.size() &&
+        (segments[next] == "ready" || segments[next] == "infer" || segments[next] == "config")) {
       admission.action = segments[next];
     } else if (next != segments.size()) {
       return refuse(JsonErrorResponse(404, "not found"));
@@ -228,6 +252,7 @@ void Front::HandleModel(std::string body, std::optional<std::size_t> json_bytes,
   if (action == "ready") {
     return responder.Respond(JsonResponse(200, {{"name", model->name}, {"ready", true}}));
   }
+  if (action == "config") return responder.Respond(JsonResponse(200, ModelConfigJson(*model)));
   Infer(std::move(body), json_bytes, std::move(responder), tenant, *model, std::move(shares));
 }
 
@@ -259,10 +284,18 @@ void Front::ParseAndRun(std::string_view body, std::optional<std::size_t> json_b
   if (!parsed.ok()) return responder.Respond(JsonErrorResponse(400, parsed.status().message()));
   Result<AnswerFormat> format = AnswerFormatOf(*parsed);
   if (!format.ok()) return responder.Respond(JsonErrorResponse(400, format.status().message()));
+  if (json_bytes == std::size_t{0}) format->binary_by_default = true;  // the raw form's answer
   if (Status known = CheckRequestedOutputs(*parsed, model); !known.ok()) {
     return responder.Respond(JsonErrorResponse(400, known.message()));
   }
-  parsed->output_binary_data.clear();  // the answer's format is the front's: the function's is JSON
+  format->described_outputs = !model.outputs.empty();
+  // The answer's format is the front's (the function answers JSON): nothing of it goes on, so
+  // that requests batched together have the same parameters.
+  parsed->output_binary_data.clear();
+  if (parsed->parameters) {
+    parsed->parameters->erase("binary_data_output");
+    if (parsed->parameters->empty()) parsed->parameters.reset();
+  }
 
   std::optional<std::string> id = parsed->id;
   const std::uint64_t ticket = backend_.Infer(

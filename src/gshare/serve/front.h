@@ -60,6 +60,7 @@ struct ModelInfo {
   Duration slo{};
   // For the metadata endpoint; may be left empty ({}: and out of a {...}).
   std::string platform{};  // the runtime
+  int max_batch = 0;       // the largest batch it runs (0: not batched); the config endpoint
   std::vector<TensorMetadata> inputs{};
   std::vector<TensorMetadata> outputs{};
 };

@@ -317,6 +317,33 @@ TEST_F(FrontTest, ModelMetadata) {
   EXPECT_EQ(json::parse(cold->body())["inputs"], json::array());
 }
 
+TEST_F(FrontTest, ModelConfigInTritonsTerms) {
+  backend_.Add("alpha", {.name = "batcher",
+                         .ready = true,
+                         .slo = std::chrono::seconds(1),
+                         .platform = "mlp",
+                         .max_batch = 8,
+                         .inputs = {{"x", "FP32", {-1, 16}}},
+                         .outputs = {{"logits", "FP32", {-1, 4}}, {"label", "BYTES", {-1}}}});
+  Client client = Connect();
+  auto config = client.Send("GET", "/v2/models/batcher/config", kAlphaKey);
+  ASSERT_TRUE(config);
+  ASSERT_EQ(config->result_int(), 200u) << config->body();
+  EXPECT_EQ(json::parse(config->body()),
+            json({{"name", "batcher"},
+                  {"platform", "mlp"},
+                  {"backend", "mlp"},
+                  {"max_batch_size", 8},
+                  {"input", {{{"name", "x"}, {"data_type", "TYPE_FP32"}, {"dims", {16}}}}},
+                  {"output",
+                   {{{"name", "logits"}, {"data_type", "TYPE_FP32"}, {"dims", {4}}},
+                    {{"name", "label"}, {"data_type", "TYPE_STRING"}, {"dims", json::array()}}}}}));
+  // Another tenant's model, or none, looks the same: not found.
+  auto other = client.Send("GET", "/v2/models/batcher/config", kBetaKey);
+  ASSERT_TRUE(other);
+  EXPECT_EQ(other->result_int(), 404u);
+}
+
 TEST_F(FrontTest, ModelReady) {
   Client client = Connect();
   for (const std::string target : {"/v2/models/mlp/ready", "/v2/models/mlp/versions/1/ready"}) {
@@ -436,6 +463,19 @@ TEST_F(FrontTest, BinaryTensorsInAndOut) {
   ASSERT_EQ(all->result_int(), 200u) << all->body();
   const std::size_t all_json = std::stoul(std::string((*all)["Inference-Header-Content-Length"]));
   EXPECT_EQ(all->body().substr(all_json), binary);
+  // ... and the function is not told (requests batched together must have equal parameters).
+  EXPECT_FALSE(backend_.calls().back().request.parameters.has_value());
+  const std::string overridden =
+      R"({"parameters":{"binary_data_output":true},"inputs":[{"name":"x","datatype":"BYTES",)"
+      R"("shape":[2],"parameters":{"binary_data_size":11}}],)"
+      R"("outputs":[{"name":"x","parameters":{"binary_data":false}}]})";
+  const std::string strings("\x02\0\0\0hi\x01\0\0\0!", 11);
+  auto json_out = client.SendRaw(BinaryRequest("/v2/models/echo/infer", kAlphaKey, overridden,
+                                               strings, std::to_string(overridden.size())));
+  ASSERT_TRUE(json_out);
+  ASSERT_EQ(json_out->result_int(), 200u) << json_out->body();
+  EXPECT_EQ((*json_out)[http::field::content_type], "application/json");
+  EXPECT_EQ(json::parse(json_out->body())["outputs"][0]["data"], json::array({"hi", "!"}));
 
   // A JSON request answers JSON, as before.
   auto plain = client.Send("POST", "/v2/models/echo/infer", kAlphaKey,
@@ -457,10 +497,34 @@ TEST_F(FrontTest, TheRawBinaryFormTakesTheModelsOneInput) {
   auto answer = client.SendRaw(BinaryRequest("/v2/models/raw/infer", kAlphaKey, "", binary, "0"));
   ASSERT_TRUE(answer);
   ASSERT_EQ(answer->result_int(), 200u) << answer->body();
+  // Answered in binary, as the raw form's answers are.
+  const std::string length((*answer)["Inference-Header-Content-Length"]);
+  ASSERT_FALSE(length.empty());
+  EXPECT_EQ(answer->body().substr(std::stoul(length)), binary);
   const auto calls = backend_.calls();
   ASSERT_EQ(calls.size(), 1u);
   EXPECT_EQ(calls[0].request.inputs[0].name(), "pixels");
   EXPECT_EQ(calls[0].request.inputs[0].shape(), (std::vector<std::int64_t>{3, 2}));
+  // A batched model's leading -1 is one request when another dimension is free; a BYTES input is
+  // the whole body as one element.
+  backend_.Add("alpha", {.name = "batched",
+                         .ready = true,
+                         .slo = std::chrono::seconds(1),
+                         .inputs = {{"v", "FP32", {-1, -1}}}});
+  backend_.Add("alpha", {.name = "text",
+                         .ready = true,
+                         .slo = std::chrono::seconds(1),
+                         .inputs = {{"t", "BYTES", {-1}}}});
+  auto batched =
+      client.SendRaw(BinaryRequest("/v2/models/batched/infer", kAlphaKey, "", binary, "0"));
+  ASSERT_TRUE(batched);
+  ASSERT_EQ(batched->result_int(), 200u) << batched->body();
+  EXPECT_EQ(backend_.calls().back().request.inputs[0].shape(), (std::vector<std::int64_t>{1, 6}));
+  auto text = client.SendRaw(BinaryRequest("/v2/models/text/infer", kAlphaKey, "", "427", "0"));
+  ASSERT_TRUE(text);
+  ASSERT_EQ(text->result_int(), 200u) << text->body();
+  EXPECT_EQ(backend_.calls().back().request.inputs[0].strings(),
+            (std::vector<std::string>{"427"}));
 
   // Bytes that fit no shape, a model without its inputs described, a header that is no number
   // or says more than the body holds.
@@ -485,7 +549,7 @@ TEST_F(FrontTest, TheRawBinaryFormTakesTheModelsOneInput) {
   EXPECT_EQ(ErrorOf(*beyond),
             "Inference-Header-Content-Length is 999, but the body has only 24 "
             "bytes");
-  EXPECT_EQ(backend_.calls().size(), 1u);  // none of them ran
+  EXPECT_EQ(backend_.calls().size(), 3u);  // none of them ran
 }
 
 TEST_F(FrontTest, ARequestedOutputTheModelLacksIs400) {

@@ -14,24 +14,6 @@ namespace {
 using net::HttpResponse;
 using net::JsonErrorResponse;
 
-// The elements of a BYTES tensor's binary data (4-byte little-endian length, bytes, ...), as far
-// as it is well formed: the parser reports what is wrong with the rest.
-std::uint64_t CountBinaryStrings(std::string_view data) {
-  std::uint64_t count = 0;
-  std::size_t at = 0;
-  while (data.size() - at >= 4) {
-    std::uint32_t length = 0;
-    for (int b = 3; b >= 0; --b) {
-      length = (length << 8) | static_cast<unsigned char>(data[at + static_cast<std::size_t>(b)]);
-    }
-    at += 4;
-    if (length > data.size() - at) break;
-    at += length;
-    ++count;
-  }
-  return count;
-}
-
 // The raw form: the whole body is the model's one input.
 Result<InferRequest> ParseRawBody(std::string_view body, const ModelInfo& model,
                                   const ParseLimits& limits) {
@@ -45,6 +27,12 @@ Result<InferRequest> ParseRawBody(std::string_view body, const ModelInfo& model,
   }
   const TensorMetadata& input = model.inputs.front();
   GSHARE_ASSIGN_OR_RETURN(const DataType type, ParseDataType(input.datatype));
+  std::vector<std::int64_t> shape = input.shape;
+  const auto free_count = [&shape] {
+    return std::count_if(shape.begin(), shape.end(), [](std::int64_t dim) { return dim < 0; });
+  };
+  // A leading -1 is the batch: a raw body is one request of it when another dimension is free.
+  if (!shape.empty() && shape.front() < 0 && free_count() > 1) shape.front() = 1;
   std::uint64_t elements = 0;
   if (IsFixedSize(type)) {
     const std::size_t size = ElementSizeBytes(type);
@@ -54,17 +42,29 @@ Result<InferRequest> ParseRawBody(std::string_view body, const ModelInfo& model,
     }
     elements = body.size() / size;
   } else {
-    elements = CountBinaryStrings(body);
-  }
-  std::vector<std::int64_t> shape = input.shape;
-  std::uint64_t known = 1;
-  int free_dims = 0;
-  for (const std::int64_t dim : shape) {
-    if (dim < 0) {
-      ++free_dims;
-    } else {
-      known *= static_cast<std::uint64_t>(dim);
+    // BYTES: the whole body is the one element.
+    if (body.size() > limits.max_tensor_bytes) {
+      return InvalidArgument(fmt::format("input '{}': {} bytes exceed the limit on tensor bytes",
+                                         input.name, body.size()));
     }
+    for (std::int64_t& dim : shape) {
+      if (dim < 0) dim = 1;
+    }
+    auto tensor = Tensor::FromStrings(input.name, shape, {std::string(body)});
+    if (!tensor.ok()) {
+      return InvalidArgument(fmt::format(
+          "input '{}': a body without its JSON is one BYTES element, which shape {} does not "
+          "hold",
+          input.name, ShapeToString(input.shape)));
+    }
+    InferRequest request;
+    request.inputs.push_back(std::move(tensor).value());
+    return request;
+  }
+  std::uint64_t known = 1;
+  const auto free_dims = free_count();
+  for (const std::int64_t dim : shape) {
+    if (dim >= 0) known *= static_cast<std::uint64_t>(dim);
   }
   if (free_dims > 1) {
     return InvalidArgument(fmt::format(
@@ -158,6 +158,10 @@ HttpResponse WriteAnswerBody(InferResponse response, const AnswerFormat& format)
     for (const std::string& name : format.requested) {
       auto it = std::find_if(response.outputs.begin(), response.outputs.end(),
                              [&](const Tensor& output) { return output.name() == name; });
+      if (it == response.outputs.end() && format.described_outputs) {
+        return JsonErrorResponse(500, fmt::format("model '{}' answered without its output '{}'",
+                                                  response.model_name, name));
+      }
       if (it == response.outputs.end()) {
         return JsonErrorResponse(
             400, fmt::format("model '{}' has no output '{}'", response.model_name, name));

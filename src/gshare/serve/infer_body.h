@@ -5,7 +5,9 @@
 // value N says how many of the body's first bytes are the JSON, and the rest is the data of the
 // inputs that give binary_data_size (protocol/kserve_json.h). N = 0 is the raw form: the whole body
 // is the data of the model's one input, whose name, datatype and shape come from the model's
-// metadata (one -1 dimension, if any, is what the body's size makes it).
+// metadata (a leading -1, the batch, is 1 when another dimension is free; one -1 left is what the
+// body's size makes it; a BYTES input is one element, the whole body), and every output is
+// answered as binary data.
 //
 // The answer: outputs are binary when the request's 'binary_data_output' parameter says so, or
 // when their own 'binary_data' parameter does (it overrides the first). With any binary output the
@@ -52,14 +54,16 @@ struct AnswerFormat {
   bool binary_by_default = false;                        // 'binary_data_output'
   std::vector<std::pair<std::string, bool>> per_output;  // their own 'binary_data'
   std::vector<std::string> requested;                    // empty: every output
+  bool described_outputs = false;  // the model's metadata lists outputs: one missing is its fault
 };
 Result<AnswerFormat> AnswerFormatOf(const InferRequest& request);
 
 // A requested output that the model's metadata does not list (when it lists outputs).
 Status CheckRequestedOutputs(const InferRequest& request, const ModelInfo& model);
 
-// The answer's HTTP response: 200 in JSON or in the binary form; 400 when a requested output is
-// missing from it; 500 when JSON cannot carry it.
+// The answer's HTTP response: 200 in JSON or in the binary form; a requested output missing from
+// it is a 400 (500 where the model's metadata lists its outputs: the function broke its word);
+// 500 when JSON cannot carry it.
 net::HttpResponse WriteAnswerBody(InferResponse response, const AnswerFormat& format);
 
 }  // namespace gshare::serve

@@ -450,6 +450,7 @@ Status LiveBackend::Deploy(const FunctionSpec& spec, Settled settled) {
   next.info.name = spec.name;
   next.info.slo = launch->function.slo;
   next.info.platform = spec.runtime.empty() ? "command" : spec.runtime;
+  next.info.max_batch = launch->function.max_batch;
   next.series = *series;
   std::uint64_t generation = 0;
   bool created = false;

@@ -687,11 +687,22 @@ ManagementApi::Answer ManagementApi::LoadOrUnload(const Job& job, bool load) {
     if (!parsed->is_object()) {
       return JsonErrorResponse(400, "the request body is not a JSON object");
     }
-    if (parsed->contains("parameters")) {
-      return JsonErrorResponse(
-          400,
-          "load parameters (a configuration or files given with the request) are not supported; "
-          "change a function's spec with PUT /api/v1/functions/{name}");
+    // What clients send by default is taken: no parameters, an empty object, and for an unload
+    // `unload_dependents` (a function has no dependents). A configuration or files are not.
+    if (const auto parameters = parsed->find("parameters"); parameters != parsed->end()) {
+      if (!parameters->is_object() && !parameters->is_null()) {
+        return JsonErrorResponse(400, "'parameters' is not an object");
+      }
+      const json& given = *parameters;
+      for (auto it = given.begin(); given.is_object() && it != given.end(); ++it) {
+        const std::string& key = it.key();
+        if (!load && key == "unload_dependents" && it.value().is_boolean()) continue;
+        return JsonErrorResponse(
+            400, fmt::format("{} parameter '{}' is not supported (a configuration or files given "
+                             "with the request); change a function's spec with PUT "
+                             "/api/v1/functions/{{name}}",
+                             load ? "load" : "unload", key));
+      }
     }
   }
   if (!load) {

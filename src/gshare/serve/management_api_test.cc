@@ -718,10 +718,22 @@ TEST_F(ManagementApiTest, RepositoryIndexLoadAndUnload) {
   EXPECT_EQ(json::parse(Send("GET", "/api/v1/functions/mlp", alpha_key_).body())["state"], "READY");
   EXPECT_EQ(CountCalls("unload alpha/mlp"), 1u);
   EXPECT_EQ(CountCalls("load alpha/mlp"), 1u);
+  // What tritonclient sends by default is taken: an empty 'parameters' on a load, and
+  // unload_dependents on an unload.
+  auto empty = Send("POST", "/v2/repository/models/mlp/load", alpha_key_, R"({"parameters": {}})");
+  EXPECT_EQ(empty.result_int(), 200u) << empty.body();
+  auto dependents = Send("POST", "/v2/repository/models/mlp/unload", alpha_key_,
+                         R"({"parameters": {"unload_dependents": false}})");
+  EXPECT_EQ(dependents.result_int(), 200u) << dependents.body();
+  EXPECT_EQ(CountCalls("unload alpha/mlp"), 2u);
+  ASSERT_EQ(Send("POST", "/v2/repository/models/mlp/load", alpha_key_).result_int(), 200u);
   // A configuration override is not taken.
   auto override = Send("POST", "/v2/repository/models/mlp/load", alpha_key_,
                        R"({"parameters": {"config": "{}"}})");
   EXPECT_EQ(override.result_int(), 400u) << override.body();
+  EXPECT_EQ(ErrorOf(override),
+            "load parameter 'config' is not supported (a configuration or files given with the "
+            "request); change a function's spec with PUT /api/v1/functions/{name}");
   // A function the node does not serve is answered as one nobody has.
   deployer_.Forget("alpha", "cnn");
   auto gone = Send("POST", "/v2/repository/models/cnn/load", alpha_key_);
