@@ -47,6 +47,26 @@ nlohmann::json ModelConfigJson(const ModelInfo& model) {
           {"output", ConfigTensorsJson(model.outputs, max_batch > 0)}};
 }
 
+// Triton's statistics extension, of what the backend counts (no compute_input or compute_output:
+// the function's decoding and encoding are not timed apart from its run).
+nlohmann::json StatisticsJson(const std::vector<ModelStatistics>& models) {
+  nlohmann::json list = nlohmann::json::array();
+  const auto pair = [](std::uint64_t count, std::uint64_t ns) {
+    return nlohmann::json{{"count", count}, {"ns", ns}};
+  };
+  for (const ModelStatistics& model : models) {
+    list.push_back({{"name", model.name},
+                    {"version", std::string(kModelVersion)},
+                    {"inference_count", model.success_count},
+                    {"inference_stats",
+                     {{"success", pair(model.success_count, model.success_ns)},
+                      {"fail", pair(model.fail_count, model.fail_ns)},
+                      {"queue", pair(model.queue_count, model.queue_ns)},
+                      {"compute_infer", pair(model.infer_count, model.infer_ns)}}}});
+  }
+  return {{"model_stats", std::move(list)}};
+}
+
 std::uint64_t TensorBytes(const std::vector<Tensor>& tensors) {
   std::uint64_t bytes = 0;
   for (const Tensor& tensor : tensors) bytes += tensor.data_bytes();
@@ -103,13 +123,17 @@ Front::Admission Front::Admit(const net::ServerRequest& request) const {
     }
     admission.name = segments[2];
     std::size_t next = 3;
+    if (segments.size() == 3 && segments[2] == "stats") {  // every model's statistics
+      admission.name = {};
+      admission.action = "stats";
+    }
     if (next < segments.size() && segments[next] == "versions") {
       if (next + 1 >= segments.size()) return refuse(JsonErrorResponse(404, "not found"));
       admission.version = segments[next + 1];
       next += 2;
     }
-    if (next + 1 == segments.size() &&
-        (segments[next] == "ready" || segments[next] == "infer" || segments[next] == "config")) {
+    if (next + 1 == segments.size() && (segments[next] == "ready" || segments[next] == "infer" ||
+                                        segments[next] == "config" || segments[next] == "stats")) {
       admission.action = segments[next];
     } else if (next != segments.size()) {
       return refuse(JsonErrorResponse(404, "not found"));
@@ -235,8 +259,15 @@ void Front::HandleModel(std::string body, std::optional<std::size_t> json_bytes,
     return responder.Respond(JsonErrorResponse(
         404, "model '" + std::string(name) + "' has no version '" + std::string(*version) + "'"));
   }
+  if (action == "stats" && name.empty()) {
+    return responder.Respond(
+        JsonResponse(200, StatisticsJson(backend_.Statistics(tenant, std::nullopt))));
+  }
   const std::optional<ModelInfo> model = backend_.FindModel(tenant, name);
   if (!model) return responder.Respond(ModelNotFound(name));
+  if (action == "stats") {
+    return responder.Respond(JsonResponse(200, StatisticsJson(backend_.Statistics(tenant, name))));
+  }
 
   if (action.empty()) {
     return responder.Respond(

@@ -65,6 +65,21 @@ struct ModelInfo {
   std::vector<TensorMetadata> outputs{};
 };
 
+// A model's counts and durations since it was deployed (Triton's statistics extension): requests
+// answered with its result and failed (from arrival to answer), how long they queued (arrival to
+// run start) and ran (run start to answer), in nanoseconds.
+struct ModelStatistics {
+  std::string name;
+  std::uint64_t success_count = 0;
+  std::uint64_t success_ns = 0;
+  std::uint64_t fail_count = 0;
+  std::uint64_t fail_ns = 0;
+  std::uint64_t queue_count = 0;
+  std::uint64_t queue_ns = 0;
+  std::uint64_t infer_count = 0;
+  std::uint64_t infer_ns = 0;
+};
+
 // What the front serves from. The server's implementation is the live node behind the scheduler;
 // tests give a fake. Every method is called from the server's io threads at once and must not
 // block.
@@ -93,6 +108,12 @@ class InferenceBackend {
   // `done` is called with Cancelled; where it has, it finishes and its answer is dropped. A ticket
   // already answered is ignored. Called from any thread, after or concurrently with `done`.
   virtual void Cancel(std::uint64_t ticket) = 0;
+  // The statistics of `tenant`'s models (all of them, or the one named), by name; a backend that
+  // keeps none answers none.
+  virtual std::vector<ModelStatistics> Statistics(std::string_view /*tenant*/,
+                                                  std::optional<std::string_view> /*name*/) const {
+    return {};
+  }
 };
 
 struct FrontOptions {

@@ -523,8 +523,7 @@ TEST_F(FrontTest, TheRawBinaryFormTakesTheModelsOneInput) {
   auto text = client.SendRaw(BinaryRequest("/v2/models/text/infer", kAlphaKey, "", "427", "0"));
   ASSERT_TRUE(text);
   ASSERT_EQ(text->result_int(), 200u) << text->body();
-  EXPECT_EQ(backend_.calls().back().request.inputs[0].strings(),
-            (std::vector<std::string>{"427"}));
+  EXPECT_EQ(backend_.calls().back().request.inputs[0].strings(), (std::vector<std::string>{"427"}));
 
   // Bytes that fit no shape, a model without its inputs described, a header that is no number
   // or says more than the body holds.

@@ -33,6 +33,12 @@ bool Inside(const std::filesystem::path& path, const std::filesystem::path& fold
   return base_end == base.end() && real != base;
 }
 
+std::uint64_t Nanoseconds(Duration duration) {
+  if (duration <= Duration::zero()) return 0;
+  return static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(duration).count());
+}
+
 // A path as a tenant may see it: relative to its model folder, never the node's own layout.
 std::string TenantVisiblePath(const std::string& path, const std::filesystem::path& models) {
   const std::filesystem::path relative = std::filesystem::path(path).lexically_relative(models);
@@ -226,6 +232,20 @@ bool LiveBackend::Ready() const {
   return !shutting_down_;
 }
 
+std::vector<ModelStatistics> LiveBackend::Statistics(std::string_view tenant,
+                                                     std::optional<std::string_view> name) const {
+  MutexLock lock(mutex_);
+  std::vector<ModelStatistics> out;
+  for (const auto& [key, entry] : entries_) {
+    if (key.first != tenant || (name && key.second != *name)) continue;
+    out.push_back(entry.statistics);
+    out.back().name = key.second;
+  }
+  std::sort(out.begin(), out.end(),
+            [](const ModelStatistics& a, const ModelStatistics& b) { return a.name < b.name; });
+  return out;
+}
+
 std::optional<ModelInfo> LiveBackend::FindModel(std::string_view tenant,
                                                 std::string_view name) const {
   MutexLock lock(mutex_);
@@ -328,9 +348,18 @@ const InferRequest* LiveBackend::Input(RequestId request) {
   if (it == pending_.end()) return nullptr;
   if (!it->second.started) {
     it->second.started = true;
+    it->second.started_at = node_->clock().Now();
+    const Duration queued = it->second.started_at - it->second.arrival;
     auto version = versions_.find(it->second.version);
     if (version != versions_.end() && version->second.series) {
-      version->second.series->RequestStarted(node_->clock().Now() - it->second.arrival);
+      version->second.series->RequestStarted(queued);
+    }
+    if (version != versions_.end()) {
+      MutexLock lock(mutex_);
+      if (auto entry = entries_.find(version->second.key); entry != entries_.end()) {
+        entry->second.statistics.queue_count += 1;
+        entry->second.statistics.queue_ns += Nanoseconds(queued);
+      }
     }
   }
   return &it->second.request;
@@ -347,11 +376,29 @@ void LiveBackend::Finish(RequestId id, Result<InferResponse> result) {
   if (it == pending_.end()) return;
   Pending pending = std::move(it->second);
   pending_.erase(it);
+  const TimePoint now = node_->clock().Now();
+  auto version = versions_.find(pending.version);
   {
     MutexLock lock(mutex_);
     --tenant_in_flight_[pending.tenant];
+    if (version != versions_.end()) {
+      if (auto entry = entries_.find(version->second.key); entry != entries_.end()) {
+        ModelStatistics& statistics = entry->second.statistics;
+        const std::uint64_t took = Nanoseconds(now - pending.arrival);
+        if (result.ok()) {
+          statistics.success_count += 1;
+          statistics.success_ns += took;
+        } else {
+          statistics.fail_count += 1;
+          statistics.fail_ns += took;
+        }
+        if (pending.started) {
+          statistics.infer_count += 1;
+          statistics.infer_ns += Nanoseconds(now - pending.started_at);
+        }
+      }
+    }
   }
-  auto version = versions_.find(pending.version);
   if (version != versions_.end() && version->second.series) {
     version->second.series->RequestFinished(OutcomeOf(result.ok() ? Status::Ok() : result.status()),
                                             node_->clock().Now() - pending.arrival);

@@ -104,6 +104,8 @@ class LiveBackend final : public InferenceBackend, public Deployer, private Requ
   // InferenceBackend.
   bool Ready() const override;
   std::optional<ModelInfo> FindModel(std::string_view tenant, std::string_view name) const override;
+  std::vector<ModelStatistics> Statistics(std::string_view tenant,
+                                          std::optional<std::string_view> name) const override;
   std::uint64_t Infer(std::string_view tenant, std::string_view model, InferRequest request,
                       TimePoint deadline, InferCallback done) override;
   void Cancel(std::uint64_t ticket) override;
@@ -127,6 +129,7 @@ class LiveBackend final : public InferenceBackend, public Deployer, private Requ
     ModelState state = ModelState::kLoading;
     std::string reason;
     std::shared_ptr<metrics::FunctionSeries> series;
+    ModelStatistics statistics;  // of every version, since the function was deployed
     // Counts the changes (deploys, unloads): a version's readiness counts only for the change
     // that made it.
     std::uint64_t generation = 0;
@@ -148,6 +151,7 @@ class LiveBackend final : public InferenceBackend, public Deployer, private Requ
     FunctionId version = 0;
     TimePoint arrival{};
     bool started = false;
+    TimePoint started_at{};
   };
 
   LiveBackend(metrics::GshareMetrics& metrics, LiveBackendOptions options);

@@ -447,6 +447,46 @@ TEST_F(ServerTest, ATenantOverItsInFlightQuotaGets429) {
   EXPECT_EQ(again->result_int(), 200) << again->body();
 }
 
+// Triton's statistics extension, counted by the live backend: every answered request once, with
+// its queueing and its run.
+TEST_F(ServerTest, ModelStatisticsCountWhatWasServed) {
+  Start();
+  const std::string acme = AddTenant("acme");
+  const std::string other = AddTenant("other");
+  Deploy(acme, kEchoSpec, "echo");
+  for (int i = 0; i < 3; ++i) {
+    auto answer = client_->Send("POST", "/v2/models/echo/infer", acme, EchoRequest("s"));
+    ASSERT_TRUE(answer);
+    ASSERT_EQ(answer->result_int(), 200) << answer->body();
+  }
+  auto stats = client_->Send("GET", "/v2/models/echo/stats", acme);
+  ASSERT_TRUE(stats);
+  ASSERT_EQ(stats->result_int(), 200) << stats->body();
+  const nlohmann::json body = nlohmann::json::parse(stats->body());
+  ASSERT_EQ(body["model_stats"].size(), 1u) << body;
+  const nlohmann::json& model = body["model_stats"][0];
+  EXPECT_EQ(model["name"], "echo");
+  EXPECT_EQ(model["inference_count"], 3);
+  const nlohmann::json& inference = model["inference_stats"];
+  EXPECT_EQ(inference["success"]["count"], 3);
+  EXPECT_EQ(inference["fail"]["count"], 0);
+  EXPECT_EQ(inference["queue"]["count"], 3);
+  EXPECT_EQ(inference["compute_infer"]["count"], 3);
+  EXPECT_GT(inference["compute_infer"]["ns"].get<std::uint64_t>(), 0u);
+  EXPECT_GE(inference["success"]["ns"].get<std::uint64_t>(),
+            inference["compute_infer"]["ns"].get<std::uint64_t>());
+  auto all = client_->Send("GET", "/v2/models/stats", acme);
+  ASSERT_TRUE(all);
+  EXPECT_EQ(nlohmann::json::parse(all->body())["model_stats"].size(), 1u);
+  // Another tenant sees none of it.
+  auto theirs = client_->Send("GET", "/v2/models/echo/stats", other);
+  ASSERT_TRUE(theirs);
+  EXPECT_EQ(theirs->result_int(), 404);
+  auto none = client_->Send("GET", "/v2/models/stats", other);
+  ASSERT_TRUE(none);
+  EXPECT_EQ(nlohmann::json::parse(none->body())["model_stats"], nlohmann::json::array());
+}
+
 // A tenant may not deploy a command (code execution on the node), set the environment, nor read
 // model files outside its folder; the admin may.
 TEST_F(ServerTest, CommandsAreTheAdminsOnly) {
