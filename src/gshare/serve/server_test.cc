@@ -432,7 +432,9 @@ TEST_F(ServerTest, ATenantOverItsInFlightQuotaGets429) {
   if (!reached) {
     for (const pid_t pid : pids) ::kill(pid, SIGCONT);
     first.join();
-    FAIL() << "the held request was not taken; it got "
+    FAIL() << "the held request was not taken (in flight: "
+           << server_->backend().TenantInFlight("acme") << ", pids stopped: " << pids.size()
+           << "); it got "
            << (held ? std::to_string(held->result_int()) + " " + held->body() : "no answer");
   }
   auto over = client_->Send("POST", "/v2/models/echo/infer", acme, EchoRequest("over"));
