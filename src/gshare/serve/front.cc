@@ -266,7 +266,9 @@ void Front::HandleModel(std::string body, std::optional<std::size_t> json_bytes,
   const std::optional<ModelInfo> model = backend_.FindModel(tenant, name);
   if (!model) return responder.Respond(ModelNotFound(name));
   if (action == "stats") {
-    return responder.Respond(JsonResponse(200, StatisticsJson(backend_.Statistics(tenant, name))));
+    std::vector<ModelStatistics> statistics = backend_.Statistics(tenant, name);
+    if (statistics.empty()) return responder.Respond(ModelNotFound(name));  // gone meanwhile
+    return responder.Respond(JsonResponse(200, StatisticsJson(statistics)));
   }
 
   if (action.empty()) {

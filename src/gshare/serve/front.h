@@ -65,9 +65,10 @@ struct ModelInfo {
   std::vector<TensorMetadata> outputs{};
 };
 
-// A model's counts and durations since it was deployed (Triton's statistics extension): requests
-// answered with its result and failed (from arrival to answer), how long they queued (arrival to
-// run start) and ran (run start to answer), in nanoseconds.
+// A model's counts and durations since it was deployed, across its versions (Triton's statistics
+// extension): requests answered with its result and failed (from arrival to answer), and of those
+// answered with its result, how long they queued (arrival to run start) and ran (run start to
+// answer), in nanoseconds.
 struct ModelStatistics {
   std::string name;
   std::uint64_t success_count = 0;

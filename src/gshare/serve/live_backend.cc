@@ -354,13 +354,6 @@ const InferRequest* LiveBackend::Input(RequestId request) {
     if (version != versions_.end() && version->second.series) {
       version->second.series->RequestStarted(queued);
     }
-    if (version != versions_.end()) {
-      MutexLock lock(mutex_);
-      if (auto entry = entries_.find(version->second.key); entry != entries_.end()) {
-        entry->second.statistics.queue_count += 1;
-        entry->second.statistics.queue_ns += Nanoseconds(queued);
-      }
-    }
   }
   return &it->second.request;
 }
@@ -392,7 +385,10 @@ void LiveBackend::Finish(RequestId id, Result<InferResponse> result) {
           statistics.fail_count += 1;
           statistics.fail_ns += took;
         }
-        if (pending.started) {
+        // Queue and run of the requests answered with a result, as Triton counts them.
+        if (result.ok() && pending.started) {
+          statistics.queue_count += 1;
+          statistics.queue_ns += Nanoseconds(pending.started_at - pending.arrival);
           statistics.infer_count += 1;
           statistics.infer_ns += Nanoseconds(now - pending.started_at);
         }
@@ -553,6 +549,7 @@ void LiveBackend::AddVersion(const Key& key, std::uint64_t generation, Entry nex
         // The new version takes the requests from now on.
         next.generation = generation;
         next.state = ModelState::kReady;
+        next.statistics = std::move(it->second.statistics);  // the function's, across versions
         it->second = std::move(next);
       } else if (current && it->second.state != ModelState::kReady) {
         it->second.state = ModelState::kUnavailable;  // a new or unloaded function

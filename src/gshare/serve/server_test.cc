@@ -477,9 +477,14 @@ TEST_F(ServerTest, ModelStatisticsCountWhatWasServed) {
   EXPECT_GT(inference["compute_infer"]["ns"].get<std::uint64_t>(), 0u);
   EXPECT_GE(inference["success"]["ns"].get<std::uint64_t>(),
             inference["compute_infer"]["ns"].get<std::uint64_t>());
+  // An unload and a load keep them.
+  ASSERT_EQ(client_->Send("POST", "/v2/repository/models/echo/unload", acme)->result_int(), 200);
+  ASSERT_EQ(client_->Send("POST", "/v2/repository/models/echo/load", acme)->result_int(), 200);
   auto all = client_->Send("GET", "/v2/models/stats", acme);
   ASSERT_TRUE(all);
-  EXPECT_EQ(nlohmann::json::parse(all->body())["model_stats"].size(), 1u);
+  const nlohmann::json listed = nlohmann::json::parse(all->body())["model_stats"];
+  ASSERT_EQ(listed.size(), 1u);
+  EXPECT_EQ(listed[0]["inference_stats"]["success"]["count"], 3);
   // Another tenant sees none of it.
   auto theirs = client_->Send("GET", "/v2/models/echo/stats", other);
   ASSERT_TRUE(theirs);
