@@ -10,18 +10,14 @@
 #include <nlohmann/json.hpp>
 
 #include "gshare/protocol/kserve_json.h"
+#include "small_limits.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   if (size < 2) return 0;
   const std::string_view rest(reinterpret_cast<const char*>(data) + 2, size - 2);
   const std::size_t json_bytes =
       (data[0] | (static_cast<std::size_t>(data[1]) << 8)) % (rest.size() + 1);
-  gshare::ParseLimits limits;
-  limits.max_text_bytes = 1 << 20;
-  limits.max_tensor_bytes = 1 << 20;
-  limits.max_elements = 1 << 16;
-  limits.max_tensors = 64;
-  limits.max_depth = 16;
+  const gshare::ParseLimits limits = SmallParseLimits();
   const gshare::Result<gshare::InferRequest> request = gshare::ParseInferRequestWithBinary(
       rest.substr(0, json_bytes), rest.substr(json_bytes), limits);
   if (!request.ok()) {

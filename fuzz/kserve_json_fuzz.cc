@@ -6,17 +6,13 @@
 #include <string_view>
 
 #include "gshare/protocol/kserve_json.h"
+#include "small_limits.h"
 
 namespace {
 
 template <typename Message, typename Parse, typename Serialize>
 void RoundTrip(std::string_view text, Parse parse, Serialize serialize) {
-  gshare::ParseLimits limits;
-  limits.max_text_bytes = 1 << 20;
-  limits.max_tensor_bytes = 1 << 20;
-  limits.max_elements = 1 << 16;
-  limits.max_tensors = 64;
-  limits.max_depth = 16;
+  const gshare::ParseLimits limits = SmallParseLimits();
   gshare::Result<Message> message = parse(text, limits);
   if (!message.ok()) {
     if (message.status().code() != gshare::StatusCode::kInvalidArgument) __builtin_trap();
