@@ -59,8 +59,8 @@ struct PolicyOptions {
     bool cache_queue = true;
     // Time slicing: a request that would miss behind a run in flight runs beside it.
     bool timeslice = true;
-    // Tenants' shares of memory while it is contended (GSharePolicy): borrowed memory is taken
-    // back first, and a borrower takes none from a tenant within its share.
+    // Tenants' shares of memory while it is contended (GSharePolicy): a tenant within its share
+    // takes borrowed memory back first, even from a function with requests waiting.
     bool tenant_shares = true;
     // Predicted execution = estimate x (1 + margin), the margin fixed at safety_margin (+40%, as
     // in the paper). With adapt_margin (the variant gshare-adaptive-margin) it starts there and

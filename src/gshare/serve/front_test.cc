@@ -477,6 +477,20 @@ TEST_F(FrontTest, BinaryTensorsInAndOut) {
   EXPECT_EQ((*json_out)[http::field::content_type], "application/json");
   EXPECT_EQ(json::parse(json_out->body())["outputs"][0]["data"], json::array({"hi", "!"}));
 
+  // A string JSON cannot carry to the function is refused here, before it could join a batch.
+  const std::string not_utf8 =
+      R"({"inputs":[{"name":"x","datatype":"BYTES","shape":[1],"parameters":{"binary_data_size":6}}]})";
+  const std::size_t calls_before = backend_.calls().size();
+  auto refused = client.SendRaw(BinaryRequest("/v2/models/echo/infer", kAlphaKey, not_utf8,
+                                              std::string("\x02\0\0\0\xff\xfe", 6),
+                                              std::to_string(not_utf8.size())));
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(refused->result_int(), 400u);
+  EXPECT_EQ(ErrorOf(*refused),
+            "input 'x': element 0 is not valid UTF-8, which the node cannot pass on to the "
+            "function yet (it sends tensors as JSON text)");
+  EXPECT_EQ(backend_.calls().size(), calls_before);
+
   // A JSON request answers JSON, as before.
   auto plain = client.Send("POST", "/v2/models/echo/infer", kAlphaKey,
                            R"({"inputs":[{"name":"x","datatype":"INT8","shape":[1],"data":[7]}]})");

@@ -14,6 +14,60 @@ namespace {
 using net::HttpResponse;
 using net::JsonErrorResponse;
 
+// Whether `text` is valid UTF-8 (no overlong forms, surrogates or code points past U+10FFFF).
+bool ValidUtf8(std::string_view text) {
+  std::size_t i = 0;
+  while (i < text.size()) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    std::size_t length = 0;
+    std::uint32_t point = 0;
+    if (c < 0x80) {
+      ++i;
+      continue;
+    } else if ((c & 0xe0) == 0xc0) {
+      length = 2;
+      point = c & 0x1f;
+    } else if ((c & 0xf0) == 0xe0) {
+      length = 3;
+      point = c & 0x0f;
+    } else if ((c & 0xf8) == 0xf0) {
+      length = 4;
+      point = c & 0x07;
+    } else {
+      return false;
+    }
+    if (text.size() - i < length) return false;
+    for (std::size_t k = 1; k < length; ++k) {
+      const auto next = static_cast<unsigned char>(text[i + k]);
+      if ((next & 0xc0) != 0x80) return false;
+      point = (point << 6) | (next & 0x3f);
+    }
+    constexpr std::uint32_t kLeast[] = {0, 0, 0x80, 0x800, 0x10000};
+    if (point < kLeast[length] || point > 0x10ffff || (point >= 0xd800 && point <= 0xdfff)) {
+      return false;
+    }
+    i += length;
+  }
+  return true;
+}
+
+// The node hands tensors to the function as JSON text, which cannot carry a string that is not
+// UTF-8: such a request is refused here, not in its batch (where it would fail the others).
+Status CheckStringsCarryAsJson(const InferRequest& request) {
+  for (const Tensor& input : request.inputs) {
+    const std::vector<std::string>& strings = input.strings();
+    for (std::size_t i = 0; i < strings.size(); ++i) {
+      if (!ValidUtf8(strings[i])) {
+        return InvalidArgument(fmt::format(
+            "input '{}': element {} is not valid UTF-8, which the node cannot pass on to the "
+            "function yet (it sends tensors as JSON text)",
+            input.name(), i));
+      }
+    }
+  }
+  return Status::Ok();
+}
+
 // The raw form: the whole body is the model's one input.
 Result<InferRequest> ParseRawBody(std::string_view body, const ModelInfo& model,
                                   const ParseLimits& limits) {
@@ -113,13 +167,17 @@ Result<std::optional<std::size_t>> JsonLengthOf(const net::ServerRequest& reques
 
 Result<InferRequest> ParseInferBody(std::string_view body, std::optional<std::size_t> json_bytes,
                                     const ModelInfo& model, const ParseLimits& limits) {
-  if (!json_bytes) return ParseInferRequest(body, limits);
+  if (!json_bytes) return ParseInferRequest(body, limits);  // JSON text: UTF-8 already
   if (*json_bytes > body.size()) {
     return InvalidArgument(fmt::format("{} is {}, but the body has only {} bytes",
                                        kHeaderLengthField, *json_bytes, body.size()));
   }
-  if (*json_bytes == 0) return ParseRawBody(body, model, limits);
-  return ParseInferRequestWithBinary(body.substr(0, *json_bytes), body.substr(*json_bytes), limits);
+  Result<InferRequest> request =
+      *json_bytes == 0 ? ParseRawBody(body, model, limits)
+                       : ParseInferRequestWithBinary(body.substr(0, *json_bytes),
+                                                     body.substr(*json_bytes), limits);
+  if (request.ok()) GSHARE_RETURN_IF_ERROR(CheckStringsCarryAsJson(*request));
+  return request;
 }
 
 Result<AnswerFormat> AnswerFormatOf(const InferRequest& request) {

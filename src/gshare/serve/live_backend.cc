@@ -236,13 +236,12 @@ std::vector<ModelStatistics> LiveBackend::Statistics(std::string_view tenant,
                                                      std::optional<std::string_view> name) const {
   MutexLock lock(mutex_);
   std::vector<ModelStatistics> out;
-  for (const auto& [key, entry] : entries_) {
-    if (key.first != tenant || (name && key.second != *name)) continue;
-    out.push_back(entry.statistics);
-    out.back().name = key.second;
+  // entries_ is ordered by (tenant, name): the tenant's models are one range, by name.
+  for (auto it = entries_.lower_bound(Key(tenant, name.value_or(""))); it != entries_.end(); ++it) {
+    if (it->first.first != tenant || (name && it->first.second != *name)) break;
+    out.push_back(it->second.statistics);
+    out.back().name = it->first.second;
   }
-  std::sort(out.begin(), out.end(),
-            [](const ModelStatistics& a, const ModelStatistics& b) { return a.name < b.name; });
   return out;
 }
 
