@@ -3,7 +3,7 @@
 # they load.
 #
 #   docker build -t gshare .
-#   docker run -d --name gshare --init -p 8080:8080 -v gshare-data:/var/lib/gshare gshare
+#   docker run -d --name gshare --init -p 8080:8080 -p 8081:8081 -v gshare-data:/var/lib/gshare gshare
 #
 # Build arguments:
 #   GSHARE_CUDA=OFF|ON    ON builds the CUDA device backend against Debian's CUDA toolkit
@@ -91,9 +91,9 @@ LABEL org.opencontainers.image.title="gshare" \
 USER 10001:10001
 WORKDIR /var/lib/gshare
 VOLUME /var/lib/gshare
-EXPOSE 8080
+EXPOSE 8080 8081
 # SIGTERM (docker stop) makes the server drain in-flight requests and stop its function processes;
 # give it time with `docker run --stop-timeout 60`. Arguments after the image name are appended
 # (e.g. --device emulated --gpus 4 --gpu-memory 16Gi).
 STOPSIGNAL SIGTERM
-ENTRYPOINT ["gshare", "serve", "--listen", "0.0.0.0:8080", "--data-dir", "/var/lib/gshare"]
+ENTRYPOINT ["gshare", "serve", "--listen", "0.0.0.0:8080", "--grpc-listen", "0.0.0.0:8081", "--data-dir", "/var/lib/gshare"]

@@ -2,8 +2,8 @@
 # check-minimal-build.sh: the optional stays optional. Configures and builds gshare with every
 # optional part off (no exact solver or CBC, no benchmarks, no tests, no CUDA) in its own build
 # tree, then checks that
-#   1. the binary links no COIN-OR library (Cbc, Clp, Osi, CoinUtils) and holds no gshare::exact
-#      code, and CMake did not look CBC up;
+#   1. the binary links no COIN-OR library (Cbc, Clp, Osi, CoinUtils), no gRPC or protobuf, and
+#      holds no gshare::exact code, and CMake did not look CBC up;
 #   2. `gshare optgap` is not a subcommand there;
 #   3. `gshare sim` writes a summary.json byte-identical to the one of a full build's binary.
 #
@@ -46,11 +46,11 @@ fail() {
 }
 pass() { echo "ok: $*"; }
 
-echo "== configure ${build} (GSHARE_BUILD_EXACT=OFF GSHARE_BUILD_BENCH=OFF GSHARE_BUILD_TESTS=OFF GSHARE_ENABLE_CUDA=OFF)"
+echo "== configure ${build} (GSHARE_BUILD_EXACT=OFF GSHARE_BUILD_BENCH=OFF GSHARE_BUILD_TESTS=OFF GSHARE_ENABLE_CUDA=OFF GSHARE_WITH_GRPC=OFF)"
 mkdir -p "${build}" && touch "${marker}"
 configure=(cmake -S "${src}" -B "${build}" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo
   -DGSHARE_BUILD_EXACT=OFF -DGSHARE_BUILD_BENCH=OFF -DGSHARE_BUILD_TESTS=OFF
-  -DGSHARE_ENABLE_CUDA=OFF "${compiler_cache_flags[@]}")
+  -DGSHARE_ENABLE_CUDA=OFF -DGSHARE_WITH_GRPC=OFF "${compiler_cache_flags[@]}")
 if [ -n "${compiler}" ]; then configure+=(-DCMAKE_CXX_COMPILER="${compiler}"); fi
 if ! "${configure[@]}" >"${build}/configure.log" 2>&1; then
   tail -n 40 "${build}/configure.log"
@@ -89,6 +89,11 @@ if grep -Eq "${coin}" <<<"${loaded}"; then
   fail "ldd resolves a COIN-OR library: $(grep -E "${coin}" <<<"${loaded}" | tr -s ' \t' ' ')"
 else
   pass "ldd: no Cbc/Clp/Osi/CoinUtils loaded"
+fi
+if grep -Eq 'libgrpc|libprotobuf' <<<"${loaded}"; then
+  fail "ldd resolves gRPC or protobuf: $(grep -E 'libgrpc|libprotobuf' <<<"${loaded}" | tr -s ' \t' ' ')"
+else
+  pass "ldd: no gRPC or protobuf loaded"
 fi
 exact_symbols="$(nm -C "${minimal_gshare}" | grep -c 'gshare::exact::')"
 if [ "${exact_symbols}" -ne 0 ]; then

@@ -75,7 +75,7 @@ mkdir -p "${build}"
 touch "${build}/${tree_marker}"
 configure=(cmake -S "${root}" -B "${build}" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo
   -DGSHARE_ENABLE_CUDA=ON -DGSHARE_BUILD_EXACT=OFF -DGSHARE_BUILD_BENCH=OFF
-  -DGSHARE_BUILD_TESTS=ON -DGSHARE_BUILD_FUZZ=OFF -DGSHARE_WITH_OPENBLAS=OFF
+  -DGSHARE_BUILD_TESTS=ON -DGSHARE_BUILD_FUZZ=OFF -DGSHARE_WITH_OPENBLAS=OFF -DGSHARE_WITH_GRPC=OFF
   -DOPENSSL_USE_STATIC_LIBS=TRUE
   "-DCMAKE_BUILD_RPATH=\$ORIGIN/lib;\$ORIGIN/../lib" "${compiler_cache_flags[@]}")
 # Debian ships SQLite's static library with its -dev package; yaml-cpp's CMake package imports

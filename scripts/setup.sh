@@ -10,6 +10,7 @@ packages=(
   coinor-libcbc-dev zlib1g-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libboost-dev libopenblas-dev
+  libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc python3-grpcio python3-protobuf
   gnuplot-nox python3
   clang libclang-rt-14-dev
   prometheus

@@ -7,6 +7,7 @@
 // to serve on). It loads its model into its device memory, then serves the function protocol:
 //   GET  /v2/health/live             200 while it runs
 //   GET  /v2/health/ready            200 once the model is loaded
+//   GET  /v2/models/{name}           its metadata: the tensors it takes and gives (echo: none)
 //   POST /v2/models/{name}/infer     KServe v2 JSON; one input, stacked along its first dimension
 // Errors are {"error": "..."}: 400 for a bad request, 404 for another path, 507 when a batch does
 // not fit the slice's quota (that batch fails; the function goes on), 500 otherwise.
@@ -23,6 +24,7 @@
 #include "gshare/fn/runtime.h"
 #include "gshare/net/unix_http.h"
 #include "gshare/protocol/kserve_json.h"
+#include "gshare/protocol/model_metadata.h"
 
 namespace {
 
@@ -78,11 +80,22 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "gshare-function: %s\n", function.status().ToString().c_str());
     return 2;
   }
-  const std::string infer_target = "/v2/models/" + model + "/infer";
+  const std::string model_target = "/v2/models/" + model;
+  const std::string infer_target = model_target + "/infer";
+  const gshare::ModelTensors tensors = (*function)->tensors();
+  const std::string metadata = nlohmann::json{{"name", model},
+                                              {"versions", {"1"}},
+                                              {"platform", "gshare-" + model},
+                                              {"inputs", gshare::TensorSpecsJson(tensors.inputs)},
+                                              {"outputs", gshare::TensorSpecsJson(tensors.outputs)}}
+                                   .dump();
   auto handler = [&](const HttpRequest& request) -> HttpResponse {
     if (request.method == "GET" &&
         (request.target == "/v2/health/ready" || request.target == "/v2/health/live")) {
       return {200, "{}", "application/json"};
+    }
+    if (request.method == "GET" && request.target == model_target) {
+      return {200, metadata, "application/json"};
     }
     if (request.method != "POST" || request.target != infer_target) {
       return Error(404, "no such endpoint: " + request.method + " " + request.target);

@@ -72,6 +72,14 @@ Result<std::unique_ptr<ModelFunction>> ModelFunction::Create(fn::FunctionRuntime
   return function;
 }
 
+ModelTensors ModelFunction::tensors() const {
+  if (layout_ == nullptr) return {};
+  std::vector<std::int64_t> input_shape = {-1};
+  input_shape.insert(input_shape.end(), layout_->input_shape.begin(), layout_->input_shape.end());
+  return {.inputs = {{"input", DataType::kFp32, std::move(input_shape)}},
+          .outputs = {{"logits", DataType::kFp32, {-1, layout_->classes}}}};
+}
+
 Result<Tensor> ModelFunction::Infer(const Tensor& input) {
   if (layout_ == nullptr) {  // echo: touches its state on the GPU, answers its input
     std::uint64_t sum = 0;

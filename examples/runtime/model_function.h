@@ -15,6 +15,7 @@
 
 #include "examples/models/model_layout.h"
 #include "gshare/fn/runtime.h"
+#include "gshare/protocol/model_metadata.h"
 #include "gshare/tensor/tensor.h"
 
 namespace gshare::examples {
@@ -29,6 +30,9 @@ class ModelFunction {
                                                        const std::string& weights_path);
 
   const std::string& model() const { return model_; }
+  // The tensors its metadata reports: for mlp and cnn, "input" FP32 [-1, <the model's input
+  // shape>] and "logits" FP32 [-1, 10]; none for echo, which takes any one input.
+  ModelTensors tensors() const;
   // The output of a batch: for mlp and cnn, "logits" FP32 [batch, 10] from input FP32
   // [batch, <the model's input shape>]; for echo, the input renamed "output". InvalidArgument
   // for a wrong input; ResourceExhausted when the batch does not fit the slice's quota.

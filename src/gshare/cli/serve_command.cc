@@ -1,14 +1,15 @@
 // gshare serve: the platform. A KServe v2 inference front, function and tenant management and
 // Prometheus metrics over the live node, with the gShare scheduler between them (docs/serve.md).
 //
-//   gshare serve [--config C.yaml] [--listen HOST:PORT] [--data-dir DIR]
+//   gshare serve [--config C.yaml] [--listen HOST:PORT] [--grpc-listen HOST:PORT|off]
+//                [--data-dir DIR]
 //                [--admin-key-file F | --admin-key K] [--device auto|emulated|cuda] ...
 //
-// No flag is needed: it listens on 127.0.0.1:8080, keeps its state in ./gshare-data, and runs on
-// emulated GPUs where the machine has no NVIDIA GPU. The admin key is generated at the first
-// start, written to DATA_DIR/admin.key (mode 0600) and printed once. SIGTERM or SIGINT: new
-// requests get 503, those in flight finish (for at most --drain), function processes stop.
-// Exit status: 0 after a clean shutdown; 2 for bad flags or configuration; 1 when the server
+// No flag is needed: it listens on 127.0.0.1:8080 (HTTP) and 127.0.0.1:8081 (gRPC), keeps its state
+// in ./gshare-data, and runs on emulated GPUs where the machine has no NVIDIA GPU. The admin key is
+// generated at the first start, written to DATA_DIR/admin.key (mode 0600) and printed once. SIGTERM
+// or SIGINT: new requests get 503, those in flight finish (for at most --drain), function processes
+// stop. Exit status: 0 after a clean shutdown; 2 for bad flags or configuration; 1 when the server
 // could not start (the message says why).
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -36,6 +37,7 @@ namespace {
 struct ServeFlags {
   std::string config;
   std::string listen = "127.0.0.1:8080";
+  std::string grpc_listen = serve::GrpcBuilt() ? "127.0.0.1:8081" : "off";
   std::string data_dir = "gshare-data";
   std::string admin_key;
   std::string admin_key_file;
@@ -101,10 +103,11 @@ Status ApplyConfig(CLI::App& command, const std::string& path) {
   return Status::Ok();
 }
 
-Result<std::pair<std::string, std::uint16_t>> ParseListen(const std::string& text) {
+Result<std::pair<std::string, std::uint16_t>> ParseListen(const std::string& text,
+                                                          std::string_view flag = "--listen") {
   const std::size_t colon = text.rfind(':');
   if (colon == std::string::npos || colon == 0 || colon + 1 == text.size()) {
-    return InvalidArgument("--listen: HOST:PORT such as 127.0.0.1:8080");
+    return InvalidArgument(fmt::format("{}: HOST:PORT such as 127.0.0.1:8080", flag));
   }
   std::string host = text.substr(0, colon);
   if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
@@ -119,7 +122,7 @@ Result<std::pair<std::string, std::uint16_t>> ParseListen(const std::string& tex
     used = 0;
   }
   if (used != port_text.size() || port > 65535) {
-    return InvalidArgument("--listen: the port must be a number from 0 to 65535");
+    return InvalidArgument(fmt::format("{}: the port must be a number from 0 to 65535", flag));
   }
   return std::make_pair(host, static_cast<std::uint16_t>(port));
 }
@@ -157,6 +160,10 @@ Result<serve::ServerOptions> MakeOptions(const ServeFlags& flags) {
   options.http.host = listen.first;
   options.http.port = listen.second;
   options.http.io_threads = flags.io_threads;
+  if (flags.grpc_listen != "off") {
+    GSHARE_RETURN_IF_ERROR(ParseListen(flags.grpc_listen, "--grpc-listen").status());
+    options.grpc_listen = flags.grpc_listen;
+  }
   net::HttpServerLimits& limits = options.http.limits;
   GSHARE_ASSIGN_OR_RETURN(limits.body_bytes, ParseSize(flags.max_body, "--max-body", 1024, kGiB));
   GSHARE_ASSIGN_OR_RETURN(options.max_buffered_bytes,
@@ -251,6 +258,10 @@ int RunServe(CLI::App& command, const ServeFlags& flags) {
   std::printf("listening on http://%s:%u\n",
               flags.listen.substr(0, flags.listen.rfind(':')).c_str(),
               static_cast<unsigned>(s.port()));
+  if (s.grpc_port() != 0) {
+    std::printf("gRPC listening on %s:%d\n",
+                flags.grpc_listen.substr(0, flags.grpc_listen.rfind(':')).c_str(), s.grpc_port());
+  }
   std::fflush(stdout);
 
   boost::asio::signal_set signals(s.io_context(), SIGINT, SIGTERM);
@@ -276,6 +287,9 @@ void AddServeCommand(CLI::App& app, CommandContext& context) {
                   "YAML map of these settings by long name (listen: 127.0.0.1:8080); the command "
                   "line wins");
   cmd->add_option("--listen", flags->listen, "HOST:PORT to listen on")->capture_default_str();
+  cmd->add_option("--grpc-listen", flags->grpc_listen,
+                  "HOST:PORT of the KServe v2 gRPC service; off: none")
+      ->capture_default_str();
   cmd->add_option("--data-dir", flags->data_dir, "Registry (gshare.db), keys, model files, logs")
       ->capture_default_str();
   cmd->add_option("--admin-key-file", flags->admin_key_file,

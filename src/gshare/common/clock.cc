@@ -5,6 +5,11 @@
 
 namespace gshare {
 
+std::chrono::system_clock::time_point SystemTimeAfter(Duration after) {
+  return std::chrono::system_clock::now() +
+         std::chrono::duration_cast<std::chrono::system_clock::duration>(after);
+}
+
 SteadyClock::SteadyClock() : origin_(std::chrono::steady_clock::now()) {}
 
 TimePoint SteadyClock::Now() const {

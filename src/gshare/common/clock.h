@@ -8,6 +8,7 @@
 // TimerQueue fires equal times in the order they were set, so a simulated run is reproducible.
 #pragma once
 
+#include <chrono>
 #include <optional>
 #include <vector>
 
@@ -15,6 +16,10 @@
 #include "gshare/common/units.h"
 
 namespace gshare {
+
+// The system clock's time `after` from now: for a library that takes its deadlines on that clock
+// (gRPC's server shutdown), and only for that.
+std::chrono::system_clock::time_point SystemTimeAfter(Duration after);
 
 class Clock {
  public:

@@ -12,6 +12,21 @@
 #define GSHARE_THREAD_ANNOTATION(x)
 #endif
 
+// Abseil (under gRPC) defines some of these names too: ours replace them.
+#undef CAPABILITY
+#undef SCOPED_CAPABILITY
+#undef GUARDED_BY
+#undef PT_GUARDED_BY
+#undef ACQUIRED_BEFORE
+#undef ACQUIRED_AFTER
+#undef REQUIRES
+#undef ACQUIRE
+#undef RELEASE
+#undef TRY_ACQUIRE
+#undef EXCLUDES
+#undef RETURN_CAPABILITY
+#undef NO_THREAD_SAFETY_ANALYSIS
+
 #define CAPABILITY(x) GSHARE_THREAD_ANNOTATION(capability(x))
 #define SCOPED_CAPABILITY GSHARE_THREAD_ANNOTATION(scoped_lockable)
 #define GUARDED_BY(x) GSHARE_THREAD_ANNOTATION(guarded_by(x))

@@ -1,3 +1,8 @@
+#if GSHARE_WITH_GRPC
+// gRPC first: Abseil's annotation macros, which it includes, give way to gshare's.
+#include <grpcpp/grpcpp.h>
+#endif
+
 #include "gshare/measure/front_bench.h"
 
 #include <fmt/format.h>
@@ -12,6 +17,7 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <thread>
 #include <vector>
 
 #include "gshare/common/clock.h"
@@ -19,6 +25,10 @@
 #include "gshare/net/http_client.h"
 #include "gshare/net/unix_http.h"
 #include "gshare/serve/server.h"
+#include "gshare/tensor/tensor.h"
+#if GSHARE_WITH_GRPC
+#include "gshare/protocol/grpc/inference.grpc.pb.h"
+#endif
 
 namespace gshare::measure {
 namespace {
@@ -104,6 +114,170 @@ Status PostOnce(boost::asio::io_context& loop, const std::string& path, const st
   return Status::Ok();
 }
 
+// One input size of the protocol comparison: the request in each encoding, and the echo's data.
+struct Payload {
+  std::string size;
+  std::vector<std::int64_t> shape;
+  std::string raw;             // the input's little-endian bytes: what the echo must give back
+  std::string json;            // KServe v2 JSON
+  std::string binary;          // the binary extension's body
+  std::size_t json_bytes = 0;  // its Inference-Header-Content-Length
+};
+
+Payload MakePayload(std::string size, std::vector<std::int64_t> shape) {
+  Payload p;
+  p.size = std::move(size);
+  p.shape = std::move(shape);
+  std::int64_t count = 1;
+  for (const std::int64_t d : p.shape) count *= d;
+  std::vector<float> values(static_cast<std::size_t>(count));
+  for (std::size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i % 251) * 0.5f;
+  p.raw.assign(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float));
+  p.json =
+      nlohmann::json{
+          {"id", "b"},
+          {"inputs", {{{"name", "x"}, {"datatype", "FP32"}, {"shape", p.shape}, {"data", values}}}}}
+          .dump();
+  const std::string header =
+      nlohmann::json{{"id", "b"},
+                     {"inputs",
+                      {{{"name", "x"},
+                        {"datatype", "FP32"},
+                        {"shape", p.shape},
+                        {"parameters", {{"binary_data_size", p.raw.size()}}}}}},
+                     {"parameters", {{"binary_data_output", true}}}}
+          .dump();
+  p.json_bytes = header.size();
+  p.binary = header + p.raw;
+  return p;
+}
+
+// A caller of one path, on its own connection; Call checks the echo.
+class ProtocolCaller {
+ public:
+  virtual ~ProtocolCaller() = default;
+  virtual Status Call(const Payload& payload) = 0;
+};
+
+class HttpCaller final : public ProtocolCaller {
+ public:
+  HttpCaller(std::uint16_t port, std::string key, bool binary)
+      : client_({"127.0.0.1", port}), key_(std::move(key)), binary_(binary) {}
+  Status Call(const Payload& payload) override {
+    net::ClientRequest request;
+    request.method = "POST";
+    request.target = "/v2/models/echo/infer";
+    request.headers.push_back({"Authorization", "Bearer " + key_});
+    if (binary_) {
+      request.body = payload.binary;
+      request.content_type = "application/octet-stream";
+      request.headers.push_back(
+          {"Inference-Header-Content-Length", std::to_string(payload.json_bytes)});
+    } else {
+      request.body = payload.json;
+      request.content_type = "application/json";
+    }
+    auto answer = client_.Send(request, std::chrono::seconds(60));
+    if (!answer.ok()) return answer.status();
+    if (answer->status != 200) {
+      return Internal(
+          fmt::format("the server answered {}: {}", answer->status, answer->body.substr(0, 200)));
+    }
+    if (binary_) {
+      // The JSON, then the output's bytes: the input's.
+      if (answer->body.size() < payload.raw.size() ||
+          answer->body.compare(answer->body.size() - payload.raw.size(), payload.raw.size(),
+                               payload.raw) != 0) {
+        return Internal("the binary answer is not the echo of its input");
+      }
+      return Status::Ok();
+    }
+    // JSON: the data, parsed, as the input's floats.
+    const nlohmann::json parsed = nlohmann::json::parse(answer->body, nullptr, false);
+    if (parsed.is_discarded() || !parsed.contains("outputs")) {
+      return Internal("the JSON answer has no outputs");
+    }
+    const auto values = parsed["outputs"][0]["data"].get<std::vector<float>>();
+    if (values.size() * sizeof(float) != payload.raw.size() ||
+        std::memcmp(values.data(), payload.raw.data(), payload.raw.size()) != 0) {
+      return Internal("the JSON answer is not the echo of its input");
+    }
+    return Status::Ok();
+  }
+
+ private:
+  net::HttpClient client_;
+  const std::string key_;
+  const bool binary_;
+};
+
+#if GSHARE_WITH_GRPC
+class GrpcCaller final : public ProtocolCaller {
+ public:
+  GrpcCaller(int port, std::string key) : key_(std::move(key)) {
+    grpc::ChannelArguments arguments;
+    arguments.SetMaxReceiveMessageSize(64 << 20);
+    arguments.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);  // a connection of its own
+    stub_ = inference::GRPCInferenceService::NewStub(grpc::CreateCustomChannel(
+        "127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials(), arguments));
+  }
+  Status Call(const Payload& payload) override {
+    inference::ModelInferRequest request;
+    request.set_model_name("echo");
+    request.set_id("b");
+    auto* input = request.add_inputs();
+    input->set_name("x");
+    input->set_datatype("FP32");
+    for (const std::int64_t d : payload.shape) input->add_shape(d);
+    request.add_raw_input_contents(payload.raw);
+    grpc::ClientContext context;
+    context.AddMetadata("authorization", "Bearer " + key_);
+    inference::ModelInferResponse response;
+    const grpc::Status status = stub_->ModelInfer(&context, request, &response);
+    if (!status.ok()) return Internal("gRPC: " + status.error_message());
+    if (response.raw_output_contents_size() != 1 ||
+        response.raw_output_contents(0) != payload.raw) {
+      return Internal("the gRPC answer is not the echo of its input");
+    }
+    return Status::Ok();
+  }
+
+ private:
+  const std::string key_;
+  std::unique_ptr<inference::GRPCInferenceService::Stub> stub_;
+};
+#endif
+
+// Requests per second of `clients` callers sending `total` requests at once.
+Result<double> Throughput(const std::function<std::unique_ptr<ProtocolCaller>()>& make,
+                          const Payload& payload, int clients, int total) {
+  std::vector<std::unique_ptr<ProtocolCaller>> callers;
+  for (int c = 0; c < clients; ++c) {
+    callers.push_back(make());
+    GSHARE_RETURN_IF_ERROR(callers.back()->Call(payload));  // connected and warm
+  }
+  std::vector<Status> errors(static_cast<std::size_t>(clients));
+  const SteadyClock& clock = SteadyClock::Shared();
+  const TimePoint start = clock.Now();
+  std::vector<std::thread> threads;
+  for (int c = 0; c < clients; ++c) {
+    threads.emplace_back([&, c] {
+      const int mine = total / clients + (c < total % clients ? 1 : 0);
+      for (int i = 0; i < mine; ++i) {
+        Status status = callers[static_cast<std::size_t>(c)]->Call(payload);
+        if (!status.ok()) {
+          errors[static_cast<std::size_t>(c)] = std::move(status);
+          return;
+        }
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  const double seconds = ToSeconds(clock.Now() - start);
+  for (const Status& error : errors) GSHARE_RETURN_IF_ERROR(error);
+  return seconds > 0 ? total / seconds : 0.0;
+}
+
 struct PathFigures {
   std::vector<double> p50, p99;  // per round, microseconds
 };
@@ -129,7 +303,8 @@ Result<FrontBenchResult> RunFrontBench(const FrontBenchOptions& bench) {
   options.data_dir = dir / "data";
   options.admin_key = std::string(kAdminKey);
   options.http.port = 0;
-  options.http.io_threads = 1;
+  options.http.io_threads = 2;
+  if (serve::GrpcBuilt()) options.grpc_listen = "127.0.0.1:0";
   LiveNodeOptions& node = options.backend.node;
   node.devices.backend = DeviceBackend::kEmulated;
   node.devices.emulated = {
@@ -217,6 +392,45 @@ Result<FrontBenchResult> RunFrontBench(const FrontBenchOptions& bench) {
   result.front_p99_us = NearestRankMedian(through.p99);
   result.overhead_p50_us = result.front_p50_us - std::min(result.direct_kept_alive_p50_us,
                                                           result.direct_new_connection_p50_us);
+
+  // The protocols, in the same run.
+  const std::uint16_t http_port = (*server)->port();
+  std::vector<std::pair<std::string, std::function<std::unique_ptr<ProtocolCaller>()>>> paths = {
+      {"http_json", [&] { return std::make_unique<HttpCaller>(http_port, key, false); }},
+      {"http_binary", [&] { return std::make_unique<HttpCaller>(http_port, key, true); }}};
+#if GSHARE_WITH_GRPC
+  const int grpc_port = (*server)->grpc_port();
+  if (grpc_port != 0) {
+    paths.push_back({"grpc", [&] { return std::make_unique<GrpcCaller>(grpc_port, key); }});
+  }
+#endif
+  for (const Payload& payload :
+       {MakePayload("1x16", {1, 16}), MakePayload("1x3x224x224", {1, 3, 224, 224})}) {
+    const bool large = payload.shape.size() > 2;
+    const int sequential = std::max(10, bench.protocol_requests / (large ? 10 : 1));
+    const int concurrent = std::max(bench.clients, bench.throughput_requests / (large ? 10 : 1));
+    std::vector<std::unique_ptr<ProtocolCaller>> callers;
+    for (const auto& [name, make] : paths) callers.push_back(make());
+    std::vector<std::vector<double>> p50s(paths.size());
+    for (int round = 0; round < bench.rounds; ++round) {
+      for (std::size_t i = 0; i < paths.size(); ++i) {
+        auto micros = Time(sequential, [&] { return callers[i]->Call(payload); });
+        if (!micros.ok()) {
+          return micros.status().WithContext(paths[i].first + " " + payload.size);
+        }
+        p50s[i].push_back(Percentile(*micros, 50));
+      }
+    }
+    for (std::size_t i = 0; i < paths.size(); ++i) {
+      auto rps = Throughput(paths[i].second, payload, bench.clients, concurrent);
+      if (!rps.ok()) return rps.status().WithContext(paths[i].first + " " + payload.size);
+      result.protocols.push_back({paths[i].first, payload.size, NearestRankMedian(p50s[i]), *rps});
+      if (bench.progress) {
+        bench.progress(fmt::format("  {} {}: p50 {:.1f} us, {:.0f} requests/s", paths[i].first,
+                                   payload.size, result.protocols.back().p50_us, *rps));
+      }
+    }
+  }
   return result;
 }
 

@@ -240,6 +240,65 @@ Result<std::string> PathField(const Where& where, std::string_view field, const 
   return resolved;
 }
 
+// `inputs:` or `outputs:`: a list of {name, datatype, shape}.
+Result<std::vector<TensorSpec>> ParseTensorSpecs(const Where& where, std::string_view field,
+                                                 const YAML::Node& list, bool batched) {
+  if (!list.IsSequence()) {
+    return FieldError(where, field, list, "expected a list of {name, datatype, shape}");
+  }
+  if (list.size() > kMaxTensorSpecs) {
+    return FieldError(where, field, list,
+                      fmt::format("has {} tensors; at most {}", list.size(), kMaxTensorSpecs));
+  }
+  std::vector<TensorSpec> specs;
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    const YAML::Node entry = list[i];
+    const std::string at = fmt::format("{}[{}]", field, i);
+    if (!entry.IsMap()) return FieldError(where, at, entry, "expected {name, datatype, shape}");
+    for (const auto& key : entry) {
+      const std::string name = key.first.IsScalar() ? key.first.Scalar() : "";
+      if (name != "name" && name != "datatype" && name != "shape") {
+        return FieldError(
+            where, at, key.first,
+            fmt::format("unknown field '{}' (a tensor has name, datatype, shape)", name));
+      }
+    }
+    TensorSpec spec;
+    const YAML::Node name = entry["name"];
+    if (!name) return FieldError(where, at + ".name", entry, "missing");
+    GSHARE_ASSIGN_OR_RETURN(spec.name, ScalarText(where, at + ".name", name, kMaxTensorNameBytes));
+    const YAML::Node datatype = entry["datatype"];
+    if (!datatype) return FieldError(where, at + ".datatype", entry, "missing");
+    GSHARE_ASSIGN_OR_RETURN(const std::string type_name,
+                            ScalarText(where, at + ".datatype", datatype, kMaxNameBytes));
+    auto type = ParseDataType(type_name);
+    if (!type.ok()) return FieldError(where, at + ".datatype", datatype, type.status().message());
+    spec.datatype = *type;
+    const YAML::Node shape = entry["shape"];
+    if (!shape) return FieldError(where, at + ".shape", entry, "missing");
+    if (!shape.IsSequence() || shape.size() > kMaxTensorSpecRank) {
+      return FieldError(where, at + ".shape", shape,
+                        fmt::format("expected a list of 1 to {} dimensions", kMaxTensorSpecRank));
+    }
+    for (std::size_t d = 0; d < shape.size(); ++d) {
+      GSHARE_ASSIGN_OR_RETURN(const std::string text,
+                              ScalarText(where, at + ".shape", shape[d], kMaxNameBytes));
+      std::int64_t dim = 0;
+      const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), dim);
+      if (error != std::errc() || end != text.data() + text.size()) {
+        return FieldError(where, at + ".shape", shape[d],
+                          fmt::format("'{}' is not an integer", text));
+      }
+      spec.shape.push_back(dim);
+    }
+    specs.push_back(std::move(spec));
+  }
+  if (Status checked = CheckTensorSpecs(specs, field, batched); !checked.ok()) {
+    return FieldError(where, field, list, checked.message());
+  }
+  return specs;
+}
+
 // The fields that say how a live node starts the function (see FunctionSpec).
 Status ParseProcessFields(const Where& where, const YAML::Node& item,
                           const std::filesystem::path& base_dir, FunctionSpec& spec) {
@@ -277,7 +336,8 @@ Status ParseProcessFields(const Where& where, const YAML::Node& item,
     }
   }
   // The other process fields mean nothing without a process to start.
-  for (const char* field : {"env", "working_dir", "model_files", "timeout", "host_memory"}) {
+  for (const char* field :
+       {"env", "working_dir", "model_files", "timeout", "host_memory", "inputs", "outputs"}) {
     if (const YAML::Node n = item[field]; n && !spec.IsLive()) {
       return FieldError(where, field, n,
                         "needs a command or a runtime (a function without either is "
@@ -340,6 +400,13 @@ Status ParseProcessFields(const Where& where, const YAML::Node& item,
       return FieldError(where, "host_memory", n, "must be from 16Mi to 1Ti");
     }
     spec.host_memory_bytes = bytes;
+  }
+  for (const char* field : {"inputs", "outputs"}) {
+    if (const YAML::Node list = item[field]) {
+      GSHARE_ASSIGN_OR_RETURN(auto tensors,
+                              ParseTensorSpecs(where, field, list, spec.max_batch > 1));
+      (std::string_view(field) == "inputs" ? spec.inputs : spec.outputs) = std::move(tensors);
+    }
   }
   return Status::Ok();
 }
@@ -816,6 +883,16 @@ std::string FunctionSpecToYaml(const FunctionSpec& spec) {
   if (spec.timeout) out += fmt::format("timeout: {}\n", FormatDurationExact(*spec.timeout));
   if (spec.host_memory_bytes) {
     out += fmt::format("host_memory: {}\n", FormatBytesExact(*spec.host_memory_bytes));
+  }
+  for (const auto& [field, tensors] :
+       {std::pair<const char*, const std::vector<TensorSpec>&>{"inputs", spec.inputs},
+        {"outputs", spec.outputs}}) {
+    if (tensors.empty()) continue;
+    out += fmt::format("{}:\n", field);
+    for (const TensorSpec& tensor : tensors) {
+      out += fmt::format("  - {{name: {}, datatype: {}, shape: [{}]}}\n", YamlString(tensor.name),
+                         DataTypeName(tensor.datatype), fmt::join(tensor.shape, ", "));
+    }
   }
   return out;
 }

@@ -698,3 +698,76 @@ TEST(CatalogProcessTest, NamesAreBounded) {
 
 }  // namespace
 }  // namespace gshare
+
+namespace gshare {
+namespace {
+
+TEST(CatalogTest, TensorsAreParsedCheckedAndRoundTrip) {
+  constexpr std::string_view kEntry =
+      "name: f\nmodel_size: 1Mi\nexec_latency: 1ms\nmax_batch: 8\nruntime: echo\n"
+      "inputs:\n  - {name: image, datatype: FP32, shape: [-1, 3, 224, 224]}\n"
+      "  - {name: 'a name: odd', datatype: BYTES, shape: [-1, -1]}\n"
+      "outputs:\n  - {name: logits, datatype: FP16, shape: [-1, 10]}\n";
+  auto spec = ParseFunctionEntry(kEntry, "f.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  ASSERT_EQ(spec->inputs.size(), 2u);
+  EXPECT_EQ(spec->inputs[0], (TensorSpec{"image", DataType::kFp32, {-1, 3, 224, 224}}));
+  EXPECT_EQ(spec->inputs[1], (TensorSpec{"a name: odd", DataType::kBytes, {-1, -1}}));
+  ASSERT_EQ(spec->outputs.size(), 1u);
+  EXPECT_EQ(spec->outputs[0], (TensorSpec{"logits", DataType::kFp16, {-1, 10}}));
+  const std::string text = FunctionSpecToYaml(*spec);
+  auto again = ParseFunctionEntry(text, "again.yaml");
+  ASSERT_TRUE(again.ok()) << again.status().ToString() << "\n" << text;
+  EXPECT_EQ(again->inputs, spec->inputs);
+  EXPECT_EQ(again->outputs, spec->outputs);
+  EXPECT_EQ(FunctionSpecToYaml(*again), text);
+
+  const auto error = [](std::string_view tensors) {
+    const std::string entry =
+        "name: f\nmodel_size: 1Mi\nexec_latency: 1ms\nmax_batch: 4\nruntime: echo\n" +
+        std::string(tensors);
+    auto parsed = ParseFunctionEntry(entry, "f.yaml");
+    return parsed.ok() ? std::string("ok") : parsed.status().message();
+  };
+  EXPECT_NE(error("inputs: {name: x}\n").find("inputs: expected a list"), std::string::npos);
+  EXPECT_NE(error("inputs: [{name: x, datatype: FP33, shape: [-1]}]\n").find("FP33"),
+            std::string::npos);
+  EXPECT_NE(error("inputs: [{name: x, datatype: FP32}]\n").find("inputs[0].shape: missing"),
+            std::string::npos);
+  EXPECT_NE(
+      error("inputs: [{name: x, datatype: FP32, shape: [-1, a]}]\n").find("'a' is not an integer"),
+      std::string::npos);
+  EXPECT_NE(error("inputs: [{name: x, datatype: FP32, shape: [-1], dims: 2}]\n")
+                .find("unknown field 'dims'"),
+            std::string::npos);
+  // A batching model's first dimension is its batch dimension.
+  EXPECT_NE(
+      error("inputs: [{name: x, datatype: FP32, shape: [1, 16]}]\n").find("must be -1, not 1"),
+      std::string::npos);
+  EXPECT_NE(error("inputs: [{name: x, datatype: FP32, shape: [-1, -2]}]\n").find("-2"),
+            std::string::npos);
+  EXPECT_NE(error("inputs: [{name: x, datatype: FP32, shape: []}]\n").find("1 to 16"),
+            std::string::npos);
+  EXPECT_NE(error("outputs: [{name: y, datatype: FP32, shape: [-1]}, "
+                  "{name: y, datatype: INT8, shape: [-1]}]\n")
+                .find("'y' appears twice"),
+            std::string::npos);
+  // A model that does not batch may fix its first dimension.
+  auto single = ParseFunctionEntry(
+      "name: f\nmodel_size: 1Mi\nexec_latency: 1ms\nruntime: echo\n"
+      "inputs: [{name: x, datatype: INT32, shape: [1, 16]}]\n",
+      "f.yaml");
+  ASSERT_TRUE(single.ok()) << single.status().ToString();
+  EXPECT_EQ(single->inputs[0].shape, (std::vector<std::int64_t>{1, 16}));
+  // Tensors belong to a function a node runs.
+  EXPECT_NE(ParseFunctionEntry("name: f\nmodel_size: 1Mi\nexec_latency: 1ms\n"
+                               "inputs: [{name: x, datatype: FP32, shape: [-1]}]\n",
+                               "f.yaml")
+                .status()
+                .message()
+                .find("needs a command or a runtime"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace gshare

@@ -21,6 +21,7 @@
 #include "gshare/common/status.h"
 #include "gshare/common/units.h"
 #include "gshare/model/gpu_type.h"
+#include "gshare/tensor/tensor_spec.h"
 
 namespace gshare {
 
@@ -60,6 +61,11 @@ struct FunctionSpec {
   // Host memory one instance may use (its cgroup's memory.max, where the node has cgroups); unset:
   // no bound of its own. Between kMinHostMemory and kMaxHostMemory.
   std::optional<std::uint64_t> host_memory_bytes;
+  // The model's tensors (its `inputs:` and `outputs:`), which the front checks requests against
+  // and the metadata endpoint describes. Empty: the function's own metadata at its readiness,
+  // where it gives some (CheckTensorSpecs holds for both).
+  std::vector<TensorSpec> inputs;
+  std::vector<TensorSpec> outputs;
 
   // Whether a live node can run this function (it has a command or a runtime).
   bool IsLive() const { return !command.empty() || !runtime.empty(); }

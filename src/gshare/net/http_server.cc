@@ -88,6 +88,7 @@ struct HttpServer::Impl {
 // What a Responder and its copies share with the connection that made it.
 struct Responder::State {
   explicit State(std::weak_ptr<Connection> connection_in) : connection(std::move(connection_in)) {}
+  explicit State(std::function<void(HttpResponse)> sink_in) : sink(std::move(sink_in)) {}
   ~State();
   State(const State&) = delete;
   State& operator=(const State&) = delete;
@@ -98,6 +99,7 @@ struct Responder::State {
   void Cancel();
 
   const std::weak_ptr<Connection> connection;
+  const std::function<void(HttpResponse)> sink;  // set: a detached responder's (ToCallback)
   Mutex mutex;
   bool responded GUARDED_BY(mutex) = false;
   bool cancelled GUARDED_BY(mutex) = false;
@@ -461,6 +463,15 @@ Responder::State::~State() {
 }
 
 void Responder::State::Deliver(HttpResponse response) {
+  if (sink) {
+    bool dropped = false;
+    {
+      MutexLock lock(mutex);
+      dropped = cancelled;
+    }
+    if (!dropped) sink(std::move(response));
+    return;
+  }
   // The connection alive means the server is alive: the server waits for every connection.
   if (auto alive = connection.lock()) {
     asio::post(alive->executor(), [alive, response = std::move(response)]() mutable {
@@ -488,6 +499,14 @@ void Responder::Respond(HttpResponse response) const {
     state_->on_cancel = nullptr;
   }
   state_->Deliver(std::move(response));
+}
+
+Responder::Detached Responder::ToCallback(std::function<void(HttpResponse)> deliver) {
+  auto state = std::make_shared<State>(std::move(deliver));
+  std::weak_ptr<State> weak = state;
+  return {Responder(std::move(state)), [weak] {
+            if (auto alive = weak.lock()) alive->Cancel();
+          }};
 }
 
 bool Responder::Cancelled() const {

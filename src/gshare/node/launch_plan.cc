@@ -42,6 +42,9 @@ Result<FunctionLaunch> PlanLaunch(const FunctionSpec& spec, const GpuType& gpu,
   command.name = spec.name;
   command.tenant = spec.tenant;
   command.memory_max_bytes = spec.host_memory_bytes;
+  // Tensors the spec declares are the model's; otherwise the function's own metadata says.
+  command.read_metadata = spec.inputs.empty() && spec.outputs.empty();
+  command.batched = spec.max_batch > 1;
   launch.run_timeout = spec.RequestTimeout();
   return launch;
 }

@@ -6,6 +6,7 @@
 #include <cctype>
 #include <nlohmann/json.hpp>
 #include <utility>
+#include "gshare/protocol/model_metadata.h"
 #include "gshare/serve/http_util.h"
 #include "gshare/serve/infer_body.h"
 
@@ -15,23 +16,15 @@ namespace {
 using net::HttpResponse;
 using net::JsonErrorResponse;
 
-nlohmann::json TensorsJson(const std::vector<TensorMetadata>& tensors) {
-  nlohmann::json array = nlohmann::json::array();
-  for (const TensorMetadata& tensor : tensors) {
-    array.push_back(
-        {{"name", tensor.name}, {"datatype", tensor.datatype}, {"shape", tensor.shape}});
-  }
-  return array;
-}
-
 // Triton's model configuration, of what a function has: `data_type` as Triton names types
 // (TYPE_FP32), `dims` without the batch dimension when the model batches.
-nlohmann::json ConfigTensorsJson(const std::vector<TensorMetadata>& tensors, bool batched) {
+nlohmann::json ConfigTensorsJson(const std::vector<TensorSpec>& tensors, bool batched) {
   nlohmann::json array = nlohmann::json::array();
-  for (const TensorMetadata& tensor : tensors) {
+  for (const TensorSpec& tensor : tensors) {
     std::vector<std::int64_t> dims = tensor.shape;
     if (batched && !dims.empty()) dims.erase(dims.begin());
-    const std::string type = tensor.datatype == "BYTES" ? "STRING" : tensor.datatype;
+    const std::string_view name = DataTypeName(tensor.datatype);
+    const std::string type = tensor.datatype == DataType::kBytes ? "STRING" : std::string(name);
     array.push_back({{"name", tensor.name}, {"data_type", "TYPE_" + type}, {"dims", dims}});
   }
   return array;
@@ -276,8 +269,8 @@ void Front::HandleModel(std::string body, std::optional<std::size_t> json_bytes,
         JsonResponse(200, {{"name", model->name},
                            {"versions", nlohmann::json::array({std::string(kModelVersion)})},
                            {"platform", model->platform},
-                           {"inputs", TensorsJson(model->inputs)},
-                           {"outputs", TensorsJson(model->outputs)}}));
+                           {"inputs", TensorSpecsJson(model->inputs)},
+                           {"outputs", TensorSpecsJson(model->outputs)}}));
   }
   if (!model->ready) {
     return responder.Respond(JsonErrorResponse(503, "model '" + model->name + "' is not ready"));
@@ -318,55 +311,126 @@ void Front::ParseAndRun(std::string_view body, std::optional<std::size_t> json_b
   Result<AnswerFormat> format = AnswerFormatOf(*parsed);
   if (!format.ok()) return responder.Respond(JsonErrorResponse(400, format.status().message()));
   if (json_bytes == std::size_t{0}) format->binary_by_default = true;  // the raw form's answer
-  if (Status known = CheckRequestedOutputs(*parsed, model); !known.ok()) {
-    return responder.Respond(JsonErrorResponse(400, known.message()));
-  }
   format->described_outputs = !model.outputs.empty();
+  const std::uint64_t ticket =
+      Run(std::move(parsed).value(), tenant, model, deadline,
+          [this, responder, tenant, format = std::move(format).value(), shares = std::move(shares)](
+              Result<InferResponse> result, net::HttpResponse error) mutable {
+            if (!result.ok()) return responder.Respond(std::move(error));
+            InferResponse response = std::move(result).value();
+            // The answer comes on the backend's thread (the node's loop, which every tenant's
+            // requests share): a large one is written on the parse pool, in its tenant's turn.
+            // Answers are not refused for the tenant's queue: their number is bounded by its share
+            // of the requests in flight.
+            if (parse_pool_ != nullptr && TensorBytes(response.outputs) > kInlineParseBytes) {
+              auto shared = std::make_shared<InferResponse>(std::move(response));
+              const Status queued = parse_pool_->Submit(
+                  tenant,
+                  [shared, format, responder, shares](const Status& go) {
+                    if (!go.ok()) return responder.Respond(JsonErrorResponse(503, go.message()));
+                    if (responder.Cancelled()) return;  // the client went away while it waited
+                    WriteAnswer(std::move(*shared), format, responder);
+                  },
+                  /*bounded=*/false);
+              if (queued.ok()) return;
+              response = std::move(*shared);  // the pool has stopped (shutdown): written here
+            }
+            WriteAnswer(std::move(response), format, responder);
+            shares.reset();
+          });
+  if (ticket != 0) responder.OnCancel([this, ticket] { backend_.Cancel(ticket); });
+}
+
+std::uint64_t Front::Run(InferRequest request, const std::string& tenant, const ModelInfo& model,
+                         TimePoint deadline,
+                         std::function<void(Result<InferResponse>, net::HttpResponse)> done) {
+  if (Status fits = CheckAgainstModel(request, model); !fits.ok()) {
+    done(fits, JsonErrorResponse(400, fits.message()));
+    return 0;
+  }
   // The answer's format is the front's (the function answers JSON): nothing of it goes on, so
   // that requests batched together have the same parameters.
-  parsed->output_binary_data.clear();
-  if (parsed->parameters) {
-    parsed->parameters->erase("binary_data_output");
-    if (parsed->parameters->empty()) parsed->parameters.reset();
+  request.output_binary_data.clear();
+  if (request.parameters) {
+    request.parameters->erase("binary_data_output");
+    if (request.parameters->empty()) request.parameters.reset();
   }
-
-  std::optional<std::string> id = parsed->id;
-  const std::uint64_t ticket = backend_.Infer(
-      tenant, model.name, std::move(parsed).value(), deadline,
-      [this, responder, tenant, id = std::move(id), name = model.name,
-       format = std::move(format).value(),
-       shares = std::move(shares)](Result<InferResponse> result) mutable {
+  std::optional<std::string> id = request.id;
+  return backend_.Infer(
+      tenant, model.name, std::move(request), deadline,
+      [id = std::move(id), name = model.name,
+       done = std::move(done)](Result<InferResponse> result) mutable {
         if (!result.ok()) {
           const Status& status = result.status();
-          if (status.code() == StatusCode::kNotFound) return responder.Respond(ModelNotFound(name));
-          return responder.Respond(
-              JsonErrorResponse(HttpStatusFor(status.code()), status.message()));
+          if (status.code() == StatusCode::kNotFound) return done(status, ModelNotFound(name));
+          return done(status, JsonErrorResponse(HttpStatusFor(status.code()), status.message()));
         }
-        InferResponse response = std::move(result).value();
-        response.model_name = name;
-        response.model_version = std::string(kModelVersion);
-        response.id = id;
-        // The answer comes on the backend's thread (the node's loop, which every tenant's requests
-        // share): a large one is written on the parse pool, in its tenant's turn.
-        // Answers are not refused for the tenant's queue: their number is bounded by its share of
-        // the requests in flight.
-        if (parse_pool_ != nullptr && TensorBytes(response.outputs) > kInlineParseBytes) {
-          auto shared = std::make_shared<InferResponse>(std::move(response));
-          const Status queued = parse_pool_->Submit(
-              tenant,
-              [shared, format, responder, shares](const Status& go) {
-                if (!go.ok()) return responder.Respond(JsonErrorResponse(503, go.message()));
-                if (responder.Cancelled()) return;  // the client went away while it waited
-                WriteAnswer(std::move(*shared), format, responder);
-              },
-              /*bounded=*/false);
-          if (queued.ok()) return;
-          response = std::move(*shared);  // the pool has stopped (shutdown): written here
-        }
-        WriteAnswer(std::move(response), format, responder);
-        shares.reset();
+        result->model_name = name;
+        result->model_version = std::string(kModelVersion);
+        result->id = id;
+        done(std::move(result), {});
       });
-  if (ticket != 0) responder.OnCancel([this, ticket] { backend_.Cancel(ticket); });
+}
+
+namespace {
+
+// The message of an error answer ({"error": ...}), for a caller that is not HTTP.
+std::string ErrorMessageOf(const net::HttpResponse& response) {
+  const nlohmann::json body = nlohmann::json::parse(response.body, nullptr, false);
+  if (body.is_object() && body.contains("error") && body["error"].is_string()) {
+    return body["error"].get<std::string>();
+  }
+  return response.body;
+}
+
+}  // namespace
+
+std::function<void()> Front::InferParsed(std::string_view authorization, std::string_view name,
+                                         std::optional<std::string_view> version,
+                                         InferRequest request, std::uint64_t wire_bytes,
+                                         std::function<void(ParsedOutcome)> done) {
+  const auto refuse = [&done](const net::HttpResponse& response) {
+    done({response.status, ErrorMessageOf(response), std::nullopt});
+    return std::function<void()>([] {});
+  };
+  // The checks HTTP makes of the request line and the header, on the same route.
+  net::ServerRequest head;
+  head.method = "POST";
+  head.target = "/v2/models/" + std::string(name);
+  if (version) head.target += "/versions/" + std::string(*version);
+  head.target += "/infer";
+  head.authorization = std::string(authorization);
+  head.declared_length = wire_bytes;
+  if (name.empty() || !PathSegments(head.target)) {
+    return refuse(JsonErrorResponse(404, "not found"));
+  }
+  Admission admission = Admit(head);
+  if (admission.refusal) return refuse(*admission.refusal);
+  auto shares = TakeShares(admission.tenant, wire_bytes);
+  if (!shares.ok()) return refuse(JsonErrorResponse(429, shares.status().message()));
+  if (version && *version != kModelVersion) {
+    return refuse(JsonErrorResponse(
+        404, "model '" + std::string(name) + "' has no version '" + std::string(*version) + "'"));
+  }
+  const std::optional<ModelInfo> model = backend_.FindModel(admission.tenant, name);
+  if (!model) return refuse(ModelNotFound(name));
+  if (!model->ready) {
+    return refuse(JsonErrorResponse(503, "model '" + model->name + "' is not ready"));
+  }
+  if (Status carried = CheckStringsCarryAsJson(request); !carried.ok()) {
+    return refuse(JsonErrorResponse(400, carried.message()));
+  }
+  const TimePoint deadline = clock_.Now() + model->slo;
+  const std::uint64_t ticket =
+      Run(std::move(request), admission.tenant, *model, deadline,
+          [done = std::move(done), shares = std::move(shares).value()](
+              Result<InferResponse> result, net::HttpResponse error) mutable {
+            shares.reset();
+            if (!result.ok()) return done({error.status, ErrorMessageOf(error), std::nullopt});
+            done({200, "", std::move(result).value()});
+          });
+  if (ticket == 0) return [] {};
+  return [this, ticket] { backend_.Cancel(ticket); };
 }
 
 }  // namespace gshare::serve

@@ -39,18 +39,12 @@
 #include "gshare/protocol/kserve_json.h"
 #include "gshare/serve/authenticator.h"
 #include "gshare/serve/parse_pool.h"
+#include "gshare/tensor/tensor_spec.h"
 
 namespace gshare::serve {
 
 // The one model version the front serves: a function is one model with one version.
 inline constexpr std::string_view kModelVersion = "1";
-
-// One input or output of a model, as the metadata endpoint describes it.
-struct TensorMetadata {
-  std::string name;
-  std::string datatype;             // a protocol datatype name: "FP32", "BYTES"
-  std::vector<std::int64_t> shape;  // -1 for a dimension of any size
-};
 
 // A model as one tenant sees it.
 struct ModelInfo {
@@ -61,8 +55,11 @@ struct ModelInfo {
   // For the metadata endpoint; may be left empty ({}: and out of a {...}).
   std::string platform{};  // the runtime
   int max_batch = 0;       // the largest batch it runs (0: not batched); the config endpoint
-  std::vector<TensorMetadata> inputs{};
-  std::vector<TensorMetadata> outputs{};
+  // Its tensors (tensor/tensor_spec.h); none: it declares nothing, and requests are not checked.
+  // Each request's inputs must fit `inputs` (400 naming the tensor, before it is queued), and its
+  // requested outputs be among `outputs`.
+  std::vector<TensorSpec> inputs{};
+  std::vector<TensorSpec> outputs{};
 };
 
 // A model's counts and durations since it was deployed, across its versions (Triton's statistics
@@ -152,6 +149,24 @@ class Front {
   // Handle, as an HttpServer::Handler bound to this Front.
   net::HttpServer::Handler Handler();
 
+  // An inference request that arrived parsed, by another protocol (the gRPC service): the same
+  // checks in the same order as an HTTP one (the key in `authorization`, "Bearer <key>"; the
+  // declared size `wire_bytes` against the text limit; the shares; the version; the model; its
+  // tensors), the same deadline and the same backend. `done` is called exactly once, from any
+  // thread, possibly before InferParsed returns: with the answer (model name, version and id set),
+  // or with the error an HTTP client would have got (its status and message; a model another
+  // tenant has answers as an unknown one). The returned function cancels the request (as a client
+  // gone away: Cancel); safe to call from any thread, any number of times, also after `done`.
+  struct ParsedOutcome {
+    int status = 200;
+    std::string message;                    // the error's, when status is not 200
+    std::optional<InferResponse> response;  // the answer, when status is 200
+  };
+  std::function<void()> InferParsed(std::string_view authorization, std::string_view name,
+                                    std::optional<std::string_view> version, InferRequest request,
+                                    std::uint64_t wire_bytes,
+                                    std::function<void(ParsedOutcome)> done);
+
  private:
   // A request routed and its key checked: what it asks, or the answer that refuses it.
   struct Admission {
@@ -181,6 +196,12 @@ class Front {
   void ParseAndRun(std::string_view body, std::optional<std::size_t> json_bytes,
                    net::Responder responder, const std::string& tenant, const ModelInfo& model,
                    TimePoint deadline, std::shared_ptr<void> shares);
+  // The part of every inference after its parse: the model's tensors checked, the answer format's
+  // parameters stripped, the request handed to the backend; `done` gets the answer (model name,
+  // version and id set) or the error's HTTP response. Returns the backend's ticket (0: none).
+  std::uint64_t Run(InferRequest request, const std::string& tenant, const ModelInfo& model,
+                    TimePoint deadline,
+                    std::function<void(Result<InferResponse>, net::HttpResponse)> done);
 
   const FrontOptions options_;
   const Authenticator& authenticator_;

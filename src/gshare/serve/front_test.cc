@@ -175,8 +175,8 @@ class FrontTest : public ::testing::Test {
                   .ready = true,
                   .slo = std::chrono::milliseconds(250),
                   .platform = "gshare_echo",
-                  .inputs = {{"x", "FP32", {-1, 2}}},
-                  .outputs = {{"y", "FP32", {-1, 2}}}};
+                  .inputs = {{"x", DataType::kFp32, {-1, 2}}},
+                  .outputs = {{"y", DataType::kFp32, {-1, 2}}}};
     backend_.Add("alpha", mlp);
     backend_.Add("alpha", {.name = "later", .ready = true, .slo = std::chrono::seconds(1)});
     backend_.Add("alpha", {.name = "cold", .ready = false, .slo = std::chrono::seconds(1)});
@@ -323,8 +323,9 @@ TEST_F(FrontTest, ModelConfigInTritonsTerms) {
                          .slo = std::chrono::seconds(1),
                          .platform = "mlp",
                          .max_batch = 8,
-                         .inputs = {{"x", "FP32", {-1, 16}}},
-                         .outputs = {{"logits", "FP32", {-1, 4}}, {"label", "BYTES", {-1}}}});
+                         .inputs = {{"x", DataType::kFp32, {-1, 16}}},
+                         .outputs = {{"logits", DataType::kFp32, {-1, 4}},
+                                     {"label", DataType::kBytes, {-1}}}});
   Client client = Connect();
   auto config = client.Send("GET", "/v2/models/batcher/config", kAlphaKey);
   ASSERT_TRUE(config);
@@ -401,9 +402,9 @@ TEST_F(FrontTest, InferEchoesTheRequestId) {
   EXPECT_EQ(calls[0].deadline, kNow + std::chrono::milliseconds(250));
 
   // Without an id, the answer has none (the backend's is not passed on).
-  auto no_id =
-      client.Send("POST", "/v2/models/mlp/infer", kAlphaKey,
-                  R"({"inputs": [{"name": "x", "datatype": "INT8", "shape": [1], "data": [7]}]})");
+  auto no_id = client.Send(
+      "POST", "/v2/models/mlp/infer", kAlphaKey,
+      R"({"inputs": [{"name": "x", "datatype": "FP32", "shape": [1, 2], "data": [7, 8]}]})");
   ASSERT_TRUE(no_id);
   ASSERT_EQ(no_id->result_int(), 200u);
   EXPECT_FALSE(json::parse(no_id->body()).contains("id"));
@@ -503,8 +504,8 @@ TEST_F(FrontTest, TheRawBinaryFormTakesTheModelsOneInput) {
   backend_.Add("alpha", {.name = "raw",
                          .ready = true,
                          .slo = std::chrono::seconds(1),
-                         .inputs = {{"pixels", "FP32", {-1, 2}}},
-                         .outputs = {{"pixels", "FP32", {-1, 2}}}});
+                         .inputs = {{"pixels", DataType::kFp32, {-1, 2}}},
+                         .outputs = {{"pixels", DataType::kFp32, {-1, 2}}}});
   Client client = Connect();
   const std::vector<float> values = {1, 2, 3, 4, 5, 6};
   const std::string binary(reinterpret_cast<const char*>(values.data()), sizeof(float) * 6);
@@ -524,11 +525,11 @@ TEST_F(FrontTest, TheRawBinaryFormTakesTheModelsOneInput) {
   backend_.Add("alpha", {.name = "batched",
                          .ready = true,
                          .slo = std::chrono::seconds(1),
-                         .inputs = {{"v", "FP32", {-1, -1}}}});
+                         .inputs = {{"v", DataType::kFp32, {-1, -1}}}});
   backend_.Add("alpha", {.name = "text",
                          .ready = true,
                          .slo = std::chrono::seconds(1),
-                         .inputs = {{"t", "BYTES", {-1}}}});
+                         .inputs = {{"t", DataType::kBytes, {-1}}}});
   auto batched =
       client.SendRaw(BinaryRequest("/v2/models/batched/infer", kAlphaKey, "", binary, "0"));
   ASSERT_TRUE(batched);
@@ -583,6 +584,51 @@ TEST_F(FrontTest, ARequestedOutputTheModelLacksIs400) {
   ASSERT_TRUE(missing);
   EXPECT_EQ(missing->result_int(), 400u);
   EXPECT_EQ(ErrorOf(*missing), "model 'later' has no output 'w'");
+}
+
+TEST_F(FrontTest, InputsThatDoNotFitTheModelsTensorsAre400BeforeTheyRun) {
+  Client client = Connect();
+  // mlp takes x FP32 [-1, 2]: each way of missing it is named, and nothing reaches the backend.
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {R"({"inputs":[{"name":"x","datatype":"INT32","shape":[1,2],"data":[1,2]}]})",
+       "model 'mlp': input 'x' is INT32; the model takes FP32"},
+      {R"({"inputs":[{"name":"x","datatype":"FP32","shape":[1,3],"data":[1,2,3]}]})",
+       "model 'mlp': input 'x' has shape [1,3]; the model takes [-1,2]"},
+      {R"({"inputs":[{"name":"x","datatype":"FP32","shape":[2],"data":[1,2]}]})",
+       "model 'mlp': input 'x' has shape [2]; the model takes [-1,2]"},
+      {R"({"inputs":[{"name":"x","datatype":"FP32","shape":[1,2],"data":[1,2]},)"
+       R"({"name":"w","datatype":"FP32","shape":[1,2],"data":[1,2]}]})",
+       "model 'mlp': the model has no input 'w' (its inputs: x)"},
+      {R"({"inputs":[]})", "model 'mlp': input 'x' is missing"},
+  };
+  for (const auto& [body, message] : cases) {
+    auto answer = client.Send("POST", "/v2/models/mlp/infer", kAlphaKey, body);
+    ASSERT_TRUE(answer);
+    EXPECT_EQ(answer->result_int(), 400u) << body;
+    EXPECT_EQ(ErrorOf(*answer), message) << body;
+  }
+  // The binary form is checked the same way.
+  const std::string header =
+      R"({"inputs":[{"name":"x","datatype":"FP32","shape":[1,4],"parameters":{"binary_data_size":16}}]})";
+  const std::string binary(16, '\0');
+  auto answer = client.SendRaw(BinaryRequest("/v2/models/mlp/infer", kAlphaKey, header, binary,
+                                             std::to_string(header.size())));
+  ASSERT_TRUE(answer);
+  EXPECT_EQ(answer->result_int(), 400u);
+  EXPECT_EQ(ErrorOf(*answer), "model 'mlp': input 'x' has shape [1,4]; the model takes [-1,2]");
+  EXPECT_TRUE(backend_.calls().empty());
+  // Any batch fits the batch dimension; a model that lists no tensors takes anything.
+  auto batch = client.Send("POST", "/v2/models/mlp/infer", kAlphaKey,
+                           R"({"inputs":[{"name":"x","datatype":"FP32","shape":[3,2],)"
+                           R"("data":[1,2,3,4,5,6]}]})");
+  ASSERT_TRUE(batch);
+  EXPECT_EQ(batch->result_int(), 200u) << batch->body();
+  auto any =
+      client.Send("POST", "/v2/models/private/infer", kAlphaKey,
+                  R"({"inputs":[{"name":"q","datatype":"INT8","shape":[5],"data":[1,2,3,4,5]}]})");
+  ASSERT_TRUE(any);
+  EXPECT_EQ(any->result_int(), 200u) << any->body();
+  EXPECT_EQ(backend_.calls().size(), 2u);
 }
 
 TEST_F(FrontTest, InferAnsweredFromAnotherThread) {
@@ -720,7 +766,7 @@ TEST_F(FrontTest, BackendErrorsMapToStatuses) {
     SCOPED_TRACE(std::string(StatusCodeName(code)));
     const std::string body = R"({"id": "a", "parameters": {"code": )" +
                              std::to_string(static_cast<int>(code)) + R"(}, "inputs": []})";
-    auto answer = client.Send("POST", "/v2/models/mlp/infer", kAlphaKey, body);
+    auto answer = client.Send("POST", "/v2/models/private/infer", kAlphaKey, body);
     ASSERT_TRUE(answer);
     EXPECT_EQ(answer->result_int(), status);
     EXPECT_EQ(ErrorOf(*answer), "the backend says no");
@@ -729,12 +775,12 @@ TEST_F(FrontTest, BackendErrorsMapToStatuses) {
   const std::string gone = R"({"parameters": {"code": )" +
                            std::to_string(static_cast<int>(StatusCode::kNotFound)) +
                            R"(}, "inputs": []})";
-  auto answer = client.Send("POST", "/v2/models/mlp/infer", kAlphaKey, gone);
+  auto answer = client.Send("POST", "/v2/models/private/infer", kAlphaKey, gone);
   ASSERT_TRUE(answer);
   EXPECT_EQ(answer->result_int(), 404u);
-  EXPECT_EQ(ErrorOf(*answer), "model 'mlp' not found");
+  EXPECT_EQ(ErrorOf(*answer), "model 'private' not found");
   // An answer JSON cannot carry (a NaN) is a 500.
-  auto nan = client.Send("POST", "/v2/models/mlp/infer", kAlphaKey,
+  auto nan = client.Send("POST", "/v2/models/private/infer", kAlphaKey,
                          R"({"parameters": {"nan": true}, "inputs": []})");
   ASSERT_TRUE(nan);
   EXPECT_EQ(nan->result_int(), 500u);

@@ -51,23 +51,6 @@ bool ValidUtf8(std::string_view text) {
   return true;
 }
 
-// The node hands tensors to the function as JSON text, which cannot carry a string that is not
-// UTF-8: such a request is refused here, not in its batch (where it would fail the others).
-Status CheckStringsCarryAsJson(const InferRequest& request) {
-  for (const Tensor& input : request.inputs) {
-    const std::vector<std::string>& strings = input.strings();
-    for (std::size_t i = 0; i < strings.size(); ++i) {
-      if (!ValidUtf8(strings[i])) {
-        return InvalidArgument(fmt::format(
-            "input '{}': element {} is not valid UTF-8, which the node cannot pass on to the "
-            "function yet (it sends tensors as JSON text)",
-            input.name(), i));
-      }
-    }
-  }
-  return Status::Ok();
-}
-
 // The raw form: the whole body is the model's one input.
 Result<InferRequest> ParseRawBody(std::string_view body, const ModelInfo& model,
                                   const ParseLimits& limits) {
@@ -79,8 +62,8 @@ Result<InferRequest> ParseRawBody(std::string_view body, const ModelInfo& model,
         model.inputs.empty() ? "does not describe its inputs"
                              : fmt::format("has {} inputs", model.inputs.size())));
   }
-  const TensorMetadata& input = model.inputs.front();
-  GSHARE_ASSIGN_OR_RETURN(const DataType type, ParseDataType(input.datatype));
+  const TensorSpec& input = model.inputs.front();
+  const DataType type = input.datatype;
   std::vector<std::int64_t> shape = input.shape;
   const auto free_count = [&shape] {
     return std::count_if(shape.begin(), shape.end(), [](std::int64_t dim) { return dim < 0; });
@@ -92,7 +75,7 @@ Result<InferRequest> ParseRawBody(std::string_view body, const ModelInfo& model,
     const std::size_t size = ElementSizeBytes(type);
     if (body.size() % size != 0) {
       return InvalidArgument(fmt::format("input '{}': a body of {} bytes is no whole number of {}",
-                                         input.name, body.size(), input.datatype));
+                                         input.name, body.size(), DataTypeName(type)));
     }
     elements = body.size() / size;
   } else {
@@ -140,13 +123,28 @@ Result<InferRequest> ParseRawBody(std::string_view body, const ModelInfo& model,
   }
   const nlohmann::json header = {
       {"inputs", nlohmann::json::array({{{"name", input.name},
-                                         {"datatype", input.datatype},
+                                         {"datatype", std::string(DataTypeName(type))},
                                          {"shape", shape},
                                          {"parameters", {{"binary_data_size", body.size()}}}}})}};
   return ParseInferRequestWithBinary(header.dump(), body, limits);
 }
 
 }  // namespace
+
+Status CheckStringsCarryAsJson(const InferRequest& request) {
+  for (const Tensor& input : request.inputs) {
+    const std::vector<std::string>& strings = input.strings();
+    for (std::size_t i = 0; i < strings.size(); ++i) {
+      if (!ValidUtf8(strings[i])) {
+        return InvalidArgument(fmt::format(
+            "input '{}': element {} is not valid UTF-8, which the node cannot pass on to the "
+            "function yet (it sends tensors as JSON text)",
+            input.name(), i));
+      }
+    }
+  }
+  return Status::Ok();
+}
 
 Result<std::optional<std::size_t>> JsonLengthOf(const net::ServerRequest& request) {
   const std::string_view value = request.Header(kHeaderLengthField);
@@ -196,12 +194,14 @@ Result<AnswerFormat> AnswerFormatOf(const InferRequest& request) {
   return format;
 }
 
-Status CheckRequestedOutputs(const InferRequest& request, const ModelInfo& model) {
+Status CheckAgainstModel(const InferRequest& request, const ModelInfo& model) {
+  if (Status fits = CheckInputsFit(request.inputs, model.inputs); !fits.ok()) {
+    return InvalidArgument(fmt::format("model '{}': {}", model.name, fits.message()));
+  }
   if (model.outputs.empty()) return Status::Ok();
   for (const std::string& name : request.requested_outputs) {
-    const bool known =
-        std::any_of(model.outputs.begin(), model.outputs.end(),
-                    [&](const TensorMetadata& output) { return output.name == name; });
+    const bool known = std::any_of(model.outputs.begin(), model.outputs.end(),
+                                   [&](const TensorSpec& output) { return output.name == name; });
     if (!known) {
       return InvalidArgument(fmt::format("model '{}' has no output '{}'", model.name, name));
     }

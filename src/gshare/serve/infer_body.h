@@ -58,8 +58,15 @@ struct AnswerFormat {
 };
 Result<AnswerFormat> AnswerFormatOf(const InferRequest& request);
 
-// A requested output that the model's metadata does not list (when it lists outputs).
-Status CheckRequestedOutputs(const InferRequest& request, const ModelInfo& model);
+// The node hands tensors to the function as JSON text, which cannot carry a string that is not
+// UTF-8: InvalidArgument naming the input and element of such a BYTES element, so that the request
+// is refused at the front, not in its batch (where it would fail the others).
+Status CheckStringsCarryAsJson(const InferRequest& request);
+
+// Whether `request` fits the model's metadata: its inputs as CheckInputsFit has them (when the
+// model lists inputs), and every requested output among those it lists (when it lists outputs).
+// InvalidArgument naming the tensor otherwise.
+Status CheckAgainstModel(const InferRequest& request, const ModelInfo& model);
 
 // The answer's HTTP response: 200 in JSON or in the binary form; a requested output missing from
 // it is a 400 (500 where the model's metadata lists its outputs: the function broke its word);

@@ -493,6 +493,8 @@ Status LiveBackend::Deploy(const FunctionSpec& spec, Settled settled) {
   next.info.slo = launch->function.slo;
   next.info.platform = spec.runtime.empty() ? "command" : spec.runtime;
   next.info.max_batch = launch->function.max_batch;
+  next.info.inputs = spec.inputs;  // none: the function's own, once it is ready (AddVersion)
+  next.info.outputs = spec.outputs;
   next.series = *series;
   std::uint64_t generation = 0;
   bool created = false;
@@ -545,6 +547,13 @@ void LiveBackend::AddVersion(const Key& key, std::uint64_t generation, Entry nex
       auto it = entries_.find(key);
       current = it != entries_.end() && it->second.generation == generation;
       if (current && status.ok()) {
+        if (next.info.inputs.empty() && next.info.outputs.empty() &&
+            node_->process_host() != nullptr) {
+          if (auto reported = node_->process_host()->ReportedTensors(version)) {
+            next.info.inputs = std::move(reported->inputs);
+            next.info.outputs = std::move(reported->outputs);
+          }
+        }
         // The new version takes the requests from now on.
         next.generation = generation;
         next.state = ModelState::kReady;

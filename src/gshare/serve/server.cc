@@ -13,6 +13,19 @@
 
 #include "gshare/serve/data_dir.h"
 #include "gshare/serve/http_util.h"
+#if GSHARE_WITH_GRPC
+#include "gshare/serve/grpc/grpc_server.h"
+#else
+namespace gshare::serve {
+// A build without gRPC: never started (Start refuses a grpc_listen).
+class GrpcServer {
+ public:
+  int port() const { return 0; }
+  void BeginShutdown(std::chrono::milliseconds) {}
+  void Wait() {}
+};
+}  // namespace gshare::serve
+#endif
 
 namespace gshare::serve {
 
@@ -152,8 +165,32 @@ Result<std::unique_ptr<Server>> Server::Start(ServerOptions options) {
                                 s.Handle(std::move(request), std::move(responder));
                               },
                               [&s](net::ServerRequest& head) { return s.CheckHead(head); }));
+  if (!s.options_.grpc_listen.empty()) {
+#if GSHARE_WITH_GRPC
+    GrpcServerOptions grpc;
+    grpc.listen = s.options_.grpc_listen;
+    grpc.parse_limits = front.parse_limits;
+    GSHARE_ASSIGN_OR_RETURN(
+        s.grpc_, GrpcServer::Start(std::move(grpc), *s.front_,
+                                   [&s](net::ServerRequest request, net::Responder responder) {
+                                     s.Handle(std::move(request), std::move(responder));
+                                   }));
+#else
+    return FailedPrecondition("this gshare is built without gRPC (GSHARE_WITH_GRPC=OFF)");
+#endif
+  }
   return server;
 }
+
+bool GrpcBuilt() {
+#if GSHARE_WITH_GRPC
+  return true;
+#else
+  return false;
+#endif
+}
+
+int Server::grpc_port() const { return grpc_ ? grpc_->port() : 0; }
 
 Server::~Server() {
   // Also after a start that failed half-way: the pool stops before the backend shuts down.
@@ -165,12 +202,14 @@ Server::~Server() {
 
 void Server::BeginShutdown() {
   if (http_ != nullptr) http_->BeginShutdown(options_.drain);
+  if (grpc_ != nullptr) grpc_->BeginShutdown(options_.drain);
 }
 
 void Server::Wait() {
   if (waited_) return;
   waited_ = true;
   if (http_ != nullptr) http_->Wait();
+  if (grpc_ != nullptr) grpc_->Wait();
   // No parse hands a request to the backend once it has shut down: the jobs still queued are
   // answered 503, the one running finishes first.
   // The pool stops (its queued parses answered 503) but stays: the backend's answers, which may

@@ -9,6 +9,9 @@
 // method and key are checked once the header is in, before its body is read (CheckHead), and
 // again with the body.
 //
+// gRPC: where grpc_listen is set, the KServe v2 gRPC service (grpc/grpc_server.h) listens there
+// too, over the same front and handlers.
+//
 // Registry changes by another process (`gshare tenant add`, `remove`): a RegistryWatcher polls
 // the registry every kRegistryPollInterval, and the management API reloads the keys and stops
 // the functions of a removed tenant (ManagementApi::RegistryChanged).
@@ -62,7 +65,15 @@ struct ServerOptions {
   // Per-tenant quota on the sum of its functions' gpu_memory; 0: none.
   std::uint64_t tenant_gpu_memory_bytes = 0;
   std::chrono::milliseconds drain{30'000};
+  // HOST:PORT of the KServe v2 gRPC service (port 0: any free one); empty: none. A build without
+  // gRPC refuses a non-empty one.
+  std::string grpc_listen;
 };
+
+class GrpcServer;
+
+// Whether this build serves gRPC (GSHARE_WITH_GRPC).
+bool GrpcBuilt();
 
 class Server {
  public:
@@ -72,6 +83,8 @@ class Server {
   Server& operator=(const Server&) = delete;
 
   std::uint16_t port() const { return http_->port(); }
+  // The gRPC service's port; 0 without one.
+  int grpc_port() const;
   // The admin key, and whether this start generated it (then print it once).
   const AdminKey& admin_key() const { return admin_key_; }
   // How many functions of the registry were deployed at the start.
@@ -118,6 +131,7 @@ class Server {
   std::unique_ptr<ManagementApi> management_;
   std::unique_ptr<RegistryWatcher> watcher_;
   std::unique_ptr<net::HttpServer> http_;
+  std::unique_ptr<GrpcServer> grpc_;
   bool waited_ = false;
 };
 

@@ -585,14 +585,76 @@ timeout: 10s
       "POST", "/v2/models/mlp/infer", acme,
       nlohmann::json{
           {"inputs",
-           {{{"name", "x"}, {"datatype", "FP32"}, {"shape", {1, 1, 28, 28}}, {"data", image}}}}}
+           {{{"name", "input"}, {"datatype", "FP32"}, {"shape", {1, 1, 28, 28}}, {"data", image}}}}}
           .dump());
   ASSERT_TRUE(good);
   ASSERT_EQ(good->result_int(), 200) << good->body();
   EXPECT_EQ(Json(good)["outputs"][0]["shape"], nlohmann::json({1, 10}));
+  // The runtime reported its tensors at readiness: the metadata lists them, and the front holds
+  // requests to them (another name, a flat image) before they are queued.
+  auto metadata = client_->Send("GET", "/v2/models/mlp", acme);
+  ASSERT_TRUE(metadata);
+  EXPECT_EQ(Json(metadata)["inputs"],
+            nlohmann::json::parse(R"([{"name":"input","datatype":"FP32","shape":[-1,1,28,28]}])"));
+  EXPECT_EQ(Json(metadata)["outputs"],
+            nlohmann::json::parse(R"([{"name":"logits","datatype":"FP32","shape":[-1,10]}])"));
+  for (const auto& [body, message] : std::vector<std::pair<nlohmann::json, std::string>>{
+           {{{"inputs",
+              {{{"name", "x"}, {"datatype", "FP32"}, {"shape", {1, 1, 28, 28}}, {"data", image}}}}},
+            "model 'mlp': the model has no input 'x' (its inputs: input)"},
+           {{{"inputs",
+              {{{"name", "input"}, {"datatype", "FP32"}, {"shape", {1, 784}}, {"data", image}}}}},
+            "model 'mlp': input 'input' has shape [1,784]; the model takes [-1,1,28,28]"}}) {
+    auto refused = client_->Send("POST", "/v2/models/mlp/infer", acme, body.dump());
+    ASSERT_TRUE(refused);
+    EXPECT_EQ(refused->result_int(), 400);
+    EXPECT_EQ(Json(refused).value("error", ""), message);
+  }
   auto live = client_->Send("GET", "/v2/health/live");
   ASSERT_TRUE(live);
   EXPECT_EQ(live->result_int(), 200);
+}
+
+// A spec's inputs and outputs are the model's: the metadata and the config list them, requests
+// are checked against them, and the raw binary form takes the one input.
+TEST_F(ServerTest, ASpecsTensorsAreTheModels) {
+  Start();
+  const std::string acme = AddTenant("acme");
+  Deploy(acme,
+         std::string(kEchoSpec) +
+             "inputs: [{name: x, datatype: FP32, shape: [-1, 3]}]\n"
+             "outputs: [{name: output, datatype: FP32, shape: [-1, 3]}]\n",
+         "echo");
+  auto metadata = client_->Send("GET", "/v2/models/echo", acme);
+  ASSERT_TRUE(metadata);
+  EXPECT_EQ(Json(metadata)["inputs"],
+            nlohmann::json::parse(R"([{"name":"x","datatype":"FP32","shape":[-1,3]}])"));
+  auto config = client_->Send("GET", "/v2/models/echo/config", acme);
+  ASSERT_TRUE(config);
+  EXPECT_EQ(Json(config)["input"],
+            nlohmann::json::parse(R"([{"name":"x","data_type":"TYPE_FP32","dims":[3]}])"));
+  auto good = client_->Send("POST", "/v2/models/echo/infer", acme, EchoRequest("t1"));
+  ASSERT_TRUE(good);
+  ASSERT_EQ(good->result_int(), 200) << good->body();
+  auto wrong =
+      client_->Send("POST", "/v2/models/echo/infer", acme,
+                    R"({"inputs":[{"name":"x","datatype":"FP64","shape":[1,3],"data":[1,2,3]}]})");
+  ASSERT_TRUE(wrong);
+  EXPECT_EQ(wrong->result_int(), 400);
+  EXPECT_EQ(Json(wrong).value("error", ""),
+            "model 'echo': input 'x' is FP64; the model takes FP32");
+  // The raw form: the body is x's data, one row of 3.
+  const std::vector<float> row = {1.0f, 2.0f, 4.0f};
+  const std::string raw(reinterpret_cast<const char*>(row.data()), sizeof(float) * row.size());
+  auto answer = client_->SendRaw(
+      "POST /v2/models/echo/infer HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer " + acme +
+      "\r\nInference-Header-Content-Length: 0\r\nContent-Length: " + std::to_string(raw.size()) +
+      "\r\n\r\n" + raw);
+  ASSERT_TRUE(answer);
+  ASSERT_EQ(answer->result_int(), 200) << answer->body();
+  const std::string body = answer->body();
+  ASSERT_GE(body.size(), raw.size());
+  EXPECT_EQ(body.substr(body.size() - raw.size()), raw);
 }
 
 // The process's peak resident memory since the last ResetOwnPeakMemory, in bytes.

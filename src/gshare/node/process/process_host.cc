@@ -270,6 +270,7 @@ void ProcessHost::RemoveCommand(FunctionId function) {
   const InstanceCommand removed = std::move(it->second);
   commands_.erase(it);
   restarts_.erase(function);
+  reported_.erase(function);
   // The function's log goes with its last version (an update's new version writes the same one),
   // unless it never ran: then its log says why, for whoever reads the deploy's error.
   if (ever_ready_.erase(function) == 0) return;
@@ -387,16 +388,56 @@ void ProcessHost::PollReady(InstanceId id) {
           return;
         }
         Process& polled = *found->second;
-        if (answer.ok() && answer->status == 200) {
-          polled.ready = true;
-          ever_ready_.insert(polled.function);
-          polled.ready_at = clock_.Now();
-          ScheduleProbe(id);
-          if (polled.launch.on_ready) polled.launch.on_ready();
-          return;
-        }
+        if (answer.ok() && answer->status == 200) return ReadMetadataThenReady(id);
         polled.timer = clock_.After(options_.ready_poll, [this, id] { PollReady(id); });
       });
+}
+
+void ProcessHost::ReadMetadataThenReady(InstanceId id) {
+  Process& process = *processes_.at(id);
+  const InstanceCommand& command = CommandOf(process.function);
+  if (!command.read_metadata || reported_.contains(process.function)) return Ready(process);
+  net::SendUnixHttpRequest(
+      loop_, process.socket_path, {"GET", "/v2/models/" + command.model, "", ""},
+      options_.probe_timeout, {}, [this, id, alive = alive_](Result<net::HttpResponse> answer) {
+        if (!*alive) return;
+        auto found = processes_.find(id);
+        if (found == processes_.end() || found->second->stopping ||
+            !found->second->kill_reason.ok()) {
+          return;
+        }
+        Process& polled = *found->second;
+        const InstanceCommand& polled_command = CommandOf(polled.function);
+        ModelTensors tensors;
+        if (answer.ok() && answer->status == 200) {
+          auto parsed = ParseModelMetadataTensors(answer->body, polled_command.batched);
+          if (!parsed.ok()) {
+            return Kill(polled, FailedPrecondition(fmt::format(
+                                    "instance {} of {} reported its model's tensors wrongly at "
+                                    "GET /v2/models/{}: {}",
+                                    id, FunctionName(polled_command), polled_command.model,
+                                    parsed.status().message())));
+          }
+          tensors = std::move(parsed).value();
+        }
+        // Another status, or no answer: the function describes nothing (its probes judge it).
+        reported_[polled.function] = std::move(tensors);
+        Ready(polled);
+      });
+}
+
+void ProcessHost::Ready(Process& process) {
+  process.ready = true;
+  ever_ready_.insert(process.function);
+  process.ready_at = clock_.Now();
+  ScheduleProbe(process.id);
+  if (process.launch.on_ready) process.launch.on_ready();
+}
+
+std::optional<ModelTensors> ProcessHost::ReportedTensors(FunctionId function) const {
+  const auto it = reported_.find(function);
+  if (it == reported_.end()) return std::nullopt;
+  return it->second;
 }
 
 void ProcessHost::ScheduleProbe(InstanceId id) {

@@ -16,7 +16,10 @@
 //    cgroup of its own (pids.max; memory.max when the command sets one), removed after it ends;
 //    otherwise it runs without one, and the reason is logged once (cgroup_reason());
 //  - it is ready when GET /v2/health/ready answers 200 on its socket (polled until ready_timeout,
-//    after which it is killed: a crash); once ready the same probe runs every health_interval
+//    after which it is killed: a crash) and, for a command that reads metadata, the function's
+//    first instance has answered GET /v2/models/{model}: 200 with tensors that pass
+//    CheckTensorSpecs (tensors it reports wrongly are a crash, with the reason), or another
+//    status (it reports none); once ready the same probe runs every health_interval
 //    while no batch is in flight, and health_failures probes failed in a row kill it (a crash);
 //    its end is seen through a pidfd on the loop.
 // Crashes and restarts: an instance that ends without being stopped (or fails to spawn) is a crash
@@ -59,6 +62,7 @@
 #include "gshare/node/process/child_process.h"
 #include "gshare/node/process/tenant_identity.h"
 #include "gshare/protocol/infer.h"
+#include "gshare/protocol/model_metadata.h"
 
 namespace gshare {
 
@@ -71,6 +75,10 @@ struct InstanceCommand {
   std::string name;         // the function's name: its log is <run dir>/logs/<tenant>/<name>.log
   std::string tenant;
   std::optional<std::uint64_t> memory_max_bytes;  // the instance cgroup's memory.max, if any
+  // Read the model's tensors from GET /v2/models/{model} when its first instance is ready
+  // (ReportedTensors), checked as a model that batches (max_batch above 1) or not.
+  bool read_metadata = false;
+  bool batched = false;
 };
 
 // Where the inputs of requests come from and their answers go.
@@ -161,6 +169,9 @@ class ProcessHost final : public InstanceHost {
   const std::string& cgroup_reason() const { return cgroups_.reason; }
   bool cgroups_enabled() const { return cgroups_.enabled; }
   RestartState FunctionRestarts(FunctionId function) const;
+  // The tensors `function`'s metadata reported (empty where it reported none), once an instance
+  // of a command that reads metadata is ready; absent before, and for other commands.
+  std::optional<ModelTensors> ReportedTensors(FunctionId function) const;
   // Processes running now (spawned, not yet reaped), and the pids of those ready: the programs'
   // (ChildProcess::program_pid), not their inits'.
   std::size_t running() const;
@@ -201,6 +212,9 @@ class ProcessHost final : public InstanceHost {
   std::chrono::milliseconds DelayAfter(int crashes) const;
   Status SpawnNow(Process& process);
   void PollReady(InstanceId id);
+  // Reads the function's metadata where its command asks and nothing is known yet, then Ready.
+  void ReadMetadataThenReady(InstanceId id);
+  void Ready(Process& process);
   void ScheduleProbe(InstanceId id);
   void Kill(Process& process, Status reason);
   // SIGKILL (ChildProcess::SignalGroup), then after stop_grace ChildProcess::KillAll.
@@ -227,7 +241,8 @@ class ProcessHost final : public InstanceHost {
   Status identity_error_;
   CgroupDecision cgroups_;
   std::map<FunctionId, Restarts> restarts_;
-  std::set<FunctionId> ever_ready_;  // functions with an instance that became ready
+  std::set<FunctionId> ever_ready_;              // functions with an instance that became ready
+  std::map<FunctionId, ModelTensors> reported_;  // ReportedTensors
   // Instances spawned per uid: a removal of leftovers stops when one of the uid starts.
   std::map<uid_t, std::shared_ptr<std::atomic<std::uint64_t>>> spawns_by_uid_;
   // Uids with an instance that ran outside a PID namespace since their last cleanup.
