@@ -1,8 +1,12 @@
 """The gShare function protocol, server side, for Python functions: standard library only.
 
 HTTP/1.1 over the Unix socket a node names in GSHARE_SOCKET, one request per connection, in the
-KServe v2 (Open Inference Protocol) JSON of docs/protocol.md:
+KServe v2 (Open Inference Protocol) JSON of docs/protocol.md, or its binary tensor data extension
+(the JSON's length in Inference-Header-Content-Length, then the tensors' little-endian bytes; the
+answer in the same form when the request's parameters say binary_data_output), which the node
+uses because GET /v2 lists it:
 
+  GET  /v2                       the server's metadata: its extensions (binary_tensor_data)
   GET  /v2/health/live           200 while the process runs
   GET  /v2/health/ready          200 once the model is loaded, 503 before
   GET  /v2/models/{name}         the model's metadata: inputs and outputs (name, datatype, shape)
@@ -26,6 +30,7 @@ import os
 import signal
 import socketserver
 import stat
+import struct
 import sys
 import threading
 from dataclasses import dataclass
@@ -43,6 +48,9 @@ _INT_RANGES = {
     "UINT64": (0, 2**64 - 1),
 }
 DATATYPES = frozenset(_FLOAT_LIMITS) | frozenset(_INT_RANGES) | {"BOOL"}
+# The struct format of one element of each fixed-size datatype, little-endian.
+_FORMATS = {"BOOL": "?", "UINT8": "B", "UINT16": "H", "UINT32": "I", "UINT64": "Q", "INT8": "b",
+            "INT16": "h", "INT32": "i", "INT64": "q", "FP16": "e", "FP32": "f", "FP64": "d"}
 
 
 class BadInput(ValueError):
@@ -127,8 +135,53 @@ def _check_elements(data, datatype, where):
             raise BadInput(f"{where}: data element {i} is not valid for {datatype}")
 
 
-def parse_infer_request(body, model):
-    """The inputs ({name: Tensor}), the requested output names (None: all) and the request id."""
+def _binary_elements(raw, datatype, count, where):
+    """The `count` elements of `datatype` in `raw` (the binary extension's bytes), as a list."""
+    if datatype == "BYTES":
+        out, at = [], 0
+        while at < len(raw) and len(out) < count:
+            if len(raw) - at < 4:
+                raise BadInput(f"{where}: a BYTES length is cut short")
+            (length,) = struct.unpack_from("<I", raw, at)
+            at += 4
+            if length > len(raw) - at:
+                raise BadInput(f"{where}: element {len(out)} is longer than its bytes")
+            out.append(bytes(raw[at : at + length]))
+            at += length
+        if len(out) != count or at != len(raw):
+            raise BadInput(f"{where}: binary_data_size does not hold {count} elements exactly")
+        return out
+    fmt = _FORMATS[datatype]
+    if len(raw) != count * struct.calcsize(fmt):
+        raise BadInput(f"{where}: binary_data_size is {len(raw)} bytes; its shape takes "
+                       f"{count * struct.calcsize(fmt)}")
+    try:
+        return list(struct.unpack(f"<{count}{fmt}", raw))
+    except struct.error as error:
+        raise BadInput(f"{where}: {error}") from None
+
+
+def _binary_bytes(tensor):
+    """The binary extension's bytes of an output."""
+    if tensor.datatype == "BYTES":
+        parts = []
+        for element in tensor.data:
+            data = element.encode() if isinstance(element, str) else bytes(element)
+            parts.append(struct.pack("<I", len(data)) + data)
+        return b"".join(parts)
+    return struct.pack(f"<{len(tensor.data)}{_FORMATS[tensor.datatype]}", *tensor.data)
+
+
+def parse_infer_request(body, model, json_length=None):
+    """The inputs ({name: Tensor}), the requested output names (None: all), the request id and
+    whether the answer goes in the binary form. `json_length`: Inference-Header-Content-Length,
+    where the request gave one (the rest of the body is the inputs' binary data)."""
+    binary = None
+    if json_length is not None:
+        if not 0 <= json_length <= len(body):
+            raise BadInput("Inference-Header-Content-Length is not a length within the body")
+        body, binary = body[:json_length], memoryview(body)[json_length:]
+    used = 0
     try:
         message = json.loads(body, parse_constant=_reject_constant)
     except (ValueError, RecursionError) as error:
@@ -150,8 +203,9 @@ def parse_infer_request(body, model):
             raise BadInput(f"{where} appears twice")
         if name not in specs:
             raise BadInput(f"{where}: model '{model.name}' has no such input")
-        if "binary_data_size" in (entry.get("parameters") or {}):
-            raise BadInput(f"{where}: the binary data extension is not supported")
+        parameters = entry.get("parameters") or {}
+        if not isinstance(parameters, dict):
+            raise BadInput(f"{where}: 'parameters' is not an object")
         spec = specs[name]
         datatype, shape = entry.get("datatype"), entry.get("shape")
         if datatype != spec.datatype:
@@ -163,8 +217,21 @@ def parse_infer_request(body, model):
             or any(want not in (-1, got) for want, got in zip(spec.shape, shape))
         ):
             raise BadInput(f"{where}: shape {shape}, the model takes {spec.shape}")
-        data = _flatten(entry.get("data"), shape, where)
-        _check_elements(data, datatype, where)
+        if "binary_data_size" in parameters:
+            size = parameters["binary_data_size"]
+            if binary is None:
+                raise BadInput(f"{where}: binary_data_size without binary data "
+                               "(Inference-Header-Content-Length)")
+            if type(size) is not int or not 0 <= size <= len(binary) - used:
+                raise BadInput(f"{where}: binary_data_size is not within the binary data left")
+            count = 1
+            for d in shape:
+                count *= d
+            data = _binary_elements(binary[used : used + size], datatype, count, where)
+            used += size
+        else:
+            data = _flatten(entry.get("data"), shape, where)
+            _check_elements(data, datatype, where)
         inputs[name] = Tensor(name, datatype, shape, data)
     missing = sorted(set(specs) - set(inputs))
     if missing:
@@ -183,7 +250,12 @@ def parse_infer_request(body, model):
     request_id = message.get("id")
     if request_id is not None and not isinstance(request_id, str):
         raise BadInput("'id' must be a string")
-    return inputs, requested, request_id
+    if binary is not None and used != len(binary):
+        raise BadInput(f"{len(binary) - used} bytes of binary data belong to no input")
+    request_parameters = message.get("parameters") or {}
+    binary_output = isinstance(request_parameters, dict) and \
+        request_parameters.get("binary_data_output") is True
+    return inputs, requested, request_id, binary_output
 
 
 def metadata(model):
@@ -199,16 +271,25 @@ def metadata(model):
     }
 
 
-def infer_response(model, outputs, requested, request_id):
+def infer_response(model, outputs, requested, request_id, binary_output=False):
+    """The answer's JSON object and, for the binary form, the outputs' bytes after it (else None)."""
     chosen = [o for o in outputs if requested is None or o.name in requested]
     response = {"model_name": model.name, "model_version": model.version}
     if request_id is not None:
         response["id"] = request_id
+    if not binary_output:
+        response["outputs"] = [
+            {"name": o.name, "datatype": o.datatype, "shape": list(o.shape), "data": o.data}
+            for o in chosen
+        ]
+        return response, None
+    parts = [_binary_bytes(o) for o in chosen]
     response["outputs"] = [
-        {"name": o.name, "datatype": o.datatype, "shape": list(o.shape), "data": o.data}
-        for o in chosen
+        {"name": o.name, "datatype": o.datatype, "shape": list(o.shape),
+         "parameters": {"binary_data_size": len(part)}}
+        for o, part in zip(chosen, parts)
     ]
-    return response
+    return response, b"".join(parts)
 
 
 class FunctionServer(socketserver.UnixStreamServer):
@@ -230,10 +311,15 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     def address_string(self):
         return "unix"
 
-    def _answer(self, status, body):
+    def _answer(self, status, body, binary=None):
         payload = json.dumps(body, separators=(",", ":")).encode()
         self.send_response(status)
-        self.send_header("Content-Type", "application/json")
+        if binary is None:
+            self.send_header("Content-Type", "application/json")
+        else:
+            self.send_header("Content-Type", "application/octet-stream")
+            self.send_header("Inference-Header-Content-Length", str(len(payload)))
+            payload += binary
         self.send_header("Content-Length", str(len(payload)))
         self.send_header("Connection", "close")
         self.end_headers()
@@ -267,6 +353,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     def _route(self):
         """(kind, allowed method) of the request's path, or None."""
         path = self.path.split("?", 1)[0]
+        if path == "/v2":
+            return "server", "GET"
         if path == "/v2/health/live":
             return "live", "GET"
         if path == "/v2/health/ready":
@@ -294,6 +382,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         model = self.server.model
         if kind == "live":
             return self._answer(200, {"live": True})
+        if kind == "server":
+            return self._answer(200, {"name": self.server_version,
+                                      "extensions": ["binary_tensor_data"]})
         if kind == "ready":
             if model is None:
                 return self._error(503, "the model is loading")
@@ -303,9 +394,16 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         if kind == "metadata":
             return self._answer(200, metadata(model))
         try:
-            inputs, requested, request_id = parse_infer_request(self._read_body(), model)
+            json_length = self.headers.get("Inference-Header-Content-Length")
+            if json_length is not None:
+                if not json_length.isdigit():
+                    raise BadInput("Inference-Header-Content-Length is not a byte count")
+                json_length = int(json_length)
+            inputs, requested, request_id, binary_output = parse_infer_request(
+                self._read_body(), model, json_length)
             outputs = model.infer(inputs)
-            return self._answer(200, infer_response(model, outputs, requested, request_id))
+            answer, binary = infer_response(model, outputs, requested, request_id, binary_output)
+            return self._answer(200, answer, binary)
         except BadInput as error:
             return self._error(400, str(error))
         except OutOfMemory as error:

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Tests kserve_unix (the Python functions' protocol layer) without torch: starts a server process
 with a tiny pure-Python model on a socket in a temporary folder, checks health, metadata, infer
-answers (values, shapes, flat and nested data, requested outputs), 400 on bad inputs, 404, 405,
+answers (values, shapes, flat and nested data, requested outputs, the binary tensor extension in
+and out), 400 on bad inputs, 404, 405,
 507 on the model's out-of-memory with the process going on, then ends that process by its pid.
 
   python3 kserve_unix_test.py            the test (exit 0 when every check passes)
@@ -13,6 +14,7 @@ import json
 import os
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -65,6 +67,24 @@ class UnixConnection(http.client.HTTPConnection):
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.sock.settimeout(10)
         self.sock.connect(self.unix_path)
+
+
+def binary_request(path, header, data):
+    """The binary extension: (status, answer JSON, the bytes after it)."""
+    connection = UnixConnection(path)
+    try:
+        text = json.dumps(header).encode()
+        connection.request("POST", "/v2/models/fake/infer", body=text + data,
+                           headers={"Content-Type": "application/octet-stream",
+                                    "Inference-Header-Content-Length": str(len(text))})
+        response = connection.getresponse()
+        raw = response.read()
+        length = response.getheader("Inference-Header-Content-Length")
+        if length is None:
+            return response.status, json.loads(raw or b"null"), None
+        return response.status, json.loads(raw[: int(length)]), raw[int(length):]
+    finally:
+        connection.close()
 
 
 def request(path, method, target, body=None):
@@ -157,6 +177,29 @@ def run_checks(path):
         check(f"400 on {what}", status == 400 and isinstance(body.get("error"), str)
               and body["error"], f"{status} {body}")
 
+    # The binary tensor extension, which GET /v2 lists: in, and out when asked.
+    status, body = request(path, "GET", "/v2")
+    check("server metadata lists the binary extension",
+          status == 200 and body["extensions"] == ["binary_tensor_data"], f"{status} {body}")
+    header = {"id": "b", "parameters": {"binary_data_output": True},
+              "inputs": [{"name": "x", "datatype": "FP32", "shape": [2, 3],
+                          "parameters": {"binary_data_size": 24}}]}
+    status, body, data = binary_request(path, header, struct.pack("<6f", 1, 2, 3, 4.5, 5, 6))
+    check("binary in, binary out",
+          status == 200 and body["id"] == "b"
+          and body["outputs"][0]["parameters"] == {"binary_data_size": 16}
+          and body["outputs"][1]["parameters"] == {"binary_data_size": 8}
+          and data[:16] == struct.pack("<4f", 6.0, 3.0, 15.5, 10.0) and len(data) == 24,
+          f"{status} {body} {data!r}")
+    header["parameters"] = {}
+    status, body, data = binary_request(path, header, struct.pack("<6f", 1, 2, 3, 4.5, 5, 6))
+    check("binary in, JSON out", status == 200 and data is None
+          and body["outputs"][0]["data"] == [6.0, 3.0, 15.5, 10.0], f"{status} {body}")
+    for what, payload in {"short": struct.pack("<5f", 1, 2, 3, 4, 5),
+                          "extra bytes": struct.pack("<7f", 1, 2, 3, 4, 5, 6, 7)}.items():
+        status, body, _ = binary_request(path, header, payload)
+        check(f"400 on binary {what}", status == 400 and body["error"], f"{status} {body}")
+
     status, body = request(path, "GET", "/v2/models/other")
     check("404 on another model", status == 404 and "error" in body, f"{status} {body}")
     status, body = request(path, "GET", "/v2/models/fake/infer")
@@ -170,7 +213,7 @@ def run_checks(path):
     check("ready after the 507", status == 200, f"{status} {body}")
     status, body = request(path, "POST", "/v2/models/fake/infer", nested)
     check("infer after the 507", status == 200 and body["outputs"][0]["data"][:2] == [6.0, 3.0]
-          and body["outputs"][1]["data"] == [3], f"{status} {body}")
+          and body["outputs"][1]["data"] == [5], f"{status} {body}")
 
 
 def main():

@@ -7,12 +7,16 @@
 // to serve on). It loads its model into its device memory, then serves the function protocol:
 //   GET  /v2/health/live             200 while it runs
 //   GET  /v2/health/ready            200 once the model is loaded
+//   GET  /v2                         its extensions: the binary tensor data extension
 //   GET  /v2/models/{name}           its metadata: the tensors it takes and gives (echo: none)
-//   POST /v2/models/{name}/infer     KServe v2 JSON; one input, stacked along its first dimension
+//   POST /v2/models/{name}/infer     KServe v2 JSON, or the binary tensor extension (answered in
+//                                    it when binary_data_output asks); one input, stacked along its
+//                                    first dimension
 // Errors are {"error": "..."}: 400 for a bad request, 404 for another path, 507 when a batch does
 // not fit the slice's quota (that batch fails; the function goes on), 500 otherwise.
 #include <unistd.h>
 
+#include <charconv>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -83,6 +87,9 @@ int main(int argc, char** argv) {
   const std::string model_target = "/v2/models/" + model;
   const std::string infer_target = model_target + "/infer";
   const gshare::ModelTensors tensors = (*function)->tensors();
+  // The node sends tensors in the binary tensor extension to a function that lists it.
+  const std::string server_metadata =
+      nlohmann::json{{"name", "gshare-function"}, {"extensions", {"binary_tensor_data"}}}.dump();
   const std::string metadata = nlohmann::json{{"name", model},
                                               {"versions", {"1"}},
                                               {"platform", "gshare-" + model},
@@ -94,14 +101,38 @@ int main(int argc, char** argv) {
         (request.target == "/v2/health/ready" || request.target == "/v2/health/live")) {
       return {200, "{}", "application/json"};
     }
+    if (request.method == "GET" && request.target == "/v2") {
+      return {200, server_metadata, "application/json"};
+    }
     if (request.method == "GET" && request.target == model_target) {
       return {200, metadata, "application/json"};
     }
     if (request.method != "POST" || request.target != infer_target) {
       return Error(404, "no such endpoint: " + request.method + " " + request.target);
     }
-    auto parsed = gshare::ParseInferRequest(request.body);
+    // JSON, or the binary tensor extension: the JSON's length in Inference-Header-Content-Length.
+    const std::string_view json_length =
+        gshare::net::FindHeader(request.headers, "Inference-Header-Content-Length");
+    gshare::Result<gshare::InferRequest> parsed = gshare::InvalidArgument("unparsed");
+    if (json_length.empty()) {
+      parsed = gshare::ParseInferRequest(request.body);
+    } else {
+      std::size_t length = 0;
+      const auto [end, error] =
+          std::from_chars(json_length.data(), json_length.data() + json_length.size(), length);
+      if (error != std::errc() || end != json_length.data() + json_length.size() ||
+          length > request.body.size()) {
+        return Error(400, "Inference-Header-Content-Length is not a length within the body");
+      }
+      parsed = gshare::ParseInferRequestWithBinary(std::string_view(request.body).substr(0, length),
+                                                   std::string_view(request.body).substr(length));
+    }
     if (!parsed.ok()) return Error(400, parsed.status().message());
+    bool binary_out = false;
+    if (parsed->parameters) {
+      const auto it = parsed->parameters->find("binary_data_output");
+      binary_out = it != parsed->parameters->end() && it->is_boolean() && it->get<bool>();
+    }
     if (parsed->inputs.size() != 1) return Error(400, "the model takes exactly one input");
     auto output = (*function)->Infer(parsed->inputs.front());
     if (!output.ok()) {
@@ -113,6 +144,15 @@ int main(int argc, char** argv) {
     response.model_version = "1";
     response.id = parsed->id;
     response.outputs.push_back(std::move(output).value());
+    if (binary_out) {
+      auto body = gshare::SerializeInferResponseWithBinary(response,
+                                                           [](const std::string&) { return true; });
+      if (!body.ok()) return Error(500, body.status().message());
+      return {200,
+              std::move(body->body),
+              "application/octet-stream",
+              {{"Inference-Header-Content-Length", std::to_string(body->json_bytes)}}};
+    }
     auto body = gshare::SerializeInferResponse(response);
     if (!body.ok()) return Error(500, body.status().message());
     return {200, std::move(body).value(), "application/json"};

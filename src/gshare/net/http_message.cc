@@ -2,7 +2,23 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cctype>
+
 namespace gshare::net {
+
+std::string_view FindHeader(const HeaderFields& fields, std::string_view name) {
+  for (const auto& [field, value] : fields) {
+    if (field.size() == name.size() &&
+        std::equal(field.begin(), field.end(), name.begin(), [](char a, char b) {
+          return std::tolower(static_cast<unsigned char>(a)) ==
+                 std::tolower(static_cast<unsigned char>(b));
+        })) {
+      return value;
+    }
+  }
+  return {};
+}
 
 namespace {
 

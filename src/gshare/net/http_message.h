@@ -10,11 +10,19 @@
 
 namespace gshare::net {
 
+using HeaderFields = std::vector<std::pair<std::string, std::string>>;
+
+// The first field named `name` (case-insensitive) of `fields`, or "" when there is none.
+std::string_view FindHeader(const HeaderFields& fields, std::string_view name);
+
 struct HttpRequest {
   std::string method;  // "GET", "POST"
   std::string target;  // "/v2/models/mlp/infer"
   std::string body;
   std::string content_type;
+  // Further fields (`Inference-Header-Content-Length`): the client sends them; the Unix server
+  // hands every field it read to its handler here. Never the framing fields.
+  HeaderFields headers{};  // {}: may be left out of {...}
 };
 
 struct HttpResponse {
@@ -23,6 +31,7 @@ struct HttpResponse {
   std::string content_type = "application/json";
   // Further header fields (`WWW-Authenticate`, `Allow`), written after Content-Type. The server
   // sets the framing fields (Content-Length, Connection) itself; the handler must not name them.
+  // The Unix client fills it with every field of the answer it read.
   std::vector<std::pair<std::string, std::string>> headers{};  // {}: may be left out of {...}
 };
 

@@ -74,6 +74,10 @@ struct UnixHttpServer::Impl {
         request.target = std::string(message.target());
         request.body = message.body();
         request.content_type = std::string(message[http::field::content_type]);
+        for (const auto& field : message) {
+          request.headers.emplace_back(std::string(field.name_string()),
+                                       std::string(field.value()));
+        }
         try {
           response = handler(request);
         } catch (const std::exception& e) {
@@ -176,6 +180,7 @@ void SendUnixHttpRequest(asio::io_context& loop, const std::string& socket_path,
   if (!request.content_type.empty()) {
     exchange->request.set(http::field::content_type, request.content_type);
   }
+  for (const auto& [name, value] : request.headers) exchange->request.set(name, value);
   exchange->request.body() = std::move(request.body);
   exchange->request.prepare_payload();
   exchange->timer.expires_after(deadline);
@@ -214,9 +219,14 @@ void SendUnixHttpRequest(asio::io_context& loop, const std::string& socket_path,
                             return exchange->Finish(
                                 InvalidArgument("the answer's body is too large"));
                           }
-                          exchange->Finish(
-                              HttpResponse{static_cast<int>(message.result_int()), message.body(),
-                                           std::string(message[http::field::content_type])});
+                          HttpResponse response{static_cast<int>(message.result_int()),
+                                                message.body(),
+                                                std::string(message[http::field::content_type])};
+                          for (const auto& field : message) {
+                            response.headers.emplace_back(std::string(field.name_string()),
+                                                          std::string(field.value()));
+                          }
+                          exchange->Finish(std::move(response));
                         });
                   });
             });

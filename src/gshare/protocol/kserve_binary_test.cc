@@ -87,6 +87,44 @@ TEST(KserveBinaryTest, EveryDatatypeAfterTheJsonInItsOrder) {
   EXPECT_EQ(parsed->id, "b");
 }
 
+// How the node and a function speak the extension: a request written binary reads back equal, and
+// so does an answer; bytes no tensor names are refused.
+TEST(KserveBinaryTest, RequestsAndAnswersRoundTripInTheBinaryForm) {
+  InferRequest request;
+  request.id = "r";
+  request.parameters = json{{"binary_data_output", true}};
+  request.inputs = EveryDatatype();
+  const auto all = [](const std::string&) { return true; };
+  auto written = SerializeInferRequestWithBinary(request, all);
+  ASSERT_TRUE(written.ok()) << written.status().ToString();
+  const std::string_view body = written->body;
+  auto again = ParseInferRequestWithBinary(body.substr(0, written->json_bytes),
+                                           body.substr(written->json_bytes));
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(*again, request);
+
+  InferResponse response;
+  response.model_name = "m";
+  response.model_version = "1";
+  response.outputs = EveryDatatype();
+  auto answer = SerializeInferResponseWithBinary(response, all);
+  ASSERT_TRUE(answer.ok());
+  const std::string_view text = answer->body;
+  auto read = ParseInferResponseWithBinary(text.substr(0, answer->json_bytes),
+                                           text.substr(answer->json_bytes));
+  ASSERT_TRUE(read.ok()) << read.status().ToString();
+  EXPECT_EQ(*read, response);
+  const std::string extra = answer->body + "x";
+  auto trailing =
+      ParseInferResponseWithBinary(std::string_view(extra).substr(0, answer->json_bytes),
+                                   std::string_view(extra).substr(answer->json_bytes));
+  ASSERT_FALSE(trailing.ok());
+  EXPECT_EQ(trailing.status().message(),
+            "the body has 1 bytes of binary data after those the outputs' binary_data_size name");
+  // Without a binary part, an answer's binary_data_size is refused as a request's is.
+  EXPECT_FALSE(ParseInferResponse(text.substr(0, answer->json_bytes)).ok());
+}
+
 TEST(KserveBinaryTest, WhatDoesNotAddUpIsRefusedNamingTheInput) {
   const auto error = [](const json& header, const std::string& binary) {
     auto parsed = ParseInferRequestWithBinary(header.dump(), binary);

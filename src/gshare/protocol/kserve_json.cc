@@ -193,7 +193,10 @@ Status AppendTensors(std::string& out, const std::vector<Tensor>& tensors,
 
 }  // namespace
 
-Result<std::string> SerializeInferRequest(const InferRequest& request) {
+namespace {
+
+Result<std::string> WriteRequest(const InferRequest& request,
+                                 const std::function<bool(const std::string&)>* binary) {
   return kserve::Guarded([&]() -> Result<std::string> {
     std::string out = "{";
     if (request.id) {
@@ -212,10 +215,10 @@ Result<std::string> SerializeInferRequest(const InferRequest& request) {
         const std::string& name = request.requested_outputs[i];
         out += i == 0 ? "{\"name\":" : ",{\"name\":";
         GSHARE_RETURN_IF_ERROR(AppendString(out, name));
-        for (const auto& [output, binary] : request.output_binary_data) {
+        for (const auto& [output, as_binary] : request.output_binary_data) {
           if (output != name) continue;
-          out += binary ? ",\"parameters\":{\"binary_data\":true}"
-                        : ",\"parameters\":{\"binary_data\":false}";
+          out += as_binary ? ",\"parameters\":{\"binary_data\":true}"
+                           : ",\"parameters\":{\"binary_data\":false}";
           break;
         }
         out += '}';
@@ -223,8 +226,33 @@ Result<std::string> SerializeInferRequest(const InferRequest& request) {
       out += "],";
     }
     out += "\"inputs\":";
-    GSHARE_RETURN_IF_ERROR(AppendTensors(out, request.inputs));
+    GSHARE_RETURN_IF_ERROR(AppendTensors(out, request.inputs, binary));
     out += '}';
+    return out;
+  });
+}
+
+}  // namespace
+
+Result<std::string> SerializeInferRequest(const InferRequest& request) {
+  return WriteRequest(request, nullptr);
+}
+
+Result<BinaryBody> SerializeInferRequestWithBinary(
+    const InferRequest& request, const std::function<bool(const std::string&)>& binary) {
+  GSHARE_ASSIGN_OR_RETURN(std::string json, WriteRequest(request, &binary));
+  return kserve::Guarded([&]() -> Result<BinaryBody> {
+    BinaryBody out;
+    out.json_bytes = json.size();
+    std::uint64_t total = json.size();
+    for (const Tensor& tensor : request.inputs) {
+      if (binary(tensor.name())) total += BinarySize(tensor);
+    }
+    out.body = std::move(json);
+    out.body.reserve(static_cast<std::size_t>(total));
+    for (const Tensor& tensor : request.inputs) {
+      if (binary(tensor.name())) GSHARE_RETURN_IF_ERROR(AppendBinary(out.body, tensor));
+    }
     return out;
   });
 }

@@ -14,9 +14,10 @@
 // message holds its tensors' bytes; data that arrives before its tensor's 'datatype' or 'shape'
 // is held at nine bytes per element until the tensor's object ends, and those count against
 // max_tensor_bytes meanwhile. Tensor "parameters" are
-// read (bounded) and dropped, except "binary_data_size" (the binary data extension, below; refused
-// in a message without a binary part), and a requested output's "binary_data" (a boolean), kept in
-// InferRequest::output_binary_data. Unknown fields are skipped without being kept.
+// read (bounded) and dropped, except "binary_data_size" (the binary data extension, below, in
+// requests and answers alike; refused in a message without a binary part), and a requested output's
+// "binary_data" (a boolean), kept in InferRequest::output_binary_data. Unknown fields are skipped
+// without being kept.
 //
 // The binary data extension (HTTP): a body whose first bytes (Inference-Header-Content-Length of
 // them) are the JSON and whose rest is the data of the inputs that give "binary_data_size" instead
@@ -56,6 +57,9 @@ Result<InferResponse> ParseInferResponse(std::string_view json, const ParseLimit
 // `json`: the body's first Inference-Header-Content-Length bytes; `binary`: the rest.
 Result<InferRequest> ParseInferRequestWithBinary(std::string_view json, std::string_view binary,
                                                  const ParseLimits& limits = {});
+// The same for an answer in the binary form (outputs that give binary_data_size).
+Result<InferResponse> ParseInferResponseWithBinary(std::string_view json, std::string_view binary,
+                                                   const ParseLimits& limits = {});
 
 Result<std::string> SerializeInferRequest(const InferRequest& request);
 Result<std::string> SerializeInferResponse(const InferResponse& response);
@@ -69,6 +73,10 @@ struct BinaryBody {
 };
 Result<BinaryBody> SerializeInferResponseWithBinary(
     const InferResponse& response, const std::function<bool(const std::string&)>& binary);
+// The request in the same form: the inputs `binary` picks carry binary_data_size, their bytes
+// after the JSON (how the node sends a batch to a function that speaks the extension).
+Result<BinaryBody> SerializeInferRequestWithBinary(
+    const InferRequest& request, const std::function<bool(const std::string&)>& binary);
 
 // {"error": message}: the protocol's error body. Bytes that are not valid UTF-8 are replaced.
 std::string ErrorJson(std::string_view message);

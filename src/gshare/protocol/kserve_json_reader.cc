@@ -236,8 +236,8 @@ class MessageReader {
 
   Status error() const { return error_; }
 
-  // The binary data extension: the bytes after the JSON, taken in order by the inputs whose
-  // parameters give binary_data_size (requests only).
+  // The binary data extension: the bytes after the JSON, taken in order by the tensors whose
+  // parameters give binary_data_size.
   void SetBinary(std::string_view binary) { binary_ = binary; }
 
   Result<InferRequest> TakeRequest() {
@@ -259,6 +259,11 @@ class MessageReader {
   Result<InferResponse> TakeResponse() {
     if (!model_name_) return InvalidArgument("'model_name' is missing");
     GSHARE_RETURN_IF_ERROR(FinishMessage());
+    if (binary_ && binary_used_ != binary_->size()) {
+      return InvalidArgument(fmt::format(
+          "the body has {} bytes of binary data after those the outputs' binary_data_size name",
+          binary_->size() - binary_used_));
+    }
     InferResponse response;
     response.model_name = std::move(*model_name_);
     response.model_version = std::move(model_version_);
@@ -699,7 +704,7 @@ class MessageReader {
     const std::string where = TensorWhere(t);
     if (!t.parameters_valid) return InvalidArgument(where + ": 'parameters' is not an object");
     if (t.parameters.contains("binary_data_size")) {
-      if (role_ != Role::kRequest || !binary_) {
+      if (!binary_) {
         return InvalidArgument(where +
                                ": 'binary_data_size' is given, but the body has no binary data "
                                "(its JSON's length goes in Inference-Header-Content-Length)");
@@ -898,6 +903,16 @@ Result<InferRequest> ParseInferRequestWithBinary(std::string_view json, std::str
     reader.SetBinary(binary);
     GSHARE_RETURN_IF_ERROR(Read(json, limits, "request's JSON", reader));
     return reader.TakeRequest();
+  });
+}
+
+Result<InferResponse> ParseInferResponseWithBinary(std::string_view json, std::string_view binary,
+                                                   const ParseLimits& limits) {
+  return kserve::Guarded([&]() -> Result<InferResponse> {
+    MessageReader reader(Role::kResponse, limits);
+    reader.SetBinary(binary);
+    GSHARE_RETURN_IF_ERROR(Read(json, limits, "response's JSON", reader));
+    return reader.TakeResponse();
   });
 }
 

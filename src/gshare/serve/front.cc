@@ -348,6 +348,12 @@ std::uint64_t Front::Run(InferRequest request, const std::string& tenant, const 
     done(fits, JsonErrorResponse(400, fits.message()));
     return 0;
   }
+  if (!model.binary_tensors) {
+    if (Status carried = CheckStringsCarryAsJson(request); !carried.ok()) {
+      done(carried, JsonErrorResponse(400, carried.message()));
+      return 0;
+    }
+  }
   // The answer's format is the front's (the function answers JSON): nothing of it goes on, so
   // that requests batched together have the same parameters.
   request.output_binary_data.clear();
@@ -416,9 +422,6 @@ std::function<void()> Front::InferParsed(std::string_view authorization, std::st
   if (!model) return refuse(ModelNotFound(name));
   if (!model->ready) {
     return refuse(JsonErrorResponse(503, "model '" + model->name + "' is not ready"));
-  }
-  if (Status carried = CheckStringsCarryAsJson(request); !carried.ok()) {
-    return refuse(JsonErrorResponse(400, carried.message()));
   }
   const TimePoint deadline = clock_.Now() + model->slo;
   const std::uint64_t ticket =

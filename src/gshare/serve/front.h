@@ -60,6 +60,9 @@ struct ModelInfo {
   // requested outputs be among `outputs`.
   std::vector<TensorSpec> inputs{};
   std::vector<TensorSpec> outputs{};
+  // The function is sent tensors in the binary form, which carries any bytes: a BYTES element
+  // that is not UTF-8 is refused (400) only where this is false (JSON text cannot carry it).
+  bool binary_tensors = false;
 };
 
 // A model's counts and durations since it was deployed, across its versions (Triton's statistics

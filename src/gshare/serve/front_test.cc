@@ -488,9 +488,23 @@ TEST_F(FrontTest, BinaryTensorsInAndOut) {
   ASSERT_TRUE(refused);
   EXPECT_EQ(refused->result_int(), 400u);
   EXPECT_EQ(ErrorOf(*refused),
-            "input 'x': element 0 is not valid UTF-8, which the node cannot pass on to the "
-            "function yet (it sends tensors as JSON text)");
+            "input 'x': element 0 is not valid UTF-8, which this function cannot be sent (it "
+            "takes tensors as JSON text only)");
   EXPECT_EQ(backend_.calls().size(), calls_before);
+  // A function sent tensors in the binary form takes any bytes.
+  backend_.Add(
+      "alpha",
+      {.name = "raw-echo", .ready = true, .slo = std::chrono::seconds(1), .binary_tensors = true});
+  const std::string binary_out =
+      R"({"parameters":{"binary_data_output":true},"inputs":[{"name":"x","datatype":"BYTES",)"
+      R"("shape":[1],"parameters":{"binary_data_size":6}}]})";
+  auto taken = client.SendRaw(BinaryRequest("/v2/models/raw-echo/infer", kAlphaKey, binary_out,
+                                            std::string("\x02\0\0\0\xff\xfe", 6),
+                                            std::to_string(binary_out.size())));
+  ASSERT_TRUE(taken);
+  EXPECT_EQ(taken->result_int(), 200u) << taken->body();
+  ASSERT_EQ(backend_.calls().size(), calls_before + 1);
+  EXPECT_EQ(backend_.calls().back().request.inputs[0].strings()[0], "\xff\xfe");
 
   // A JSON request answers JSON, as before.
   auto plain = client.Send("POST", "/v2/models/echo/infer", kAlphaKey,

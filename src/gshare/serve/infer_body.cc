@@ -137,8 +137,8 @@ Status CheckStringsCarryAsJson(const InferRequest& request) {
     for (std::size_t i = 0; i < strings.size(); ++i) {
       if (!ValidUtf8(strings[i])) {
         return InvalidArgument(fmt::format(
-            "input '{}': element {} is not valid UTF-8, which the node cannot pass on to the "
-            "function yet (it sends tensors as JSON text)",
+            "input '{}': element {} is not valid UTF-8, which this function cannot be sent (it "
+            "takes tensors as JSON text only)",
             input.name(), i));
       }
     }
@@ -174,7 +174,6 @@ Result<InferRequest> ParseInferBody(std::string_view body, std::optional<std::si
       *json_bytes == 0 ? ParseRawBody(body, model, limits)
                        : ParseInferRequestWithBinary(body.substr(0, *json_bytes),
                                                      body.substr(*json_bytes), limits);
-  if (request.ok()) GSHARE_RETURN_IF_ERROR(CheckStringsCarryAsJson(*request));
   return request;
 }
 

@@ -58,9 +58,9 @@ struct AnswerFormat {
 };
 Result<AnswerFormat> AnswerFormatOf(const InferRequest& request);
 
-// The node hands tensors to the function as JSON text, which cannot carry a string that is not
-// UTF-8: InvalidArgument naming the input and element of such a BYTES element, so that the request
-// is refused at the front, not in its batch (where it would fail the others).
+// A function that speaks JSON only is handed tensors as JSON text, which cannot carry a string
+// that is not UTF-8: InvalidArgument naming the input and element of such a BYTES element, so that
+// the request is refused at the front, not in its batch (where it would fail the others).
 Status CheckStringsCarryAsJson(const InferRequest& request);
 
 // Whether `request` fits the model's metadata: its inputs as CheckInputsFit has them (when the

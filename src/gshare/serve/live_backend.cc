@@ -547,6 +547,9 @@ void LiveBackend::AddVersion(const Key& key, std::uint64_t generation, Entry nex
       auto it = entries_.find(key);
       current = it != entries_.end() && it->second.generation == generation;
       if (current && status.ok()) {
+        if (node_->process_host() != nullptr) {
+          next.info.binary_tensors = node_->process_host()->SpeaksBinary(version);
+        }
         if (next.info.inputs.empty() && next.info.outputs.empty() &&
             node_->process_host() != nullptr) {
           if (auto reported = node_->process_host()->ReportedTensors(version)) {

@@ -15,6 +15,7 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <cerrno>
+#include <charconv>
 #include <cstring>
 #include <filesystem>
 #include <future>
@@ -28,6 +29,21 @@
 
 namespace gshare {
 namespace {
+
+// A function's answer: JSON, or the binary form when it gave Inference-Header-Content-Length.
+Result<InferResponse> ParseAnswer(std::string_view body, std::string_view json_length) {
+  if (json_length.empty()) return ParseInferResponse(body);
+  std::size_t length = 0;
+  const auto [end, error] =
+      std::from_chars(json_length.data(), json_length.data() + json_length.size(), length);
+  if (error != std::errc() || end != json_length.data() + json_length.size() ||
+      length > body.size()) {
+    return InvalidArgument(fmt::format(
+        "the function's Inference-Header-Content-Length '{}' is not a length within its {} bytes",
+        json_length.substr(0, 32), body.size()));
+  }
+  return ParseInferResponseWithBinary(body.substr(0, length), body.substr(length));
+}
 
 // A function's error answer as a status. Only its first 4 KiB are read (on the loop): an error
 // is a sentence, and a function may answer anything.
@@ -271,6 +287,7 @@ void ProcessHost::RemoveCommand(FunctionId function) {
   commands_.erase(it);
   restarts_.erase(function);
   reported_.erase(function);
+  binary_.erase(function);
   // The function's log goes with its last version (an update's new version writes the same one),
   // unless it never ran: then its log says why, for whoever reads the deploy's error.
   if (ever_ready_.erase(function) == 0) return;
@@ -394,6 +411,38 @@ void ProcessHost::PollReady(InstanceId id) {
 }
 
 void ProcessHost::ReadMetadataThenReady(InstanceId id) {
+  Process& process = *processes_.at(id);
+  if (binary_.contains(process.function)) return ReadTensorsThenReady(id);
+  net::SendUnixHttpRequest(
+      loop_, process.socket_path, {"GET", "/v2", "", ""}, options_.probe_timeout, {},
+      [this, id, alive = alive_](Result<net::HttpResponse> answer) {
+        if (!*alive) return;
+        auto found = processes_.find(id);
+        if (found == processes_.end() || found->second->stopping ||
+            !found->second->kill_reason.ok()) {
+          return;
+        }
+        bool binary = false;
+        if (answer.ok() && answer->status == 200 && answer->body.size() <= kMaxModelMetadataBytes) {
+          const nlohmann::json metadata = nlohmann::json::parse(answer->body, nullptr, false);
+          if (metadata.is_object() && metadata.contains("extensions") &&
+              metadata["extensions"].is_array()) {
+            for (const nlohmann::json& extension : metadata["extensions"]) {
+              binary = binary || extension == "binary_tensor_data";
+            }
+          }
+        }
+        binary_[found->second->function] = binary;
+        ReadTensorsThenReady(id);
+      });
+}
+
+bool ProcessHost::SpeaksBinary(FunctionId function) const {
+  const auto it = binary_.find(function);
+  return it != binary_.end() && it->second;
+}
+
+void ProcessHost::ReadTensorsThenReady(InstanceId id) {
   Process& process = *processes_.at(id);
   const InstanceCommand& command = CommandOf(process.function);
   if (!command.read_metadata || reported_.contains(process.function)) return Ready(process);
@@ -638,10 +687,22 @@ void ProcessHost::Infer(InstanceId instance, std::span<const RequestId> batch,
   // The JSON text is written on the codec pool, not on the loop, which runs the scheduler and
   // every other tenant's requests: a large tensor delays only its own request.
   std::vector<RequestId> ids(batch.begin(), batch.end());
+  const bool binary = SpeaksBinary(it->second->function);
   boost::asio::post(*codec_pool_, [this, instance, ids = std::move(ids), done, alive = alive_,
-                                   request = std::move(stacked->request),
+                                   binary, request = std::move(stacked->request),
                                    sizes = std::move(stacked->sizes)]() mutable {
-    Result<std::string> body = SerializeInferRequest(request);
+    Result<EncodedBatch> body = [&]() -> Result<EncodedBatch> {
+      if (!binary) {
+        GSHARE_ASSIGN_OR_RETURN(std::string json, SerializeInferRequest(request));
+        return EncodedBatch{std::move(json), std::nullopt};
+      }
+      if (!request.parameters) request.parameters = nlohmann::json::object();
+      (*request.parameters)["binary_data_output"] = true;
+      GSHARE_ASSIGN_OR_RETURN(
+          BinaryBody encoded,
+          SerializeInferRequestWithBinary(request, [](const std::string&) { return true; }));
+      return EncodedBatch{std::move(encoded.body), encoded.json_bytes};
+    }();
     request = {};
     boost::asio::post(loop_, [this, instance, ids = std::move(ids), done, alive,
                               body = std::move(body), sizes = std::move(sizes)]() mutable {
@@ -652,7 +713,7 @@ void ProcessHost::Infer(InstanceId instance, std::span<const RequestId> batch,
 }
 
 void ProcessHost::Send(InstanceId instance, std::vector<RequestId> ids,
-                       std::vector<std::int64_t> sizes, Result<std::string> body,
+                       std::vector<std::int64_t> sizes, Result<EncodedBatch> body,
                        std::function<void(Status)> done) {
   auto it = processes_.find(instance);
   if (it == processes_.end()) return done(Unavailable("the instance ended"));
@@ -661,9 +722,14 @@ void ProcessHost::Send(InstanceId instance, std::vector<RequestId> ids,
     return done(body.status());
   }
   const std::string target = "/v2/models/" + CommandOf(it->second->function).model + "/infer";
+  net::HttpRequest request{"POST", target, std::move(body->body), "application/json"};
+  if (body->json_bytes) {
+    request.content_type = "application/octet-stream";
+    request.headers.push_back(
+        {"Inference-Header-Content-Length", std::to_string(*body->json_bytes)});
+  }
   net::SendUnixHttpRequest(
-      loop_, it->second->socket_path, {"POST", target, std::move(body).value(), "application/json"},
-      options_.request_deadline, {},
+      loop_, it->second->socket_path, std::move(request), options_.request_deadline, {},
       [this, instance, ids = std::move(ids), sizes = std::move(sizes), done,
        alive = alive_](Result<net::HttpResponse> answer) mutable {
         if (!*alive) return;
@@ -676,11 +742,13 @@ void ProcessHost::Send(InstanceId instance, std::vector<RequestId> ids,
         if (answer->status != 200) return done(FromHttp(answer->status, answer->body));
         // Read on the codec pool too; the requests are answered on the loop, unless the instance
         // ended meanwhile (then, as above, not at all).
+        const std::string json_length(
+            net::FindHeader(answer->headers, "Inference-Header-Content-Length"));
         boost::asio::post(*codec_pool_, [this, instance, ids = std::move(ids),
-                                         sizes = std::move(sizes), done, alive,
+                                         sizes = std::move(sizes), done, alive, json_length,
                                          text = std::move(answer->body)]() mutable {
           Result<std::vector<InferResponse>> split = [&]() -> Result<std::vector<InferResponse>> {
-            GSHARE_ASSIGN_OR_RETURN(const InferResponse response, ParseInferResponse(text));
+            GSHARE_ASSIGN_OR_RETURN(const InferResponse response, ParseAnswer(text, json_length));
             return SplitBatch(response, sizes);
           }();
           text = {};

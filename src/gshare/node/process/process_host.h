@@ -16,7 +16,9 @@
 //    cgroup of its own (pids.max; memory.max when the command sets one), removed after it ends;
 //    otherwise it runs without one, and the reason is logged once (cgroup_reason());
 //  - it is ready when GET /v2/health/ready answers 200 on its socket (polled until ready_timeout,
-//    after which it is killed: a crash) and, for a command that reads metadata, the function's
+//    after which it is killed: a crash), its function's first instance has answered GET /v2
+//    (whether it speaks the binary tensor extension: SpeaksBinary) and, for a command that reads
+//    metadata, the function's
 //    first instance has answered GET /v2/models/{model}: 200 with tensors that pass
 //    CheckTensorSpecs (tensors it reports wrongly are a crash, with the reason), or another
 //    status (it reports none); once ready the same probe runs every health_interval
@@ -32,7 +34,9 @@
 // ready, or crashes after being ready for stable_after. The scheduler decides whether to start
 // an instance again (a request waiting, min_instances); the host decides how soon.
 // Infer stacks a batch's inputs along their first dimension into one KServe v2 request, posts it
-// to /v2/models/{model}/infer, splits the answer per request and hands each to the RequestSource.
+// to /v2/models/{model}/infer (in the binary tensor extension, with binary_data_output, to a
+// function that speaks it; else as JSON), splits the answer (either form) per request and hands
+// each to the RequestSource. Tensors are written and read on the codec pool, not the loop.
 // Stop sends SIGTERM to the process group, then SIGKILL after stop_grace.
 //
 // Time: every delay, timeout and backoff is on the node's clock (LoopClock), whose loop the host
@@ -172,6 +176,10 @@ class ProcessHost final : public InstanceHost {
   // The tensors `function`'s metadata reported (empty where it reported none), once an instance
   // of a command that reads metadata is ready; absent before, and for other commands.
   std::optional<ModelTensors> ReportedTensors(FunctionId function) const;
+  // Whether `function`'s instances are sent tensors in the binary tensor data extension: its
+  // GET /v2 lists "binary_tensor_data" among its extensions (asked once, when its first instance
+  // is ready). Otherwise, and before, batches go as JSON.
+  bool SpeaksBinary(FunctionId function) const;
   // Processes running now (spawned, not yet reaped), and the pids of those ready: the programs'
   // (ChildProcess::program_pid), not their inits'.
   std::size_t running() const;
@@ -212,8 +220,10 @@ class ProcessHost final : public InstanceHost {
   std::chrono::milliseconds DelayAfter(int crashes) const;
   Status SpawnNow(Process& process);
   void PollReady(InstanceId id);
-  // Reads the function's metadata where its command asks and nothing is known yet, then Ready.
+  // Reads, once per function, whether it speaks the binary tensor extension (GET /v2), then its
+  // metadata where its command asks and nothing is known yet, then Ready.
   void ReadMetadataThenReady(InstanceId id);
+  void ReadTensorsThenReady(InstanceId id);
   void Ready(Process& process);
   void ScheduleProbe(InstanceId id);
   void Kill(Process& process, Status reason);
@@ -221,8 +231,12 @@ class ProcessHost final : public InstanceHost {
   void HardStop(InstanceId id);
   void Exited(InstanceId id, int wait_status);
   // Sends a written batch to `instance` (on the loop) and answers its requests.
+  struct EncodedBatch {
+    std::string body;
+    std::optional<std::size_t> json_bytes;  // the binary form's Inference-Header-Content-Length
+  };
   void Send(InstanceId instance, std::vector<RequestId> ids, std::vector<std::int64_t> sizes,
-            Result<std::string> body, std::function<void(Status)> done);
+            Result<EncodedBatch> body, std::function<void(Status)> done);
   void CountCrash(FunctionId function, const Process& process, const std::string& reason);
   // Once `tenant` has no instance left: removes what its uid left in the shared folders (on the
   // codec pool: a tenant's folders may be large, and the loop is everyone's).
@@ -243,6 +257,7 @@ class ProcessHost final : public InstanceHost {
   std::map<FunctionId, Restarts> restarts_;
   std::set<FunctionId> ever_ready_;              // functions with an instance that became ready
   std::map<FunctionId, ModelTensors> reported_;  // ReportedTensors
+  std::map<FunctionId, bool> binary_;            // SpeaksBinary
   // Instances spawned per uid: a removal of leftovers stops when one of the uid starts.
   std::map<uid_t, std::shared_ptr<std::atomic<std::uint64_t>>> spawns_by_uid_;
   // Uids with an instance that ran outside a PID namespace since their last cleanup.
