@@ -463,15 +463,7 @@ Responder::State::~State() {
 }
 
 void Responder::State::Deliver(HttpResponse response) {
-  if (sink) {
-    bool dropped = false;
-    {
-      MutexLock lock(mutex);
-      dropped = cancelled;
-    }
-    if (!dropped) sink(std::move(response));
-    return;
-  }
+  if (sink) return sink(std::move(response));  // also after a cancel: the caller finishes its call
   // The connection alive means the server is alive: the server waits for every connection.
   if (auto alive = connection.lock()) {
     asio::post(alive->executor(), [alive, response = std::move(response)]() mutable {

@@ -121,8 +121,9 @@ class Responder {
   // A Responder for a request that came some other way than an HttpServer's connection (a gRPC
   // call the server answers through its HTTP handlers): its answer goes to `deliver`, called at
   // most once on the thread that responds (or with 500 when the last copy goes unanswered).
-  // `cancel` says that the caller went away (OnCancel's callback runs; a later answer is
-  // dropped); any thread, any number of times.
+  // `cancel` says that the caller went away: OnCancel's callback runs, Cancelled() is true, and
+  // the answer still reaches `deliver` (whose caller ends its call with it); any thread, any
+  // number of times.
   struct Detached;
   static Detached ToCallback(std::function<void(HttpResponse)> deliver);
 

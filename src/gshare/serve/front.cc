@@ -393,7 +393,8 @@ std::string ErrorMessageOf(const net::HttpResponse& response) {
 
 std::function<void()> Front::InferParsed(std::string_view authorization, std::string_view name,
                                          std::optional<std::string_view> version,
-                                         InferRequest request, std::uint64_t wire_bytes,
+                                         std::uint64_t wire_bytes,
+                                         const std::function<Result<InferRequest>()>& parse,
                                          std::function<void(ParsedOutcome)> done) {
   const auto refuse = [&done](const net::HttpResponse& response) {
     done({response.status, ErrorMessageOf(response), std::nullopt});
@@ -423,9 +424,12 @@ std::function<void()> Front::InferParsed(std::string_view authorization, std::st
   if (!model->ready) {
     return refuse(JsonErrorResponse(503, "model '" + model->name + "' is not ready"));
   }
+  // Stamped before the parse, as an HTTP request's is at its arrival.
   const TimePoint deadline = clock_.Now() + model->slo;
+  Result<InferRequest> request = parse();
+  if (!request.ok()) return refuse(JsonErrorResponse(400, request.status().message()));
   const std::uint64_t ticket =
-      Run(std::move(request), admission.tenant, *model, deadline,
+      Run(std::move(request).value(), admission.tenant, *model, deadline,
           [done = std::move(done), shares = std::move(shares).value()](
               Result<InferResponse> result, net::HttpResponse error) mutable {
             shares.reset();

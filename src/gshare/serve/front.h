@@ -152,22 +152,24 @@ class Front {
   // Handle, as an HttpServer::Handler bound to this Front.
   net::HttpServer::Handler Handler();
 
-  // An inference request that arrived parsed, by another protocol (the gRPC service): the same
-  // checks in the same order as an HTTP one (the key in `authorization`, "Bearer <key>"; the
-  // declared size `wire_bytes` against the text limit; the shares; the version; the model; its
-  // tensors), the same deadline and the same backend. `done` is called exactly once, from any
-  // thread, possibly before InferParsed returns: with the answer (model name, version and id set),
-  // or with the error an HTTP client would have got (its status and message; a model another
-  // tenant has answers as an unknown one). The returned function cancels the request (as a client
-  // gone away: Cancel); safe to call from any thread, any number of times, also after `done`.
+  // An inference request that arrived by another protocol (the gRPC service): the same checks in
+  // the same order as an HTTP one (the key in `authorization`, "Bearer <key>"; the message's size
+  // `wire_bytes` against the text limit; the shares; the version; the model), then `parse` (called
+  // only once those passed, on the calling thread; its error is a 400), then the tensor checks, the
+  // same deadline and the same backend. `done` is called exactly once, from any thread, possibly
+  // before InferParsed returns: with the answer (model name, version and id set), or with the error
+  // an HTTP client would have got (its status and message; a model another tenant has answers as
+  // an unknown one). The returned function cancels the request (as a client gone away: Cancel);
+  // safe to call from any thread, any number of times, also after `done`.
   struct ParsedOutcome {
     int status = 200;
     std::string message;                    // the error's, when status is not 200
     std::optional<InferResponse> response;  // the answer, when status is 200
   };
   std::function<void()> InferParsed(std::string_view authorization, std::string_view name,
-                                    std::optional<std::string_view> version, InferRequest request,
+                                    std::optional<std::string_view> version,
                                     std::uint64_t wire_bytes,
+                                    const std::function<Result<InferRequest>()>& parse,
                                     std::function<void(ParsedOutcome)> done);
 
  private:

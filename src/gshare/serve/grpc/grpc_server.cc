@@ -8,8 +8,10 @@
 
 #include <algorithm>
 #include <deque>
+#include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <vector>
 
 #include "gshare/common/clock.h"
 #include "gshare/protocol/grpc/grpc_codec.h"
@@ -432,41 +434,45 @@ class GrpcServer::Service final : public inference::GRPCInferenceService::Callba
     return call;
   }
 
-  // Parses `request` and hands it to the front; `done` is called once. `call` (may be null) is
-  // held until `done` has run and gets the cancellation.
-  void Infer(const std::string& authorization, const inference::ModelInferRequest& request,
-             std::function<void(Front::ParsedOutcome)> done, InferCall* call) {
-    auto parsed = FromGrpc(request, options_.parse_limits);
-    if (!parsed.ok()) return done({400, parsed.status().message(), std::nullopt});
+  // Hands `request` to the front, which parses it once its key, size and shares passed; `done` is
+  // called once. `call` (may be null) is held until `done` has run and gets the cancellation.
+  // Returns the cancellation.
+  std::function<void()> Infer(const std::string& authorization,
+                              const inference::ModelInferRequest& request,
+                              std::function<void(Front::ParsedOutcome)> done, InferCall* call) {
     if (call) {
       call->Hold();  // for the front's callback
       call->Hold();  // for this scope: the callback may run and gRPC end the call before SetCancel
     }
     std::optional<std::string_view> version;
     if (!request.model_version().empty()) version = request.model_version();
+    std::function<void()> cancel = [] {};
     if (!PathSafe(request.model_name()) || (version && !PathSafe(request.model_version()))) {
       done({404, "model '" + request.model_name() + "' not found", std::nullopt});
-      if (call) {
-        call->Release();
-        call->Release();
-      }
-      return;
+      if (call) call->Release();  // the front's callback's: it never runs
+    } else {
+      cancel = front_.InferParsed(
+          authorization, request.model_name(), version, WireBytes(request),
+          [&] { return FromGrpc(request, options_.parse_limits); },
+          [done = std::move(done), call](Front::ParsedOutcome outcome) {
+            done(std::move(outcome));
+            if (call) call->Release();
+          });
     }
-    auto cancel = front_.InferParsed(authorization, request.model_name(), version,
-                                     std::move(parsed).value(), WireBytes(request),
-                                     [done = std::move(done), call](Front::ParsedOutcome outcome) {
-                                       done(std::move(outcome));
-                                       if (call) call->Release();
-                                     });
     if (call) {
-      call->SetCancel(std::move(cancel));
+      call->SetCancel(cancel);
       call->Release();
     }
+    return cancel;
   }
 
   // One stream of inferences: reads requests (at most kStreamInFlight unanswered), answers each in
   // the order they finish, one write at a time; finishes once the client has stopped sending and
-  // every answer is written.
+  // every answer is written. A cancelled stream cancels its requests that have not started and
+  // finishes once every one has answered (its answers are dropped).
+  //
+  // Lifetime: gRPC deletes the stream (OnDone) once Finish was called and its own callbacks have
+  // returned; an answer comes on another thread, so whoever calls Finish touches nothing after.
   class Stream final : public grpc::ServerBidiReactor<inference::ModelInferRequest,
                                                       inference::ModelStreamInferResponse> {
    public:
@@ -476,23 +482,36 @@ class GrpcServer::Service final : public inference::GRPCInferenceService::Callba
     }
 
     void OnReadDone(bool ok) override {
-      if (!ok) {
-        std::lock_guard lock(mutex_);
-        reading_ = false;
-        return MaybeFinishLocked();
-      }
-      inference::ModelInferRequest request = std::move(request_);
+      std::uint64_t number = 0;
+      inference::ModelInferRequest request;
       {
-        std::lock_guard lock(mutex_);
+        std::unique_lock lock(mutex_);
+        if (!ok || cancelled_ || finished_) {
+          reading_ = false;
+          const bool finish = ShouldFinishLocked();
+          lock.unlock();
+          if (finish) Finish(grpc::Status::OK);
+          return;
+        }
+        request = std::move(request_);
+        number = ++requests_;
         ++pending_;
+        cancels_[number] = [] {};
       }
-      service_.Infer(
+      auto cancel = service_.Infer(
           authorization_, request,
-          [this](Front::ParsedOutcome outcome) { Answer(std::move(outcome)); }, nullptr);
-      std::lock_guard lock(mutex_);
-      if (cancelled_) {
+          [this, number, id = request.id(), model = request.model_name()](
+              Front::ParsedOutcome outcome) { Answer(number, id, model, std::move(outcome)); },
+          nullptr);
+      std::unique_lock lock(mutex_);
+      if (auto it = cancels_.find(number); it != cancels_.end()) it->second = cancel;
+      if (cancelled_) {  // cancelled meanwhile: this one too, and no more reading
         reading_ = false;
-        return MaybeFinishLocked();
+        const bool finish = ShouldFinishLocked();
+        lock.unlock();
+        cancel();
+        if (finish) Finish(grpc::Status::OK);
+        return;
       }
       if (pending_ < kStreamInFlight) {
         StartRead(&request_);
@@ -501,57 +520,81 @@ class GrpcServer::Service final : public inference::GRPCInferenceService::Callba
       }
     }
 
-    void Answer(Front::ParsedOutcome outcome) {
-      inference::ModelStreamInferResponse answer;
-      if (outcome.status == 200 && outcome.response) {
-        ToGrpc(*outcome.response, *answer.mutable_infer_response());
-      } else {
-        answer.set_error_message(outcome.message);
-      }
-      std::lock_guard lock(mutex_);
-      --pending_;
-      if (paused_ && !cancelled_) {
-        paused_ = false;
-        StartRead(&request_);
-      }
-      if (cancelled_) return MaybeFinishLocked();
-      writes_.push_back(std::move(answer));
-      if (!writing_) {
-        writing_ = true;
-        StartWrite(&writes_.front());
-      }
-    }
-
     void OnWriteDone(bool ok) override {
-      std::lock_guard lock(mutex_);
+      std::unique_lock lock(mutex_);
       writes_.pop_front();
-      if (!ok) {
-        cancelled_ = true;
-        writes_.clear();
-      }
+      if (!ok) CancelLocked(lock);
       if (!writes_.empty()) {
         StartWrite(&writes_.front());
       } else {
         writing_ = false;
       }
-      MaybeFinishLocked();
+      const bool finish = ShouldFinishLocked();
+      lock.unlock();
+      if (finish) Finish(grpc::Status::OK);
     }
 
     void OnCancel() override {
-      std::lock_guard lock(mutex_);
-      cancelled_ = true;
-      MaybeFinishLocked();
+      std::unique_lock lock(mutex_);
+      CancelLocked(lock);
+      const bool finish = ShouldFinishLocked();
+      lock.unlock();
+      if (finish) Finish(grpc::Status::OK);
     }
 
     void OnDone() override { delete this; }
 
    private:
-    void MaybeFinishLocked() {
-      if (finished_ || pending_ > 0 || writing_) return;
-      if (reading_ && !paused_ && !cancelled_) return;
-      if (reading_ && !cancelled_) return;
+    // Marks the stream cancelled and cancels its pending requests (outside the lock, which it
+    // takes back).
+    void CancelLocked(std::unique_lock<std::mutex>& lock) {
+      if (cancelled_) return;
+      cancelled_ = true;
+      writes_.erase(writes_.begin() + (writing_ ? 1 : 0), writes_.end());
+      std::vector<std::function<void()>> cancels;
+      for (auto& [number, cancel] : cancels_) cancels.push_back(cancel);
+      lock.unlock();
+      for (auto& cancel : cancels) cancel();
+      lock.lock();
+    }
+
+    // An answer, on the front's or the backend's thread.
+    void Answer(std::uint64_t number, const std::string& id, const std::string& model,
+                Front::ParsedOutcome outcome) {
+      inference::ModelStreamInferResponse answer;
+      if (outcome.status == 200 && outcome.response) {
+        ToGrpc(*outcome.response, *answer.mutable_infer_response());
+      } else {
+        answer.set_error_message(outcome.message);
+        answer.mutable_infer_response()->set_id(id);  // which request failed
+        answer.mutable_infer_response()->set_model_name(model);
+      }
+      std::unique_lock lock(mutex_);
+      --pending_;
+      cancels_.erase(number);
+      if (!cancelled_) {
+        if (paused_) {
+          paused_ = false;
+          StartRead(&request_);
+        }
+        writes_.push_back(std::move(answer));
+        if (!writing_) {
+          writing_ = true;
+          StartWrite(&writes_.front());
+        }
+      }
+      const bool finish = ShouldFinishLocked();
+      lock.unlock();
+      if (finish) Finish(grpc::Status::OK);  // the last thing: the stream may be gone after it
+    }
+
+    // Whether to finish now (then it is marked finished): nothing pending, nothing being written,
+    // and no more reading.
+    bool ShouldFinishLocked() {
+      if (finished_ || pending_ > 0 || writing_) return false;
+      if (reading_ && !cancelled_) return false;
       finished_ = true;
-      Finish(grpc::Status::OK);
+      return true;
     }
 
     Service& service_;
@@ -563,7 +606,9 @@ class GrpcServer::Service final : public inference::GRPCInferenceService::Callba
     bool cancelled_ = false;
     bool writing_ = false;
     bool finished_ = false;
-    std::size_t pending_ = 0;  // requests handed on, not answered
+    std::uint64_t requests_ = 0;                              // read so far: each one's number
+    std::size_t pending_ = 0;                                 // requests handed on, not answered
+    std::map<std::uint64_t, std::function<void()>> cancels_;  // of the pending ones
     std::deque<inference::ModelStreamInferResponse> writes_;
   };
 
@@ -602,6 +647,7 @@ Result<std::unique_ptr<GrpcServer>> GrpcServer::Start(GrpcServerOptions options,
 }
 
 void GrpcServer::BeginShutdown(std::chrono::milliseconds drain) {
+  std::lock_guard lock(shutdown_mutex_);
   if (shutdown_.joinable() || !server_) return;
   shutdown_ = std::thread([this, drain] { server_->Shutdown(SystemTimeAfter(drain)); });
 }
@@ -609,7 +655,10 @@ void GrpcServer::BeginShutdown(std::chrono::milliseconds drain) {
 void GrpcServer::Wait() {
   if (!server_) return;
   BeginShutdown(std::chrono::milliseconds(0));
-  if (shutdown_.joinable()) shutdown_.join();
+  {
+    std::lock_guard lock(shutdown_mutex_);
+    if (shutdown_.joinable()) shutdown_.join();
+  }
   server_->Wait();
 }
 

@@ -2,15 +2,18 @@
 // (protocol/grpc/inference.proto), on its own listening address beside the HTTP server.
 //
 // It serves no logic of its own: an inference goes through Front::InferParsed (the same key
-// check, tenant isolation, size limit, fair shares, deadline, tensor checks and backend as HTTP),
+// check, tenant isolation, size limit and fair shares, then the parse of its tensors on the gRPC
+// thread, then the same deadline, tensor checks and backend as HTTP),
 // and every other call is made, on the caller's behalf, as the equivalent HTTP request to the
 // server's HTTP handler (health, metadata, config, statistics, the repository extension), whose
 // answer is translated back. The key travels as `authorization: Bearer <key>` metadata. Each HTTP
 // error becomes its gRPC status (GrpcCodeFor) with the same message; ServerReady and ModelReady
 // answer `ready: false` where HTTP answers 503. ModelStreamInfer answers each request of a stream
 // with one ModelStreamInferResponse, in the order they finish, with `error_message` set for a
-// failed one; a stream keeps at most kStreamInFlight requests unanswered (it reads no more until
-// one is). A message larger than the front's text limit is refused by gRPC (RESOURCE_EXHAUSTED).
+// failed one (its infer_response carrying the request's id); a cancelled stream cancels its
+// requests that have not started; a stream keeps at most kStreamInFlight requests unanswered (it
+// reads no more until one is). A message larger than the front's text limit is refused by gRPC
+// (RESOURCE_EXHAUSTED).
 //
 // Shutdown: BeginShutdown (any thread) stops new calls and gives those in flight `drain` to
 // finish; Wait blocks until they have. The Front and the HTTP handler must outlive the server.
@@ -22,6 +25,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 
@@ -69,7 +73,8 @@ class GrpcServer {
   int port_ = 0;
   std::unique_ptr<Service> service_;
   std::unique_ptr<grpc::Server> server_;
-  std::thread shutdown_;
+  std::mutex shutdown_mutex_;
+  std::thread shutdown_;  // runs the shutdown's drain
 };
 
 }  // namespace gshare::serve

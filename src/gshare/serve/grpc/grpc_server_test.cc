@@ -256,6 +256,7 @@ TEST_F(GrpcServerTest, AStreamAnswersEveryRequest) {
     if (!answer.error_message().empty()) {
       ++errors;
       EXPECT_EQ(answer.error_message(), "model 'echo': input 'x' is INT32; the model takes FP32");
+      EXPECT_EQ(answer.infer_response().id(), "s7");  // which request failed
       continue;
     }
     float first = 0;
@@ -270,6 +271,31 @@ TEST_F(GrpcServerTest, AStreamAnswersEveryRequest) {
     if (i == 7) continue;
     EXPECT_EQ(answers.at("s" + std::to_string(i)), float(i));
   }
+}
+
+// A client that cancels its stream with requests in flight, three times: each stream ends, and
+// the server serves the tenant on.
+TEST_F(GrpcServerTest, ACancelledStreamEndsAndTheServerServesOn) {
+  for (int round = 0; round < 3; ++round) {
+    grpc::ClientContext context;
+    Authorize(context, acme_);
+    auto stream = stub_->ModelStreamInfer(&context);
+    for (int i = 0; i < 30; ++i) {
+      if (!stream->Write(EchoRequest("c" + std::to_string(i), {1, 2, 3}))) break;
+    }
+    context.TryCancel();
+    inference::ModelStreamInferResponse answer;
+    while (stream->Read(&answer)) {
+    }
+    EXPECT_EQ(stream->Finish().error_code(), grpc::CANCELLED);
+  }
+  grpc::ClientContext context;
+  Authorize(context, acme_);
+  inference::ModelInferResponse response;
+  const grpc::Status status =
+      stub_->ModelInfer(&context, EchoRequest("after", {1, 2, 3}), &response);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(response.id(), "after");
 }
 
 TEST_F(GrpcServerTest, RepositoryCallsManageTheTenantsOwnModels) {
