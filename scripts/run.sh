@@ -38,7 +38,7 @@ chmod 0644 "$DATA/examples/weights/"*
 ./build/gshare workload --catalog examples/catalog.yaml --duration "$DURATION" --seed 1 --rps 20 \
   --out "$OUT/workload"
 
-"$DATA/bin/gshare" serve --data-dir "$DATA/data" --listen 127.0.0.1:0 --gpus 2 --gpu-memory 4Gi \
+"$DATA/bin/gshare" serve --data-dir "$DATA/data" --listen 127.0.0.1:0 --grpc-listen 127.0.0.1:0 --gpus 2 --gpu-memory 4Gi \
   --link-bandwidth 12GB/s --snapshot-pool 1Gi >"$OUT/serve.out" 2>"$OUT/serve.log" &
 SERVER=$!
 SERVER_STATUS=0
