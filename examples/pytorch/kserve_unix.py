@@ -151,14 +151,21 @@ def _binary_elements(raw, datatype, count, where):
         if len(out) != count or at != len(raw):
             raise BadInput(f"{where}: binary_data_size does not hold {count} elements exactly")
         return out
-    fmt = _FORMATS[datatype]
+    fmt = "B" if datatype == "BOOL" else _FORMATS[datatype]
     if len(raw) != count * struct.calcsize(fmt):
         raise BadInput(f"{where}: binary_data_size is {len(raw)} bytes; its shape takes "
                        f"{count * struct.calcsize(fmt)}")
     try:
-        return list(struct.unpack(f"<{count}{fmt}", raw))
+        values = list(struct.unpack(f"<{count}{fmt}", raw))
     except struct.error as error:
         raise BadInput(f"{where}: {error}") from None
+    if datatype == "BOOL":
+        if any(v > 1 for v in values):
+            raise BadInput(f"{where}: a BOOL byte is neither 0 nor 1")
+        return [v == 1 for v in values]
+    if datatype in _FLOAT_LIMITS:
+        _check_elements(values, datatype, where)  # finite, as the JSON path has them
+    return values
 
 
 def _binary_bytes(tensor):

@@ -196,7 +196,8 @@ def run_checks(path):
     check("binary in, JSON out", status == 200 and data is None
           and body["outputs"][0]["data"] == [6.0, 3.0, 15.5, 10.0], f"{status} {body}")
     for what, payload in {"short": struct.pack("<5f", 1, 2, 3, 4, 5),
-                          "extra bytes": struct.pack("<7f", 1, 2, 3, 4, 5, 6, 7)}.items():
+                          "extra bytes": struct.pack("<7f", 1, 2, 3, 4, 5, 6, 7),
+                          "NaN": struct.pack("<6f", 1, 2, float("nan"), 4, 5, 6)}.items():
         status, body, _ = binary_request(path, header, payload)
         check(f"400 on binary {what}", status == 400 and body["error"], f"{status} {body}")
 
