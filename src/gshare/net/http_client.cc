@@ -139,10 +139,7 @@ Result<HttpEndpoint> ParseHttpUrl(std::string_view url) {
 }
 
 std::string_view ClientResponse::Header(std::string_view name) const {
-  for (const auto& [field, value] : headers) {
-    if (EqualsIgnoringCase(field, name)) return value;
-  }
-  return {};
+  return FindHeader(headers, name);
 }
 
 struct HttpClient::Impl {

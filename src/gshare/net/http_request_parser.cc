@@ -100,13 +100,7 @@ ServerRequest ToServerRequest(RequestParser& parser) {
 }
 
 std::string_view ServerRequest::Header(std::string_view name) const {
-  for (const auto& [field, value] : headers) {
-    if (boost::beast::iequals(boost::beast::string_view(field.data(), field.size()),
-                              boost::beast::string_view(name.data(), name.size()))) {
-      return value;
-    }
-  }
-  return {};
+  return FindHeader(headers, name);
 }
 
 }  // namespace gshare::net

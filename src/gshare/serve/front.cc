@@ -378,19 +378,6 @@ std::uint64_t Front::Run(InferRequest request, const std::string& tenant, const 
       });
 }
 
-namespace {
-
-// The message of an error answer ({"error": ...}), for a caller that is not HTTP.
-std::string ErrorMessageOf(const net::HttpResponse& response) {
-  const nlohmann::json body = nlohmann::json::parse(response.body, nullptr, false);
-  if (body.is_object() && body.contains("error") && body["error"].is_string()) {
-    return body["error"].get<std::string>();
-  }
-  return response.body;
-}
-
-}  // namespace
-
 std::function<void()> Front::InferParsed(std::string_view authorization, std::string_view name,
                                          std::optional<std::string_view> version,
                                          std::uint64_t wire_bytes,

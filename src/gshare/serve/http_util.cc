@@ -71,6 +71,14 @@ HttpResponse MethodNotAllowed(std::string allowed) {
 }
 
 // The one answer for a model the caller cannot see, whether or not another tenant has it.
+std::string ErrorMessageOf(const HttpResponse& response) {
+  const nlohmann::json body = nlohmann::json::parse(response.body, nullptr, false);
+  if (body.is_object() && body.contains("error") && body["error"].is_string()) {
+    return body["error"].get<std::string>();
+  }
+  return response.body;
+}
+
 HttpResponse ModelNotFound(std::string_view name) {
   return JsonErrorResponse(404, "model '" + std::string(name) + "' not found");
 }

@@ -35,6 +35,10 @@ net::HttpResponse MethodNotAllowed(std::string allowed);
 // The one answer for a model the caller cannot see, whether or not another tenant has it.
 net::HttpResponse ModelNotFound(std::string_view name);
 
+// The message of an error answer ({"error": "..."}), for a caller that is not HTTP (the gRPC
+// service); the body as it is when it is not one.
+std::string ErrorMessageOf(const net::HttpResponse& response);
+
 // 400 InvalidArgument and OutOfRange, 403 PermissionDenied, 404 NotFound, 409 AlreadyExists,
 // 429 ResourceExhausted, 503 Unavailable, 504 DeadlineExceeded, 500 anything else.
 int HttpStatusFor(StatusCode code);

@@ -16,6 +16,7 @@
 #include "gshare/common/clock.h"
 #include "gshare/protocol/grpc/grpc_codec.h"
 #include "gshare/protocol/grpc/inference.grpc.pb.h"
+#include "gshare/serve/http_util.h"
 
 namespace gshare::serve {
 namespace {
@@ -24,15 +25,6 @@ using nlohmann::json;
 
 grpc::Status GrpcStatus(int http_status, const std::string& message) {
   return {static_cast<grpc::StatusCode>(GrpcCodeFor(http_status)), message};
-}
-
-// The message of an HTTP error answer ({"error": ...}).
-std::string ErrorOf(const net::HttpResponse& response) {
-  const json body = json::parse(response.body, nullptr, false);
-  if (body.is_object() && body.contains("error") && body["error"].is_string()) {
-    return body["error"].get<std::string>();
-  }
-  return response.body;
 }
 
 std::string Authorization(const grpc::CallbackServerContext& context) {
@@ -104,6 +96,17 @@ void FillDuration(const json& pair, inference::StatisticDuration* out) {
   out->set_ns(pair.value("ns", std::uint64_t{0}));
 }
 
+// For ServerReady and ModelReady: the 503 of "not ready" answers `ready: false`, not an error.
+template <typename Response>
+std::function<std::optional<grpc::Status>(const net::HttpResponse&)> NotReadyIsFalse(
+    Response* response) {
+  return [response](const net::HttpResponse& answer) -> std::optional<grpc::Status> {
+    if (answer.status != 503) return std::nullopt;
+    response->set_ready(false);
+    return grpc::Status::OK;
+  };
+}
+
 }  // namespace
 
 int GrpcCodeFor(int http_status) {
@@ -161,7 +164,7 @@ class GrpcServer::Service final : public inference::GRPCInferenceService::Callba
             if (other) {
               if (auto status = other(answer)) return reactor->Finish(*status);
             }
-            return reactor->Finish(GrpcStatus(answer.status, ErrorOf(answer)));
+            return reactor->Finish(GrpcStatus(answer.status, ErrorMessageOf(answer)));
           }
           const json parsed = json::parse(answer.body, nullptr, false);
           if (parsed.is_discarded()) {
@@ -205,11 +208,7 @@ class GrpcServer::Service final : public inference::GRPCInferenceService::Callba
           response->set_ready(answer.value("ready", false));
           return grpc::Status::OK;
         },
-        [response](const net::HttpResponse& answer) -> std::optional<grpc::Status> {
-          if (answer.status != 503) return std::nullopt;
-          response->set_ready(false);
-          return grpc::Status::OK;
-        });
+        NotReadyIsFalse(response));
   }
 
   grpc::ServerUnaryReactor* ModelReady(grpc::CallbackServerContext* context,
@@ -221,11 +220,7 @@ class GrpcServer::Service final : public inference::GRPCInferenceService::Callba
           response->set_ready(answer.value("ready", false));
           return grpc::Status::OK;
         },
-        [response](const net::HttpResponse& answer) -> std::optional<grpc::Status> {
-          if (answer.status != 503) return std::nullopt;
-          response->set_ready(false);
-          return grpc::Status::OK;
-        });
+        NotReadyIsFalse(response));
   }
 
   grpc::ServerUnaryReactor* ServerMetadata(grpc::CallbackServerContext* context,
