@@ -251,11 +251,28 @@ void LiveExecutor::CheckDrained(FunctionId function) {
   boost::asio::post(resources_.clock.loop(), [this, function] {
     if (shut_down_ || !removed_.contains(function) || !Drained(function)) return;
     removed_.erase(function);
+    cold_.erase(function);
     run_timeouts_.erase(function);
     start_failures_.erase(function);
     if (scheduler_ != nullptr) scheduler_->OnFunctionDrained(function);
     if (options_.on_drained) options_.on_drained(function);
   });
+}
+
+void LiveExecutor::SetKeptWarm(FunctionId function, bool warm) {
+  if (warm) {
+    cold_.erase(function);
+    return;
+  }
+  if (shut_down_ || !functions_.active(function)) return;
+  cold_.insert(function);
+  std::vector<InstanceId> idle;
+  for (const auto& [id, instance] : instances_) {
+    if (instance.function == function && instance.state == InstanceState::kIdle) {
+      idle.push_back(id);
+    }
+  }
+  for (const InstanceId id : idle) StopInstance(instances_.at(id));
 }
 
 void LiveExecutor::Prepare(FunctionId function, std::function<void(Status)> done) {
@@ -571,7 +588,15 @@ void LiveExecutor::MaybeRestoreDone(Instance& instance) {
     if (shut_down_) return;
     auto it = instances_.find(instance_id);
     if (it == instances_.end()) return;
-    if (!status.ok()) return InstanceLost(instance_id, status);
+    if (!status.ok()) {
+      // The pool is full, and an instance on its way out will give its snapshot back: try again
+      // when it has ended.
+      if (status.code() == StatusCode::kResourceExhausted && InstanceStopping()) {
+        waiting_pool_.push_back(instance_id);
+        return;
+      }
+      return InstanceLost(instance_id, status);
+    }
     it->second.staging.reset();
     if (it->second.state == InstanceState::kPreparing) {
       std::function<void(Status)> done = std::move(it->second.on_prepared);
@@ -582,6 +607,21 @@ void LiveExecutor::MaybeRestoreDone(Instance& instance) {
     }
     RestoreFromStaging(instance_id);
   });
+}
+
+bool LiveExecutor::InstanceStopping() const {
+  for (const auto& [id, instance] : instances_) {
+    if (instance.state == InstanceState::kStopping) return true;
+  }
+  return false;
+}
+
+void LiveExecutor::RetryWaitingPool() {
+  std::vector<InstanceId> waiting;
+  waiting.swap(waiting_pool_);
+  for (const InstanceId id : waiting) {
+    if (auto it = instances_.find(id); it != instances_.end()) MaybeRestoreDone(it->second);
+  }
 }
 
 void LiveExecutor::RestoreFromStaging(InstanceId instance_id) {
@@ -883,7 +923,10 @@ void LiveExecutor::SetTimer(TimePoint at, std::uint64_t token) {
 
 void LiveExecutor::BecomeIdle(Instance& instance) {
   instance.state = InstanceState::kIdle;
-  if (!functions_.active(instance.function)) return StopInstance(instance);  // removed
+  // Removed, or kept cold: nothing of it stays in the snapshot pool without work.
+  if (!functions_.active(instance.function) || cold_.contains(instance.function)) {
+    return StopInstance(instance);
+  }
   const std::uint64_t generation = ++instance.keep_generation;
   const InstanceId instance_id = instance.id;
   const std::uint64_t key = next_timer_++;
@@ -930,8 +973,9 @@ void LiveExecutor::InstanceLost(InstanceId instance_id, const Status& status) {
     failures.last = Now();
     failures.why = status;
   }
-  if (instance.switcher) instance.switcher->Close();
+  if (instance.switcher) instance.switcher->Close();  // its snapshot goes back to the pool
   host_.Stop(instance_id);  // when the switch failed first, the process may still run
+  RetryWaitingPool();
   if (instance.on_prepared) instance.on_prepared(status);
   CheckDrained(instance.function);
   // A detach in flight reports through Detached. A slice bound to the instance (starting,

@@ -18,7 +18,11 @@
 //    engine queues copies. kCheckpoint always copies and reports OnEvictDone;
 //  - Run sends the batch to the instance over the function protocol (InstanceHost); its kernels
 //    share the GPU's compute engine with the other resident instances (ComputeArbiter);
-//  - an idle instance stops after `instance_keep`, down to the function's min_instances;
+//  - an idle instance stops after `instance_keep`, down to the function's min_instances; one of a
+//    function its owner keeps cold (SetKeptWarm) stops as soon as it is idle;
+//  - a new instance whose image finds no room in the snapshot pool while another instance is
+//    stopping (its snapshot about to go back) waits for that one's end and tries again; with
+//    nothing stopping, its start fails;
 //  - a process that dies is OnInstanceDied, with the requests of its runs in flight;
 //  - a request not started by its latest start (Request::latest_start), or that its owner
 //    cancels (Cancel: its client went away), is answered with the reason through the host and
@@ -159,6 +163,11 @@ class LiveExecutor final : public Executor {
   // it is idle).
   // Not called after Shutdown.
   void Prepare(FunctionId function, std::function<void(Status)> done);
+  // Whether `function` keeps its idle instances (the default) or none: the server keeps cold the
+  // functions whose room in the snapshot pool it lent out and took back (serve/pool_plan.h).
+  // Cold, its idle instances stop now, and each later one as soon as it is idle, so the pool
+  // holds its image only while it has work; its min_instances no longer counts.
+  void SetKeptWarm(FunctionId function, bool warm);
   // A run of `function` that has not ended after `timeout` stops its instance: the instance
   // dies, and its requests go back to the policy (OnInstanceDied). Zero: no limit.
   void SetRunTimeout(FunctionId function, Duration timeout);
@@ -175,8 +184,12 @@ class LiveExecutor final : public Executor {
   // removed function's instances stopping): Busy, timers left aside. A manual clock moves to the
   // next timer only when this is false (ManualLoopClock::RunUntil).
   bool WorkInFlight() const;
+  // New instances waiting for room in the snapshot pool (tests).
+  std::size_t waiting_for_pool() const { return waiting_pool_.size(); }
   // Per-function records held (tests: they come back to their size as functions come and go).
-  std::size_t functions_held() const { return run_timeouts_.size() + start_failures_.size(); }
+  std::size_t functions_held() const {
+    return run_timeouts_.size() + start_failures_.size() + cold_.size();
+  }
   // What is in flight, for a stalled replay's diagnosis: GPUs, slices, runs, instances.
   std::string DebugState() const;
   // The first contract violation by the scheduler (a call that broke a precondition), or OK.
@@ -269,6 +282,10 @@ class LiveExecutor final : public Executor {
   // On an error the instance is forgotten (and its process stopped).
   Status LaunchInstance(Instance& instance, std::uint64_t reserve_bytes);
   void MaybeRestoreDone(Instance& instance);
+  // Whether some instance is stopping (its snapshot goes back to the pool when it ends).
+  bool InstanceStopping() const;
+  // MaybeRestoreDone again for the instances waiting for room in the snapshot pool.
+  void RetryWaitingPool();
   void RestoreFromStaging(InstanceId id);
   void RestoreFinished(GpuId gpu, FunctionId function, const Status& status);
   void Detached(InstanceId id, GpuId gpu, FunctionId function, std::shared_ptr<SliceMemory> memory,
@@ -311,6 +328,10 @@ class LiveExecutor final : public Executor {
   Status violation_;
   std::unordered_map<FunctionId, Duration> run_timeouts_;
   std::unordered_set<FunctionId> removed_;  // removed, not yet drained
+  std::unordered_set<FunctionId> cold_;     // SetKeptWarm(false)
+  // New instances whose checkpoint found the snapshot pool full while another instance was
+  // stopping: tried again as instances end.
+  std::vector<InstanceId> waiting_pool_;
   bool shut_down_ = false;
 
   ComputeArbiter staging_compute_;  // the host's compute, for models loading into staging

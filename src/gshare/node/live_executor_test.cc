@@ -349,6 +349,74 @@ TEST(LiveExecutorPrepare, AFailedStartIsReported) {
   EXPECT_EQ(h.live().Instances(0).idle, 0);
 }
 
+// A function kept cold keeps no idle instance: the one it has stops at once, as does the next one
+// it prepares, and its records go with it when it is removed.
+TEST(LiveExecutorKeptWarm, AColdFunctionsIdleInstancesStopAtOnce) {
+  LiveHarness h;
+  h.Build(testing::ContractGpu(), testing::ContractFunctions(), {});
+  LiveExecutor& e = h.live();
+  std::optional<Status> prepared;
+  e.Prepare(0, [&](Status status) { prepared = status; });
+  ASSERT_TRUE(h.RunUntil([&] { return prepared.has_value(); }).ok());
+  ASSERT_TRUE(prepared->ok()) << prepared->ToString();
+  ASSERT_EQ(e.Instances(0).idle, 1);
+  const std::size_t records = e.functions_held();
+
+  e.SetKeptWarm(0, false);
+  EXPECT_EQ(e.Instances(0).idle, 0);  // stopping
+  EXPECT_EQ(e.functions_held(), records + 1);
+  ASSERT_TRUE(h.RunUntil([&] {
+                 return h.node().snapshots().Find("instance-1").status().code() ==
+                        StatusCode::kNotFound;
+               }).ok());
+  prepared.reset();
+  e.Prepare(0, [&](Status status) { prepared = status; });
+  ASSERT_TRUE(h.RunUntil([&] { return prepared.has_value(); }).ok());
+  ASSERT_TRUE(prepared->ok()) << prepared->ToString();
+  EXPECT_EQ(e.Instances(0).idle, 0);  // it started, and stopped once idle
+  EXPECT_EQ(h.host().started, 2);
+
+  // Warm again: the next idle instance stays.
+  e.SetKeptWarm(0, true);
+  EXPECT_EQ(e.functions_held(), records);
+  prepared.reset();
+  e.Prepare(0, [&](Status status) { prepared = status; });
+  ASSERT_TRUE(h.RunUntil([&] { return prepared.has_value(); }).ok());
+  EXPECT_EQ(e.Instances(0).idle, 1);
+}
+
+// A new instance whose image finds the snapshot pool full while another instance is on its way
+// out waits for that one's snapshot instead of failing; with nothing on its way out, it fails.
+TEST(LiveExecutorKeptWarm, ANewInstanceWaitsForTheSnapshotOfOneStopping) {
+  LiveHarness h;
+  // Room for one image: the functions' 100 MB and 200 MB do not fit together.
+  h.configure = [](LiveNodeOptions& options) { options.snapshot_pool_bytes = 256 * kMiB; };
+  h.Build(testing::ContractGpu(), testing::ContractFunctions(), {});
+  LiveExecutor& e = h.live();
+  std::optional<Status> first;
+  e.Prepare(0, [&](Status status) { first = status; });
+  ASSERT_TRUE(h.RunUntil([&] { return first.has_value(); }).ok());
+  ASSERT_TRUE(first->ok()) << first->ToString();
+
+  h.host().hold_stops = true;  // the cold function's instance is slow to end
+  e.SetKeptWarm(0, false);
+  std::optional<Status> second;
+  e.Prepare(1, [&](Status status) { second = status; });
+  ASSERT_TRUE(h.RunUntil([&] { return e.waiting_for_pool() == 1; }).ok());
+  EXPECT_FALSE(second.has_value());
+  h.host().ReleaseStops();
+  ASSERT_TRUE(h.RunUntil([&] { return second.has_value(); }).ok());
+  ASSERT_TRUE(second->ok()) << second->ToString();
+  EXPECT_EQ(e.Instances(1).idle, 1);
+  EXPECT_EQ(e.waiting_for_pool(), 0u);
+
+  // Nothing on its way out: the pool is full, and the start fails with the reason.
+  std::optional<Status> third;
+  e.Prepare(0, [&](Status status) { third = status; });
+  ASSERT_TRUE(h.RunUntil([&] { return third.has_value(); }).ok());
+  EXPECT_EQ(third->code(), StatusCode::kResourceExhausted) << third->ToString();
+}
+
 // Every policy, unchanged, schedules real (in-process) instances on the live executor: three
 // functions in bursts every 100 ms for two seconds on a two-GPU node; every request is answered
 // by a run, and no call breaks the contract.

@@ -71,6 +71,13 @@ class Deployer {
   // Unavailable, and its instances stop once the running ones end. Returns how many it stopped
   // (0 when the tenant has none deployed).
   virtual Result<std::size_t> StopTenant(std::string_view tenant) = 0;
+  // Whether the function keeps a warm instance in the node's snapshot pool (the default) or is
+  // cold: its room in the pool was lent and is taken back (the management API's plan of the
+  // pool, pool_plan.h). A cold function keeps no instance without work: its idle instances stop
+  // at once, a request that finds none starts one, and a deploy of it (at the server's start, a
+  // load) starts none ahead of need. Holds for the function's later deploys too, and may be told
+  // before the function is deployed.
+  virtual void KeepWarm(std::string_view tenant, std::string_view name, bool warm) = 0;
   // The tenants that have a function deployed, by name.
   virtual std::vector<std::string> Tenants() const = 0;
 };

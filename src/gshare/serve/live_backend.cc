@@ -501,6 +501,7 @@ Status LiveBackend::Deploy(const FunctionSpec& spec, Settled settled) {
   {
     MutexLock lock(mutex_);
     if (shutting_down_) return Unavailable("the server is shutting down");
+    const bool cold = cold_.contains(key);
     auto it = entries_.find(key);
     if (it == entries_.end()) {
       created = true;
@@ -524,8 +525,8 @@ Status LiveBackend::Deploy(const FunctionSpec& spec, Settled settled) {
     };
     // Posted under the lock, as Infer's work: it runs before Shutdown's.
     node_->Post([this, key, generation, next = std::move(next), launch = std::move(launch).value(),
-                 series = *series, wrapped = std::move(wrapped)]() mutable {
-      AddVersion(key, generation, std::move(next), std::move(launch), std::move(series),
+                 series = *series, cold, wrapped = std::move(wrapped)]() mutable {
+      AddVersion(key, generation, std::move(next), std::move(launch), std::move(series), cold,
                  std::move(wrapped));
     });
   }
@@ -534,16 +535,17 @@ Status LiveBackend::Deploy(const FunctionSpec& spec, Settled settled) {
 
 void LiveBackend::AddVersion(const Key& key, std::uint64_t generation, Entry next,
                              FunctionLaunch launch, std::shared_ptr<metrics::FunctionSeries> series,
-                             Settled settled) {
+                             bool cold, Settled settled) {
   const FunctionId version = node_->AddFunction(std::move(launch));
   feed_->Bind(version, series);
   versions_[version] = Version{key, std::move(series), std::move(settled), 0, false};
   CountObsolete();
-  node_->executor().Prepare(version, [this, key, version, generation,
-                                      next = std::move(next)](Status status) mutable {
+  auto prepared = [this, key, version, generation, next = std::move(next)](Status status) mutable {
     bool current = false;
+    bool cold_now = false;  // KeepWarm may have changed it since the deploy
     {
       MutexLock lock(mutex_);
+      cold_now = cold_.contains(key);
       auto it = entries_.find(key);
       current = it != entries_.end() && it->second.generation == generation;
       if (current && status.ok()) {
@@ -572,6 +574,7 @@ void LiveBackend::AddVersion(const Key& key, std::uint64_t generation, Entry nex
     if (current && status.ok()) {
       if (auto old = current_.find(key); old != current_.end()) Retire(old->second);
       current_[key] = version;
+      node_->executor().SetKeptWarm(version, !cold_now);
     } else {
       Retire(version);  // failed, or superseded, undeployed or unloaded meanwhile
     }
@@ -583,6 +586,27 @@ void LiveBackend::AddVersion(const Key& key, std::uint64_t generation, Entry nex
     if (done) {
       done(current || !status.ok() ? ForTenant(status, options_.data_dir / "models" / key.first)
                                    : Status(Cancelled("superseded by a later change")));
+    }
+  };
+  if (cold) {
+    // No room of its own in the snapshot pool: its first request starts its first instance (and
+    // its tensors are the spec's, or none, until then).
+    node_->executor().SetKeptWarm(version, false);
+    prepared(Status::Ok());
+    return;
+  }
+  node_->executor().Prepare(version, std::move(prepared));
+}
+
+void LiveBackend::KeepWarm(std::string_view tenant, std::string_view name, bool warm) {
+  const Key key(tenant, name);
+  MutexLock lock(mutex_);
+  if (warm ? cold_.erase(key) == 0 : !cold_.insert(key).second) return;  // no change
+  if (shutting_down_) return;
+  // Posted under the lock, as Deploy's work: a deploy taken before it is on the loop first.
+  node_->Post([this, key, warm] {
+    if (auto it = current_.find(key); it != current_.end()) {
+      node_->executor().SetKeptWarm(it->second, warm);
     }
   });
 }

@@ -32,6 +32,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -115,6 +116,8 @@ class LiveBackend final : public InferenceBackend, public Deployer, private Requ
   Status Deploy(const FunctionSpec& spec, Settled settled) override;
   Status Undeploy(std::string_view tenant, std::string_view name) override;
   Result<std::size_t> StopTenant(std::string_view tenant) override;
+  void KeepWarm(std::string_view tenant, std::string_view name, bool warm) override
+      EXCLUDES(mutex_);
   std::vector<std::string> Tenants() const override;
   Status Load(std::string_view tenant, std::string_view name, Settled settled) override;
   Status Unload(std::string_view tenant, std::string_view name) override;
@@ -161,11 +164,12 @@ class LiveBackend final : public InferenceBackend, public Deployer, private Requ
   // Posts `work` to the loop, under the lock (so that it runs before Shutdown's own work);
   // Unavailable once shut down.
   Status Post(std::function<void()> work) EXCLUDES(mutex_);
-  // Loop: adds a version of `key` and prepares it; once ready (and still the latest change,
+  // Loop: adds a version of `key` and prepares it (a cold one is ready at once, without an
+  // instance: KeepWarm); once ready (and still the latest change,
   // `generation`), it becomes the entry `next` and takes the requests, and the old version is
   // retired. `settled` is called either way.
   void AddVersion(const Key& key, std::uint64_t generation, Entry next, FunctionLaunch launch,
-                  std::shared_ptr<metrics::FunctionSeries> series, Settled settled);
+                  std::shared_ptr<metrics::FunctionSeries> series, bool cold, Settled settled);
   void Retire(FunctionId version);
   // Loop: publishes obsolete_ after a change of the versions.
   void CountObsolete() EXCLUDES(mutex_);
@@ -192,7 +196,8 @@ class LiveBackend final : public InferenceBackend, public Deployer, private Requ
   std::atomic<std::uint64_t> next_ticket_{1};
   mutable Mutex mutex_;
   std::map<Key, Entry> entries_ GUARDED_BY(mutex_);
-  std::condition_variable_any settled_;  // an entry left LOADING, or a version drained
+  std::set<Key> cold_ GUARDED_BY(mutex_);  // KeepWarm(false), deployed or not
+  std::condition_variable_any settled_;    // an entry left LOADING, or a version drained
   // Versions on the node that are not a function's current one (loading, retired, draining).
   std::size_t obsolete_ GUARDED_BY(mutex_) = 0;
   std::map<std::string, std::size_t> tenant_in_flight_ GUARDED_BY(mutex_);

@@ -131,5 +131,23 @@ TEST_F(LiveBackendTest, AThousandVersionsComeAndGoAndTheTablesReturnToTheirSize)
   EXPECT_EQ(metrics_->Expose().find("function=\"f"), std::string::npos);
 }
 
+// A function kept cold (its room in the snapshot pool taken back) deploys without starting an
+// instance ahead of need, and its first request starts one and is answered.
+TEST_F(LiveBackendTest, AColdFunctionDeploysWithoutAnInstanceAndItsFirstRequestStartsOne) {
+  backend_->KeepWarm("t", "cold", false);
+  ASSERT_TRUE(DeployAndSettle(Spec("t", "cold", "1s")).ok());
+  EXPECT_EQ(host_->started, 0);
+  auto answer = InferOne("t", "cold");
+  ASSERT_TRUE(answer.ok()) << answer.status().ToString();
+  EXPECT_EQ(answer->outputs.size(), 1u);
+  EXPECT_EQ(host_->started, 1);
+  // Warm again: a new version prepares its instance as any deploy does.
+  backend_->KeepWarm("t", "cold", true);
+  ASSERT_TRUE(DeployAndSettle(Spec("t", "cold", "2s")).ok());
+  EXPECT_EQ(host_->started, 2);
+  ASSERT_TRUE(backend_->Undeploy("t", "cold").ok());
+  ASSERT_TRUE(backend_->WaitUntilDrained(milliseconds(60'000)).ok());
+}
+
 }  // namespace
 }  // namespace gshare::serve

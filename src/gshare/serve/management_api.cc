@@ -72,12 +72,13 @@ ModelStatus StatusOrUnavailable(const Deployer& deployer, std::string_view tenan
 }
 
 // A function as the API answers it: its record with the deployer's state.
-json FunctionJson(const Deployer& deployer, const FunctionRecord& record) {
+json FunctionJson(const Deployer& deployer, const FunctionRecord& record, bool kept_warm) {
   const ModelStatus model = StatusOrUnavailable(deployer, record.tenant, record.name);
   return {{"tenant", record.tenant},
           {"name", record.name},
           {"state", ModelStateName(model.state)},
           {"reason", model.reason},
+          {"kept_warm", kept_warm},
           {"created_unix_ms", record.created_unix_ms},
           {"updated_unix_ms", record.updated_unix_ms},
           {"spec", record.spec_yaml}};
@@ -460,54 +461,89 @@ Status ManagementApi::CheckQuota(const FunctionSpec& spec) {
   return CheckPoolShare(spec);
 }
 
+Result<PoolPlan> ManagementApi::PlanPool(const FunctionSpec* candidate) {
+  GSHARE_ASSIGN_OR_RETURN(const std::vector<TenantRecord> tenants, registry_.ListTenants());
+  std::vector<PoolClaim> claims;
+  std::int64_t candidate_created = std::numeric_limits<std::int64_t>::max();
+  for (const TenantRecord& tenant : tenants) {
+    GSHARE_ASSIGN_OR_RETURN(const std::vector<FunctionRecord> records,
+                            registry_.ListFunctions(tenant.name));
+    for (const FunctionRecord& record : records) {
+      if (candidate != nullptr && record.tenant == candidate->tenant &&
+          record.name == candidate->name) {
+        candidate_created = record.created_unix_ms;  // an update keeps its place in the share
+        continue;
+      }
+      Result<FunctionSpec> spec = ParseFunctionEntry(
+          record.spec_yaml, fmt::format("the registry's {}/{}", record.tenant, record.name),
+          record.tenant);
+      if (!spec.ok()) return Internal(spec.status().message());
+      claims.push_back({.tenant = record.tenant,
+                        .name = record.name,
+                        .bytes = PoolBytes(*spec),
+                        .created_ms = record.created_unix_ms,
+                        .changed_ms = record.updated_unix_ms});
+    }
+  }
+  if (candidate != nullptr) {
+    claims.push_back({.tenant = candidate->tenant,
+                      .name = candidate->name,
+                      .bytes = PoolBytes(*candidate),
+                      .created_ms = candidate_created,
+                      .changed_ms = std::numeric_limits<std::int64_t>::max()});
+  }
+  return PlanSnapshotPool(options_.snapshot_pool_bytes, std::move(claims));
+}
+
 Status ManagementApi::CheckPoolShare(const FunctionSpec& spec) {
   const std::uint64_t pool = options_.snapshot_pool_bytes;
   if (pool == 0) return Status::Ok();
-  GSHARE_ASSIGN_OR_RETURN(const std::vector<TenantRecord> tenants, registry_.ListTenants());
-  std::map<std::string, std::uint64_t> held;  // by tenant with functions, this one's others
-  bool someone_waits = false;                 // a tenant without functions (not this one)
-  for (const TenantRecord& tenant : tenants) {
-    GSHARE_ASSIGN_OR_RETURN(const std::vector<FunctionSpec> specs, StoredSpecs(tenant.name));
-    std::uint64_t bytes = 0;
-    bool any = false;
-    for (const FunctionSpec& other : specs) {
-      if (tenant.name == spec.tenant && other.name == spec.name) continue;
-      bytes = SaturatingAdd(bytes, PoolBytes(other));
-      any = true;
-    }
-    if (any || tenant.name == spec.tenant) {
-      held[tenant.name] = bytes;
-    } else {
-      someone_waits = true;
-    }
-  }
-  const std::uint64_t shares = held.size() + (someone_waits ? 1 : 0);
-  const std::uint64_t share = pool / std::max<std::uint64_t>(shares, 1);
-  const std::uint64_t mine = SaturatingAdd(held[spec.tenant], PoolBytes(spec));
-  // Deploys are not given back as requests are: within its share or not, nothing is admitted
-  // that the pool cannot hold with what the others hold now.
-  std::uint64_t all = mine;
-  for (const auto& [tenant, bytes] : held) {
-    if (tenant != spec.tenant) all = SaturatingAdd(all, bytes);
-  }
-  if (all > pool) {
-    return ResourceExhausted(fmt::format(
-        "function '{}' needs {} of the node's snapshot pool, which holds {} of {} already",
-        spec.name, FormatBytes(PoolBytes(spec)), FormatBytes(all - PoolBytes(spec)),
-        FormatBytes(pool)));
-  }
-  if (mine <= share) return Status::Ok();
-  // Beyond its share: it borrows only what no other tenant's share still needs.
-  std::uint64_t committed = someone_waits ? share : 0;
-  for (const auto& [tenant, bytes] : held) {
-    committed = SaturatingAdd(committed, tenant == spec.tenant ? mine : std::max(bytes, share));
-  }
-  if (committed <= pool) return Status::Ok();
+  GSHARE_ASSIGN_OR_RETURN(const PoolPlan plan, PlanPool(&spec));
+  if (plan.Warm(spec.tenant, spec.name)) return Status::Ok();
+  const PoolPlan::Held mine = plan.HeldBy(spec.tenant);
   return ResourceExhausted(fmt::format(
-      "function '{}' needs {} of the node's snapshot pool and tenant '{}' holds {} of it: over its "
-      "share of {} ({} of the pool among {} tenants), and the rest is kept for the other tenants",
-      spec.name, FormatBytes(PoolBytes(spec)), spec.tenant, FormatBytes(held[spec.tenant]),
-      FormatBytes(share), FormatBytes(pool), shares));
+      "function '{}' needs {} of the node's snapshot pool and tenant '{}' keeps {} of it warm, "
+      "{} beyond its share of {} ({} of the pool among {} tenants with functions); the rest is "
+      "held within the other tenants' shares or lent already ({} of {} in use)",
+      spec.name, FormatBytes(PoolBytes(spec)), spec.tenant,
+      FormatBytes(mine.within_share + mine.borrowed), FormatBytes(mine.borrowed),
+      FormatBytes(plan.share_bytes), FormatBytes(pool), plan.tenants, FormatBytes(plan.warm_bytes),
+      FormatBytes(pool)));
+}
+
+void ManagementApi::Replan() {
+  if (options_.snapshot_pool_bytes == 0) return;
+  const Result<PoolPlan> plan = PlanPool(nullptr);
+  if (!plan.ok()) {
+    spdlog::error("the snapshot pool could not be planned again: {}", plan.status().ToString());
+    return;
+  }
+  std::map<FunctionKey, bool> next;
+  for (const FunctionKey& key : plan->warm) next.emplace(key, true);
+  for (const FunctionKey& key : plan->cold) next.emplace(key, false);
+  for (const auto& [key, warm] : next) {
+    const auto before = kept_warm_.find(key);
+    if (before != kept_warm_.end() && before->second == warm) continue;
+    deployer_.KeepWarm(key.first, key.second, warm);
+    if (!warm) {
+      spdlog::info(
+          "function {}/{} is kept cold: the room it borrowed in the snapshot pool is "
+          "another tenant's share now",
+          key.first, key.second);
+    } else if (before != kept_warm_.end()) {
+      spdlog::info("function {}/{} is kept warm again", key.first, key.second);
+    }
+  }
+  // A function gone from the registry is forgotten warm: a later one of its name starts warm.
+  for (const auto& [key, warm] : kept_warm_) {
+    if (!warm && !next.contains(key)) deployer_.KeepWarm(key.first, key.second, true);
+  }
+  kept_warm_ = std::move(next);
+}
+
+bool ManagementApi::KeptWarm(const std::string& tenant, const std::string& name) const {
+  const auto it = kept_warm_.find(FunctionKey(tenant, name));
+  return it == kept_warm_.end() || it->second;
 }
 
 HttpResponse ManagementApi::ListFunctions(const std::string& tenant) {
@@ -515,7 +551,7 @@ HttpResponse ManagementApi::ListFunctions(const std::string& tenant) {
   if (!records.ok()) return RegistryErrorResponse(records.status());
   json functions = json::array();
   for (const FunctionRecord& record : *records) {
-    functions.push_back(FunctionJson(deployer_, record));
+    functions.push_back(FunctionJson(deployer_, record, KeptWarm(tenant, record.name)));
   }
   return JsonResponse(200, {{"functions", std::move(functions)}});
 }
@@ -524,7 +560,7 @@ HttpResponse ManagementApi::GetFunction(const std::string& tenant, const std::st
   const Result<FunctionRecord> record = registry_.GetFunction(tenant, name);
   if (record.status().code() == StatusCode::kNotFound) return FunctionNotFound(name);
   if (!record.ok()) return RegistryErrorResponse(record.status());
-  return JsonResponse(200, FunctionJson(deployer_, *record));
+  return JsonResponse(200, FunctionJson(deployer_, *record, KeptWarm(tenant, name)));
 }
 
 ManagementApi::Answer ManagementApi::CreateFunction(const Job& job) {
@@ -538,6 +574,7 @@ ManagementApi::Answer ManagementApi::CreateFunction(const Job& job) {
   }
   const Result<FunctionRecord> record = registry_.CreateFunction(tenant, FunctionSpecToYaml(*spec));
   if (!record.ok()) return RegistryErrorResponse(record.status());
+  Replan();  // the borrowers give its room back before its instance starts
   // Undoes the write, unless a later change of the function made the record another's.
   const auto undo = [this, tenant, name = spec->name,
                      written = record->spec_yaml]() REQUIRES(change_mutex_) {
@@ -548,6 +585,7 @@ ManagementApi::Answer ManagementApi::CreateFunction(const Job& job) {
       spdlog::error("function {}/{} failed to deploy and stays in the registry: {}", tenant, name,
                     undone.ToString());
     }
+    Replan();
   };
   const Status taken = deployer_.Deploy(
       *spec, ThenOnWorker(job.responder, [this, undo, tenant, record = *record](
@@ -561,7 +599,7 @@ ManagementApi::Answer ManagementApi::CreateFunction(const Job& job) {
           return ErrorResponse(settled);
         }
         spdlog::info("function {}/{} created", tenant, record.name);
-        return JsonResponse(201, FunctionJson(deployer_, record));
+        return JsonResponse(201, FunctionJson(deployer_, record, KeptWarm(tenant, record.name)));
       }));
   if (!taken.ok()) {
     undo();
@@ -591,6 +629,7 @@ ManagementApi::Answer ManagementApi::UpdateFunction(const Job& job) {
   const Result<FunctionRecord> record =
       registry_.UpdateFunction(tenant, name, FunctionSpecToYaml(*spec));
   if (!record.ok()) return RegistryErrorResponse(record.status());
+  Replan();
   // The old spec goes back into the registry and onto the node, so the function is what it was
   // before the request (its updated time excepted); unless a later change wrote it since.
   const auto undo = [this, tenant, name, written = record->spec_yaml,
@@ -608,6 +647,7 @@ ManagementApi::Answer ManagementApi::UpdateFunction(const Job& job) {
           "restored: {}",
           tenant, name, restored.ToString());
     }
+    Replan();
   };
   const Status taken = deployer_.Deploy(
       *spec, ThenOnWorker(job.responder, [this, undo, tenant, record = *record](
@@ -621,7 +661,7 @@ ManagementApi::Answer ManagementApi::UpdateFunction(const Job& job) {
           return ErrorResponse(settled);
         }
         spdlog::info("function {}/{} updated", tenant, record.name);
-        return JsonResponse(200, FunctionJson(deployer_, record));
+        return JsonResponse(200, FunctionJson(deployer_, record, KeptWarm(tenant, record.name)));
       }));
   if (!taken.ok()) {
     undo();
@@ -643,6 +683,7 @@ HttpResponse ManagementApi::DeleteFunction(const std::string& tenant, const std:
         fmt::format("function '{}' is removed, but the node could not stop it: {}", name,
                     undeployed.message()));
   }
+  Replan();
   spdlog::info("function {}/{} deleted", tenant, name);
   return NoContent();
 }
@@ -774,6 +815,7 @@ HttpResponse ManagementApi::RemoveTenant(const std::string& tenant) {
   const Status removed = keys_.RemoveTenant(tenant);
   if (!removed.ok()) return RegistryErrorResponse(removed);
   tenant_numbers_.erase(tenant);
+  Replan();
   RemoveModelFolder(tenant);
   spdlog::info("tenant {} removed with its {} function(s)", tenant, records->size());
   return NoContent();
@@ -830,6 +872,7 @@ void ManagementApi::Reconcile() {
                      *stopped);
       }
       tenant_numbers_ = std::move(present);
+      Replan();
     }
   }
   MutexLock lock(queue_mutex_);
@@ -864,6 +907,7 @@ Result<std::size_t> ManagementApi::DeployAll() {
   MutexLock change(change_mutex_);
   GSHARE_ASSIGN_OR_RETURN(const std::vector<TenantRecord> tenants, registry_.ListTenants());
   for (const TenantRecord& tenant : tenants) tenant_numbers_[tenant.name] = tenant.number;
+  Replan();  // cold functions start no instance ahead of need
   // Loads run in parallel, at most kParallelLoads at once; every one has settled on return.
   struct Loads {
     Mutex mutex;

@@ -55,6 +55,7 @@
 #include "gshare/net/http_server.h"
 #include "gshare/serve/api_keys.h"
 #include "gshare/serve/deployer.h"
+#include "gshare/serve/pool_plan.h"
 #include "gshare/serve/registry.h"
 
 namespace gshare::serve {
@@ -75,11 +76,12 @@ struct ManagementApiOptions {
   std::uint64_t tenant_gpu_memory_bytes = 0;
   // Functions a tenant may have (429 beyond). 0: no bound.
   std::size_t tenant_max_functions = 1000;
-  // The node's pinned snapshot pool, where every deployed function keeps its warm instance's
-  // memory image (the larger of gpu_memory and model_size). Shared fairly, as a FairShare at
-  // deploy time (common/fair_share.h): each tenant with functions is guaranteed an equal share and
-  // may borrow what the others leave, less one share kept free while some tenant has none yet
-  // (so a tenant's first deploy finds room). 0: not checked.
+  // The node's pinned snapshot pool, where a deployed function keeps its warm instance's memory
+  // image (the larger of gpu_memory and model_size). Shared fairly (pool_plan.h): each tenant with
+  // functions is guaranteed an equal share and may borrow what the shares leave; a deploy within
+  // the tenant's share takes its room back from the borrowers, whose most recently changed
+  // borrowed functions go cold (Deployer::KeepWarm) until there is room for them again. A create
+  // or update that would not be kept warm is refused (429). 0: not planned.
   std::uint64_t snapshot_pool_bytes = 0;
 };
 
@@ -222,6 +224,14 @@ class ManagementApi {
   // for a stored spec that does not parse, when the others cannot be counted.
   Status CheckQuota(const FunctionSpec& spec) REQUIRES(change_mutex_);
   Status CheckPoolShare(const FunctionSpec& spec) REQUIRES(change_mutex_);
+  // The plan of the snapshot pool for what the registry holds, with `candidate` (a function
+  // about to be created or updated: the newest change) in place of its record.
+  Result<PoolPlan> PlanPool(const FunctionSpec* candidate) REQUIRES(change_mutex_);
+  // Plans the pool for what the registry holds now and tells the deployer which functions changed
+  // between warm and cold (errors are logged: the plan stays as it was).
+  void Replan() REQUIRES(change_mutex_);
+  // Whether the last plan keeps the function warm (true when it was never planned).
+  bool KeptWarm(const std::string& tenant, const std::string& name) const REQUIRES(change_mutex_);
   // The specs the registry holds for `tenant`.
   Result<std::vector<FunctionSpec>> StoredSpecs(const std::string& tenant) REQUIRES(change_mutex_);
 
@@ -234,6 +244,8 @@ class ManagementApi {
   Mutex change_mutex_;
   // Each tenant's number as this server last saw it (a name with a new number is a new tenant).
   std::map<std::string, std::int64_t> tenant_numbers_ GUARDED_BY(change_mutex_);
+  // Whether each deployed function is kept warm, as the deployer was last told (Replan).
+  std::map<FunctionKey, bool> kept_warm_ GUARDED_BY(change_mutex_);
 
   mutable Mutex queue_mutex_;
   CondVar queue_changed_;

@@ -117,6 +117,22 @@ class FakeDeployer final : public Deployer {
     return std::erase_if(functions_,
                          [&](const auto& entry) { return entry.first.first == tenant; });
   }
+  void KeepWarm(std::string_view tenant, std::string_view name, bool warm) override {
+    std::lock_guard lock(mutex_);
+    const std::pair<std::string, std::string> key(tenant, name);
+    if (warm) {
+      cold_.erase(key);
+    } else {
+      cold_.insert(key);
+    }
+  }
+  // The functions told to keep cold, as "tenant/name".
+  std::vector<std::string> Cold() const {
+    std::lock_guard lock(mutex_);
+    std::vector<std::string> cold;
+    for (const auto& [tenant, name] : cold_) cold.push_back(tenant + "/" + name);
+    return cold;
+  }
   std::vector<std::string> Tenants() const override {
     std::lock_guard lock(mutex_);
     std::vector<std::string> tenants;
@@ -269,6 +285,7 @@ class FakeDeployer final : public Deployer {
   int deploy_failures_left_ = 0;
   std::optional<Status> undeploy_error_;
   std::map<std::pair<std::string, std::string>, Function> functions_;
+  std::set<std::pair<std::string, std::string>> cold_;
   std::deque<Pending> settles_;
   std::set<std::string> held_tenants_;
   bool stopping_ = false;
@@ -989,48 +1006,58 @@ TEST_F(ManagementApiTest, ATenantsFunctionsAreCounted) {
   EXPECT_EQ(Send("POST", "/api/v1/functions", alpha_key_, Spec("c")).result_int(), 201u);
 }
 
-// A 400 MiB pool between alpha and beta: while beta has nothing deployed, alpha may take half
-// (a share is kept for beta's first deploy); both are then held to their share of 200 MiB; with
-// beta gone, alpha may borrow the whole pool.
-TEST_F(ManagementApiTest, TheSnapshotPoolIsSharedFairly) {
+// A 400 MiB pool between alpha and beta. Alone, alpha may fill it; beta's first deploys take
+// beta's share (200 MiB) back from alpha's loans, the most recently changed first (those go
+// cold); beyond its share beta borrows only what is left. A third tenant takes its share back
+// the same way, and the loans return as the others leave.
+TEST_F(ManagementApiTest, TheSnapshotPoolIsSharedFairlyAndLoansAreTakenBack) {
   Start(0, [](ManagementApiOptions& options) { options.snapshot_pool_bytes = 400 * kMiB; });
-  EXPECT_EQ(Send("POST", "/api/v1/functions", alpha_key_, Spec("a", "", "100Mi")).result_int(),
-            201u);
-  EXPECT_EQ(Send("POST", "/api/v1/functions", alpha_key_, Spec("b", "", "100Mi")).result_int(),
-            201u);
-  auto over = Send("POST", "/api/v1/functions", alpha_key_, Spec("c", "", "100Mi"));
-  EXPECT_EQ(over.result_int(), 429u) << over.body();
-  EXPECT_NE(ErrorOf(over).find("snapshot pool"), std::string::npos) << over.body();
-  EXPECT_EQ(Names("alpha"), (std::vector<std::string>{"a", "b"}));
-
-  for (const char* name : {"a", "b"}) {
-    EXPECT_EQ(Send("POST", "/api/v1/functions", beta_key_, Spec(name, "", "100Mi")).result_int(),
+  for (const char* name : {"a", "b", "c", "d"}) {
+    EXPECT_EQ(Send("POST", "/api/v1/functions", alpha_key_, Spec(name, "", "100Mi")).result_int(),
               201u)
         << name;
   }
+  auto over = Send("POST", "/api/v1/functions", alpha_key_, Spec("e", "", "10Mi"));
+  EXPECT_EQ(over.result_int(), 429u) << over.body();
+  EXPECT_NE(ErrorOf(over).find("snapshot pool"), std::string::npos) << over.body();
+  EXPECT_NE(ErrorOf(over).find("400.0 MiB of 400.0 MiB in use"), std::string::npos) << over.body();
+  EXPECT_EQ(deployer_.Cold(), std::vector<std::string>{});
+
+  // beta's first function: alpha's last loan (d) goes cold; its second: c too.
+  EXPECT_EQ(Send("POST", "/api/v1/functions", beta_key_, Spec("a", "", "100Mi")).result_int(),
+            201u);
+  EXPECT_EQ(deployer_.Cold(), std::vector<std::string>{"alpha/d"});
+  auto d = Send("GET", "/api/v1/functions/d", alpha_key_);
+  EXPECT_EQ(nlohmann::json::parse(d.body()).at("kept_warm"), false) << d.body();
+  EXPECT_EQ(Send("POST", "/api/v1/functions", beta_key_, Spec("b", "", "100Mi")).result_int(),
+            201u);
+  EXPECT_EQ(deployer_.Cold(), (std::vector<std::string>{"alpha/c", "alpha/d"}));
+  auto a = Send("GET", "/api/v1/functions/a", alpha_key_);
+  EXPECT_EQ(nlohmann::json::parse(a.body()).at("kept_warm"), true) << a.body();
+  // Beyond their shares, neither borrows what is not left.
   EXPECT_EQ(Send("POST", "/api/v1/functions", beta_key_, Spec("c", "", "100Mi")).result_int(),
             429u);
-  EXPECT_EQ(Send("PUT", "/api/v1/functions/a", alpha_key_, Spec("a", "", "150Mi")).result_int(),
+  EXPECT_EQ(Send("PUT", "/api/v1/functions/a", alpha_key_, Spec("a", "", "250Mi")).result_int(),
             429u);
-  // A third tenant's share (133 MiB) is not there to take while the pool is full: deploys are
-  // never overcommitted.
+  EXPECT_EQ(deployer_.Cold(), (std::vector<std::string>{"alpha/c", "alpha/d"}));
+
+  // A third tenant's first function takes its share (133 MiB) back from the loans: beta's b (the
+  // newest) and then, of alpha's, a's share no longer holds b; b is lent what is left.
   auto gamma = keys_->AddTenant("gamma");
   ASSERT_TRUE(gamma.ok());
-  auto full = Send("POST", "/api/v1/functions", *gamma, Spec("a", "", "100Mi"));
-  EXPECT_EQ(full.result_int(), 429u) << full.body();
-  EXPECT_NE(ErrorOf(full).find("holds 400.0 MiB of 400.0 MiB already"), std::string::npos)
-      << full.body();
+  auto third = Send("POST", "/api/v1/functions", *gamma, Spec("a", "", "100Mi"));
+  EXPECT_EQ(third.result_int(), 201u) << third.body();
+  EXPECT_EQ(deployer_.Cold(), (std::vector<std::string>{"alpha/c", "alpha/d", "beta/b"}));
+  ASSERT_EQ(Send("DELETE", "/api/v1/functions/a", *gamma).result_int(), 204u);
+  EXPECT_EQ(deployer_.Cold(), (std::vector<std::string>{"alpha/c", "alpha/d"}));
   ASSERT_TRUE(keys_->RemoveTenant("gamma").ok());
 
+  // With beta gone, alpha's loans come back.
   for (const char* name : {"a", "b"}) {
     ASSERT_EQ(Send("DELETE", "/api/v1/functions/" + std::string(name), beta_key_).result_int(),
               204u);
   }
-  ASSERT_TRUE(keys_->RemoveTenant("beta").ok());
-  EXPECT_EQ(Send("POST", "/api/v1/functions", alpha_key_, Spec("c", "", "100Mi")).result_int(),
-            201u);
-  EXPECT_EQ(Send("POST", "/api/v1/functions", alpha_key_, Spec("d", "", "100Mi")).result_int(),
-            201u);
+  EXPECT_EQ(deployer_.Cold(), std::vector<std::string>{});
   EXPECT_EQ(Send("POST", "/api/v1/functions", alpha_key_, Spec("e", "", "10Mi")).result_int(),
             429u);
 }

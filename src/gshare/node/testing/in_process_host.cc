@@ -33,7 +33,9 @@ void InProcessHost::Halt(Hosted& hosted) {
   hosted.changed.notify_all();
 }
 
-void InProcessHost::Post(std::function<void()> f) { boost::asio::post(clock_.loop(), std::move(f)); }
+void InProcessHost::Post(std::function<void()> f) {
+  boost::asio::post(clock_.loop(), std::move(f));
+}
 
 Status InProcessHost::Start(InstanceLaunch launch) {
   ++started;
@@ -102,8 +104,19 @@ void InProcessHost::Fail(RequestId request, const Status& status) {
 }
 
 void InProcessHost::Stop(InstanceId instance) {
+  if (hold_stops) {
+    held_stops_.push_back(instance);
+    return;
+  }
   auto it = hosted_.find(instance);
   if (it != hosted_.end()) Halt(*it->second);
+}
+
+void InProcessHost::ReleaseStops() {
+  hold_stops = false;
+  std::vector<InstanceId> held;
+  held.swap(held_stops_);
+  for (const InstanceId instance : held) Stop(instance);
 }
 
 void InProcessHost::StopAll() {

@@ -14,14 +14,15 @@
 // one advances (advance it first).
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
-#include <chrono>
 #include <thread>
+#include <vector>
 
 #include "gshare/node/instance_host.h"
 #include "gshare/node/loop_clock.h"
@@ -53,6 +54,10 @@ class InProcessHost final : public InstanceHost {
   int started = 0;              // instances started
   int hang_runs = 0;            // the next runs that never end on their own
   bool crash_at_start = false;  // every instance dies at once
+  // While true, Stop only records the instance; ReleaseStops stops those recorded (an instance
+  // that is slow to end).
+  bool hold_stops = false;
+  void ReleaseStops();
   // Stops every instance. Then WaitExited waits, at most `wait` of wall time, until every
   // instance's thread has ended; false while one has not (one sleeping on a manual clock wakes
   // only when the clock moves: move it and wait again).
@@ -82,6 +87,7 @@ class InProcessHost final : public InstanceHost {
   const FunctionRegistry& functions_;
   RequestSource* requests_;
   std::map<InstanceId, std::unique_ptr<Hosted>> hosted_;
+  std::vector<InstanceId> held_stops_;
   std::mutex running_mutex_;
   std::condition_variable running_changed_;
   int running_ = 0;  // instance threads that have not ended
