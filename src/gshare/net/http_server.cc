@@ -49,8 +49,14 @@ struct HttpServer::Impl {
   HttpServerOptions options;
   Handler handler;
   HeaderCheck header_check;
-  asio::io_context io;
-  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work;
+  // One io_context per io thread, each run by its thread alone: a connection is served by one
+  // thread from its accept to its close, so that its steps hand nothing between io threads (on a
+  // shared io_context, every handler wakes another thread). Connections are dealt round-robin.
+  // The first context also runs the acceptor and the server's control.
+  std::vector<std::unique_ptr<asio::io_context>> contexts;
+  std::vector<asio::executor_work_guard<asio::io_context::executor_type>> work;
+  std::atomic<std::size_t> next_context{0};
+  asio::io_context& io;
   // The acceptor, its retry timer and the drain timer live on one strand.
   asio::strand<asio::io_context::executor_type> control = asio::make_strand(io);
   tcp::acceptor acceptor{control};
@@ -71,6 +77,22 @@ struct HttpServer::Impl {
   CondVar stopped_changed;
   Mutex join_mutex;
   bool joined GUARDED_BY(join_mutex) = false;
+
+  // `threads` io contexts (at least one).
+  explicit Impl(unsigned io_threads) : contexts(MakeContexts(io_threads)), io(*contexts.front()) {}
+  static std::vector<std::unique_ptr<asio::io_context>> MakeContexts(unsigned count) {
+    std::vector<std::unique_ptr<asio::io_context>> made;
+    for (unsigned i = 0; i < std::max(1u, count); ++i) {
+      made.push_back(std::make_unique<asio::io_context>(1));  // one thread runs it
+    }
+    return made;
+  }
+  // Whether the calling thread is one of the io threads.
+  bool OnIoThread() const {
+    return std::any_of(contexts.begin(), contexts.end(), [](const auto& context) {
+      return context->get_executor().running_in_this_thread();
+    });
+  }
 
   void Accept();
   void OnAccept(const error_code& error, tcp::socket socket);
@@ -462,10 +484,18 @@ Responder::State::~State() {
   if (!answered) Deliver(JsonErrorResponse(500, "the handler gave no answer"));
 }
 
+namespace {
+
+// The connection whose Responder::Run work this thread is running (on its strand), if any.
+thread_local const Connection* running_for = nullptr;
+
+}  // namespace
+
 void Responder::State::Deliver(HttpResponse response) {
   if (sink) return sink(std::move(response));  // also after a cancel: the caller finishes its call
   // The connection alive means the server is alive: the server waits for every connection.
   if (auto alive = connection.lock()) {
+    if (running_for == alive.get()) return alive->OnResponse(std::move(response));  // its strand
     asio::post(alive->executor(), [alive, response = std::move(response)]() mutable {
       alive->OnResponse(std::move(response));
     });
@@ -501,6 +531,24 @@ Responder::Detached Responder::ToCallback(std::function<void(HttpResponse)> deli
           }};
 }
 
+void Responder::Run(std::function<void()> work) const {
+  if (state_->sink) return work();
+  if (Cancelled()) return;  // the client has gone: nobody to answer
+  auto alive = state_->connection.lock();
+  if (!alive) return;
+  asio::post(alive->executor(), [alive, state = state_, work = std::move(work)] {
+    {
+      MutexLock lock(state->mutex);
+      if (state->cancelled) return;  // gone meanwhile
+    }
+    struct Running {
+      const Connection* outer;
+      ~Running() { running_for = outer; }
+    } running{std::exchange(running_for, alive.get())};
+    work();
+  });
+}
+
 bool Responder::Cancelled() const {
   MutexLock lock(state_->mutex);
   return state_->cancelled;
@@ -519,7 +567,8 @@ void Responder::OnCancel(std::function<void()> callback) const {
 }
 
 void HttpServer::Impl::Accept() {
-  acceptor.async_accept(asio::make_strand(io), [this](const error_code& error, tcp::socket s) {
+  asio::io_context& next = *contexts[next_context.fetch_add(1) % contexts.size()];
+  acceptor.async_accept(asio::make_strand(next), [this](const error_code& error, tcp::socket s) {
     OnAccept(error, std::move(s));
   });
 }
@@ -618,7 +667,9 @@ Result<std::unique_ptr<HttpServer>> HttpServer::Start(HttpServerOptions options,
   error_code error;
   const auto address = asio::ip::make_address(options.host, error);
   if (error) return InvalidArgument(fmt::format("'{}' is not an IP address", options.host));
-  auto impl = std::make_unique<Impl>();
+  unsigned threads = options.io_threads;
+  if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
+  auto impl = std::make_unique<Impl>(threads);
   impl->handler = std::move(handler);
   impl->header_check = std::move(check);
   const tcp::endpoint endpoint(address, options.port);
@@ -631,14 +682,12 @@ Result<std::unique_ptr<HttpServer>> HttpServer::Start(HttpServerOptions options,
         fmt::format("cannot listen on {}:{}: {}", options.host, options.port, error.message()));
   }
   impl->port = impl->acceptor.local_endpoint(error).port();
-  unsigned threads = options.io_threads;
-  if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
   impl->options = std::move(options);
-  impl->work.emplace(impl->io.get_executor());
   Impl* raw = impl.get();
   asio::post(raw->control, [raw] { raw->Accept(); });
-  for (unsigned i = 0; i < threads; ++i) {
-    impl->threads.emplace_back([raw] { raw->io.run(); });
+  for (auto& context : impl->contexts) {
+    impl->work.push_back(asio::make_work_guard(*context));
+    impl->threads.emplace_back([context = context.get()] { context->run(); });
   }
   return std::unique_ptr<HttpServer>(new HttpServer(std::move(impl)));
 }
@@ -658,7 +707,7 @@ void HttpServer::BeginShutdown(std::chrono::milliseconds drain) {
 }
 
 void HttpServer::Wait() {
-  if (impl_->io.get_executor().running_in_this_thread()) return;  // would wait for itself
+  if (impl_->OnIoThread()) return;  // would wait for itself
   {
     MutexLock lock(impl_->mutex);
     impl_->stopped_changed.Wait(impl_->mutex,
@@ -667,8 +716,8 @@ void HttpServer::Wait() {
   MutexLock lock(impl_->join_mutex);
   if (impl_->joined) return;
   impl_->joined = true;
-  impl_->work.reset();
-  impl_->io.stop();
+  for (auto& guard : impl_->work) guard.reset();
+  for (auto& context : impl_->contexts) context->stop();
   for (auto& thread : impl_->threads) thread.join();
 }
 

@@ -28,8 +28,9 @@
 // for a short while (at most a second or a MiB), then closes, so the client reads the answer
 // instead of a reset.
 //
-// Threading: the server runs its own io_context on `io_threads` threads (0: the hardware's
-// concurrency). Each connection is served on a strand, so its own steps never run concurrently.
+// Threading: the server runs `io_threads` threads (0: the hardware's concurrency), each with an
+// io_context of its own; each connection is served by one of them (dealt round-robin at accept),
+// on a strand, so its own steps never run concurrently and never move between threads.
 // The handler runs on an io thread and must return quickly (hand the work elsewhere); it may
 // answer before it returns or any time later from any thread. Everything in HttpServer is
 // thread-safe; Wait, Shutdown and the destructor block and must not be called from an io thread.
@@ -117,6 +118,12 @@ class Responder {
   // returned; it may run concurrently with a Respond call (both are safe). A later call replaces
   // the callback.
   void OnCancel(std::function<void()> callback) const;
+  // Runs `work` on the io thread of the request's connection, in order with the connection's own
+  // work (its strand): where an answer is made off that thread, this is its one hand-off, and an
+  // answer given from `work` is written at once. Where the client has gone (Cancelled), `work` is
+  // dropped unrun, with what it holds (at once where it had gone before the call). A detached
+  // Responder runs it on the calling thread.
+  void Run(std::function<void()> work) const;
 
   // A Responder for a request that came some other way than an HttpServer's connection (a gRPC
   // call the server answers through its HTTP handlers): its answer goes to `deliver`, called at

@@ -270,6 +270,45 @@ TEST(HttpServerTest, AnswersLaterFromAnotherThread) {
   EXPECT_EQ(answer->body(), "quick");
 }
 
+// Work handed to Responder::Run runs on the connection's io thread, not the caller's, and an
+// answer given from it is written; once the client has gone, work is dropped unrun, with what it
+// holds.
+TEST(HttpServerTest, RunHandsWorkToTheConnectionsThread) {
+  Held held;
+  auto server = StartServer(held.Handler());
+  ASSERT_NE(server, nullptr);
+  Client client(server->port());
+  client.Write(Request("POST", "/slow", "payload"));
+  Responder responder = held.WaitFor(0);
+  std::promise<std::thread::id> ran_on;
+  std::thread::id caller;
+  std::thread worker([&] {
+    caller = std::this_thread::get_id();
+    responder.Run([&ran_on, responder] {
+      ran_on.set_value(std::this_thread::get_id());
+      responder.Respond({200, "from the io thread", "text/plain"});
+    });
+  });
+  worker.join();
+  auto answer = client.Read();
+  ASSERT_TRUE(answer);
+  EXPECT_EQ(answer->result_int(), 200);
+  EXPECT_EQ(answer->body(), "from the io thread");
+  EXPECT_NE(ran_on.get_future().get(), caller);
+
+  client.Write(Request("POST", "/slow", "again"));
+  Responder gone = held.WaitFor(1);
+  std::promise<void> cancelled;
+  gone.OnCancel([&cancelled] { cancelled.set_value(); });
+  client.Close();
+  cancelled.get_future().get();
+  auto held_by_work = std::make_shared<int>(0);
+  std::weak_ptr<int> watch = held_by_work;
+  gone.Run([held_by_work] { ADD_FAILURE() << "ran for a closed connection"; });
+  held_by_work.reset();
+  EXPECT_TRUE(watch.expired());
+}
+
 TEST(HttpServerTest, AHandlerThatFailsOrForgetsAnswers500) {
   auto server = StartServer([](ServerRequest request, Responder responder) {
     if (request.target == "/throw") throw std::runtime_error("boom");

@@ -111,16 +111,9 @@ Result<StackedBatch> StackBatch(std::span<const InferRequest> requests) {
   return batch;
 }
 
-Result<std::vector<InferResponse>> SplitBatch(const InferResponse& response,
-                                              std::span<const std::int64_t> sizes) {
-  std::int64_t total = 0;
-  for (std::int64_t size : sizes) {
-    if (size < 0) return InvalidArgument("a batch size is negative");
-    if (total > std::numeric_limits<std::int64_t>::max() - size) {
-      return InvalidArgument("the batch sizes overflow");
-    }
-    total += size;
-  }
+Result<std::int64_t> BatchSizeOf(const InferRequest& request) { return BatchSize(request, 0); }
+
+Status CheckBatchOutputs(const InferResponse& response, std::int64_t total) {
   for (const Tensor& output : response.outputs) {
     if (output.shape().empty()) {
       return InvalidArgument("output '" + output.name() +
@@ -132,6 +125,20 @@ Result<std::vector<InferResponse>> SplitBatch(const InferResponse& response,
                       output.name(), output.shape()[0], total));
     }
   }
+  return Status::Ok();
+}
+
+Result<std::vector<InferResponse>> SplitBatch(const InferResponse& response,
+                                              std::span<const std::int64_t> sizes) {
+  std::int64_t total = 0;
+  for (std::int64_t size : sizes) {
+    if (size < 0) return InvalidArgument("a batch size is negative");
+    if (total > std::numeric_limits<std::int64_t>::max() - size) {
+      return InvalidArgument("the batch sizes overflow");
+    }
+    total += size;
+  }
+  GSHARE_RETURN_IF_ERROR(CheckBatchOutputs(response, total));
   std::vector<InferResponse> parts;
   parts.reserve(sizes.size());
   std::int64_t begin = 0;

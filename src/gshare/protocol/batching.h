@@ -26,6 +26,14 @@ struct StackedBatch {
 
 Result<StackedBatch> StackBatch(std::span<const InferRequest> requests);
 
+// The batch size of one request (the common first dimension of its inputs), or the
+// InvalidArgument StackBatch gives for it alone.
+Result<std::int64_t> BatchSizeOf(const InferRequest& request);
+
+// InvalidArgument, naming the output, unless every output of `response` has rank 1 or more and
+// first dimension `total`: what SplitBatch checks before it splits.
+Status CheckBatchOutputs(const InferResponse& response, std::int64_t total);
+
 // One response per entry of `sizes`, each output's rows [sum of earlier sizes, + size), with the
 // batch's model name, version and parameters and no id (the caller sets each request's id).
 // InvalidArgument when an output has rank 0 or its first dimension is not the sum of `sizes`,

@@ -60,15 +60,15 @@ nlohmann::json StatisticsJson(const std::vector<ModelStatistics>& models) {
   return {{"model_stats", std::move(list)}};
 }
 
-std::uint64_t TensorBytes(const std::vector<Tensor>& tensors) {
-  std::uint64_t bytes = 0;
-  for (const Tensor& tensor : tensors) bytes += tensor.data_bytes();
-  return bytes;
-}
-
-void WriteAnswer(InferResponse response, const AnswerFormat& format,
-                 const net::Responder& responder) {
-  responder.Respond(WriteAnswerBody(std::move(response), format));
+// Decodes `answer` where the backend left it encoded and writes it in `format`: a 500 for an
+// answer that does not decode.
+void WriteAnswer(InferAnswer answer, const AnswerFormat& format, const net::Responder& responder) {
+  Result<InferResponse> response = std::move(answer).Take();
+  if (!response.ok()) {
+    return responder.Respond(JsonErrorResponse(
+        500, fmt::format("the function's answer is malformed: {}", response.status().message())));
+  }
+  responder.Respond(WriteAnswerBody(std::move(response).value(), format));
 }
 
 }  // namespace
@@ -315,35 +315,40 @@ void Front::ParseAndRun(std::string_view body, std::optional<std::size_t> json_b
   const std::uint64_t ticket =
       Run(std::move(parsed).value(), tenant, model, deadline,
           [this, responder, tenant, format = std::move(format).value(), shares = std::move(shares)](
-              Result<InferResponse> result, net::HttpResponse error) mutable {
+              Result<InferAnswer> result, net::HttpResponse error) mutable {
             if (!result.ok()) return responder.Respond(std::move(error));
-            InferResponse response = std::move(result).value();
-            // The answer comes on the backend's thread (the node's loop, which every tenant's
-            // requests share): a large one is written on the parse pool, in its tenant's turn.
-            // Answers are not refused for the tenant's queue: their number is bounded by its share
-            // of the requests in flight.
-            if (parse_pool_ != nullptr && TensorBytes(response.outputs) > kInlineParseBytes) {
-              auto shared = std::make_shared<InferResponse>(std::move(response));
+            // This is the backend's thread (the node's loop, which every tenant's requests share):
+            // the answer is decoded and written on the connection's io thread, a large one on the
+            // parse pool in its tenant's turn. Answers are not refused for the tenant's queue:
+            // their number is bounded by its share of the requests in flight. The shares are held
+            // until the answer is written.
+            const std::uint64_t bytes = result->bytes();
+            auto write = [answer = std::move(result).value(), format, responder,
+                          shares = std::move(shares)]() mutable {
+              WriteAnswer(std::move(answer), format, responder);
+              shares.reset();
+            };
+            auto job = std::make_shared<decltype(write)>(std::move(write));
+            if (parse_pool_ != nullptr && bytes > kInlineParseBytes) {
               const Status queued = parse_pool_->Submit(
                   tenant,
-                  [shared, format, responder, shares](const Status& go) {
+                  [job, responder](const Status& go) {
                     if (!go.ok()) return responder.Respond(JsonErrorResponse(503, go.message()));
                     if (responder.Cancelled()) return;  // the client went away while it waited
-                    WriteAnswer(std::move(*shared), format, responder);
+                    (*job)();
                   },
                   /*bounded=*/false);
-              if (queued.ok()) return;
-              response = std::move(*shared);  // the pool has stopped (shutdown): written here
+              if (queued.ok())
+                return;  // else the pool has stopped (shutdown): the io thread writes it
             }
-            WriteAnswer(std::move(response), format, responder);
-            shares.reset();
+            responder.Run([job] { (*job)(); });
           });
   if (ticket != 0) responder.OnCancel([this, ticket] { backend_.Cancel(ticket); });
 }
 
 std::uint64_t Front::Run(InferRequest request, const std::string& tenant, const ModelInfo& model,
                          TimePoint deadline,
-                         std::function<void(Result<InferResponse>, net::HttpResponse)> done) {
+                         std::function<void(Result<InferAnswer>, net::HttpResponse)> done) {
   if (Status fits = CheckAgainstModel(request, model); !fits.ok()) {
     done(fits, JsonErrorResponse(400, fits.message()));
     return 0;
@@ -365,15 +370,17 @@ std::uint64_t Front::Run(InferRequest request, const std::string& tenant, const 
   return backend_.Infer(
       tenant, model.name, std::move(request), deadline,
       [id = std::move(id), name = model.name,
-       done = std::move(done)](Result<InferResponse> result) mutable {
+       done = std::move(done)](Result<InferAnswer> result) mutable {
         if (!result.ok()) {
           const Status& status = result.status();
           if (status.code() == StatusCode::kNotFound) return done(status, ModelNotFound(name));
           return done(status, JsonErrorResponse(HttpStatusFor(status.code()), status.message()));
         }
-        result->model_name = name;
-        result->model_version = std::string(kModelVersion);
-        result->id = id;
+        result->Then([id = std::move(id), name = std::move(name)](InferResponse& response) {
+          response.model_name = name;
+          response.model_version = std::string(kModelVersion);
+          response.id = id;
+        });
         done(std::move(result), {});
       });
 }
@@ -415,14 +422,34 @@ std::function<void()> Front::InferParsed(std::string_view authorization, std::st
   const TimePoint deadline = clock_.Now() + model->slo;
   Result<InferRequest> request = parse();
   if (!request.ok()) return refuse(JsonErrorResponse(400, request.status().message()));
-  const std::uint64_t ticket =
-      Run(std::move(request).value(), admission.tenant, *model, deadline,
-          [done = std::move(done), shares = std::move(shares).value()](
-              Result<InferResponse> result, net::HttpResponse error) mutable {
-            shares.reset();
-            if (!result.ok()) return done({error.status, ErrorMessageOf(error), std::nullopt});
-            done({200, "", std::move(result).value()});
-          });
+  const std::uint64_t ticket = Run(
+      std::move(request).value(), admission.tenant, *model, deadline,
+      [this, tenant = admission.tenant, done = std::move(done), shares = std::move(shares).value()](
+          Result<InferAnswer> result, net::HttpResponse error) mutable {
+        shares.reset();
+        if (!result.ok()) return done({error.status, ErrorMessageOf(error), std::nullopt});
+        // This is the backend's thread: the answer is decoded and handed on from the parse pool
+        // (where the caller also writes its message), in its tenant's turn.
+        auto finish = [done = std::move(done),
+                       answer = std::move(result).value()](const Status& go) mutable {
+          if (!go.ok()) return done({503, std::string(go.message()), std::nullopt});
+          Result<InferResponse> response = std::move(answer).Take();
+          if (!response.ok()) {
+            return done(
+                {500,
+                 fmt::format("the function's answer is malformed: {}", response.status().message()),
+                 std::nullopt});
+          }
+          done({200, "", std::move(response).value()});
+        };
+        auto job = std::make_shared<decltype(finish)>(std::move(finish));
+        if (parse_pool_ != nullptr) {
+          const Status queued = parse_pool_->Submit(
+              tenant, [job](const Status& go) { (*job)(go); }, /*bounded=*/false);
+          if (queued.ok()) return;  // else the pool has stopped (shutdown): answered here
+        }
+        (*job)(Status::Ok());
+      });
   if (ticket == 0) return [] {};
   return [this, ticket] { backend_.Cancel(ticket); };
 }

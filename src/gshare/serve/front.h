@@ -17,6 +17,12 @@
 // on the ParsePool when one is given (the server's is), so that no io thread is held by it. Its
 // deadline is stamped when it arrives, before it waits for the pool.
 //
+// Answers: the backend answers on its own thread (the live node's loop), and the front hands the
+// answer over once, to where it is written: the connection's io thread (Responder::Run), or the
+// parse pool, in its tenant's turn, for an answer over kInlineParseBytes (a gRPC answer always);
+// there an answer the backend left encoded is decoded, named and written. So the backend's thread
+// does no codec work for an answer, and an answer crosses threads once on its way back.
+//
 // Threading: Handle runs on the server's io threads and never blocks; the backend's callback may
 // run on any thread, before or after Infer returns. The Front, its Authenticator, its backend and
 // its clock must outlive the server whose handler it is.
@@ -38,6 +44,7 @@
 #include "gshare/protocol/infer.h"
 #include "gshare/protocol/kserve_json.h"
 #include "gshare/serve/authenticator.h"
+#include "gshare/serve/infer_answer.h"
 #include "gshare/serve/parse_pool.h"
 #include "gshare/tensor/tensor_spec.h"
 
@@ -86,7 +93,8 @@ struct ModelStatistics {
 // block.
 class InferenceBackend {
  public:
-  using InferCallback = std::function<void(Result<InferResponse>)>;
+  // The answer may come still encoded (InferAnswer): the front decodes it where it writes it.
+  using InferCallback = std::function<void(Result<InferAnswer>)>;
 
   virtual ~InferenceBackend() = default;
 
@@ -97,7 +105,8 @@ class InferenceBackend {
   virtual std::optional<ModelInfo> FindModel(std::string_view tenant,
                                              std::string_view name) const = 0;
   // Runs `request` on `tenant`'s model `model`, calling `done` exactly once, from any thread,
-  // possibly before Infer returns. The error codes the front maps to HTTP statuses:
+  // possibly before Infer returns. `done` must return at once: the front moves the answer's
+  // decoding and writing off the calling thread. The error codes the front maps to HTTP statuses:
   // InvalidArgument or OutOfRange (the request does not fit the model) 400, NotFound 404,
   // ResourceExhausted (overload, over quota) 429, Unavailable 503, DeadlineExceeded (it could not
   // start before `deadline`, and never ran) 504, anything else 500. The message reaches the
@@ -202,11 +211,12 @@ class Front {
                    net::Responder responder, const std::string& tenant, const ModelInfo& model,
                    TimePoint deadline, std::shared_ptr<void> shares);
   // The part of every inference after its parse: the model's tensors checked, the answer format's
-  // parameters stripped, the request handed to the backend; `done` gets the answer (model name,
-  // version and id set) or the error's HTTP response. Returns the backend's ticket (0: none).
+  // parameters stripped, the request handed to the backend; `done` gets the answer (which names
+  // the model, its version and the request's id once taken) or the error's HTTP response, on the
+  // backend's thread. Returns the backend's ticket (0: none).
   std::uint64_t Run(InferRequest request, const std::string& tenant, const ModelInfo& model,
                     TimePoint deadline,
-                    std::function<void(Result<InferResponse>, net::HttpResponse)> done);
+                    std::function<void(Result<InferAnswer>, net::HttpResponse)> done);
 
   const FrontOptions options_;
   const Authenticator& authenticator_;

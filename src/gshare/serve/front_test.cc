@@ -101,23 +101,49 @@ class FakeBackend final : public InferenceBackend {
     calls_.push_back({std::string(tenant), std::string(model), std::move(request), deadline});
     if (model == "held") {
       held_.push_back([done = std::move(done), result = std::move(result)]() mutable {
-        done(std::move(result));
+        done(AnswerOf(std::move(result)));
       });
       held_changed_.notify_all();
       return calls_.size();
     }
-    if (model == "later") {
-      threads_.emplace_back([done = std::move(done), result = std::move(result)]() mutable {
-        done(std::move(result));
+    if (model == "encoded" || model == "malformed") {
+      // From a thread of its own, still encoded: the decoder notes the thread it runs on.
+      threads_.emplace_back([this, done = std::move(done), result = std::move(result),
+                             malformed = model == "malformed"]() mutable {
+        {
+          std::lock_guard noted(mutex_);
+          answered_on_ = std::this_thread::get_id();
+        }
+        if (!result.ok()) return done(result.status());
+        auto decoded = std::make_shared<InferResponse>(std::move(result).value());
+        done(InferAnswer(64, [this, decoded, malformed]() -> Result<InferResponse> {
+          {
+            std::lock_guard noted(mutex_);
+            decoded_on_ = std::this_thread::get_id();
+          }
+          if (malformed) return InvalidArgument("a length past its body");
+          return *decoded;
+        }));
       });
       return calls_.size();
     }
-    done(std::move(result));
+    if (model == "later") {
+      threads_.emplace_back([done = std::move(done), result = std::move(result)]() mutable {
+        done(AnswerOf(std::move(result)));
+      });
+      return calls_.size();
+    }
+    done(AnswerOf(std::move(result)));
     return calls_.size();
   }
   void Cancel(std::uint64_t ticket) override {
     std::lock_guard lock(mutex_);
     cancelled_.push_back(ticket);
+  }
+  // The threads that gave the last encoded answer and that decoded it.
+  std::pair<std::thread::id, std::thread::id> EncodedThreads() const {
+    std::lock_guard lock(mutex_);
+    return {answered_on_, decoded_on_};
   }
   // Requests to a model named "held" wait, unanswered, until Answer.
   void WaitUntilHeld(std::size_t count) {
@@ -161,6 +187,8 @@ class FakeBackend final : public InferenceBackend {
   std::vector<std::thread> threads_;
   std::vector<std::function<void()>> held_;
   std::condition_variable held_changed_;
+  std::thread::id answered_on_;
+  std::thread::id decoded_on_;
 };
 
 constexpr std::string_view kEchoRequest = R"({
@@ -179,6 +207,8 @@ class FrontTest : public ::testing::Test {
                   .outputs = {{"y", DataType::kFp32, {-1, 2}}}};
     backend_.Add("alpha", mlp);
     backend_.Add("alpha", {.name = "later", .ready = true, .slo = std::chrono::seconds(1)});
+    backend_.Add("alpha", {.name = "encoded", .ready = true, .slo = std::chrono::seconds(1)});
+    backend_.Add("alpha", {.name = "malformed", .ready = true, .slo = std::chrono::seconds(1)});
     backend_.Add("alpha", {.name = "cold", .ready = false, .slo = std::chrono::seconds(1)});
     backend_.Add("alpha", {.name = "private", .ready = true, .slo = std::chrono::seconds(1)});
     Start({}, {});
@@ -652,6 +682,29 @@ TEST_F(FrontTest, InferAnsweredFromAnotherThread) {
   ASSERT_EQ(answer->result_int(), 200u) << answer->body();
   EXPECT_EQ(json::parse(answer->body())["id"], "request-42");
   EXPECT_EQ(json::parse(answer->body())["model_name"], "later");
+}
+
+// An answer the backend leaves encoded is decoded by the front off the backend's thread (on the
+// connection's io thread), then named and written as any other; one that does not decode is a
+// 500 that says so.
+TEST_F(FrontTest, AnEncodedAnswerIsDecodedOffTheBackendsThread) {
+  Client client = Connect();
+  auto answer = client.Send("POST", "/v2/models/encoded/infer", kAlphaKey, kEchoRequest);
+  ASSERT_TRUE(answer);
+  ASSERT_EQ(answer->result_int(), 200u) << answer->body();
+  const json body = json::parse(answer->body());
+  EXPECT_EQ(body["id"], "request-42");
+  EXPECT_EQ(body["model_name"], "encoded");
+  EXPECT_EQ(body["outputs"][0]["data"], json({1, 2, 3, 4}));
+  const auto [answered_on, decoded_on] = backend_.EncodedThreads();
+  EXPECT_NE(answered_on, std::thread::id());
+  EXPECT_NE(decoded_on, std::thread::id());
+  EXPECT_NE(decoded_on, answered_on);
+
+  auto malformed = client.Send("POST", "/v2/models/malformed/infer", kAlphaKey, kEchoRequest);
+  ASSERT_TRUE(malformed);
+  EXPECT_EQ(malformed->result_int(), 500u);
+  EXPECT_EQ(ErrorOf(*malformed), "the function's answer is malformed: a length past its body");
 }
 
 TEST_F(FrontTest, InferOnAModelThatIsNotReadyIs503) {

@@ -261,6 +261,19 @@ std::uint64_t LiveBackend::Infer(std::string_view tenant, std::string_view model
   std::shared_ptr<metrics::FunctionSeries> series;
   Key key(tenant, model);
   const std::uint64_t ticket = next_ticket_.fetch_add(1);
+  // Encoded here, on the caller's thread, in the form the function takes, as it is sent alone
+  // (the node encodes a batch of several itself, and any request it sends again).
+  std::optional<bool> binary;
+  {
+    MutexLock lock(mutex_);
+    if (auto it = entries_.find(key); it != entries_.end()) binary = it->second.info.binary_tensors;
+  }
+  std::optional<EncodedRequest> encoded;
+  if (binary) {
+    if (Result<EncodedRequest> ahead = EncodeAlone(request, *binary); ahead.ok()) {
+      encoded = std::move(ahead).value();
+    }  // else the node reports the error when it encodes the request
+  }
   {
     MutexLock lock(mutex_);
     auto it = entries_.find(key);
@@ -280,10 +293,10 @@ std::uint64_t LiveBackend::Infer(std::string_view tenant, std::string_view model
         ++in_flight;
         // Posted under the lock: Shutdown posts its own work after setting shutting_down_ under
         // the same lock, so whatever was posted before runs first.
-        node_->Post([this, ticket, key, request = std::move(request), deadline,
-                     done = std::move(done), series]() mutable {
-          Submit(ticket, std::move(key), std::move(request), deadline, std::move(done),
-                 std::move(series));
+        node_->Post([this, ticket, key, request = std::move(request), encoded = std::move(encoded),
+                     deadline, done = std::move(done), series]() mutable {
+          Submit(ticket, std::move(key), std::move(request), std::move(encoded), deadline,
+                 std::move(done), std::move(series));
         });
       }
     }
@@ -302,7 +315,8 @@ void LiveBackend::Cancel(std::uint64_t ticket) {
   });
 }
 
-void LiveBackend::Submit(std::uint64_t ticket, Key key, InferRequest request, TimePoint deadline,
+void LiveBackend::Submit(std::uint64_t ticket, Key key, InferRequest request,
+                         std::optional<EncodedRequest> encoded, TimePoint deadline,
                          InferCallback done, std::shared_ptr<metrics::FunctionSeries> series) {
   auto current = current_.find(key);
   if (current == current_.end()) {
@@ -327,6 +341,7 @@ void LiveBackend::Submit(std::uint64_t ticket, Key key, InferRequest request, Ti
   live.latest_start = deadline;
   Pending& pending = pending_[ticket];
   pending.request = std::move(request);
+  pending.encoded = std::move(encoded);
   pending.done = std::move(done);
   pending.tenant = key.first;
   pending.version = version;
@@ -358,12 +373,25 @@ const InferRequest* LiveBackend::Input(RequestId request) {
 }
 
 void LiveBackend::Answer(RequestId request, InferResponse response) {
-  Finish(request, std::move(response));
+  Finish(request, InferAnswer(std::move(response)));
+}
+
+std::optional<EncodedRequest> LiveBackend::TakeEncoded(RequestId request) {
+  auto it = pending_.find(request);
+  if (it == pending_.end()) return std::nullopt;
+  return std::exchange(it->second.encoded, std::nullopt);
+}
+
+void LiveBackend::AnswerEncoded(RequestId request, FunctionAnswer answer) {
+  const std::uint64_t bytes = answer.body.size();
+  // Decoded by the front where it writes the answer (InferAnswer): not here on the loop.
+  auto shared = std::make_shared<const FunctionAnswer>(std::move(answer));
+  Finish(request, InferAnswer(bytes, [shared] { return DecodeAnswerAlone(*shared); }));
 }
 
 void LiveBackend::Fail(RequestId request, const Status& status) { Finish(request, status); }
 
-void LiveBackend::Finish(RequestId id, Result<InferResponse> result) {
+void LiveBackend::Finish(RequestId id, Result<InferAnswer> result) {
   auto it = pending_.find(id);
   if (it == pending_.end()) return;
   Pending pending = std::move(it->second);

@@ -149,6 +149,8 @@ class LiveBackend final : public InferenceBackend, public Deployer, private Requ
   // A request handed to the scheduler (loop only); its RequestId is its ticket.
   struct Pending {
     InferRequest request;
+    // The request in its function's form, encoded on the thread that took it (TakeEncoded).
+    std::optional<EncodedRequest> encoded;
     InferCallback done;
     std::string tenant;
     FunctionId version = 0;
@@ -174,14 +176,21 @@ class LiveBackend final : public InferenceBackend, public Deployer, private Requ
   // Loop: publishes obsolete_ after a change of the versions.
   void CountObsolete() EXCLUDES(mutex_);
   void MaybeRemove(FunctionId version);
-  void Submit(std::uint64_t ticket, Key key, InferRequest request, TimePoint deadline,
-              InferCallback done, std::shared_ptr<metrics::FunctionSeries> series);
-  void Finish(RequestId id, Result<InferResponse> result);
+  void Submit(std::uint64_t ticket, Key key, InferRequest request,
+              std::optional<EncodedRequest> encoded, TimePoint deadline, InferCallback done,
+              std::shared_ptr<metrics::FunctionSeries> series);
+  void Finish(RequestId id, Result<InferAnswer> result);
 
-  // RequestSource (the process host, on the loop).
+  // RequestSource (the process host, on the loop). Requests are encoded ahead for their function
+  // on the thread that called Infer, and answers to a request alone are handed to the front
+  // undecoded: the loop does no codec work for a request sent alone.
   const InferRequest* Input(RequestId request) override;
   void Answer(RequestId request, InferResponse response) override;
   void Fail(RequestId request, const Status& status) override;
+  std::optional<EncodedRequest> TakeEncoded(RequestId request) override;
+  void DropEncoded(RequestId request) override { (void)TakeEncoded(request); }
+  bool TakesEncodedAnswers() const override { return true; }
+  void AnswerEncoded(RequestId request, FunctionAnswer answer) override;
 
   metrics::GshareMetrics& metrics_;
   const LiveBackendOptions options_;

@@ -87,7 +87,10 @@ class LiveBackendTest : public ::testing::Test {
     auto done = std::make_shared<std::promise<Result<InferResponse>>>();
     auto answered = done->get_future();
     backend_->Infer(tenant, name, OneElement(), backend_->clock().Now() + seconds(10),
-                    [done](Result<InferResponse> r) { done->set_value(std::move(r)); });
+                    [done](Result<InferAnswer> r) {
+                      if (!r.ok()) return done->set_value(r.status());
+                      done->set_value(std::move(r).value().Take());
+                    });
     if (answered.wait_for(seconds(60)) != std::future_status::ready) {
       return DeadlineExceeded("no answer");
     }

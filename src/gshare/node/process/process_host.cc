@@ -15,7 +15,6 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <cerrno>
-#include <charconv>
 #include <cstring>
 #include <filesystem>
 #include <future>
@@ -25,25 +24,9 @@
 #include "gshare/net/unix_http.h"
 #include "gshare/node/process/instance_environment.h"
 #include "gshare/protocol/batching.h"
-#include "gshare/protocol/kserve_json.h"
 
 namespace gshare {
 namespace {
-
-// A function's answer: JSON, or the binary form when it gave Inference-Header-Content-Length.
-Result<InferResponse> ParseAnswer(std::string_view body, std::string_view json_length) {
-  if (json_length.empty()) return ParseInferResponse(body);
-  std::size_t length = 0;
-  const auto [end, error] =
-      std::from_chars(json_length.data(), json_length.data() + json_length.size(), length);
-  if (error != std::errc() || end != json_length.data() + json_length.size() ||
-      length > body.size()) {
-    return InvalidArgument(fmt::format(
-        "the function's Inference-Header-Content-Length '{}' is not a length within its {} bytes",
-        json_length.substr(0, 32), body.size()));
-  }
-  return ParseInferResponseWithBinary(body.substr(0, length), body.substr(length));
-}
 
 // A function's error answer as a status. Only its first 4 KiB are read (on the loop): an error
 // is a sentence, and a function may answer anything.
@@ -667,43 +650,46 @@ void ProcessHost::Infer(InstanceId instance, std::span<const RequestId> batch,
     boost::asio::post(loop_, [done] { done(Unavailable("the instance is gone")); });
     return;
   }
-  std::vector<InferRequest> inputs;
+  std::vector<const InferRequest*> inputs;
   for (const RequestId request : batch) {
     const InferRequest* input = requests_.Input(request);
     if (input == nullptr) {
       boost::asio::post(loop_, [done] { done(Internal("a request without its input")); });
       return;
     }
-    inputs.push_back(*input);
-    inputs.back().id.reset();
+    inputs.push_back(input);
   }
-  auto stacked = StackBatch(inputs);
+  const bool binary = SpeaksBinary(it->second->function);
+  std::optional<EncodedRequest> ahead;
+  if (batch.size() == 1) {
+    ahead = requests_.TakeEncoded(batch.front());
+  } else {
+    for (const RequestId request : batch) requests_.DropEncoded(request);
+  }
+  if (ahead && ahead->binary == binary) {
+    ++it->second->in_flight;
+    ++it->second->batches;
+    return Send(instance, {batch.front()}, {ahead->batch_size}, std::move(ahead->body),
+                std::move(done));
+  }
+  std::vector<InferRequest> copies;
+  copies.reserve(inputs.size());
+  for (const InferRequest* input : inputs) copies.push_back(*input);
+  auto stacked = StackBatch(copies);
+  copies.clear();
   if (!stacked.ok()) {
     boost::asio::post(loop_, [done, status = stacked.status()] { done(status); });
     return;
   }
   ++it->second->in_flight;
   ++it->second->batches;
-  // The JSON text is written on the codec pool, not on the loop, which runs the scheduler and
-  // every other tenant's requests: a large tensor delays only its own request.
+  // The body is written on the codec pool, not on the loop, which runs the scheduler and every
+  // other tenant's requests: a large tensor delays only its own request.
   std::vector<RequestId> ids(batch.begin(), batch.end());
-  const bool binary = SpeaksBinary(it->second->function);
   boost::asio::post(*codec_pool_, [this, instance, ids = std::move(ids), done, alive = alive_,
                                    binary, request = std::move(stacked->request),
                                    sizes = std::move(stacked->sizes)]() mutable {
-    Result<EncodedBatch> body = [&]() -> Result<EncodedBatch> {
-      if (!binary) {
-        GSHARE_ASSIGN_OR_RETURN(std::string json, SerializeInferRequest(request));
-        return EncodedBatch{std::move(json), std::nullopt};
-      }
-      if (!request.parameters) request.parameters = nlohmann::json::object();
-      (*request.parameters)["binary_data_output"] = true;
-      GSHARE_ASSIGN_OR_RETURN(
-          BinaryBody encoded,
-          SerializeInferRequestWithBinary(request, [](const std::string&) { return true; }));
-      return EncodedBatch{std::move(encoded.body), encoded.json_bytes};
-    }();
-    request = {};
+    Result<FunctionBody> body = EncodeFunctionRequest(std::move(request), binary);
     boost::asio::post(loop_, [this, instance, ids = std::move(ids), done, alive,
                               body = std::move(body), sizes = std::move(sizes)]() mutable {
       if (!*alive) return;
@@ -713,7 +699,7 @@ void ProcessHost::Infer(InstanceId instance, std::span<const RequestId> batch,
 }
 
 void ProcessHost::Send(InstanceId instance, std::vector<RequestId> ids,
-                       std::vector<std::int64_t> sizes, Result<EncodedBatch> body,
+                       std::vector<std::int64_t> sizes, Result<FunctionBody> body,
                        std::function<void(Status)> done) {
   auto it = processes_.find(instance);
   if (it == processes_.end()) return done(Unavailable("the instance ended"));
@@ -740,15 +726,23 @@ void ProcessHost::Send(InstanceId instance, std::vector<RequestId> ids,
         --found->second->in_flight;
         if (!answer.ok()) return done(answer.status());
         if (answer->status != 200) return done(FromHttp(answer->status, answer->body));
+        std::string json_length(
+            net::FindHeader(answer->headers, "Inference-Header-Content-Length"));
+        if (ids.size() == 1 && requests_.TakesEncodedAnswers()) {
+          // Its source decodes it, off the loop.
+          requests_.AnswerEncoded(
+              ids.front(),
+              FunctionAnswer{std::move(answer->body), std::move(json_length), sizes.front()});
+          return done(Status::Ok());
+        }
         // Read on the codec pool too; the requests are answered on the loop, unless the instance
         // ended meanwhile (then, as above, not at all).
-        const std::string json_length(
-            net::FindHeader(answer->headers, "Inference-Header-Content-Length"));
         boost::asio::post(*codec_pool_, [this, instance, ids = std::move(ids),
                                          sizes = std::move(sizes), done, alive, json_length,
                                          text = std::move(answer->body)]() mutable {
           Result<std::vector<InferResponse>> split = [&]() -> Result<std::vector<InferResponse>> {
-            GSHARE_ASSIGN_OR_RETURN(const InferResponse response, ParseAnswer(text, json_length));
+            GSHARE_ASSIGN_OR_RETURN(const InferResponse response,
+                                    DecodeFunctionAnswer(text, json_length));
             return SplitBatch(response, sizes);
           }();
           text = {};

@@ -35,8 +35,11 @@
 // an instance again (a request waiting, min_instances); the host decides how soon.
 // Infer stacks a batch's inputs along their first dimension into one KServe v2 request, posts it
 // to /v2/models/{model}/infer (in the binary tensor extension, with binary_data_output, to a
-// function that speaks it; else as JSON), splits the answer (either form) per request and hands
-// each to the RequestSource. Tensors are written and read on the codec pool, not the loop.
+// function that speaks it; else as JSON: function_codec.h), splits the answer (either form) per
+// request and hands each to the RequestSource. Tensors are written and read on the codec pool,
+// not the loop; a batch of one request that its source encoded ahead in the function's form is
+// sent as it is, and its answer handed back undecoded where the source takes it so (the fast
+// path of a request alone: no copy, no codec work and no hand-off on the way).
 // Stop sends SIGTERM to the process group, then SIGKILL after stop_grace.
 //
 // Time: every delay, timeout and backoff is on the node's clock (LoopClock), whose loop the host
@@ -64,6 +67,7 @@
 #include "gshare/node/loop_clock.h"
 #include "gshare/node/process/cgroup.h"
 #include "gshare/node/process/child_process.h"
+#include "gshare/node/process/function_codec.h"
 #include "gshare/node/process/tenant_identity.h"
 #include "gshare/protocol/infer.h"
 #include "gshare/protocol/model_metadata.h"
@@ -89,10 +93,22 @@ struct InstanceCommand {
 class RequestSource {
  public:
   virtual ~RequestSource() = default;
-  // The request's input; null when it is unknown (then the batch fails).
+  // The request's input; null when it is unknown (then the batch fails). Asked once each time
+  // the request is sent, when it is sent.
   virtual const InferRequest* Input(RequestId request) = 0;
   virtual void Answer(RequestId request, InferResponse response) = 0;
   virtual void Fail(RequestId request, const Status& status) = 0;
+
+  // Where the source encodes requests ahead (function_codec.h): the request as a batch of itself
+  // alone, taken once (a request sent again is encoded by the host). Nothing: the host encodes it.
+  virtual std::optional<EncodedRequest> TakeEncoded(RequestId /*request*/) { return std::nullopt; }
+  // The request is sent in a batch of several, which the host encodes: what was encoded ahead for
+  // it is not needed (the source may free it).
+  virtual void DropEncoded(RequestId /*request*/) {}
+  // Whether the source takes the answer to a batch of one request still encoded (AnswerEncoded)
+  // and decodes it off the loop itself; otherwise every answer is decoded by the host.
+  virtual bool TakesEncodedAnswers() const { return false; }
+  virtual void AnswerEncoded(RequestId /*request*/, FunctionAnswer /*answer*/) {}
 };
 
 struct ProcessHostOptions {
@@ -231,12 +247,8 @@ class ProcessHost final : public InstanceHost {
   void HardStop(InstanceId id);
   void Exited(InstanceId id, int wait_status);
   // Sends a written batch to `instance` (on the loop) and answers its requests.
-  struct EncodedBatch {
-    std::string body;
-    std::optional<std::size_t> json_bytes;  // the binary form's Inference-Header-Content-Length
-  };
   void Send(InstanceId instance, std::vector<RequestId> ids, std::vector<std::int64_t> sizes,
-            Result<EncodedBatch> body, std::function<void(Status)> done);
+            Result<FunctionBody> body, std::function<void(Status)> done);
   void CountCrash(FunctionId function, const Process& process, const std::string& reason);
   // Once `tenant` has no instance left: removes what its uid left in the shared folders (on the
   // codec pool: a tenant's folders may be large, and the loop is everyone's).

@@ -25,16 +25,26 @@ namespace {
 
 using std::chrono::milliseconds;
 
+// With `encode_ahead`, every request is also encoded ahead in the binary form (as the server's
+// backend does) and answers to a request alone are taken undecoded, decoded here.
 class CheckedRequests final : public RequestSource {
  public:
-  CheckedRequests(examples::OutputChecker& checker, std::vector<std::string> models)
-      : checker_(checker), models_(std::move(models)) {}
+  CheckedRequests(examples::OutputChecker& checker, std::vector<std::string> models,
+                  bool encode_ahead)
+      : checker_(checker), models_(std::move(models)), encode_ahead_(encode_ahead) {}
   void Add(RequestId id, FunctionId function) {
     const std::string& model = models_[function];
     auto input = checker_.InputFor(model, id);
     ASSERT_TRUE(input.ok());
     InferRequest request;
     request.inputs.push_back(std::move(input).value());
+    if (encode_ahead_) {
+      const InferRequest before = request;
+      auto encoded = EncodeAlone(request, /*binary=*/true);
+      ASSERT_TRUE(encoded.ok()) << encoded.status().ToString();
+      ASSERT_EQ(request, before);  // read in place, given back
+      encoded_[id] = std::move(encoded).value();
+    }
     inputs_[id] = {function, std::move(request)};
   }
   const InferRequest* Input(RequestId id) override {
@@ -52,15 +62,38 @@ class CheckedRequests final : public RequestSource {
     ++answers[id];
     failures.push_back(status.ToString());
   }
+  std::optional<EncodedRequest> TakeEncoded(RequestId id) override {
+    auto it = encoded_.find(id);
+    if (it == encoded_.end()) return std::nullopt;
+    EncodedRequest taken = std::move(it->second);
+    encoded_.erase(it);
+    ++taken_ahead;
+    return taken;
+  }
+  void DropEncoded(RequestId id) override {
+    if (encoded_.erase(id) > 0) ++dropped_ahead;
+  }
+  bool TakesEncodedAnswers() const override { return encode_ahead_; }
+  void AnswerEncoded(RequestId id, FunctionAnswer answer) override {
+    ++encoded_answers;
+    Result<InferResponse> response = DecodeAnswerAlone(answer);
+    if (!response.ok()) return Fail(id, response.status());
+    Answer(id, std::move(response).value());
+  }
 
   std::map<RequestId, int> answers;
   int wrong = 0;
   std::vector<std::string> failures;
+  int taken_ahead = 0;      // requests whose body encoded ahead was taken
+  int dropped_ahead = 0;    // and dropped (sent in a batch of several)
+  int encoded_answers = 0;  // answers handed over undecoded
 
  private:
   examples::OutputChecker& checker_;
   std::vector<std::string> models_;
+  const bool encode_ahead_;
   std::map<RequestId, std::pair<FunctionId, InferRequest>> inputs_;
+  std::map<RequestId, EncodedRequest> encoded_;
 };
 
 class ProcessHostTest : public ::testing::Test {
@@ -80,8 +113,15 @@ class ProcessHostTest : public ::testing::Test {
     checker_ = std::move(checker).value();
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
-  // Sets `answered` to the number of requests answered (each exactly once, checked inside).
-  void Replay(const std::string& policy_name, int kill_at, int& answered);
+  // Sets `answered` to the number of requests answered (each exactly once, checked inside), and
+  // with `ahead` (encode_ahead), how many requests were sent as encoded ahead and how many
+  // answers came undecoded.
+  struct Ahead {
+    int sent = 0;
+    int dropped = 0;
+    int answers = 0;
+  };
+  void Replay(const std::string& policy_name, int kill_at, int& answered, Ahead* ahead = nullptr);
 
   std::filesystem::path dir_;
   std::unique_ptr<examples::OutputChecker> checker_;
@@ -89,9 +129,10 @@ class ProcessHostTest : public ::testing::Test {
 
 // Runs 30 requests over 1.5 s, the three functions in turn, under `policy`; with `kill_at`,
 // a ready instance is killed (SIGKILL) as soon as one is ready once request `kill_at` arrived.
-void ProcessHostTest::Replay(const std::string& policy_name, int kill_at, int& answered) {
+void ProcessHostTest::Replay(const std::string& policy_name, int kill_at, int& answered,
+                             Ahead* ahead) {
   const std::vector<std::string> models = {"mlp", "cnn", "echo"};
-  CheckedRequests requests(*checker_, models);
+  CheckedRequests requests(*checker_, models, ahead != nullptr);
   // Real processes, in real time: the node's clock is the machine's steady clock.
   LiveNodeOptions node_options;
   node_options.devices = *MakeDeviceOptions("emulated", "2x1Gi", "12GB/s");
@@ -208,6 +249,9 @@ void ProcessHostTest::Replay(const std::string& policy_name, int kill_at, int& a
   }
   n.Shutdown();
   answered = static_cast<int>(requests.answers.size());
+  if (ahead != nullptr) {
+    *ahead = {requests.taken_ahead, requests.dropped_ahead, requests.encoded_answers};
+  }
 }
 
 TEST_F(ProcessHostTest, ExampleFunctionsServeCheckedInferenceUnderAPolicy) {
@@ -219,6 +263,24 @@ TEST_F(ProcessHostTest, ExampleFunctionsServeCheckedInferenceUnderAPolicy) {
   }
 }
 
+// Requests encoded ahead by their source (as the server's backend does): a batch of one is sent
+// as it was encoded and its answer handed back undecoded; every answer is still right, batches of
+// several still go through the host's own codec, and a request is never sent ahead twice.
+TEST_F(ProcessHostTest, RequestsEncodedAheadAreSentAsTheyAreAndAnsweredUndecoded) {
+  for (const char* policy : {"gshare", "keepalive"}) {
+    SCOPED_TRACE(policy);
+    int answered = 0;
+    Ahead ahead;
+    Replay(policy, -1, answered, &ahead);
+    EXPECT_EQ(answered, 30);
+    // The functions speak binary once their first instance answered GET /v2: requests sent
+    // alone after that take the fast path. Each taken body is sent and answered undecoded.
+    EXPECT_GT(ahead.sent, 0);
+    EXPECT_LE(ahead.sent + ahead.dropped, 30);
+    EXPECT_EQ(ahead.answers, ahead.sent);
+  }
+}
+
 // A function process killed while requests come: the executor reports the death, the policy
 // runs the requests again on a new instance or answers them with an error, and each is answered
 // once; every answer that is a result is right.
@@ -226,6 +288,11 @@ TEST_F(ProcessHostTest, AKilledFunctionProcessLosesNoRequestAndAnswersNoneTwice)
   int answered = 0;
   Replay("gshare", 10, answered);
   EXPECT_EQ(answered, 30);
+  // The same with requests encoded ahead: one sent again after the kill is encoded by the host.
+  Ahead ahead;
+  Replay("gshare", 10, answered, &ahead);
+  EXPECT_EQ(answered, 30);
+  EXPECT_GT(ahead.sent, 0);
 }
 
 }  // namespace
