@@ -30,7 +30,8 @@
 //
 // Threading: the server runs `io_threads` threads (0: the hardware's concurrency), each with an
 // io_context of its own; each connection is served by one of them (dealt round-robin at accept),
-// on a strand, so its own steps never run concurrently and never move between threads.
+// on a strand, so its own steps never run concurrently and never move between threads (nor can a
+// busy connection use another thread's idle time).
 // The handler runs on an io thread and must return quickly (hand the work elsewhere); it may
 // answer before it returns or any time later from any thread. Everything in HttpServer is
 // thread-safe; Wait, Shutdown and the destructor block and must not be called from an io thread.

@@ -426,12 +426,16 @@ std::function<void()> Front::InferParsed(std::string_view authorization, std::st
       std::move(request).value(), admission.tenant, *model, deadline,
       [this, tenant = admission.tenant, done = std::move(done), shares = std::move(shares).value()](
           Result<InferAnswer> result, net::HttpResponse error) mutable {
-        shares.reset();
-        if (!result.ok()) return done({error.status, ErrorMessageOf(error), std::nullopt});
+        if (!result.ok()) {
+          shares.reset();
+          return done({error.status, ErrorMessageOf(error), std::nullopt});
+        }
         // This is the backend's thread: the answer is decoded and handed on from the parse pool
-        // (where the caller also writes its message), in its tenant's turn.
-        auto finish = [done = std::move(done),
-                       answer = std::move(result).value()](const Status& go) mutable {
+        // (where the caller also writes its message), in its tenant's turn; the request keeps its
+        // shares until then, so that a tenant's answers waiting there are bounded by its share.
+        auto finish = [done = std::move(done), answer = std::move(result).value(),
+                       shares = std::move(shares)](const Status& go) mutable {
+          const auto release = std::move(shares);
           if (!go.ok()) return done({503, std::string(go.message()), std::nullopt});
           Result<InferResponse> response = std::move(answer).Take();
           if (!response.ok()) {

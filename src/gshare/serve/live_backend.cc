@@ -261,19 +261,7 @@ std::uint64_t LiveBackend::Infer(std::string_view tenant, std::string_view model
   std::shared_ptr<metrics::FunctionSeries> series;
   Key key(tenant, model);
   const std::uint64_t ticket = next_ticket_.fetch_add(1);
-  // Encoded here, on the caller's thread, in the form the function takes, as it is sent alone
-  // (the node encodes a batch of several itself, and any request it sends again).
-  std::optional<bool> binary;
-  {
-    MutexLock lock(mutex_);
-    if (auto it = entries_.find(key); it != entries_.end()) binary = it->second.info.binary_tensors;
-  }
-  std::optional<EncodedRequest> encoded;
-  if (binary) {
-    if (Result<EncodedRequest> ahead = EncodeAlone(request, *binary); ahead.ok()) {
-      encoded = std::move(ahead).value();
-    }  // else the node reports the error when it encodes the request
-  }
+  bool binary = false;
   {
     MutexLock lock(mutex_);
     auto it = entries_.find(key);
@@ -285,20 +273,35 @@ std::uint64_t LiveBackend::Infer(std::string_view tenant, std::string_view model
       refused = Unavailable(fmt::format("model '{}' is not ready", model));
     } else {
       series = it->second.series;
+      binary = it->second.info.binary_tensors;
       std::size_t& in_flight = tenant_in_flight_[key.first];
       if (options_.tenant_max_in_flight > 0 && in_flight >= options_.tenant_max_in_flight) {
         refused = ResourceExhausted(
             fmt::format("tenant '{}' has {} requests in flight, its quota", key.first, in_flight));
       } else {
-        ++in_flight;
-        // Posted under the lock: Shutdown posts its own work after setting shutting_down_ under
-        // the same lock, so whatever was posted before runs first.
-        node_->Post([this, ticket, key, request = std::move(request), encoded = std::move(encoded),
-                     deadline, done = std::move(done), series]() mutable {
-          Submit(ticket, std::move(key), std::move(request), std::move(encoded), deadline,
-                 std::move(done), std::move(series));
-        });
+        ++in_flight;  // its place, taken before the work of encoding it
       }
+    }
+  }
+  if (refused.ok()) {
+    // Admitted: encoded here, on the caller's thread, in the form its function takes, as it is
+    // sent alone (the node encodes a batch of several itself, and a request it sends again).
+    std::optional<EncodedRequest> encoded;
+    if (Result<EncodedRequest> ahead = EncodeAlone(request, binary); ahead.ok()) {
+      encoded = std::move(ahead).value();
+    }  // else the node reports the error when it encodes the request
+    MutexLock lock(mutex_);
+    if (shutting_down_) {
+      --tenant_in_flight_[key.first];
+      refused = Unavailable("the server is shutting down");
+    } else {
+      // Posted under the lock: Shutdown posts its own work after setting shutting_down_ under
+      // the same lock, so whatever was posted before runs first.
+      node_->Post([this, ticket, key, request = std::move(request), encoded = std::move(encoded),
+                   deadline, done = std::move(done), series]() mutable {
+        Submit(ticket, std::move(key), std::move(request), std::move(encoded), deadline,
+               std::move(done), std::move(series));
+      });
     }
   }
   if (!refused.ok()) {

@@ -669,6 +669,7 @@ void ProcessHost::Infer(InstanceId instance, std::span<const RequestId> batch,
   if (ahead && ahead->binary == binary) {
     ++it->second->in_flight;
     ++it->second->batches;
+    ++sent_as_encoded_;
     return Send(instance, {batch.front()}, {ahead->batch_size}, std::move(ahead->body),
                 std::move(done));
   }

@@ -196,6 +196,8 @@ class ProcessHost final : public InstanceHost {
   // GET /v2 lists "binary_tensor_data" among its extensions (asked once, when its first instance
   // is ready). Otherwise, and before, batches go as JSON.
   bool SpeaksBinary(FunctionId function) const;
+  // Requests sent alone with the body their source encoded ahead (the fast path; tests).
+  std::uint64_t sent_as_encoded() const { return sent_as_encoded_; }
   // Processes running now (spawned, not yet reaped), and the pids of those ready: the programs'
   // (ChildProcess::program_pid), not their inits'.
   std::size_t running() const;
@@ -275,6 +277,7 @@ class ProcessHost final : public InstanceHost {
   // Uids with an instance that ran outside a PID namespace since their last cleanup.
   std::set<uid_t> outside_namespace_;
   std::map<InstanceId, std::unique_ptr<Process>> processes_;
+  std::uint64_t sent_as_encoded_ = 0;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
   // Writes requests to and reads answers from the functions' JSON off the loop. Jobs touch no
   // member but the loop, which they post back to (checking alive_ there).

@@ -117,9 +117,10 @@ class ProcessHostTest : public ::testing::Test {
   // with `ahead` (encode_ahead), how many requests were sent as encoded ahead and how many
   // answers came undecoded.
   struct Ahead {
-    int sent = 0;
-    int dropped = 0;
-    int answers = 0;
+    int sent = 0;                  // bodies encoded ahead that the host took
+    int dropped = 0;               // and that it dropped (the request went in a batch of several)
+    int answers = 0;               // answers handed back undecoded
+    std::uint64_t as_encoded = 0;  // requests the host sent with the body encoded ahead
   };
   void Replay(const std::string& policy_name, int kill_at, int& answered, Ahead* ahead = nullptr);
 
@@ -247,11 +248,12 @@ void ProcessHostTest::Replay(const std::string& policy_name, int kill_at, int& a
   if (kill_at >= 0) {
     EXPECT_EQ(killed, 1);
   }
+  if (ahead != nullptr) {
+    *ahead = {requests.taken_ahead, requests.dropped_ahead, requests.encoded_answers,
+              host.sent_as_encoded()};
+  }
   n.Shutdown();
   answered = static_cast<int>(requests.answers.size());
-  if (ahead != nullptr) {
-    *ahead = {requests.taken_ahead, requests.dropped_ahead, requests.encoded_answers};
-  }
 }
 
 TEST_F(ProcessHostTest, ExampleFunctionsServeCheckedInferenceUnderAPolicy) {
@@ -277,6 +279,7 @@ TEST_F(ProcessHostTest, RequestsEncodedAheadAreSentAsTheyAreAndAnsweredUndecoded
     // alone after that take the fast path. Each taken body is sent and answered undecoded.
     EXPECT_GT(ahead.sent, 0);
     EXPECT_LE(ahead.sent + ahead.dropped, 30);
+    EXPECT_EQ(ahead.as_encoded, static_cast<std::uint64_t>(ahead.sent));  // each sent as it was
     EXPECT_EQ(ahead.answers, ahead.sent);
   }
 }
