@@ -1,6 +1,7 @@
 #include "gshare/metrics/gshare_metrics.h"
 
 #include <algorithm>
+#include <string>
 #include <vector>
 
 #include <fmt/format.h>
@@ -67,6 +68,12 @@ void FunctionSeries::RestoreFinished(Duration duration) {
   (void)restore_time_->Observe(std::max(0.0, ToSeconds(duration)));
 }
 
+void GshareMetrics::InferenceAnswered(std::string_view protocol, int status) {
+  const std::string code = std::to_string(status);
+  auto counter = inference_answers_->WithLabels({protocol, code});
+  if (counter.ok()) (*counter)->Inc();
+}
+
 Result<std::unique_ptr<GshareMetrics>> GshareMetrics::Create() {
   std::unique_ptr<GshareMetrics> metrics(new GshareMetrics());
   GSHARE_RETURN_IF_ERROR(metrics->Register());
@@ -81,6 +88,13 @@ Status GshareMetrics::Register() {
                            "Requests finished by the front, by function, tenant and "
                            "outcome (ok, error, deadline_exceeded, rejected, cancelled).",
                            {"function", "tenant", "outcome"}));
+  GSHARE_ASSIGN_OR_RETURN(
+      inference_answers_,
+      registry_.AddCounter("gshare_inference_answers_total",
+                           "Inference requests answered by the front, by protocol (http, grpc) and "
+                           "code (the HTTP status; a gRPC answer's is the HTTP status its gRPC "
+                           "status maps from), refusals before the body included.",
+                           {"protocol", "code"}));
   GSHARE_ASSIGN_OR_RETURN(latency_,
                           registry_.AddHistogram("gshare_request_duration_seconds",
                                                  "Time from a request's arrival to its answer, for "

@@ -94,6 +94,11 @@ class GshareMetrics {
   // it was not added. Holders of its FunctionSeries may keep updating it, to no effect.
   Status RemoveFunction(std::string_view function, std::string_view tenant);
 
+  // The front answered an inference request that came by `protocol` ("http" or "grpc") with
+  // `status`, the HTTP status (a gRPC answer counts the HTTP status its gRPC status maps from):
+  // gshare_inference_answers_total. Any thread.
+  void InferenceAnswered(std::string_view protocol, int status);
+
   Gauge& gpus_in_use() { return *gpus_in_use_; }
   Counter& gpu_seconds() { return *gpu_seconds_; }
 
@@ -107,6 +112,7 @@ class GshareMetrics {
 
   Registry registry_;
   CounterFamily* requests_ = nullptr;
+  CounterFamily* inference_answers_ = nullptr;
   HistogramFamily* latency_ = nullptr;
   HistogramFamily* queue_time_ = nullptr;
   HistogramFamily* restore_time_ = nullptr;

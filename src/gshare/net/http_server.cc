@@ -126,6 +126,7 @@ struct Responder::State {
   bool responded GUARDED_BY(mutex) = false;
   bool cancelled GUARDED_BY(mutex) = false;
   std::function<void()> on_cancel GUARDED_BY(mutex);
+  std::function<void(int)> on_answer GUARDED_BY(mutex);
 };
 
 namespace {
@@ -477,11 +478,15 @@ void Connection::CancelExchange() {
 
 Responder::State::~State() {
   bool answered = false;
+  std::function<void(int)> observer;
   {
     MutexLock lock(mutex);
     answered = responded;
+    observer = std::move(on_answer);
   }
-  if (!answered) Deliver(JsonErrorResponse(500, "the handler gave no answer"));
+  if (answered) return;
+  if (observer) observer(500);
+  Deliver(JsonErrorResponse(500, "the handler gave no answer"));
 }
 
 namespace {
@@ -514,13 +519,21 @@ void Responder::State::Cancel() {
 }
 
 void Responder::Respond(HttpResponse response) const {
+  std::function<void(int)> observer;
   {
     MutexLock lock(state_->mutex);
     if (state_->responded) return;
     state_->responded = true;
     state_->on_cancel = nullptr;
+    observer = std::move(state_->on_answer);
   }
+  if (observer) observer(response.status);
   state_->Deliver(std::move(response));
+}
+
+void Responder::OnAnswer(std::function<void(int status)> observer) const {
+  MutexLock lock(state_->mutex);
+  if (!state_->responded) state_->on_answer = std::move(observer);
 }
 
 Responder::Detached Responder::ToCallback(std::function<void(HttpResponse)> deliver) {

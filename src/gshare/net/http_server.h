@@ -125,6 +125,10 @@ class Responder {
   // dropped unrun, with what it holds (at once where it had gone before the call). A detached
   // Responder runs it on the calling thread.
   void Run(std::function<void()> work) const;
+  // Registers what to run with the status of the answer, once, on the thread that gives it: the
+  // first Respond's, or the 500 of a Responder whose last copy went unanswered. A later call
+  // replaces it.
+  void OnAnswer(std::function<void(int status)> observer) const;
 
   // A Responder for a request that came some other way than an HttpServer's connection (a gRPC
   // call the server answers through its HTTP handlers): its answer goes to `deliver`, called at

@@ -195,6 +195,9 @@ Result<std::shared_ptr<void>> Front::TakeShares(const std::string& tenant,
 
 std::optional<HttpResponse> Front::CheckHead(net::ServerRequest& head) {
   Admission admission = Admit(head);
+  if (admission.refusal && admission.action == "infer" && options_.on_inference_answer) {
+    options_.on_inference_answer("http", admission.refusal->status);
+  }
   if (admission.refusal || admission.action != "infer") return std::move(admission.refusal);
   // A chunked body's length is known only once read: it takes the largest a body may be.
   auto shares = TakeShares(
@@ -202,13 +205,20 @@ std::optional<HttpResponse> Front::CheckHead(net::ServerRequest& head) {
       head.declared_length
           ? *head.declared_length
           : std::min<std::uint64_t>(options_.parse_limits.max_text_bytes, body_share_.capacity()));
-  if (!shares.ok()) return JsonErrorResponse(429, shares.status().message());
+  if (!shares.ok()) {
+    if (options_.on_inference_answer) options_.on_inference_answer("http", 429);
+    return JsonErrorResponse(429, shares.status().message());
+  }
   head.hold = std::move(shares).value();
   return std::nullopt;
 }
 
 void Front::Handle(net::ServerRequest request, net::Responder responder) {
   Admission admission = Admit(request);
+  if (admission.action == "infer" && options_.on_inference_answer) {
+    responder.OnAnswer(
+        [count = options_.on_inference_answer](int status) { count("http", status); });
+  }
   if (admission.refusal) return responder.Respond(std::move(*admission.refusal));
   switch (admission.kind) {
     case Admission::Kind::kHealthLive:
@@ -390,6 +400,12 @@ std::function<void()> Front::InferParsed(std::string_view authorization, std::st
                                          std::uint64_t wire_bytes,
                                          const std::function<Result<InferRequest>()>& parse,
                                          std::function<void(ParsedOutcome)> done) {
+  if (options_.on_inference_answer) {
+    done = [count = options_.on_inference_answer, done = std::move(done)](ParsedOutcome outcome) {
+      count("grpc", outcome.status);
+      done(std::move(outcome));
+    };
+  }
   const auto refuse = [&done](const net::HttpResponse& response) {
     done({response.status, ErrorMessageOf(response), std::nullopt});
     return std::function<void()>([] {});

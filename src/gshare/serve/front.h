@@ -135,6 +135,10 @@ struct FrontOptions {
   // bodies, shared fairly between tenants.
   std::size_t max_in_flight = 1'024;
   std::uint64_t max_buffered_bytes = 1ULL << 30;
+  // Told of every inference request answered, refusals included: its protocol ("http" or "grpc")
+  // and its status (HTTP's; a gRPC answer's is the HTTP status its code maps from). Any thread;
+  // it must not block. Empty: nothing is told.
+  std::function<void(std::string_view protocol, int status)> on_inference_answer{};
 };
 
 class Front {

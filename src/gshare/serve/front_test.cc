@@ -707,6 +707,38 @@ TEST_F(FrontTest, AnEncodedAnswerIsDecodedOffTheBackendsThread) {
   EXPECT_EQ(ErrorOf(*malformed), "the function's answer is malformed: a length past its body");
 }
 
+// Every inference answer is told with its protocol and status, refusals included; other
+// endpoints are not.
+TEST_F(FrontTest, InferenceAnswersAreToldByStatus) {
+  std::mutex mutex;
+  std::map<int, int> told;
+  FrontOptions options;
+  options.on_inference_answer = [&](std::string_view protocol, int status) {
+    std::lock_guard lock(mutex);
+    EXPECT_EQ(protocol, "http");
+    ++told[status];
+  };
+  Start({}, std::move(options));
+  Client client = Connect();
+  for (int i = 0; i < 2; ++i) {
+    auto ok = client.Send("POST", "/v2/models/mlp/infer", kAlphaKey, kEchoRequest);
+    ASSERT_TRUE(ok);
+    ASSERT_EQ(ok->result_int(), 200u) << ok->body();
+  }
+  auto unknown = client.Send("POST", "/v2/models/nothing/infer", kAlphaKey, kEchoRequest);
+  ASSERT_TRUE(unknown);
+  EXPECT_EQ(unknown->result_int(), 404u);
+  auto metadata = client.Send("GET", "/v2/models/mlp", kAlphaKey);
+  ASSERT_TRUE(metadata);
+  EXPECT_EQ(metadata->result_int(), 200u);
+  Client keyless = Connect();
+  auto refused = keyless.Send("POST", "/v2/models/mlp/infer", std::nullopt, kEchoRequest);
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(refused->result_int(), 401u);
+  std::lock_guard lock(mutex);
+  EXPECT_EQ(told, (std::map<int, int>{{200, 2}, {401, 1}, {404, 1}}));
+}
+
 TEST_F(FrontTest, InferOnAModelThatIsNotReadyIs503) {
   Client client = Connect();
   auto answer = client.Send("POST", "/v2/models/cold/infer", kAlphaKey, kEchoRequest);

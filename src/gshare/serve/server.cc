@@ -142,6 +142,9 @@ Result<std::unique_ptr<Server>> Server::Start(ServerOptions options) {
   front.parse_limits.max_text_bytes = options.http.limits.body_bytes;
   front.max_in_flight = options.http.limits.max_in_flight;
   front.max_buffered_bytes = options.max_buffered_bytes;
+  front.on_inference_answer = [metrics = s.metrics_.get()](std::string_view protocol, int status) {
+    metrics->InferenceAnswered(protocol, status);
+  };
   options.http.limits.max_in_flight = 2 * front.max_in_flight + kUntenantedInFlight;
   s.front_ = std::make_unique<Front>(front, *s.keys_, *s.backend_, s.backend_->clock(),
                                      s.parse_pool_.get());

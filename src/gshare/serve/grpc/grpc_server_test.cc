@@ -2,7 +2,10 @@
 // the generated C++ client, as a tritonclient.grpc user would.
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
+
 #include <sys/stat.h>
+#include <map>
+#include <sstream>
 
 #include <cstring>
 #include <nlohmann/json.hpp>
@@ -192,6 +195,53 @@ TEST_F(GrpcServerTest, HealthMetadataAndInference) {
     ASSERT_EQ(statistics.model_stats_size(), 1);
     EXPECT_EQ(statistics.model_stats(0).inference_stats().success().count(), 2u);
   }
+}
+
+// /metrics counts the inference answers by protocol and status, refusals before the body too.
+TEST_F(GrpcServerTest, InferenceAnswersAreCountedByProtocol) {
+  const std::string body =
+      R"({"inputs":[{"name":"x","datatype":"FP32","shape":[1,3],"data":[1,2,3]}]})";
+  for (int i = 0; i < 2; ++i) {
+    auto answer = http_->Send("POST", "/v2/models/echo/infer", acme_, body);
+    ASSERT_TRUE(answer);
+    ASSERT_EQ(answer->result_int(), 200) << answer->body();
+  }
+  HttpClientForTest other(server_->port());  // a refused request may end its connection
+  auto keyless = other.Send("POST", "/v2/models/echo/infer", std::nullopt, body);
+  ASSERT_TRUE(keyless);
+  ASSERT_EQ(keyless->result_int(), 401);
+  auto metadata = http_->Send("GET", "/v2/models/echo", acme_);  // not an inference
+  ASSERT_TRUE(metadata);
+  ASSERT_EQ(metadata->result_int(), 200);
+  {
+    grpc::ClientContext context;
+    Authorize(context, acme_);
+    inference::ModelInferResponse response;
+    ASSERT_TRUE(stub_->ModelInfer(&context, EchoRequest("g", {1, 2, 3}), &response).ok());
+  }
+  {
+    grpc::ClientContext context;
+    Authorize(context, beta_);
+    inference::ModelInferResponse response;
+    EXPECT_EQ(stub_->ModelInfer(&context, EchoRequest("g", {1, 2, 3}), &response).error_code(),
+              grpc::NOT_FOUND);
+  }
+  auto metrics = http_->Send("GET", "/metrics", kAdminKey);
+  ASSERT_TRUE(metrics);
+  ASSERT_EQ(metrics->result_int(), 200);
+  std::map<std::string, std::string> counted;  // labels -> value
+  std::istringstream lines(metrics->body());
+  const std::string name = "gshare_inference_answers_total{";
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind(name, 0) != 0) continue;
+    const std::size_t close = line.find('}');
+    counted[line.substr(name.size(), close - name.size())] = line.substr(close + 2);
+  }
+  const std::map<std::string, std::string> expected = {{R"(protocol="http",code="200")", "2"},
+                                                       {R"(protocol="http",code="401")", "1"},
+                                                       {R"(protocol="grpc",code="200")", "1"},
+                                                       {R"(protocol="grpc",code="404")", "1"}};
+  EXPECT_EQ(counted, expected) << metrics->body();
 }
 
 TEST_F(GrpcServerTest, ErrorsMapToTheirStatusesAndTenantsStayApart) {
