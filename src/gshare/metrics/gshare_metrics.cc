@@ -69,9 +69,26 @@ void FunctionSeries::RestoreFinished(Duration duration) {
 }
 
 void GshareMetrics::InferenceAnswered(std::string_view protocol, int status) {
-  const std::string code = std::to_string(status);
-  auto counter = inference_answers_->WithLabels({protocol, code});
-  if (counter.ok()) (*counter)->Inc();
+  const bool known = protocol == "http" || protocol == "grpc";
+  if (!known || status < kFirstStatus || status >= kFirstStatus + kStatuses) {
+    auto counter = inference_answers_->WithLabels({protocol, std::to_string(status)});
+    if (counter.ok()) (*counter)->Inc();
+    return;
+  }
+  std::atomic<Counter*>& slot = answers_[protocol == "grpc" ? 1 : 0][status - kFirstStatus];
+  Counter* counter = slot.load(std::memory_order_acquire);
+  if (counter == nullptr) {
+    MutexLock lock(answers_mutex_);
+    counter = slot.load(std::memory_order_acquire);
+    if (counter == nullptr) {
+      auto made = inference_answers_->WithLabels({protocol, std::to_string(status)});
+      if (!made.ok()) return;
+      counter = made->get();
+      answers_kept_.push_back(std::move(made).value());
+      slot.store(counter, std::memory_order_release);
+    }
+  }
+  counter->Inc();
 }
 
 Result<std::unique_ptr<GshareMetrics>> GshareMetrics::Create() {

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -23,6 +24,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "gshare/common/mutex.h"
 #include "gshare/common/status.h"
@@ -113,6 +115,13 @@ class GshareMetrics {
   Registry registry_;
   CounterFamily* requests_ = nullptr;
   CounterFamily* inference_answers_ = nullptr;
+  // Its children for http (0) and grpc (1) by status 100-599, made on first use and read without
+  // a lock after (the registry's lookup takes its mutex); kept alive by answers_kept_.
+  static constexpr int kFirstStatus = 100;
+  static constexpr int kStatuses = 500;
+  std::array<std::array<std::atomic<Counter*>, kStatuses>, 2> answers_{};
+  Mutex answers_mutex_;
+  std::vector<std::shared_ptr<Counter>> answers_kept_ GUARDED_BY(answers_mutex_);
   HistogramFamily* latency_ = nullptr;
   HistogramFamily* queue_time_ = nullptr;
   HistogramFamily* restore_time_ = nullptr;

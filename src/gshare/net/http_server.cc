@@ -478,14 +478,16 @@ void Connection::CancelExchange() {
 
 Responder::State::~State() {
   bool answered = false;
+  bool gone = false;
   std::function<void(int)> observer;
   {
     MutexLock lock(mutex);
     answered = responded;
+    gone = cancelled;
     observer = std::move(on_answer);
   }
   if (answered) return;
-  if (observer) observer(500);
+  if (observer) observer(gone ? 499 : 500);
   Deliver(JsonErrorResponse(500, "the handler gave no answer"));
 }
 
@@ -520,14 +522,16 @@ void Responder::State::Cancel() {
 
 void Responder::Respond(HttpResponse response) const {
   std::function<void(int)> observer;
+  bool gone = false;
   {
     MutexLock lock(state_->mutex);
     if (state_->responded) return;
     state_->responded = true;
     state_->on_cancel = nullptr;
+    gone = state_->cancelled;
     observer = std::move(state_->on_answer);
   }
-  if (observer) observer(response.status);
+  if (observer) observer(gone ? 499 : response.status);
   state_->Deliver(std::move(response));
 }
 

@@ -126,8 +126,8 @@ class Responder {
   // Responder runs it on the calling thread.
   void Run(std::function<void()> work) const;
   // Registers what to run with the status of the answer, once, on the thread that gives it: the
-  // first Respond's, or the 500 of a Responder whose last copy went unanswered. A later call
-  // replaces it.
+  // first Respond's, or the 500 of a Responder whose last copy went unanswered; 499 for either
+  // where the client had gone first (Cancelled). A later call replaces it.
   void OnAnswer(std::function<void(int status)> observer) const;
 
   // A Responder for a request that came some other way than an HttpServer's connection (a gRPC

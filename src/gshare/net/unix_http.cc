@@ -214,13 +214,15 @@ void SendUnixHttpRequest(asio::io_context& loop, const std::string& socket_path,
                         exchange->socket, exchange->buffer, exchange->parser,
                         [exchange](const boost::system::error_code& read_error, std::size_t) {
                           if (read_error) return exchange->Fail("read", read_error);
-                          const auto& message = exchange->parser.get();
-                          if (message.body().size() > exchange->body_limit) {
+                          if (exchange->parser.get().body().size() > exchange->body_limit) {
                             return exchange->Finish(
                                 InvalidArgument("the answer's body is too large"));
                           }
+                          // The body is moved out, not copied (an answer may be large, and this
+                          // runs on the caller's loop).
+                          auto message = exchange->parser.release();
                           HttpResponse response{static_cast<int>(message.result_int()),
-                                                message.body(),
+                                                std::move(message.body()),
                                                 std::string(message[http::field::content_type])};
                           for (const auto& field : message) {
                             response.headers.emplace_back(std::string(field.name_string()),

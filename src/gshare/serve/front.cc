@@ -384,6 +384,10 @@ std::uint64_t Front::Run(InferRequest request, const std::string& tenant, const 
         if (!result.ok()) {
           const Status& status = result.status();
           if (status.code() == StatusCode::kNotFound) return done(status, ModelNotFound(name));
+          // Withdrawn because its client went away: nobody reads it; 499 (as nginx logs it).
+          if (status.code() == StatusCode::kCancelled) {
+            return done(status, JsonErrorResponse(499, status.message()));
+          }
           return done(status, JsonErrorResponse(HttpStatusFor(status.code()), status.message()));
         }
         result->Then([id = std::move(id), name = std::move(name)](InferResponse& response) {

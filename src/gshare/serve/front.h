@@ -136,8 +136,8 @@ struct FrontOptions {
   std::size_t max_in_flight = 1'024;
   std::uint64_t max_buffered_bytes = 1ULL << 30;
   // Told of every inference request answered, refusals included: its protocol ("http" or "grpc")
-  // and its status (HTTP's; a gRPC answer's is the HTTP status its code maps from). Any thread;
-  // it must not block. Empty: nothing is told.
+  // and its status (HTTP's; a gRPC answer's is the HTTP status its code maps from; 499 where the
+  // client went away first). Any thread; it must not block. Empty: nothing is told.
   std::function<void(std::string_view protocol, int status)> on_inference_answer{};
 };
 
@@ -161,6 +161,11 @@ class Front {
   }
   std::uint64_t BufferedBytesHeldBy(const std::string& tenant) const {
     return body_share_.held_by(tenant);
+  }
+  // Tells FrontOptions::on_inference_answer of an inference answered outside the Front (a gRPC
+  // request refused before it reached it). Any thread.
+  void InferenceAnswered(std::string_view protocol, int status) const {
+    if (options_.on_inference_answer) options_.on_inference_answer(protocol, status);
   }
   // Handle, as an HttpServer::Handler bound to this Front.
   net::HttpServer::Handler Handler();

@@ -139,6 +139,12 @@ class FakeBackend final : public InferenceBackend {
   void Cancel(std::uint64_t ticket) override {
     std::lock_guard lock(mutex_);
     cancelled_.push_back(ticket);
+    held_changed_.notify_all();
+  }
+  // Blocks until `count` requests were cancelled.
+  void WaitUntilCancelled(std::size_t count) {
+    std::unique_lock lock(mutex_);
+    held_changed_.wait(lock, [&] { return cancelled_.size() >= count; });
   }
   // The threads that gave the last encoded answer and that decoded it.
   std::pair<std::thread::id, std::thread::id> EncodedThreads() const {
@@ -710,13 +716,20 @@ TEST_F(FrontTest, AnEncodedAnswerIsDecodedOffTheBackendsThread) {
 // Every inference answer is told with its protocol and status, refusals included; other
 // endpoints are not.
 TEST_F(FrontTest, InferenceAnswersAreToldByStatus) {
-  std::mutex mutex;
-  std::map<int, int> told;
+  // Shared with the callback, which may run on an io thread after this test's body (the last
+  // copy of a gone client's Responder may be dropped there).
+  struct Told {
+    std::mutex mutex;
+    std::condition_variable changed;
+    std::map<int, int> by_status;
+  };
+  auto told = std::make_shared<Told>();
   FrontOptions options;
-  options.on_inference_answer = [&](std::string_view protocol, int status) {
-    std::lock_guard lock(mutex);
+  options.on_inference_answer = [told](std::string_view protocol, int status) {
+    std::lock_guard lock(told->mutex);
     EXPECT_EQ(protocol, "http");
-    ++told[status];
+    ++told->by_status[status];
+    told->changed.notify_all();
   };
   Start({}, std::move(options));
   Client client = Connect();
@@ -735,8 +748,24 @@ TEST_F(FrontTest, InferenceAnswersAreToldByStatus) {
   auto refused = keyless.Send("POST", "/v2/models/mlp/infer", std::nullopt, kEchoRequest);
   ASSERT_TRUE(refused);
   EXPECT_EQ(refused->result_int(), 401u);
-  std::lock_guard lock(mutex);
-  EXPECT_EQ(told, (std::map<int, int>{{200, 2}, {401, 1}, {404, 1}}));
+  {
+    std::lock_guard lock(told->mutex);
+    EXPECT_EQ(told->by_status, (std::map<int, int>{{200, 2}, {401, 1}, {404, 1}}));
+  }
+  // A client that goes away before its answer: 499, whatever the answer it left behind, told
+  // when the last reference to its request goes.
+  backend_.Add("alpha", {.name = "held", .ready = true, .slo = std::chrono::seconds(1)});
+  {
+    Client leaving = Connect();
+    leaving.Write(Client::Request("POST", "/v2/models/held/infer", kAlphaKey, kEchoRequest));
+    backend_.WaitUntilHeld(1);
+    leaving.Close();
+  }
+  backend_.WaitUntilCancelled(1);
+  backend_.AnswerHeld();  // its answer comes, for nobody
+  std::unique_lock lock(told->mutex);
+  told->changed.wait(lock, [&] { return told->by_status.contains(499); });
+  EXPECT_EQ(told->by_status, (std::map<int, int>{{200, 2}, {401, 1}, {404, 1}, {499, 1}}));
 }
 
 TEST_F(FrontTest, InferOnAModelThatIsNotReadyIs503) {

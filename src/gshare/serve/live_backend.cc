@@ -293,6 +293,7 @@ std::uint64_t LiveBackend::Infer(std::string_view tenant, std::string_view model
     MutexLock lock(mutex_);
     if (shutting_down_) {
       --tenant_in_flight_[key.first];
+      series.reset();  // not counted, as a refusal at the first check is not
       refused = Unavailable("the server is shutting down");
     } else {
       // Posted under the lock: Shutdown posts its own work after setting shutting_down_ under

@@ -128,6 +128,8 @@ int GrpcCodeFor(int http_status) {
     case 408:
     case 504:
       return grpc::DEADLINE_EXCEEDED;
+    case 499:
+      return grpc::CANCELLED;
     case 413:
     case 429:
     case 507:
@@ -443,6 +445,7 @@ class GrpcServer::Service final : public inference::GRPCInferenceService::Callba
     if (!request.model_version().empty()) version = request.model_version();
     std::function<void()> cancel = [] {};
     if (!PathSafe(request.model_name()) || (version && !PathSafe(request.model_version()))) {
+      front_.InferenceAnswered("grpc", 404);
       done({404, "model '" + request.model_name() + "' not found", std::nullopt});
       if (call) call->Release();  // the front's callback's: it never runs
     } else {
