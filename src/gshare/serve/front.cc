@@ -40,8 +40,9 @@ nlohmann::json ModelConfigJson(const ModelInfo& model) {
           {"output", ConfigTensorsJson(model.outputs, max_batch > 0)}};
 }
 
-// Triton's statistics extension, of what the backend counts (no compute_input or compute_output:
-// the function's decoding and encoding are not timed apart from its run).
+// Triton's statistics extension, of what the backend counts: compute_input is the encoding of a
+// request's inputs for its function, compute_output the decoding of its answer where it was
+// decoded alone (a batch's answer is split on the node and not timed per request).
 nlohmann::json StatisticsJson(const std::vector<ModelStatistics>& models) {
   nlohmann::json list = nlohmann::json::array();
   const auto pair = [](std::uint64_t count, std::uint64_t ns) {
@@ -55,7 +56,9 @@ nlohmann::json StatisticsJson(const std::vector<ModelStatistics>& models) {
                      {{"success", pair(model.success_count, model.success_ns)},
                       {"fail", pair(model.fail_count, model.fail_ns)},
                       {"queue", pair(model.queue_count, model.queue_ns)},
-                      {"compute_infer", pair(model.infer_count, model.infer_ns)}}}});
+                      {"compute_input", pair(model.input_count, model.input_ns)},
+                      {"compute_infer", pair(model.infer_count, model.infer_ns)},
+                      {"compute_output", pair(model.output_count, model.output_ns)}}}});
   }
   return {{"model_stats", std::move(list)}};
 }

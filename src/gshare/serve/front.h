@@ -75,7 +75,8 @@ struct ModelInfo {
 // A model's counts and durations since it was deployed, across its versions (Triton's statistics
 // extension): requests answered with its result and failed (from arrival to answer), and of those
 // answered with its result, how long they queued (arrival to run start) and ran (run start to
-// answer), in nanoseconds.
+// answer), how long their inputs took to encode for the function (compute_input) and, for answers
+// decoded alone, how long the function's answer took to decode (compute_output), in nanoseconds.
 struct ModelStatistics {
   std::string name;
   std::uint64_t success_count = 0;
@@ -86,6 +87,10 @@ struct ModelStatistics {
   std::uint64_t queue_ns = 0;
   std::uint64_t infer_count = 0;
   std::uint64_t infer_ns = 0;
+  std::uint64_t input_count = 0;
+  std::uint64_t input_ns = 0;
+  std::uint64_t output_count = 0;
+  std::uint64_t output_ns = 0;
 };
 
 // What the front serves from. The server's implementation is the live node behind the scheduler;

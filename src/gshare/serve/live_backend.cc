@@ -287,9 +287,11 @@ std::uint64_t LiveBackend::Infer(std::string_view tenant, std::string_view model
     // Admitted: encoded here, on the caller's thread, in the form its function takes, as it is
     // sent alone (the node encodes a batch of several itself, and a request it sends again).
     std::optional<EncodedRequest> encoded;
+    const TimePoint encoding_began = clock().Now();
     if (Result<EncodedRequest> ahead = EncodeAlone(request, binary); ahead.ok()) {
       encoded = std::move(ahead).value();
     }  // else the node reports the error when it encodes the request
+    const Duration encoding = clock().Now() - encoding_began;
     MutexLock lock(mutex_);
     if (shutting_down_) {
       --tenant_in_flight_[key.first];
@@ -299,8 +301,8 @@ std::uint64_t LiveBackend::Infer(std::string_view tenant, std::string_view model
       // Posted under the lock: Shutdown posts its own work after setting shutting_down_ under
       // the same lock, so whatever was posted before runs first.
       node_->Post([this, ticket, key, request = std::move(request), encoded = std::move(encoded),
-                   deadline, done = std::move(done), series]() mutable {
-        Submit(ticket, std::move(key), std::move(request), std::move(encoded), deadline,
+                   encoding, deadline, done = std::move(done), series]() mutable {
+        Submit(ticket, std::move(key), std::move(request), std::move(encoded), encoding, deadline,
                std::move(done), std::move(series));
       });
     }
@@ -320,8 +322,9 @@ void LiveBackend::Cancel(std::uint64_t ticket) {
 }
 
 void LiveBackend::Submit(std::uint64_t ticket, Key key, InferRequest request,
-                         std::optional<EncodedRequest> encoded, TimePoint deadline,
-                         InferCallback done, std::shared_ptr<metrics::FunctionSeries> series) {
+                         std::optional<EncodedRequest> encoded, Duration encoding,
+                         TimePoint deadline, InferCallback done,
+                         std::shared_ptr<metrics::FunctionSeries> series) {
   auto current = current_.find(key);
   if (current == current_.end()) {
     {
@@ -346,6 +349,7 @@ void LiveBackend::Submit(std::uint64_t ticket, Key key, InferRequest request,
   Pending& pending = pending_[ticket];
   pending.request = std::move(request);
   pending.encoded = std::move(encoded);
+  pending.encoding = encoding;
   pending.done = std::move(done);
   pending.tenant = key.first;
   pending.version = version;
@@ -388,9 +392,28 @@ std::optional<EncodedRequest> LiveBackend::TakeEncoded(RequestId request) {
 
 void LiveBackend::AnswerEncoded(RequestId request, FunctionAnswer answer) {
   const std::uint64_t bytes = answer.body.size();
-  // Decoded by the front where it writes the answer (InferAnswer): not here on the loop.
+  std::optional<Key> key;
+  if (auto it = pending_.find(request); it != pending_.end()) {
+    if (auto version = versions_.find(it->second.version); version != versions_.end()) {
+      key = version->second.key;
+    }
+  }
+  // Decoded by the front where it writes the answer (InferAnswer): not here on the loop. The
+  // decoding is timed there, for the statistics' compute_output.
   auto shared = std::make_shared<const FunctionAnswer>(std::move(answer));
-  Finish(request, InferAnswer(bytes, [shared] { return DecodeAnswerAlone(*shared); }));
+  Finish(request, InferAnswer(bytes, [this, shared, key]() -> Result<InferResponse> {
+           const TimePoint began = clock().Now();
+           Result<InferResponse> decoded = DecodeAnswerAlone(*shared);
+           const std::uint64_t took = Nanoseconds(clock().Now() - began);
+           if (decoded.ok() && key) {
+             MutexLock lock(mutex_);
+             if (auto entry = entries_.find(*key); entry != entries_.end()) {
+               entry->second.statistics.output_count += 1;
+               entry->second.statistics.output_ns += took;
+             }
+           }
+           return decoded;
+         }));
 }
 
 void LiveBackend::Fail(RequestId request, const Status& status) { Finish(request, status); }
@@ -422,6 +445,8 @@ void LiveBackend::Finish(RequestId id, Result<InferAnswer> result) {
           statistics.queue_ns += Nanoseconds(pending.started_at - pending.arrival);
           statistics.infer_count += 1;
           statistics.infer_ns += Nanoseconds(now - pending.started_at);
+          statistics.input_count += 1;
+          statistics.input_ns += Nanoseconds(pending.encoding);
         }
       }
     }

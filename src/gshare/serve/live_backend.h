@@ -149,8 +149,10 @@ class LiveBackend final : public InferenceBackend, public Deployer, private Requ
   // A request handed to the scheduler (loop only); its RequestId is its ticket.
   struct Pending {
     InferRequest request;
-    // The request in its function's form, encoded on the thread that took it (TakeEncoded).
+    // The request in its function's form, encoded on the thread that took it (TakeEncoded), and
+    // how long that took (compute_input in the statistics).
     std::optional<EncodedRequest> encoded;
+    Duration encoding{};
     InferCallback done;
     std::string tenant;
     FunctionId version = 0;
@@ -177,13 +179,15 @@ class LiveBackend final : public InferenceBackend, public Deployer, private Requ
   void CountObsolete() EXCLUDES(mutex_);
   void MaybeRemove(FunctionId version);
   void Submit(std::uint64_t ticket, Key key, InferRequest request,
-              std::optional<EncodedRequest> encoded, TimePoint deadline, InferCallback done,
-              std::shared_ptr<metrics::FunctionSeries> series);
+              std::optional<EncodedRequest> encoded, Duration encoding, TimePoint deadline,
+              InferCallback done, std::shared_ptr<metrics::FunctionSeries> series);
   void Finish(RequestId id, Result<InferAnswer> result);
 
   // RequestSource (the process host, on the loop). Requests are encoded ahead for their function
   // on the thread that called Infer, and answers to a request alone are handed to the front
-  // undecoded: the loop does no codec work for a request sent alone.
+  // undecoded: the loop does no codec work for a request sent alone. Such an answer counts its
+  // decoding in the statistics when it is taken, so it must be taken (or dropped) before the
+  // backend is destroyed (the server stops its io threads and parse pool first).
   const InferRequest* Input(RequestId request) override;
   void Answer(RequestId request, InferResponse response) override;
   void Fail(RequestId request, const Status& status) override;

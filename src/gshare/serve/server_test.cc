@@ -475,6 +475,12 @@ TEST_F(ServerTest, ModelStatisticsCountWhatWasServed) {
   EXPECT_EQ(inference["queue"]["count"], 3);
   EXPECT_EQ(inference["compute_infer"]["count"], 3);
   EXPECT_GT(inference["compute_infer"]["ns"].get<std::uint64_t>(), 0u);
+  // Each request's inputs encoded for the function, and (sent one at a time) each answer decoded
+  // alone.
+  EXPECT_EQ(inference["compute_input"]["count"], 3);
+  EXPECT_GT(inference["compute_input"]["ns"].get<std::uint64_t>(), 0u);
+  EXPECT_EQ(inference["compute_output"]["count"], 3);
+  EXPECT_GT(inference["compute_output"]["ns"].get<std::uint64_t>(), 0u);
   EXPECT_GE(inference["success"]["ns"].get<std::uint64_t>(),
             inference["compute_infer"]["ns"].get<std::uint64_t>());
   // An unload and a load keep them.
