@@ -63,14 +63,21 @@ nlohmann::json StatisticsJson(const std::vector<ModelStatistics>& models) {
   return {{"model_stats", std::move(list)}};
 }
 
-// Decodes `answer` where the backend left it encoded and writes it in `format`: a 500 for an
-// answer that does not decode.
-void WriteAnswer(InferAnswer answer, const AnswerFormat& format, const net::Responder& responder) {
+// The answer, decoded where the backend left it encoded, or the message of the 500 that one that
+// does not decode gets.
+Result<InferResponse> TakeAnswer(InferAnswer answer) {
   Result<InferResponse> response = std::move(answer).Take();
   if (!response.ok()) {
-    return responder.Respond(JsonErrorResponse(
-        500, fmt::format("the function's answer is malformed: {}", response.status().message())));
+    return Internal(
+        fmt::format("the function's answer is malformed: {}", response.status().message()));
   }
+  return response;
+}
+
+// `answer` written in `format`, or its 500.
+void WriteAnswer(InferAnswer answer, const AnswerFormat& format, const net::Responder& responder) {
+  Result<InferResponse> response = TakeAnswer(std::move(answer));
+  if (!response.ok()) return responder.Respond(JsonErrorResponse(500, response.status().message()));
   responder.Respond(WriteAnswerBody(std::move(response).value(), format));
 }
 
@@ -198,8 +205,8 @@ Result<std::shared_ptr<void>> Front::TakeShares(const std::string& tenant,
 
 std::optional<HttpResponse> Front::CheckHead(net::ServerRequest& head) {
   Admission admission = Admit(head);
-  if (admission.refusal && admission.action == "infer" && options_.on_inference_answer) {
-    options_.on_inference_answer("http", admission.refusal->status);
+  if (admission.refusal && admission.action == "infer") {
+    InferenceAnswered("http", admission.refusal->status);
   }
   if (admission.refusal || admission.action != "infer") return std::move(admission.refusal);
   // A chunked body's length is known only once read: it takes the largest a body may be.
@@ -209,7 +216,7 @@ std::optional<HttpResponse> Front::CheckHead(net::ServerRequest& head) {
           ? *head.declared_length
           : std::min<std::uint64_t>(options_.parse_limits.max_text_bytes, body_share_.capacity()));
   if (!shares.ok()) {
-    if (options_.on_inference_answer) options_.on_inference_answer("http", 429);
+    InferenceAnswered("http", 429);
     return JsonErrorResponse(429, shares.status().message());
   }
   head.hold = std::move(shares).value();
@@ -219,8 +226,7 @@ std::optional<HttpResponse> Front::CheckHead(net::ServerRequest& head) {
 void Front::Handle(net::ServerRequest request, net::Responder responder) {
   Admission admission = Admit(request);
   if (admission.action == "infer" && options_.on_inference_answer) {
-    responder.OnAnswer(
-        [count = options_.on_inference_answer](int status) { count("http", status); });
+    responder.OnAnswer([this](int status) { InferenceAnswered("http", status); });
   }
   if (admission.refusal) return responder.Respond(std::move(*admission.refusal));
   switch (admission.kind) {
@@ -408,8 +414,8 @@ std::function<void()> Front::InferParsed(std::string_view authorization, std::st
                                          const std::function<Result<InferRequest>()>& parse,
                                          std::function<void(ParsedOutcome)> done) {
   if (options_.on_inference_answer) {
-    done = [count = options_.on_inference_answer, done = std::move(done)](ParsedOutcome outcome) {
-      count("grpc", outcome.status);
+    done = [this, done = std::move(done)](ParsedOutcome outcome) {
+      InferenceAnswered("grpc", outcome.status);
       done(std::move(outcome));
     };
   }
@@ -460,13 +466,8 @@ std::function<void()> Front::InferParsed(std::string_view authorization, std::st
                        shares = std::move(shares)](const Status& go) mutable {
           const auto release = std::move(shares);
           if (!go.ok()) return done({503, std::string(go.message()), std::nullopt});
-          Result<InferResponse> response = std::move(answer).Take();
-          if (!response.ok()) {
-            return done(
-                {500,
-                 fmt::format("the function's answer is malformed: {}", response.status().message()),
-                 std::nullopt});
-          }
+          Result<InferResponse> response = TakeAnswer(std::move(answer));
+          if (!response.ok()) return done({500, response.status().message(), std::nullopt});
           done({200, "", std::move(response).value()});
         };
         auto job = std::make_shared<decltype(finish)>(std::move(finish));
