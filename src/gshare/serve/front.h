@@ -21,7 +21,8 @@
 // answer over once, to where it is written: the connection's io thread (Responder::Run), or the
 // parse pool, in its tenant's turn, for an answer over kInlineParseBytes (a gRPC answer always);
 // there an answer the backend left encoded is decoded, named and written. So the backend's thread
-// does no codec work for an answer, and an answer crosses threads once on its way back.
+// does no codec work for an answer, and an answer of at most kInlineParseBytes over HTTP crosses
+// threads once on its way back (one through the parse pool crosses twice).
 //
 // Threading: Handle runs on the server's io threads and never blocks; the backend's callback may
 // run on any thread, before or after Infer returns. The Front, its Authenticator, its backend and
