@@ -3,7 +3,8 @@
 // configuration, its header checks and its conversion to the handler's request. The first byte
 // sets how many bytes arrive at a time (1 to 63, or all at once), as reads from a socket would.
 // A parse error must map to an error status, never to "nothing to answer" while bytes remain; a
-// request that passes must have a printable target, a served version and a body within the limit.
+// request that passes must have a printable target, a served version and a body within the limit
+// (the streamed one for an upload's path, the held one otherwise).
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -29,6 +30,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   HttpServerLimits limits;
   limits.header_bytes = 4096;
   limits.body_bytes = 64 * 1024;
+  limits.streamed_body_bytes = 256 * 1024;  // what a header check may stream to a sink
 
   std::string pending;  // received and not yet parsed, as the connection's buffer
   std::size_t offset = 0;
@@ -37,6 +39,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     gshare::net::ConfigureRequestParser(parser, limits);
     parser.eager(false);  // the header first, as async_read_header does
     bool header_checked = false;
+    bool streamed = false;
     while (!parser.is_done()) {
       boost::system::error_code error;
       const std::size_t used =
@@ -62,19 +65,31 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
           Check((*status == 400 || *status == 413 || *status == 505) && !message.empty());
           return 0;
         }
+        // The header check's choice, as the server applies it: uploads stream, the rest is held.
+        streamed = parser.get().target().starts_with("/api/v1/files/");
+        if (gshare::net::ApplyBodyLimit(
+                parser, streamed ? limits.streamed_body_bytes : limits.body_bytes, message)) {
+          Check(!message.empty());
+          return 0;
+        }
         parser.eager(true);  // then the body, as async_read does
       }
     }
     if (!header_checked) {  // complete in one put: the server checks the header all the same
       std::string message;
       if (gshare::net::CheckRequestHeader(parser, limits, message)) return 0;
+      streamed = parser.get().target().starts_with("/api/v1/files/");
+      const auto declared = parser.content_length();
+      if (declared && *declared > (streamed ? limits.streamed_body_bytes : limits.body_bytes)) {
+        return 0;  // refused with 413 before the body
+      }
     }
     const bool keep_alive = parser.get().keep_alive();
     const gshare::net::ServerRequest request = gshare::net::ToServerRequest(parser);
     Check(request.version == 10 || request.version == 11);
     Check(!request.method.empty() && !request.target.empty());
     for (const char c : request.target) Check(c > 0x20 && c < 0x7f);
-    Check(request.body.size() <= limits.body_bytes);
+    Check(request.body.size() <= (streamed ? limits.streamed_body_bytes : limits.body_bytes));
     Check(request.Header("authorization") == request.authorization);
     if (!keep_alive) return 0;  // the server closes after this one
   }

@@ -13,7 +13,8 @@ case "$seconds" in '' | *[!0-9]*) echo "fuzz.sh: SECONDS must be a whole number"
 command -v clang++ >/dev/null || { echo "fuzz.sh: clang++ is needed (apt-get install clang)" >&2; exit 2; }
 
 # Each NAME has its source fuzz/NAME_fuzz.cc and its seeds in fuzz/corpus/NAME.
-targets=(catalog trace units safetensors kserve_json kserve_binary grpc_infer http_request prometheus_text)
+targets=(catalog trace units safetensors kserve_json kserve_binary grpc_infer http_request model_file_name
+  prometheus_text)
 flags="-fsanitize=address,undefined,fuzzer-no-link -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
 source "$src/scripts/compiler-cache.sh"
 source "$src/scripts/progress.sh"

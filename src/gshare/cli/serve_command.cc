@@ -59,6 +59,8 @@ struct ServeFlags {
   std::size_t tenant_max_in_flight = 0;
   std::size_t tenant_max_functions = 1000;
   std::string tenant_gpu_memory = "0";
+  std::string tenant_storage = "20Gi";
+  std::string max_file = "4Gi";
   std::string drain = "30s";
   std::string instance_keep = "10m";
   std::string snapshot_pool = "2Gi";
@@ -222,6 +224,15 @@ Result<serve::ServerOptions> MakeOptions(const ServeFlags& flags) {
         options.tenant_gpu_memory_bytes,
         ParseSize(flags.tenant_gpu_memory, "--tenant-gpu-memory", kMiB, 1024 * 1024 * kGiB));
   }
+  if (flags.tenant_storage != "0") {
+    GSHARE_ASSIGN_OR_RETURN(
+        options.tenant_storage_bytes,
+        ParseSize(flags.tenant_storage, "--tenant-storage", kMiB, 1024 * 1024 * kGiB));
+  } else {
+    options.tenant_storage_bytes = 0;
+  }
+  GSHARE_ASSIGN_OR_RETURN(options.max_file_bytes,
+                          ParseSize(flags.max_file, "--max-file", kMiB, 1024 * kGiB));
   GSHARE_ASSIGN_OR_RETURN(const std::filesystem::path folder, ProgramFolder());
   options.backend.function_program = folder / "gshare-function";
   return options;
@@ -347,6 +358,12 @@ void AddServeCommand(CLI::App& app, CommandContext& context) {
       ->capture_default_str();
   cmd->add_option("--tenant-gpu-memory", flags->tenant_gpu_memory,
                   "Sum of a tenant's functions' gpu_memory (429 beyond; 0: no quota)")
+      ->capture_default_str();
+  cmd->add_option("--tenant-storage", flags->tenant_storage,
+                  "Disk a tenant's model files may take (429 beyond; 0: no quota)")
+      ->capture_default_str();
+  cmd->add_option("--max-file", flags->max_file,
+                  "Largest model file a tenant may upload (413 beyond)")
       ->capture_default_str();
   cmd->add_option("--drain", flags->drain, "On SIGTERM, time for requests in flight to finish")
       ->capture_default_str();

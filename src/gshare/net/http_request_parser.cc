@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <boost/beast/core/string.hpp>
 #include <limits>
 
@@ -13,7 +14,18 @@ void ConfigureRequestParser(RequestParser& parser, const HttpServerLimits& limit
   const std::uint64_t header_bytes =
       std::min<std::uint64_t>(limits.header_bytes, std::numeric_limits<std::uint32_t>::max());
   parser.header_limit(static_cast<std::uint32_t>(header_bytes));
-  parser.body_limit(limits.body_bytes);
+  parser.body_limit(std::max(limits.body_bytes, limits.streamed_body_bytes));
+}
+
+std::optional<int> ApplyBodyLimit(RequestParser& parser, std::uint64_t limit,
+                                  std::string& message) {
+  const auto length = parser.content_length();
+  if (length && *length > limit) {
+    message = fmt::format("a body of {} bytes is larger than the limit of {}", *length, limit);
+    return 413;
+  }
+  parser.body_limit(limit);
+  return std::nullopt;
 }
 
 std::optional<int> StatusForParseError(const boost::system::error_code& error) {
@@ -64,10 +76,10 @@ std::optional<int> CheckRequestHeader(const RequestParser& parser, const HttpSer
     message = "a transfer coding other than chunked";
     return 400;
   }
+  const std::uint64_t limit = std::max(limits.body_bytes, limits.streamed_body_bytes);
   const auto length = parser.content_length();
-  if (length && *length > limits.body_bytes) {
-    message = fmt::format("a body of {} bytes is larger than the limit of {}", *length,
-                          limits.body_bytes);
+  if (length && *length > limit) {
+    message = fmt::format("a body of {} bytes is larger than the limit of {}", *length, limit);
     return 413;
   }
   return std::nullopt;

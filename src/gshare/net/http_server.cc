@@ -13,6 +13,7 @@
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/string.hpp>
+#include <boost/beast/http/buffer_body.hpp>
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/write.hpp>
 #include <exception>
@@ -40,6 +41,8 @@ constexpr std::size_t kLingerBytes = 1 << 20;
 // While a request is in flight the connection keeps reading, to learn when the client goes away;
 // what arrives (a pipelined request) is kept, up to this much beyond the header limit.
 constexpr std::size_t kWatchChunkBytes = 4096;
+// The piece of a streamed body (ServerRequest::body_sink) read and handed on at a time.
+constexpr std::size_t kStreamChunkBytes = 512 * 1024;
 
 class Connection;
 
@@ -158,7 +161,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void Close() {
     if (phase_ == Phase::kClosed) return;
     phase_ = Phase::kClosed;
-    hold_.reset();
+    DropStreamed();
     Disarm();
     error_code ignored;
     socket_.shutdown(tcp::socket::shutdown_both, ignored);
@@ -235,6 +238,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     if (server_.draining.load() && server_.in_flight.load() == 0 && buffer_.size() == 0) {
       return Close();  // shutting down with nothing left in flight
     }
+    DropStreamed();
     parser_.emplace();
     ConfigureRequestParser(*parser_, limits_);
     timed_out_ = false;
@@ -275,6 +279,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
         ServerRequest head = ToServerRequestHead(*parser_);
         refusal = server_.header_check(head);
         hold_ = std::move(head.hold);
+        // Kept whole: the handler gets this head, with its sink, once the body is in.
+        if (head.body_sink) streamed_ = std::move(head);
       } catch (const std::exception& e) {
         refusal = JsonErrorResponse(500, fmt::format("the header check failed: {}", e.what()));
       } catch (...) {
@@ -282,12 +288,24 @@ class Connection : public std::enable_shared_from_this<Connection> {
       }
       if (refusal) {
         hold_.reset();
+        streamed_.reset();
         // Without a body nothing is left unread, and the connection may serve the next request.
         keep_alive_ = parser_->is_done() && parser_->get().keep_alive();
         head_request_ = parser_->get().method() == http::verb::head;
         const unsigned version = parser_->get().version();
         return Send(std::move(*refusal), version);
       }
+    }
+    // Where the body goes decides its limit: a sink's, or the one for bodies held in memory.
+    const std::uint64_t limit =
+        streamed_ ? std::min(streamed_->body_sink_limit, limits_.streamed_body_bytes)
+                  : limits_.body_bytes;
+    if (const auto status = ApplyBodyLimit(*parser_, limit, message)) {
+      hold_.reset();
+      streamed_.reset();
+      keep_alive_ = false;
+      head_request_ = false;
+      return Send(JsonErrorResponse(*status, message), 11);
     }
     const auto expect = parser_->get()[http::field::expect];
     if (!parser_->is_done() && beast::iequals(expect, "100-continue")) {
@@ -307,6 +325,13 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void ReadBody() {
     // The timer may have fired as the header arrived: the read timeout is spent all the same.
     if (timed_out_) return OnReadError(asio::error::operation_aborted);
+    if (streamed_ && !parser_->is_done()) {
+      // The header is in and none of the body: the parser moves to one that reads in pieces.
+      stream_parser_.emplace(std::move(*parser_));
+      parser_.reset();
+      stream_chunk_.resize(kStreamChunkBytes);
+      return ReadStreamed();
+    }
     http::async_read(socket_, buffer_, *parser_,
                      [self = shared_from_this()](const error_code& error, std::size_t) {
                        if (self->phase_ != Phase::kReading) return;
@@ -315,8 +340,57 @@ class Connection : public std::enable_shared_from_this<Connection> {
                      });
   }
 
-  void OnReadError(const error_code& error) {
+  // Reads the next piece of a body that goes to a sink, and hands it on; each piece has the read
+  // timeout to arrive.
+  void ReadStreamed() {
+    Arm(limits_.read_timeout);
+    auto& body = stream_parser_->get().body();
+    body.data = stream_chunk_.data();
+    body.size = stream_chunk_.size();
+    body.more = true;
+    http::async_read(socket_, buffer_, *stream_parser_,
+                     [self = shared_from_this()](error_code error, std::size_t) {
+                       if (self->phase_ != Phase::kReading) return;
+                       if (error == http::error::need_buffer) error = {};  // the piece is full
+                       if (error) return self->OnReadError(error);
+                       self->OnStreamed();
+                     });
+  }
+
+  void OnStreamed() {
+    const std::size_t got = stream_chunk_.size() - stream_parser_->get().body().size;
+    if (got > 0) {
+      std::optional<HttpResponse> refusal;
+      try {
+        refusal = streamed_->body_sink->Append(std::string_view(stream_chunk_.data(), got));
+      } catch (const std::exception& e) {
+        refusal = JsonErrorResponse(500, fmt::format("storing the body failed: {}", e.what()));
+      } catch (...) {
+        refusal = JsonErrorResponse(500, "storing the body failed");
+      }
+      if (refusal) {
+        DropStreamed();
+        keep_alive_ = false;
+        head_request_ = false;
+        return Send(std::move(*refusal), 11);
+      }
+    }
+    if (stream_parser_->is_done()) return Dispatch();
+    if (timed_out_) return OnReadError(asio::error::operation_aborted);
+    ReadStreamed();
+  }
+
+  // Forgets a streamed request: the sink's last reference may go with it.
+  void DropStreamed() {
     hold_.reset();
+    streamed_.reset();
+    stream_parser_.reset();
+    stream_chunk_.clear();
+    stream_chunk_.shrink_to_fit();
+  }
+
+  void OnReadError(const error_code& error) {
+    DropStreamed();
     keep_alive_ = false;
     head_request_ = false;
     if (timed_out_) {
@@ -336,15 +410,24 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void Dispatch() {
     Disarm();
     std::shared_ptr<void> hold = std::move(hold_);  // dropped when the request is refused here
-    auto& message = parser_->get();
-    keep_alive_ = message.keep_alive();
+    std::optional<ServerRequest> streamed = std::move(streamed_);
+    streamed_.reset();
+    const http::request_header<>& message =
+        stream_parser_ ? static_cast<const http::request_header<>&>(stream_parser_->get())
+                       : static_cast<const http::request_header<>&>(parser_->get());
+    const http::basic_parser<true>& parsed =
+        stream_parser_ ? static_cast<const http::basic_parser<true>&>(*stream_parser_)
+                       : static_cast<const http::basic_parser<true>&>(*parser_);
+    keep_alive_ = parsed.keep_alive();
     head_request_ = message.method() == http::verb::head;
     const unsigned version = message.version();
     if (server_.draining.load()) {
       keep_alive_ = false;
+      DropStreamed();
       return Send(JsonErrorResponse(503, "the server is shutting down"), version);
     }
     if (!server_.AcquireInFlight()) {
+      DropStreamed();
       return Send(JsonErrorResponse(503, "the server has too many requests in flight"), version);
     }
     counted_ = true;
@@ -352,9 +435,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
     phase_ = Phase::kWaiting;
     auto state = std::make_shared<Responder::State>(weak_from_this());
     exchange_ = state;
-    ServerRequest request = ToServerRequest(*parser_);
+    ServerRequest request = streamed ? std::move(*streamed) : ToServerRequest(*parser_);
     request.hold = std::move(hold);
     parser_.reset();
+    DropStreamed();
     Watch();
     Responder responder(std::move(state));
     try {
@@ -450,6 +534,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
   Phase phase_ = Phase::kIdle;
   beast::flat_buffer buffer_;
   std::optional<RequestParser> parser_;
+  // A request whose body goes to a sink: its head as the header check left it (with the sink),
+  // the parser that reads its body in pieces, and the piece being read.
+  std::optional<ServerRequest> streamed_;
+  std::optional<http::request_parser<http::buffer_body>> stream_parser_;
+  std::vector<char> stream_chunk_;
   http::response<http::string_body> response_;
   bool timed_out_ = false;
   bool keep_alive_ = false;

@@ -9,7 +9,9 @@
 // Limits (HttpServerLimits; every rejection is a `{"error": "..."}` JSON body):
 // - header past `header_bytes`: 431, then close.
 // - body past `body_bytes`: 413, then close; a declared Content-Length is refused before any of
-//   the body is read.
+//   the body is read. A body the header check streams to a sink (body_sink.h) has the check's
+//   limit instead (at most `streamed_body_bytes`), and `read_timeout` for each piece of it to
+//   arrive rather than for the whole.
 // - a request whose header and body take longer than `read_timeout` to arrive: 408 and close
 //   when some of it came, a silent close otherwise; a keep-alive connection with no new request
 //   for `idle_timeout` is closed; a response the client does not read within `write_timeout`
@@ -60,13 +62,16 @@
 #include <vector>
 
 #include "gshare/common/status.h"
+#include "gshare/net/body_sink.h"
 #include "gshare/net/http_message.h"
 
 namespace gshare::net {
 
 struct HttpServerLimits {
-  std::uint64_t header_bytes = 16 * 1024;           // request line and header fields
-  std::uint64_t body_bytes = 64ULL << 20;           // after chunked decoding
+  std::uint64_t header_bytes = 16 * 1024;  // request line and header fields
+  std::uint64_t body_bytes = 64ULL << 20;  // after chunked decoding
+  // The largest body a header check may stream to a sink (ServerRequest::body_sink); 0: none.
+  std::uint64_t streamed_body_bytes = 0;
   std::chrono::milliseconds read_timeout{30'000};   // one request's header and body
   std::chrono::milliseconds idle_timeout{60'000};   // between requests on a kept-alive connection
   std::chrono::milliseconds write_timeout{30'000};  // one response
@@ -93,6 +98,11 @@ struct ServerRequest {
   std::optional<std::uint64_t> declared_length = 0;
   std::vector<std::pair<std::string, std::string>> headers;  // every field, in arrival order
   std::string body;                                          // chunked encoding removed
+  // Set by the header check: the body goes to this sink as it arrives (body_sink.h) and `body`
+  // stays empty; the handler gets the request with the same sink once all of it was appended.
+  // A body past `body_sink_limit` (at most the limits' streamed_body_bytes) is refused with 413.
+  std::shared_ptr<BodySink> body_sink;
+  std::uint64_t body_sink_limit = 0;
   // What the header check kept for this request (a share of a bounded resource, say): handed to
   // the handler with the request, released when the last reference goes.
   std::shared_ptr<void> hold;

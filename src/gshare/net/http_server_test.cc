@@ -652,6 +652,158 @@ TEST(HttpServerTest, TheHeaderCheckRefusesBeforeTheBodyIsRead) {
                                             "/e||2"}));
 }
 
+// A sink that keeps what it is given, in pieces, and refuses once it holds more than `refuse_past`.
+class RecordingSink final : public BodySink {
+ public:
+  explicit RecordingSink(std::size_t refuse_past) : refuse_past_(refuse_past) {}
+  std::optional<HttpResponse> Append(std::string_view bytes) override {
+    std::lock_guard lock(mutex_);
+    ++pieces_;
+    held_.append(bytes);
+    if (held_.size() > refuse_past_) return JsonErrorResponse(429, "full");
+    return std::nullopt;
+  }
+  std::string held() const {
+    std::lock_guard lock(mutex_);
+    return held_;
+  }
+  std::size_t pieces() const {
+    std::lock_guard lock(mutex_);
+    return pieces_;
+  }
+
+ private:
+  const std::size_t refuse_past_;
+  mutable std::mutex mutex_;
+  std::string held_;
+  std::size_t pieces_ = 0;
+};
+
+TEST(HttpServerTest, AStreamedBodyGoesToItsSinkPieceByPiecePastTheHeldBodyLimit) {
+  std::mutex mutex;
+  std::shared_ptr<RecordingSink> last;  // the sink of the last streamed request
+  std::string handled;                  // what the handler saw of it
+  HttpServerOptions options;
+  options.port = 0;
+  options.io_threads = 2;
+  options.limits.body_bytes = 1024;                 // held in memory
+  options.limits.streamed_body_bytes = 8ULL << 20;  // the largest a check may stream
+  auto started = HttpServer::Start(
+      options,
+      [&](ServerRequest request, Responder responder) {
+        std::lock_guard lock(mutex);
+        const bool same = request.body_sink == last;
+        handled = request.target + " body=" + std::to_string(request.body.size()) +
+                  (same ? " same sink" : " no sink");
+        responder.Respond({200, "stored"});
+      },
+      [&](ServerRequest& head) -> std::optional<HttpResponse> {
+        if (head.target.starts_with("/held")) return std::nullopt;
+        const std::size_t refuse_past = head.target == "/refuse" ? 100'000 : SIZE_MAX;
+        auto sink = std::make_shared<RecordingSink>(refuse_past);
+        {
+          std::lock_guard lock(mutex);
+          last = sink;
+        }
+        head.body_sink = sink;
+        head.body_sink_limit = head.target == "/small" ? 10 : 4ULL << 20;
+        return std::nullopt;
+      });
+  ASSERT_TRUE(started.ok()) << started.status().ToString();
+  auto& server = **started;
+  std::string body(3 * 1024 * 1024 + 7, 'x');
+  for (std::size_t i = 0; i < body.size(); i += 4099) body[i] = static_cast<char>('a' + i % 26);
+  {
+    // 3 MiB past the 1 KiB held limit, with Content-Length, then a held request on the same
+    // connection.
+    Client client(server.port());
+    client.Write(Request("PUT", "/stream", body));
+    auto response = client.Read();
+    ASSERT_TRUE(response);
+    EXPECT_EQ(response->result_int(), 200);
+    {
+      std::lock_guard lock(mutex);
+      EXPECT_EQ(handled, "/stream body=0 same sink");
+      EXPECT_EQ(last->held(), body);
+      EXPECT_GT(last->pieces(), 1u);  // in pieces, not whole
+    }
+    client.Write(Request("POST", "/held", "small"));
+    auto held = client.Read();
+    ASSERT_TRUE(held);
+    EXPECT_EQ(held->result_int(), 200);
+    std::lock_guard lock(mutex);
+    EXPECT_EQ(handled, "/held body=5 no sink");
+  }
+  {
+    // Chunked, with Expect: 100-continue.
+    Client client(server.port());
+    client.Write(
+        "PUT /chunked HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n"
+        "Expect: 100-continue\r\n\r\n");
+    auto go_on = client.Read();
+    ASSERT_TRUE(go_on);
+    EXPECT_EQ(go_on->result_int(), 100);
+    client.Write("5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n");
+    auto response = client.Read();
+    ASSERT_TRUE(response);
+    EXPECT_EQ(response->result_int(), 200);
+    std::lock_guard lock(mutex);
+    EXPECT_EQ(last->held(), "hello world");
+  }
+  {
+    // Past the check's own limit: declared, refused before the body; chunked, as it grows.
+    Client client(server.port());
+    client.Write(Request("PUT", "/small", "01234567890"));
+    auto response = client.Read();
+    ASSERT_TRUE(response);
+    EXPECT_EQ(response->result_int(), 413);
+    EXPECT_TRUE(client.Ended());
+    Client chunked(server.port());
+    chunked.Write(
+        "PUT /small HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n"
+        "b\r\n01234567890\r\n0\r\n\r\n");
+    auto grown = chunked.Read();
+    ASSERT_TRUE(grown);
+    EXPECT_EQ(grown->result_int(), 413);
+  }
+  {
+    // Past the server's streamed limit, whatever the check allows.
+    Client client(server.port());
+    client.Write("PUT /stream HTTP/1.1\r\nHost: t\r\nContent-Length: 9000000\r\n\r\n");
+    auto response = client.Read();
+    ASSERT_TRUE(response);
+    EXPECT_EQ(response->result_int(), 413);
+  }
+  {
+    // The sink refuses part-way: its answer, the connection closed, the handler never called, and
+    // the sink let go.
+    {
+      std::lock_guard lock(mutex);
+      handled.clear();
+    }
+    Client client(server.port());
+    client.Write(Request("PUT", "/refuse", body));
+    auto response = client.Read();
+    ASSERT_TRUE(response);
+    EXPECT_EQ(response->result_int(), 429);
+    EXPECT_EQ((*response)[http::field::connection], "close");
+    std::lock_guard lock(mutex);
+    EXPECT_EQ(handled, "");
+    EXPECT_LE(last->held().size(), 100'000u + 512 * 1024);
+    const std::weak_ptr<RecordingSink> sink = last;
+    last.reset();
+    EXPECT_TRUE(sink.expired());
+  }
+  {
+    // A body held in memory keeps its own limit.
+    Client client(server.port());
+    client.Write(Request("POST", "/held", std::string(1025, 'x')));
+    auto response = client.Read();
+    ASSERT_TRUE(response);
+    EXPECT_EQ(response->result_int(), 413);
+  }
+}
+
 TEST(HttpServerTest, MalformedCorpusGets4xxOrCloseAndTheServerStaysUp) {
   auto server = StartServer(Echo, {.header_bytes = 8 * 1024,
                                    .body_bytes = 1 << 20,

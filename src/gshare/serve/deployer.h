@@ -66,6 +66,13 @@ class Deployer {
   virtual Status Unload(std::string_view tenant, std::string_view name) = 0;
   // NotFound when it is not deployed.
   virtual Result<ModelStatus> StatusOf(std::string_view tenant, std::string_view name) const = 0;
+  // The last `lines` lines (oldest first) of the function's log, its instances' stdout and
+  // stderr, as its tenant may read them (log_tail.h: no path, instance id or pid of the node).
+  // The log of a function whose deploy failed (and so is no longer deployed) is served while the
+  // node keeps it. NotFound when there is neither a log nor a deployed function of that name.
+  // Reads a file: not for an io thread.
+  virtual Result<std::vector<std::string>> LogOf(std::string_view tenant, std::string_view name,
+                                                 std::size_t lines) const = 0;
   // Stops every function of `tenant` at once, without drain (the tenant is gone): each is
   // undeployed (new requests get 404), its requests that have not started are answered
   // Unavailable, and its instances stop once the running ones end. Returns how many it stopped

@@ -15,6 +15,8 @@
 
 #include "gshare/node/launch_plan.h"
 #include "gshare/node/process/init_protocol.h"
+#include "gshare/node/process/process_host.h"
+#include "gshare/serve/log_tail.h"
 #include "gshare/serve/tenant_message.h"
 
 namespace gshare::serve {
@@ -641,8 +643,15 @@ void LiveBackend::AddVersion(const Key& key, std::uint64_t generation, Entry nex
                    status.ToString());
     }
     if (done) {
-      done(current || !status.ok() ? ForTenant(status, options_.data_dir / "models" / key.first)
-                                   : Status(Cancelled("superseded by a later change")));
+      Status told = current || !status.ok()
+                        ? ForTenant(status, options_.data_dir / "models" / key.first)
+                        : Status(Cancelled("superseded by a later change"));
+      if (!status.ok() && status.code() != StatusCode::kCancelled) {
+        // What the function printed as it failed is the tenant's to read.
+        told = Status(told.code(), fmt::format("{} (its log: GET /api/v1/functions/{}/logs)",
+                                               told.message(), key.second));
+      }
+      done(std::move(told));
     }
   };
   if (cold) {
@@ -852,6 +861,21 @@ Result<ModelStatus> LiveBackend::StatusOf(std::string_view tenant, std::string_v
     return NotFound(fmt::format("function '{}' of tenant '{}' is not deployed", name, tenant));
   }
   return ModelStatus{it->second.state, it->second.reason};
+}
+
+Result<std::vector<std::string>> LiveBackend::LogOf(std::string_view tenant, std::string_view name,
+                                                    std::size_t lines) const {
+  const std::string tenant_name(tenant);
+  auto tail =
+      LogTail(ProcessHost::LogPath(options_.node.host.run_dir, tenant_name, std::string(name)),
+              options_.data_dir / "models" / tenant_name, lines);
+  if (tail.ok() || tail.status().code() != StatusCode::kNotFound) return tail;
+  // No instance wrote yet: an empty log for a deployed function.
+  MutexLock lock(mutex_);
+  if (entries_.find(Key(tenant, name)) == entries_.end()) {
+    return NotFound(fmt::format("function '{}' of tenant '{}' has no log", name, tenant));
+  }
+  return std::vector<std::string>();
 }
 
 }  // namespace gshare::serve

@@ -122,6 +122,8 @@ class LiveBackend final : public InferenceBackend, public Deployer, private Requ
   Status Load(std::string_view tenant, std::string_view name, Settled settled) override;
   Status Unload(std::string_view tenant, std::string_view name) override;
   Result<ModelStatus> StatusOf(std::string_view tenant, std::string_view name) const override;
+  Result<std::vector<std::string>> LogOf(std::string_view tenant, std::string_view name,
+                                         std::size_t lines) const override;
 
  private:
   using Key = std::pair<std::string, std::string>;  // tenant, name

@@ -17,6 +17,7 @@
 #include "gshare/model/catalog.h"
 #include "gshare/serve/front.h"
 #include "gshare/serve/http_util.h"
+#include "gshare/serve/log_tail.h"
 
 namespace gshare::serve {
 namespace {
@@ -38,19 +39,6 @@ HttpResponse FunctionNotFound(std::string_view name) {
 // An error of the deployer or of a check on the caller's input: its message is for the caller.
 HttpResponse ErrorResponse(const Status& status) {
   return JsonErrorResponse(HttpStatusFor(status.code()), status.message());
-}
-
-// An error of the registry. Its client errors (a taken name, an unknown tenant, a malformed name)
-// reach the caller as they are; its own failures (a locked or broken database) name the database
-// file and the statement, which are the server's business: they go to the log, and the caller
-// learns only that the registry failed.
-HttpResponse RegistryErrorResponse(const Status& status) {
-  const int http_status = HttpStatusFor(status.code());
-  if (http_status < 500) return ErrorResponse(status);
-  spdlog::error("management API: {}", status.ToString());
-  return JsonErrorResponse(http_status, http_status == 503
-                                            ? "the registry is busy; try again"
-                                            : "the registry failed; the server's log says why");
 }
 
 // The body as a JSON value, or 400 with the parser's message.
@@ -99,7 +87,47 @@ std::uint64_t SaturatingAdd(std::uint64_t a, std::uint64_t b) {
              : a + b;
 }
 
+// The `tail` of a logs request's query: 100 without one, 400 unless a whole number from 1 to
+// kMaxLogTailLines.
+Result<std::size_t> TailLines(std::string_view target) {
+  const std::size_t question = target.find('?');
+  if (question == std::string_view::npos) return std::size_t{100};
+  std::string_view query = target.substr(question + 1);
+  std::optional<std::size_t> lines;
+  while (!query.empty()) {
+    const std::size_t amp = query.find('&');
+    const std::string_view pair = query.substr(0, amp);
+    query = amp == std::string_view::npos ? std::string_view() : query.substr(amp + 1);
+    if (!pair.starts_with("tail=")) continue;
+    const std::string_view value = pair.substr(5);
+    std::size_t parsed = 0;
+    const bool digits =
+        !value.empty() && value.size() <= 6 &&
+        std::all_of(value.begin(), value.end(), [](char c) { return c >= '0' && c <= '9'; });
+    if (digits) parsed = std::stoul(std::string(value));
+    if (!digits || parsed == 0 || parsed > kMaxLogTailLines) {
+      return InvalidArgument(
+          fmt::format("tail must be a whole number of lines from 1 to {}", kMaxLogTailLines));
+    }
+    lines = parsed;
+  }
+  return lines.value_or(100);
+}
+
 }  // namespace
+
+// An error of the registry. Its client errors (a taken name, an unknown tenant, a malformed name)
+// reach the caller as they are; its own failures (a locked or broken database) name the database
+// file and the statement, which are the server's business: they go to the log, and the caller
+// learns only that the registry failed.
+net::HttpResponse RegistryErrorResponse(const Status& status) {
+  const int http_status = HttpStatusFor(status.code());
+  if (http_status < 500) return ErrorResponse(status);
+  spdlog::error("management API: {}", status.ToString());
+  return JsonErrorResponse(http_status, http_status == 503
+                                            ? "the registry is busy; try again"
+                                            : "the registry failed; the server's log says why");
+}
 
 ManagementApi::ManagementApi(ManagementApiOptions options, Registry& registry, TenantKeys& keys,
                              Deployer& deployer)
@@ -145,11 +173,30 @@ std::optional<ManagementApi::Route> ManagementApi::Match(
       route.put = Operation::kUpdateFunction;
       route.remove = Operation::kDeleteFunction;
       route.name = segments[at + 1];
+    } else if (segments.size() == at + 3 && segments[at + 2] == "logs") {
+      route.get = Operation::kFunctionLogs;
+      route.name = segments[at + 1];
+    }
+  };
+  // Files: the folder, or one file whose name is the rest of the path (parts and all).
+  const auto files = [&](std::size_t at) {
+    if (segments.size() == at + 1) {
+      route.get = Operation::kListFiles;
+    } else {
+      route.get = Operation::kGetFile;
+      route.put = Operation::kPutFile;
+      route.remove = Operation::kDeleteFile;
+      const std::string_view first = segments[at + 1];
+      const std::string_view last = segments.back();
+      route.name = std::string_view(
+          first.data(), static_cast<std::size_t>(last.data() + last.size() - first.data()));
     }
   };
   const std::size_t count = segments.size();
   if (count >= 3 && segments[0] == "api" && segments[1] == "v1") {
-    if (segments[2] == "functions") {
+    if (segments[2] == "files") {
+      files(2);
+    } else if (segments[2] == "functions") {
       functions(2);
     } else if (segments[2] == "tenants") {
       route.admin_endpoint = true;
@@ -165,6 +212,8 @@ std::optional<ManagementApi::Route> ManagementApi::Match(
           route.post = Operation::kRotateKey;
         } else if (segments[4] == "functions") {
           functions(4);
+        } else if (segments[4] == "files") {
+          files(4);
         }
       }
     }
@@ -189,7 +238,12 @@ ManagementApi::Admission ManagementApi::Admit(const net::ServerRequest& request)
   // The order of the checks depends on nothing a caller cannot see: the path, the method, the
   // key, the key's role, the body's size; then the worker looks at names.
   const auto path = PathSegments(request.target);
-  const std::optional<Route> route = path ? Match(*path) : std::nullopt;
+  std::optional<Route> route = path ? Match(*path) : std::nullopt;
+  if (route && route->get &&
+      (*route->get == Operation::kListFiles || *route->get == Operation::kGetFile) &&
+      options_.files == nullptr) {
+    route.reset();  // no file store: no files API
+  }
   if (!route) return refuse(JsonErrorResponse(404, "not found"));
 
   std::optional<Operation> operation;
@@ -230,10 +284,15 @@ ManagementApi::Admission ManagementApi::Admit(const net::ServerRequest& request)
   }
   const std::uint64_t body_bytes =
       request.body.empty() ? request.declared_length.value_or(0) : request.body.size();
-  if (body_bytes > kMaxManagementBodyBytes) {
+  if (body_bytes > kMaxManagementBodyBytes && *operation != Operation::kPutFile) {
     return refuse(JsonErrorResponse(
         413, fmt::format("the request body is {} bytes; a management request takes at most {}",
                          body_bytes, kMaxManagementBodyBytes)));
+  }
+  if (*operation == Operation::kFunctionLogs) {
+    auto lines = TailLines(request.target);
+    if (!lines.ok()) return refuse(JsonErrorResponse(400, lines.status().message()));
+    admission.lines = *lines;
   }
   admission.operation = *operation;
   admission.tenant = admin ? std::string(route->tenant) : *std::move(tenant);
@@ -242,20 +301,42 @@ ManagementApi::Admission ManagementApi::Admit(const net::ServerRequest& request)
   return admission;
 }
 
-std::optional<HttpResponse> ManagementApi::CheckHead(const net::ServerRequest& head) const {
-  return Admit(head).refusal;
+std::optional<HttpResponse> ManagementApi::CheckHead(net::ServerRequest& head) const {
+  Admission admission = Admit(head);
+  if (admission.refusal || admission.operation != Operation::kPutFile) return admission.refusal;
+  HttpResponse refusal;
+  auto upload = BeginUpload(admission.tenant, admission.name, head.declared_length, refusal);
+  if (!upload.ok()) return refusal;
+  head.body_sink = *std::move(upload);
+  head.body_sink_limit = options_.files->options().max_file_bytes;
+  return std::nullopt;
 }
 
 void ManagementApi::Handle(net::ServerRequest request, net::Responder responder) {
   Admission admission = Admit(request);
   if (admission.refusal) return responder.Respond(std::move(*admission.refusal));
+  std::shared_ptr<ModelFileUpload> upload;
+  if (admission.operation == Operation::kPutFile) {
+    upload = std::dynamic_pointer_cast<ModelFileUpload>(request.body_sink);
+    if (!upload) {
+      // Came without the header check (its body is in memory): stored the same way.
+      HttpResponse refusal;
+      auto begun = BeginUpload(admission.tenant, admission.name, request.body.size(), refusal);
+      if (!begun.ok()) return responder.Respond(std::move(refusal));
+      if (auto refused = (*begun)->Append(request.body)) return responder.Respond(*refused);
+      upload = *std::move(begun);
+      request.body.clear();
+    }
+  }
   Job job{.operation = admission.operation,
           .tenant = std::move(admission.tenant),
           .name = std::move(admission.name),
           .by_admin = admission.by_admin,
           .body = std::move(request.body),
           .responder = std::move(responder),
-          .finish = {}};
+          .finish = {},
+          .upload = std::move(upload),
+          .lines = admission.lines};
   {
     MutexLock lock(queue_mutex_);
     if (!stopping_) {
@@ -335,7 +416,9 @@ void ManagementApi::Continue(net::Responder responder, std::function<HttpRespons
                       .by_admin = false,
                       .body = {},
                       .responder = responder,
-                      .finish = std::move(finish)});
+                      .finish = std::move(finish),
+                      .upload = {},
+                      .lines = 0});
       queue_changed_.NotifyOne();
       return;
     }
@@ -356,11 +439,13 @@ Deployer::Settled ManagementApi::ThenOnWorker(net::Responder responder,
 ManagementApi::Answer ManagementApi::Execute(const Job& job) {
   // An admin path names a tenant, which must exist: otherwise a spec would be admitted against
   // the model folder of a tenant nobody has.
-  const bool function_operation =
+  const bool in_namespace =
       job.operation == Operation::kListFunctions || job.operation == Operation::kCreateFunction ||
       job.operation == Operation::kGetFunction || job.operation == Operation::kUpdateFunction ||
-      job.operation == Operation::kDeleteFunction;
-  if (job.by_admin && function_operation) {
+      job.operation == Operation::kDeleteFunction || job.operation == Operation::kFunctionLogs ||
+      job.operation == Operation::kListFiles || job.operation == Operation::kGetFile ||
+      job.operation == Operation::kPutFile || job.operation == Operation::kDeleteFile;
+  if (job.by_admin && in_namespace) {
     const Result<TenantRecord> tenant = registry_.GetTenant(job.tenant);
     if (!tenant.ok()) return RegistryErrorResponse(tenant.status());
   }
@@ -391,6 +476,16 @@ ManagementApi::Answer ManagementApi::Execute(const Job& job) {
       return RemoveTenant(job.tenant);
     case Operation::kRotateKey:
       return RotateKey(job.tenant);
+    case Operation::kFunctionLogs:
+      return FunctionLogs(job.tenant, job.name, job.lines);
+    case Operation::kListFiles:
+      return ListFiles(job.tenant);
+    case Operation::kGetFile:
+      return GetFile(job.tenant, job.name);
+    case Operation::kPutFile:
+      return PutFile(job);
+    case Operation::kDeleteFile:
+      return DeleteFile(job.tenant, job.name);
   }
   return JsonErrorResponse(500, "an operation the management API does not know");
 }
@@ -822,6 +917,7 @@ HttpResponse ManagementApi::RemoveTenant(const std::string& tenant) {
 }
 
 void ManagementApi::RemoveModelFolder(const std::string& tenant) const {
+  if (options_.files != nullptr) options_.files->RemoveTenant(tenant);  // and its digests
   std::error_code error;
   std::filesystem::remove_all(options_.data_dir / "models" / tenant, error);
   if (error) {

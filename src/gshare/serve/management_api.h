@@ -43,6 +43,7 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -55,6 +56,7 @@
 #include "gshare/net/http_server.h"
 #include "gshare/serve/api_keys.h"
 #include "gshare/serve/deployer.h"
+#include "gshare/serve/model_files.h"
 #include "gshare/serve/pool_plan.h"
 #include "gshare/serve/registry.h"
 
@@ -83,7 +85,14 @@ struct ManagementApiOptions {
   // borrowed functions go cold (Deployer::KeepWarm) until there is room for them again. A create
   // or update that would not be kept warm is refused (429). 0: not planned.
   std::uint64_t snapshot_pool_bytes = 0;
+  // The tenants' model files (model_files.h), served at /api/v1/files and
+  // /api/v1/tenants/{tenant}/files; must outlive the ManagementApi. Null: those paths are 404.
+  ModelFileStore* files = nullptr;
 };
+
+// An error of the registry as a management answer: its client errors (a taken name, an unknown
+// tenant) as they are, its own failures logged and answered without the database's details.
+net::HttpResponse RegistryErrorResponse(const Status& status);
 
 class ManagementApi {
  public:
@@ -105,7 +114,9 @@ class ManagementApi {
   void Handle(net::ServerRequest request, net::Responder responder) EXCLUDES(queue_mutex_);
   // The header check (HttpServer::HeaderCheck): the answer that refuses `head` for its path, its
   // method, its key, the key's role or its declared body size, or nothing. Handle checks again.
-  std::optional<net::HttpResponse> CheckHead(const net::ServerRequest& head) const;
+  // An upload (PUT of a file) that passes gets its body sink here (head.body_sink): the body is
+  // written to disk as it arrives, never held whole.
+  std::optional<net::HttpResponse> CheckHead(net::ServerRequest& head) const;
   // Handle, as an HttpServer::Handler bound to this ManagementApi.
   net::HttpServer::Handler Handler();
 
@@ -143,6 +154,11 @@ class ManagementApi {
     kGetTenant,
     kRemoveTenant,
     kRotateKey,
+    kFunctionLogs,
+    kListFiles,
+    kGetFile,
+    kPutFile,
+    kDeleteFile,
   };
 
   // An endpoint: the operation for each method it takes, and what its path names.
@@ -150,7 +166,7 @@ class ManagementApi {
     std::optional<Operation> get, post, put, remove;  // HEAD goes where GET does
     bool admin_endpoint = false;                      // for the admin key only
     std::string_view tenant;                          // the namespace an admin path names
-    std::string_view name;                            // the function, where the path names one
+    std::string_view name;  // the function or the file, where the path names one
   };
 
   // The endpoint of a path split at '/' (PathSegments), or nothing. The route's views are into the
@@ -164,6 +180,7 @@ class ManagementApi {
     std::string tenant;  // the namespace: the caller's own, or the one an admin path names
     std::string name;    // the function, where the path names one
     bool by_admin = false;
+    std::size_t lines = 0;  // kFunctionLogs: the lines asked for
   };
   // The checks that need no body, in an order that depends on nothing a caller cannot see: the
   // path, the method, the key, the key's role, the body's size (declared, or read).
@@ -179,6 +196,8 @@ class ManagementApi {
     std::string body;
     net::Responder responder;
     std::function<net::HttpResponse()> finish;
+    std::shared_ptr<ModelFileUpload> upload;  // kPutFile: the body, stored as it came
+    std::size_t lines = 0;                    // kFunctionLogs: the lines asked for
   };
   // An answer now, or none: the request is answered when its deploy settles.
   using Answer = std::optional<net::HttpResponse>;
@@ -201,6 +220,10 @@ class ManagementApi {
   Answer UpdateFunction(const Job& job) REQUIRES(change_mutex_);
   net::HttpResponse DeleteFunction(const std::string& tenant, const std::string& name)
       REQUIRES(change_mutex_);
+  // The function's log (`lines` last lines, text/plain), for a function of the namespace or one
+  // whose log the node keeps after a failed deploy.
+  net::HttpResponse FunctionLogs(const std::string& tenant, const std::string& name,
+                                 std::size_t lines) REQUIRES(change_mutex_);
   // Triton's repository extension, for a tenant's key.
   net::HttpResponse RepositoryIndex(const std::string& tenant, std::string_view body)
       REQUIRES(change_mutex_);
@@ -212,6 +235,24 @@ class ManagementApi {
   net::HttpResponse RemoveTenant(const std::string& tenant) REQUIRES(change_mutex_);
   net::HttpResponse RotateKey(const std::string& tenant) REQUIRES(change_mutex_);
   void RemoveModelFolder(const std::string& tenant) const;
+  // The tenant's model files (management_files.cc), on the worker.
+  net::HttpResponse ListFiles(const std::string& tenant) REQUIRES(change_mutex_);
+  net::HttpResponse GetFile(const std::string& tenant, const std::string& name)
+      REQUIRES(change_mutex_);
+  net::HttpResponse PutFile(const Job& job) REQUIRES(change_mutex_);
+  net::HttpResponse DeleteFile(const std::string& tenant, const std::string& name)
+      REQUIRES(change_mutex_);
+  // The function of `tenant` whose spec names its file `name` (nothing when none does), or the
+  // registry's error.
+  Result<std::optional<std::string>> FunctionNaming(const std::string& tenant,
+                                                    const std::string& name)
+      REQUIRES(change_mutex_);
+  // The upload a PUT of `name` in `tenant`'s folder begins (from the header check, or from Handle
+  // for a request that came without it), or the answer that refuses it.
+  Result<std::shared_ptr<ModelFileUpload>> BeginUpload(const std::string& tenant,
+                                                       const std::string& name,
+                                                       std::optional<std::uint64_t> declared,
+                                                       net::HttpResponse& refusal) const;
   // RegistryChanged's work, on the worker.
   void Reconcile() EXCLUDES(change_mutex_, queue_mutex_);
 

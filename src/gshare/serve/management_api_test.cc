@@ -9,6 +9,7 @@
 #include <boost/beast/http.hpp>
 #include <condition_variable>
 #include <deque>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -146,6 +147,19 @@ class FakeDeployer final : public Deployer {
     auto found = functions_.find({std::string(tenant), std::string(name)});
     if (found == functions_.end()) return NotFound("the function is not deployed on this node");
     return found->second.status;
+  }
+  // A deployed function's log is "<tenant>/<name> line i" for i up to 5, the last `lines` of it.
+  Result<std::vector<std::string>> LogOf(std::string_view tenant, std::string_view name,
+                                         std::size_t lines) const override {
+    std::lock_guard lock(mutex_);
+    if (functions_.count({std::string(tenant), std::string(name)}) == 0) {
+      return NotFound("no log");
+    }
+    std::vector<std::string> log;
+    for (std::size_t i = lines >= 5 ? 1 : 6 - lines; i <= 5; ++i) {
+      log.push_back(fmt::format("{}/{} line {}", tenant, name, i));
+    }
+    return log;
   }
 
   void FailAdmit(std::optional<Status> error) {
@@ -311,12 +325,23 @@ class ManagementApiTest : public ::testing::Test {
     auto beta = keys_->AddTenant("beta");
     ASSERT_TRUE(beta.ok()) << beta.status().ToString();
     beta_key_ = *beta;
+    OpenFiles(20ULL << 30, 4ULL << 30);
     Start(0);
+  }
+  void OpenFiles(std::uint64_t storage, std::uint64_t max_file) {
+    ModelFileStoreOptions options;
+    options.data_dir = data_dir_;
+    options.tenant_storage_bytes = storage;
+    options.max_file_bytes = max_file;
+    auto files = ModelFileStore::Open(std::move(options));
+    ASSERT_TRUE(files.ok()) << files.status().ToString();
+    files_ = std::move(files).value();
   }
   void TearDown() override {
     client_.reset();
     server_.reset();
     api_.reset();
+    files_.reset();
   }
 
   void Start(std::uint64_t tenant_gpu_memory_bytes,
@@ -328,15 +353,26 @@ class ManagementApiTest : public ::testing::Test {
     options.data_dir = data_dir_;
     options.admin_key_hash = keys_->secret().Hash(kAdminKey);
     options.tenant_gpu_memory_bytes = tenant_gpu_memory_bytes;
+    options.files = files_.get();
     if (more) more(options);
     api_ = std::make_unique<ManagementApi>(std::move(options), *registry_, *keys_, deployer_);
     net::HttpServerOptions server_options;
     server_options.port = 0;
     server_options.io_threads = 2;
+    server_options.limits.streamed_body_bytes = files_->options().max_file_bytes;
     auto server = net::HttpServer::Start(
-        std::move(server_options), [this](net::ServerRequest request, net::Responder responder) {
+        std::move(server_options),
+        [this](net::ServerRequest request, net::Responder responder) {
           if (observer_) observer_(request, responder);
           api_->Handle(std::move(request), std::move(responder));
+        },
+        // The server's header check, for uploads only: it closes a connection whose request it
+        // refuses, where these tests send the next request on the same one.
+        [this](net::ServerRequest& head) -> std::optional<net::HttpResponse> {
+          if (head.method != "PUT" || head.target.find("/files/") == std::string::npos) {
+            return std::nullopt;
+          }
+          return api_->CheckHead(head);
         });
     ASSERT_TRUE(server.ok()) << server.status().ToString();
     server_ = std::move(server).value();
@@ -390,6 +426,7 @@ class ManagementApiTest : public ::testing::Test {
   std::string alpha_key_;
   std::string beta_key_;
   FakeDeployer deployer_;
+  std::unique_ptr<ModelFileStore> files_;
   std::unique_ptr<ManagementApi> api_;
   // Sees every request before the API does (set before the requests it is for are sent).
   std::function<void(const net::ServerRequest&, const net::Responder&)> observer_;
@@ -1305,6 +1342,138 @@ TEST_F(ManagementApiTest, TenantsTakeTurnsAtTheWorker) {
   EXPECT_EQ(admits[0], "alpha/f0");
   EXPECT_TRUE(admits[1].starts_with("alpha/f")) << admits[1];  // f1..f4 queued in any order
   EXPECT_EQ(admits[2], "beta/g0");  // first in, first out would make it the last
+}
+
+}  // namespace
+}  // namespace gshare::serve
+
+namespace gshare::serve {
+namespace {
+
+// SHA-256 of "abc".
+constexpr std::string_view kAbcSha256 =
+    "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad";
+
+TEST_F(ManagementApiTest, ATenantUploadsListsReplacesAndDeletesItsModelFiles) {
+  auto created = Send("PUT", "/api/v1/files/nets/abc.pt", alpha_key_, "abc");
+  ASSERT_EQ(created.result_int(), 201u) << created.body();
+  EXPECT_EQ(json::parse(created.body()),
+            json({{"name", "nets/abc.pt"}, {"size", 3}, {"sha256", kAbcSha256}}));
+  auto listed = Send("GET", "/api/v1/files", alpha_key_);
+  ASSERT_EQ(listed.result_int(), 200u) << listed.body();
+  const json list = json::parse(listed.body());
+  ASSERT_EQ(list["files"].size(), 1u);
+  EXPECT_EQ(list["files"][0]["name"], "nets/abc.pt");
+  EXPECT_EQ(list["stored_bytes"], 3);
+  EXPECT_EQ(list["storage_bytes"], 20ULL << 30);
+  auto replaced = Send("PUT", "/api/v1/files/nets/abc.pt", alpha_key_, "abcd");
+  ASSERT_EQ(replaced.result_int(), 200u) << replaced.body();
+  EXPECT_EQ(json::parse(replaced.body())["size"], 4);
+  auto one = Send("GET", "/api/v1/files/nets/abc.pt", alpha_key_);
+  ASSERT_EQ(one.result_int(), 200u) << one.body();
+  EXPECT_EQ(json::parse(one.body())["size"], 4);
+  // The function's folder is where a spec's relative model_files point.
+  std::ifstream stored(data_dir_ / "models" / "alpha" / "nets" / "abc.pt");
+  std::string content;
+  std::getline(stored, content);
+  EXPECT_EQ(content, "abcd");
+  // Another tenant sees nothing of it; its own file of that name is its own.
+  EXPECT_EQ(Send("GET", "/api/v1/files/nets/abc.pt", beta_key_).result_int(), 404u);
+  EXPECT_EQ(json::parse(Send("GET", "/api/v1/files", beta_key_).body())["files"].size(), 0u);
+  EXPECT_EQ(Send("DELETE", "/api/v1/files/nets/abc.pt", beta_key_).result_int(), 404u);
+  ASSERT_EQ(Send("PUT", "/api/v1/files/nets/abc.pt", beta_key_, "abc").result_int(), 201u);
+  EXPECT_EQ(Send("DELETE", "/api/v1/files/nets/abc.pt", alpha_key_).result_int(), 204u);
+  EXPECT_EQ(Send("GET", "/api/v1/files/nets/abc.pt", alpha_key_).result_int(), 404u);
+  EXPECT_EQ(Send("GET", "/api/v1/files/nets/abc.pt", beta_key_).result_int(), 200u);
+}
+
+TEST_F(ManagementApiTest, TheAdminReachesATenantsFilesAtItsPathOnly) {
+  auto put = Send("PUT", "/api/v1/tenants/alpha/files/m.pt", kAdminKey, "abc");
+  ASSERT_EQ(put.result_int(), 201u) << put.body();
+  EXPECT_EQ(Send("GET", "/api/v1/files/m.pt", alpha_key_).result_int(), 200u);
+  EXPECT_EQ(Send("GET", "/api/v1/tenants/alpha/files", kAdminKey).result_int(), 200u);
+  EXPECT_EQ(Send("GET", "/api/v1/files", kAdminKey).result_int(), 403u);
+  EXPECT_EQ(Send("GET", "/api/v1/tenants/alpha/files", alpha_key_).result_int(), 403u);
+  EXPECT_EQ(Send("PUT", "/api/v1/tenants/nobody/files/m.pt", kAdminKey, "abc").result_int(), 404u);
+  EXPECT_FALSE(std::filesystem::exists(data_dir_ / "models" / "nobody"));
+  EXPECT_EQ(Send("DELETE", "/api/v1/tenants/alpha/files/m.pt", kAdminKey).result_int(), 204u);
+}
+
+TEST_F(ManagementApiTest, AFileAFunctionNamesIsNeitherReplacedNorDeleted) {
+  ASSERT_EQ(Send("PUT", "/api/v1/files/w.bin", alpha_key_, "abc").result_int(), 201u);
+  ASSERT_EQ(Send("POST", "/api/v1/functions", alpha_key_, Spec("mlp", "model_files: [w.bin]\n"))
+                .result_int(),
+            201u);
+  auto replaced = Send("PUT", "/api/v1/files/w.bin", alpha_key_, "other");
+  EXPECT_EQ(replaced.result_int(), 409u) << replaced.body();
+  EXPECT_NE(replaced.body().find("mlp"), std::string::npos) << replaced.body();
+  auto deleted = Send("DELETE", "/api/v1/files/w.bin", alpha_key_);
+  EXPECT_EQ(deleted.result_int(), 409u) << deleted.body();
+  EXPECT_EQ(json::parse(Send("GET", "/api/v1/files/w.bin", alpha_key_).body())["sha256"],
+            kAbcSha256);
+  EXPECT_EQ(Send("DELETE", "/api/v1/functions/mlp", alpha_key_).result_int(), 204u);
+  EXPECT_EQ(Send("DELETE", "/api/v1/files/w.bin", alpha_key_).result_int(), 204u);
+  EXPECT_TRUE(std::filesystem::is_empty(data_dir_ / "uploads"));
+}
+
+TEST_F(ManagementApiTest, BadNamesOversizedFilesAndTheQuotaKeepNothing) {
+  OpenFiles(10, 8);
+  Start(0);
+  for (const std::string_view target : {"/api/v1/files/../x", "/api/v1/files/.hidden",
+                                        "/api/v1/files/a%2Fb", "/api/v1/files/a/./b"}) {
+    client_.emplace(server_->port());  // a refused upload's connection is closed
+    auto refused = Send("PUT", target, alpha_key_, "abc");
+    EXPECT_EQ(refused.result_int(), 400u) << target << ": " << refused.body();
+  }
+  client_.emplace(server_->port());
+  auto large = Send("PUT", "/api/v1/files/big", alpha_key_, "012345678");
+  EXPECT_EQ(large.result_int(), 413u) << large.body();
+  client_.emplace(server_->port());  // the refusal closed the connection
+  ASSERT_EQ(Send("PUT", "/api/v1/files/a", alpha_key_, "0123456").result_int(), 201u);
+  auto over = Send("PUT", "/api/v1/files/b", alpha_key_, "0123");
+  EXPECT_EQ(over.result_int(), 429u) << over.body();
+  client_.emplace(server_->port());
+  EXPECT_EQ(Send("PUT", "/api/v1/files/a", alpha_key_, "01234567").result_int(), 200u);
+  auto keyless = Send("PUT", "/api/v1/files/c", std::nullopt, "abc");
+  EXPECT_EQ(keyless.result_int(), 401u);
+  client_.emplace(server_->port());
+  const json list = json::parse(Send("GET", "/api/v1/files", alpha_key_).body());
+  ASSERT_EQ(list["files"].size(), 1u);
+  EXPECT_EQ(list["files"][0]["name"], "a");
+  EXPECT_TRUE(std::filesystem::is_empty(data_dir_ / "uploads"));
+}
+
+TEST_F(ManagementApiTest, RemovingATenantRemovesItsFiles) {
+  ASSERT_EQ(Send("PUT", "/api/v1/files/m.pt", alpha_key_, "abc").result_int(), 201u);
+  EXPECT_EQ(Send("DELETE", "/api/v1/tenants/alpha", kAdminKey).result_int(), 204u);
+  EXPECT_FALSE(std::filesystem::exists(data_dir_ / "models" / "alpha"));
+  EXPECT_FALSE(std::filesystem::exists(data_dir_ / "digests" / "alpha"));
+}
+
+TEST_F(ManagementApiTest, ATenantReadsItsOwnFunctionsLogAndNoOthers) {
+  ASSERT_EQ(Send("POST", "/api/v1/functions", alpha_key_, Spec("mlp")).result_int(), 201u);
+  auto log = Send("GET", "/api/v1/functions/mlp/logs", alpha_key_);
+  ASSERT_EQ(log.result_int(), 200u) << log.body();
+  EXPECT_EQ(log[http::field::content_type], "text/plain; charset=utf-8");
+  EXPECT_EQ(log.body(),
+            "alpha/mlp line 1\nalpha/mlp line 2\nalpha/mlp line 3\nalpha/mlp line 4\n"
+            "alpha/mlp line 5\n");
+  EXPECT_EQ(Send("GET", "/api/v1/functions/mlp/logs?tail=2", alpha_key_).body(),
+            "alpha/mlp line 4\nalpha/mlp line 5\n");
+  EXPECT_EQ(Send("GET", "/api/v1/tenants/alpha/functions/mlp/logs?x=1&tail=1", kAdminKey).body(),
+            "alpha/mlp line 5\n");
+  for (const std::string_view bad : {"tail=0", "tail=abc", "tail=10001", "tail=", "tail=-1"}) {
+    auto refused = Send("GET", fmt::format("/api/v1/functions/mlp/logs?{}", bad), alpha_key_);
+    EXPECT_EQ(refused.result_int(), 400u) << bad;
+  }
+  // Another tenant's function is answered as an unknown one, byte for byte.
+  auto other = Send("GET", "/api/v1/functions/mlp/logs", beta_key_);
+  auto unknown = Send("GET", "/api/v1/functions/nosuch/logs", beta_key_);
+  EXPECT_EQ(other.result_int(), 404u);
+  EXPECT_EQ(ErrorOf(other), "function 'mlp' not found");
+  EXPECT_EQ(Send("GET", "/api/v1/functions/mlp", beta_key_).body(), other.body());
+  EXPECT_EQ(unknown.result_int(), 404u);
+  EXPECT_EQ(Send("POST", "/api/v1/functions/mlp/logs", alpha_key_).result_int(), 405u);
 }
 
 }  // namespace

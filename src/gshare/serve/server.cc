@@ -148,7 +148,27 @@ Result<std::unique_ptr<Server>> Server::Start(ServerOptions options) {
   options.http.limits.max_in_flight = 2 * front.max_in_flight + kUntenantedInFlight;
   s.front_ = std::make_unique<Front>(front, *s.keys_, *s.backend_, s.backend_->clock(),
                                      s.parse_pool_.get());
+  ModelFileStoreOptions files;
+  files.data_dir = options.data_dir;
+  files.tenant_storage_bytes = options.tenant_storage_bytes;
+  files.max_file_bytes = options.max_file_bytes;
+  if (s.tenant_first_uid_ != 0) {
+    // A tenant's functions run as first_uid + its number, in the group of that number too.
+    files.reader_group = [registry = s.registry_.get(), first = s.tenant_first_uid_,
+                          count = options.backend.node.host.uid_count](
+                             const std::string& tenant) -> Result<std::optional<gid_t>> {
+      GSHARE_ASSIGN_OR_RETURN(const TenantRecord record, registry->GetTenant(tenant));
+      if (record.number < 0 || record.number >= static_cast<std::int64_t>(count)) {
+        return OutOfRange(fmt::format("tenant '{}' has number {}, outside the uid range of {}",
+                                      tenant, record.number, count));
+      }
+      return std::optional<gid_t>(static_cast<gid_t>(first + record.number));
+    };
+  }
+  GSHARE_ASSIGN_OR_RETURN(s.files_, ModelFileStore::Open(std::move(files)));
+  options.http.limits.streamed_body_bytes = options.max_file_bytes;
   ManagementApiOptions management;
+  management.files = s.files_.get();
   management.data_dir = options.data_dir;
   management.admin_key_hash = s.admin_hash_;
   management.tenant_gpu_memory_bytes = options.tenant_gpu_memory_bytes;

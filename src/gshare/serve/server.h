@@ -64,6 +64,9 @@ struct ServerOptions {
   std::size_t tenant_max_functions = 1000;
   // Per-tenant quota on the sum of its functions' gpu_memory; 0: none.
   std::uint64_t tenant_gpu_memory_bytes = 0;
+  // Disk a tenant's model files may take (0: no bound), and the largest one (model_files.h).
+  std::uint64_t tenant_storage_bytes = 20ULL << 30;
+  std::uint64_t max_file_bytes = 4ULL << 30;
   std::chrono::milliseconds drain{30'000};
   // HOST:PORT of the KServe v2 gRPC service (port 0: any free one); empty: none. A build without
   // gRPC refuses a non-empty one.
@@ -128,6 +131,7 @@ class Server {
   std::unique_ptr<Front> front_;
   // Goes before the Front and the backend, whose code its jobs run (Wait stops it first).
   std::unique_ptr<ParsePool> parse_pool_;
+  std::unique_ptr<ModelFileStore> files_;  // outlives the API, whose uploads refer to it
   std::unique_ptr<ManagementApi> management_;
   std::unique_ptr<RegistryWatcher> watcher_;
   std::unique_ptr<net::HttpServer> http_;

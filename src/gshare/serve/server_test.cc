@@ -897,6 +897,56 @@ TEST_F(ServerTest, SpecsBeyondTheNodeAre400AndErrorsNameNoNodePaths) {
   EXPECT_NE(missing->body().find("missing.bin"), std::string::npos) << missing->body();
 }
 
+// A tenant uploads its model files through the API, past the held body limit (the upload streams
+// to disk), deploys a function that names one (which then stays as it is), and reads the log of a
+// function whose model did not load, without the node's paths.
+TEST_F(ServerTest, ATenantUploadsItsFilesAndReadsTheLogOfAFailedDeploy) {
+  customize_ = [](ServerOptions& options) {
+    options.http.limits.body_bytes = 1 * kMiB;
+    options.max_file_bytes = 8 * kMiB;
+  };
+  Start();
+  const std::string acme = AddTenant("acme");
+  const std::string root = dir_.path().string();
+  std::string weights(3 * kMiB, '\0');
+  for (std::size_t i = 0; i < weights.size(); ++i) weights[i] = static_cast<char>(i * 7 % 251);
+  auto stored = client_->Send("PUT", "/api/v1/files/nets/weights.bin", acme, weights);
+  ASSERT_TRUE(stored);
+  ASSERT_EQ(stored->result_int(), 201) << stored->body();
+  EXPECT_EQ(Json(stored)["size"], weights.size());
+  EXPECT_EQ(Json(stored).value("sha256", "").size(), 64u);
+  EXPECT_EQ(ReadFile(dir_.path() / "data" / "models" / "acme" / "nets" / "weights.bin"), weights);
+  Deploy(acme, std::string(kEchoSpec) + "model_files: [nets/weights.bin]\n", "echo");
+  auto replaced = client_->Send("PUT", "/api/v1/files/nets/weights.bin", acme, "other");
+  ASSERT_TRUE(replaced);
+  EXPECT_EQ(replaced->result_int(), 409) << replaced->body();
+  EXPECT_EQ(ReadFile(dir_.path() / "data" / "models" / "acme" / "nets" / "weights.bin"), weights);
+
+  // Not a safetensors file: the mlp runtime fails to load it and says so in its log.
+  auto bad = client_->Send("PUT", "/api/v1/files/bad.safetensors", acme, "abc");
+  ASSERT_TRUE(bad);
+  ASSERT_EQ(bad->result_int(), 201) << bad->body();
+  std::string spec(kEchoSpec);
+  spec.replace(spec.find("name: echo"), 10, "name: broken");
+  spec.replace(spec.find("runtime: echo"), 13, "runtime: mlp");
+  auto failed =
+      client_->Send("POST", "/api/v1/functions", acme, spec + "model_files: [bad.safetensors]\n");
+  ASSERT_TRUE(failed);
+  EXPECT_NE(failed->result_int(), 201);
+  EXPECT_NE(failed->body().find("GET /api/v1/functions/broken/logs"), std::string::npos)
+      << failed->body();
+  auto log = client_->Send("GET", "/api/v1/functions/broken/logs?tail=50", acme);
+  ASSERT_TRUE(log);
+  ASSERT_EQ(log->result_int(), 200) << log->body();
+  EXPECT_NE(log->body().find("bad.safetensors"), std::string::npos) << log->body();
+  EXPECT_EQ(log->body().find(root), std::string::npos) << log->body();
+  // Another tenant reads none of it.
+  const std::string other = AddTenant("other");
+  auto hidden = client_->Send("GET", "/api/v1/functions/broken/logs", other);
+  ASSERT_TRUE(hidden);
+  EXPECT_EQ(hidden->result_int(), 404);
+}
+
 // A tenant removed and added again under its name between two looks at the registry is a new
 // tenant: the old one's function stops, its key is refused, and the new key works.
 TEST_F(ServerTest, ATenantRemovedAndAddedAgainBesideTheServerIsANewTenant) {

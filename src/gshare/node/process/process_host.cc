@@ -190,8 +190,8 @@ Status ProcessHost::SpawnNow(Process& process) {
   if (command.argv.empty()) return InvalidArgument("an instance command without a program");
   if (!identities_) return identity_error_;
   // One folder per tenant: two tenants' functions of one name never share a log.
-  const std::filesystem::path logs =
-      std::filesystem::path(run_dir_) / "logs" / TenantFolder(command);
+  const std::filesystem::path log = LogPath(run_dir_, command.tenant, FunctionName(command));
+  const std::filesystem::path logs = log.parent_path();
   std::error_code error;
   std::filesystem::create_directories(logs, error);
   if (error) return IoError(fmt::format("{}: {}", logs.string(), error.message()));
@@ -227,7 +227,7 @@ Status ProcessHost::SpawnNow(Process& process) {
                                   .socket_path = process.socket_path},
                                  command.env);
   spec.working_dir = command.working_dir.empty() ? run_dir_ : command.working_dir;
-  spec.log_path = (logs / (FunctionName(command) + ".log")).string();
+  spec.log_path = log.string();
   spec.identity = identity;
   process.identity = identity;
   if (identity) {
@@ -277,11 +277,16 @@ void ProcessHost::RemoveCommand(FunctionId function) {
   for (const auto& [other, command] : commands_) {
     if (command.tenant == removed.tenant && FunctionName(command) == FunctionName(removed)) return;
   }
-  const std::filesystem::path folder =
-      std::filesystem::path(run_dir_) / "logs" / TenantFolder(removed);
+  const std::filesystem::path log = LogPath(run_dir_, removed.tenant, FunctionName(removed));
   std::error_code ignored;
-  std::filesystem::remove(folder / (FunctionName(removed) + ".log"), ignored);
-  std::filesystem::remove(folder, ignored);  // only when empty: the tenant's last function
+  std::filesystem::remove(log, ignored);
+  std::filesystem::remove(log.parent_path(), ignored);  // only when empty: the tenant's last
+}
+
+std::filesystem::path ProcessHost::LogPath(const std::string& run_dir, const std::string& tenant,
+                                           const std::string& function) {
+  return std::filesystem::path(run_dir) / "logs" / (tenant.empty() ? "default" : tenant) /
+         (function + ".log");
 }
 
 const InstanceCommand& ProcessHost::CommandOf(FunctionId function) const {

@@ -54,6 +54,7 @@
 #include <boost/asio/strand.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <chrono>
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <memory>
@@ -185,6 +186,10 @@ class ProcessHost final : public InstanceHost {
 
   // The uid instances of `tenant` run as (the node's own in the same-uid fallback).
   uid_t UidOf(const std::string& tenant);
+  // Where the instances of `tenant`'s function `function` append their stdout and stderr (every
+  // instance and version of it): run_dir/logs/<tenant, or "default">/<function>.log.
+  static std::filesystem::path LogPath(const std::string& run_dir, const std::string& tenant,
+                                       const std::string& function);
   // Why instances do or do not get a cgroup (one line).
   const std::string& cgroup_reason() const { return cgroups_.reason; }
   bool cgroups_enabled() const { return cgroups_.enabled; }
