@@ -123,7 +123,7 @@ while read -r kind target path; do
   if [ "${kind}" = test ]; then basename "${path}" >>"${out}/tests/gpu-tests.txt"; fi
 done <"${manifest}"
 touch "${out}/tests/gpu-tests.txt"
-cp "${root}/examples/pytorch/function.py" "${root}/examples/pytorch/kserve_unix.py" \
+cp "${root}/examples/pytorch/function.py" "${root}/src/python/gshare_runtime/kserve_unix.py" \
   "${out}/examples/pytorch/"
 cp "${root}/scripts/gpu-bundle-run.sh" "${out}/run.sh"
 cp "${root}/scripts/gpu-bundle-report.py" "${out}/report.py"

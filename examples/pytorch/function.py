@@ -20,7 +20,9 @@ import argparse
 import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# The protocol layer: beside this file in the GPU bundle, in the source tree the runtimes' package.
+_here = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [_here, os.path.join(_here, "..", "..", "src", "python", "gshare_runtime")]
 import kserve_unix  # noqa: E402
 
 MODELS = ("resnet50", "vit_l_16")

@@ -59,6 +59,7 @@ struct ServeFlags {
   std::size_t tenant_max_in_flight = 0;
   std::size_t tenant_max_functions = 1000;
   std::string tenant_gpu_memory = "0";
+  std::string python = "python3";
   std::string tenant_storage = "20Gi";
   std::string max_file = "4Gi";
   std::string drain = "30s";
@@ -235,6 +236,8 @@ Result<serve::ServerOptions> MakeOptions(const ServeFlags& flags) {
                           ParseSize(flags.max_file, "--max-file", kMiB, 1024 * kGiB));
   GSHARE_ASSIGN_OR_RETURN(const std::filesystem::path folder, ProgramFolder());
   options.backend.function_program = folder / "gshare-function";
+  if (flags.python.empty()) return InvalidArgument("--python must name an interpreter");
+  options.backend.python = flags.python;
   return options;
 }
 
@@ -358,6 +361,9 @@ void AddServeCommand(CLI::App& app, CommandContext& context) {
       ->capture_default_str();
   cmd->add_option("--tenant-gpu-memory", flags->tenant_gpu_memory,
                   "Sum of a tenant's functions' gpu_memory (429 beyond; 0: no quota)")
+      ->capture_default_str();
+  cmd->add_option("--python", flags->python,
+                  "Interpreter of the pytorch runtime (with PyTorch; looked up on PATH)")
       ->capture_default_str();
   cmd->add_option("--tenant-storage", flags->tenant_storage,
                   "Disk a tenant's model files may take (429 beyond; 0: no quota)")

@@ -336,8 +336,8 @@ Status ParseProcessFields(const Where& where, const YAML::Node& item,
     }
   }
   // The other process fields mean nothing without a process to start.
-  for (const char* field :
-       {"env", "working_dir", "model_files", "timeout", "host_memory", "inputs", "outputs"}) {
+  for (const char* field : {"env", "working_dir", "model_files", "timeout", "host_memory", "inputs",
+                            "outputs", "threads"}) {
     if (const YAML::Node n = item[field]; n && !spec.IsLive()) {
       return FieldError(where, field, n,
                         "needs a command or a runtime (a function without either is "
@@ -406,6 +406,24 @@ Status ParseProcessFields(const Where& where, const YAML::Node& item,
       GSHARE_ASSIGN_OR_RETURN(auto tensors,
                               ParseTensorSpecs(where, field, list, spec.max_batch > 1));
       (std::string_view(field) == "inputs" ? spec.inputs : spec.outputs) = std::move(tensors);
+    }
+  }
+  if (const YAML::Node n = item["threads"]) {
+    GSHARE_ASSIGN_OR_RETURN(spec.threads, IntegerField(where, "threads", n));
+    if (spec.threads < 1 || spec.threads > kMaxRuntimeThreads) {
+      return FieldError(where, "threads", n,
+                        fmt::format("must be between 1 and {}", kMaxRuntimeThreads));
+    }
+  }
+  if (spec.runtime == "pytorch") {
+    // The model is the tenant's file; what it takes and gives, the spec's.
+    if (spec.model_files.size() != 1) {
+      return FieldError(where, "model_files", item["runtime"],
+                        "the pytorch runtime takes exactly one model file (its TorchScript)");
+    }
+    if (spec.inputs.empty() || spec.outputs.empty()) {
+      return FieldError(where, spec.inputs.empty() ? "inputs" : "outputs", item["runtime"],
+                        "the pytorch runtime needs the model's inputs and outputs declared");
     }
   }
   return Status::Ok();
@@ -867,6 +885,7 @@ std::string FunctionSpecToYaml(const FunctionSpec& spec) {
     out += fmt::format("command: [{}]\n", fmt::join(items, ", "));
   }
   if (!spec.runtime.empty()) out += fmt::format("runtime: {}\n", YamlString(spec.runtime));
+  if (spec.threads != 1) out += fmt::format("threads: {}\n", spec.threads);
   if (!spec.env.empty()) {
     out += "env:\n";
     for (const auto& [name, value] : spec.env) {

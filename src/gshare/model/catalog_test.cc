@@ -563,7 +563,7 @@ TEST(CatalogProcessTest, CommandAndRuntimeErrors) {
   EXPECT_NE(ProcessErrorOf(many + "]\n").find("command: has 257 items; at most 256"),
             std::string::npos);
   EXPECT_NE(ProcessErrorOf("    runtime: resnet\n")
-                .find("runtime: unknown runtime 'resnet' (bundled: mlp, cnn, echo)"),
+                .find("runtime: unknown runtime 'resnet' (bundled: mlp, cnn, echo, pytorch)"),
             std::string::npos);
   EXPECT_NE(ProcessErrorOf("    runtime: [mlp]\n").find("runtime: expected a single value"),
             std::string::npos);
@@ -767,6 +767,51 @@ TEST(CatalogTest, TensorsAreParsedCheckedAndRoundTrip) {
                 .message()
                 .find("needs a command or a runtime"),
             std::string::npos);
+}
+
+}  // namespace
+}  // namespace gshare
+
+namespace gshare {
+namespace {
+
+TEST(CatalogTest, APytorchFunctionNamesItsOneFileAndItsTensors) {
+  constexpr std::string_view kHead =
+      "name: net\nmodel_size: 1Mi\nexec_latency: 5ms\nruntime: pytorch\n";
+  constexpr std::string_view kTensors =
+      "inputs: [{name: x, datatype: FP32, shape: [-1, 16]}]\n"
+      "outputs: [{name: y, datatype: FP32, shape: [-1, 4]}]\n";
+  auto good = ParseFunctionEntry(
+      std::string(kHead) + "threads: 3\nmodel_files: [/m/net.pt]\n" + std::string(kTensors),
+      "f.yaml");
+  ASSERT_TRUE(good.ok()) << good.status().ToString();
+  EXPECT_EQ(good->threads, 3);
+  const std::string text = FunctionSpecToYaml(*good);
+  auto again = ParseFunctionEntry(text, "again.yaml");
+  ASSERT_TRUE(again.ok()) << again.status().ToString() << "\n" << text;
+  EXPECT_EQ(again->threads, 3);
+  EXPECT_EQ(FunctionSpecToYaml(*again), text);
+
+  const auto error = [&](std::string rest) {
+    auto parsed = ParseFunctionEntry(std::string(kHead) + rest, "f.yaml");
+    return parsed.ok() ? std::string("ok") : parsed.status().message();
+  };
+  EXPECT_NE(error(std::string(kTensors)).find("exactly one model file"), std::string::npos);
+  EXPECT_NE(
+      error("model_files: [/a.pt, /b.pt]\n" + std::string(kTensors)).find("exactly one model file"),
+      std::string::npos);
+  EXPECT_NE(error("model_files: [/m/net.pt]\n").find("inputs and outputs declared"),
+            std::string::npos);
+  EXPECT_NE(error("model_files: [/m/net.pt]\nthreads: 0\n" + std::string(kTensors))
+                .find("threads: must be between 1 and 64"),
+            std::string::npos);
+  EXPECT_NE(error("model_files: [/m/net.pt]\nthreads: 65\n" + std::string(kTensors))
+                .find("threads: must be between 1 and 64"),
+            std::string::npos);
+  // Without a process, threads means nothing.
+  auto simulated =
+      ParseFunctionEntry("name: s\nmodel_size: 1Mi\nexec_latency: 5ms\nthreads: 2\n", "f.yaml");
+  EXPECT_FALSE(simulated.ok());
 }
 
 }  // namespace

@@ -53,11 +53,14 @@ struct FunctionSpec {
   // the catalog file's folder); it does not check that they exist. A program without '/' is
   // looked up as execvp does, a relative one from working_dir; no shell is involved.
   std::vector<std::string> command;        // argv: the program, then its arguments; no shell
-  std::string runtime;                     // a bundled example runtime (kBundledRuntimes)
+  std::string runtime;                     // a bundled runtime (kBundledRuntimes)
   std::map<std::string, std::string> env;  // added to the instance's environment
   std::string working_dir;                 // absolute; empty: the node's choice
   std::vector<std::string> model_files;    // absolute paths the function reads its model from
-  std::optional<Duration> timeout;         // one request's run; unset: kDefaultRequestTimeout
+  // Threads one instance computes with (the pytorch runtime's intra-op threads), 1 to
+  // kMaxRuntimeThreads.
+  int threads = 1;
+  std::optional<Duration> timeout;  // one request's run; unset: kDefaultRequestTimeout
   // Host memory one instance may use (its cgroup's memory.max, where the node has cgroups); unset:
   // no bound of its own. Between kMinHostMemory and kMaxHostMemory.
   std::optional<std::uint64_t> host_memory_bytes;
@@ -74,7 +77,11 @@ struct FunctionSpec {
 
 // The example runtimes shipped with gshare that a spec may name as `runtime`: the node knows
 // where their programs and model files are (examples/).
-inline constexpr std::array<std::string_view, 3> kBundledRuntimes = {"mlp", "cnn", "echo"};
+// The example runtimes (mlp, cnn, echo: gshare-function) and the tenants' own models' runtime
+// (pytorch: a TorchScript file, the one model file, with the tensors its spec declares).
+inline constexpr std::array<std::string_view, 4> kBundledRuntimes = {"mlp", "cnn", "echo",
+                                                                     "pytorch"};
+inline constexpr int kMaxRuntimeThreads = 64;
 
 // Per-request run timeout when a spec gives none, and the largest one it may give. The default
 // follows Knative's and OpenFaaS's habit of tens of seconds for a synchronous call.

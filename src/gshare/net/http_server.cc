@@ -161,7 +161,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void Close() {
     if (phase_ == Phase::kClosed) return;
     phase_ = Phase::kClosed;
-    DropStreamed();
+    // A read may still be outstanding (its completion queued): the parser and the piece it reads
+    // into stay until the connection goes; the sink and the hold go now.
+    hold_.reset();
+    streamed_.reset();
     Disarm();
     error_code ignored;
     socket_.shutdown(tcp::socket::shutdown_both, ignored);
@@ -329,7 +332,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
       // The header is in and none of the body: the parser moves to one that reads in pieces.
       stream_parser_.emplace(std::move(*parser_));
       parser_.reset();
-      stream_chunk_.resize(kStreamChunkBytes);
+      stream_chunk_ = std::make_unique_for_overwrite<char[]>(kStreamChunkBytes);
       return ReadStreamed();
     }
     http::async_read(socket_, buffer_, *parser_,
@@ -345,8 +348,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void ReadStreamed() {
     Arm(limits_.read_timeout);
     auto& body = stream_parser_->get().body();
-    body.data = stream_chunk_.data();
-    body.size = stream_chunk_.size();
+    body.data = stream_chunk_.get();
+    body.size = kStreamChunkBytes;
     body.more = true;
     http::async_read(socket_, buffer_, *stream_parser_,
                      [self = shared_from_this()](error_code error, std::size_t) {
@@ -358,11 +361,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
   }
 
   void OnStreamed() {
-    const std::size_t got = stream_chunk_.size() - stream_parser_->get().body().size;
+    const std::size_t got = kStreamChunkBytes - stream_parser_->get().body().size;
     if (got > 0) {
       std::optional<HttpResponse> refusal;
       try {
-        refusal = streamed_->body_sink->Append(std::string_view(stream_chunk_.data(), got));
+        refusal = streamed_->body_sink->Append(std::string_view(stream_chunk_.get(), got));
       } catch (const std::exception& e) {
         refusal = JsonErrorResponse(500, fmt::format("storing the body failed: {}", e.what()));
       } catch (...) {
@@ -377,24 +380,32 @@ class Connection : public std::enable_shared_from_this<Connection> {
     }
     if (stream_parser_->is_done()) return Dispatch();
     if (timed_out_) return OnReadError(asio::error::operation_aborted);
+    if (server_.draining.load()) {
+      // Shutting down: the rest of the body would only be refused once it is in.
+      DropStreamed();
+      keep_alive_ = false;
+      head_request_ = false;
+      return Send(JsonErrorResponse(503, "the server is shutting down"), 11);
+    }
     ReadStreamed();
   }
 
-  // Forgets a streamed request: the sink's last reference may go with it.
+  // Forgets a streamed request: the sink's last reference may go with it. Only where no read is
+  // outstanding (the parser and the piece are a read's).
   void DropStreamed() {
     hold_.reset();
     streamed_.reset();
     stream_parser_.reset();
-    stream_chunk_.clear();
-    stream_chunk_.shrink_to_fit();
+    stream_chunk_.reset();
   }
 
   void OnReadError(const error_code& error) {
+    const bool got_some = stream_parser_ || (parser_ && parser_->got_some());
     DropStreamed();
     keep_alive_ = false;
     head_request_ = false;
     if (timed_out_) {
-      if (parser_->got_some() || buffer_.size() > 0) {
+      if (got_some || buffer_.size() > 0) {
         return Send(JsonErrorResponse(408, "the request did not arrive in time"), 11);
       }
       return Close();
@@ -538,7 +549,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // the parser that reads its body in pieces, and the piece being read.
   std::optional<ServerRequest> streamed_;
   std::optional<http::request_parser<http::buffer_body>> stream_parser_;
-  std::vector<char> stream_chunk_;
+  std::unique_ptr<char[]> stream_chunk_;
   http::response<http::string_body> response_;
   bool timed_out_ = false;
   bool keep_alive_ = false;

@@ -804,6 +804,50 @@ TEST(HttpServerTest, AStreamedBodyGoesToItsSinkPieceByPiecePastTheHeldBodyLimit)
   }
 }
 
+TEST(HttpServerTest, AStreamedBodyThatStallsOrOutlivesTheServerLetsGoOfItsSink) {
+  std::mutex mutex;
+  std::vector<std::weak_ptr<RecordingSink>> sinks;
+  HttpServerOptions options;
+  options.port = 0;
+  options.io_threads = 1;
+  options.limits.read_timeout = std::chrono::milliseconds(300);
+  options.limits.streamed_body_bytes = 1 << 20;
+  auto started = HttpServer::Start(
+      options,
+      [](ServerRequest, Responder responder) {
+        responder.Respond({200, "stored"});
+      },
+      [&](ServerRequest& head) -> std::optional<HttpResponse> {
+        auto sink = std::make_shared<RecordingSink>(SIZE_MAX);
+        std::lock_guard lock(mutex);
+        sinks.push_back(sink);
+        head.body_sink = sink;
+        head.body_sink_limit = 1 << 20;
+        return std::nullopt;
+      });
+  ASSERT_TRUE(started.ok()) << started.status().ToString();
+  auto& server = **started;
+  {
+    // Part of the body, then nothing: 408 once a piece is overdue, and the sink is let go.
+    Client client(server.port());
+    client.Write("PUT /f HTTP/1.1\r\nHost: t\r\nContent-Length: 100\r\n\r\nsome of it");
+    auto response = client.Read();
+    ASSERT_TRUE(response);
+    EXPECT_EQ(response->result_int(), 408);
+    std::lock_guard lock(mutex);
+    ASSERT_EQ(sinks.size(), 1u);
+    EXPECT_TRUE(sinks[0].expired());
+  }
+  // A body still arriving when the server shuts down without drain time.
+  Client client(server.port());
+  client.Write("PUT /g HTTP/1.1\r\nHost: t\r\nContent-Length: 100000\r\n\r\n" +
+               std::string(1000, 'x'));
+  server.Shutdown(std::chrono::milliseconds(0));
+  EXPECT_TRUE(client.Ended());
+  std::lock_guard lock(mutex);
+  for (const auto& sink : sinks) EXPECT_TRUE(sink.expired());
+}
+
 TEST(HttpServerTest, MalformedCorpusGets4xxOrCloseAndTheServerStaysUp) {
   auto server = StartServer(Echo, {.header_bytes = 8 * 1024,
                                    .body_bytes = 1 << 20,

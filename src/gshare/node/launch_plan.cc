@@ -1,6 +1,10 @@
 #include "gshare/node/launch_plan.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <string>
+#include <utility>
 
 #include <algorithm>
 
@@ -23,6 +27,22 @@ Result<FunctionLaunch> PlanLaunch(const FunctionSpec& spec, const GpuType& gpu,
   InstanceCommand& command = launch.command;
   if (!spec.command.empty()) {
     command.argv = spec.command;
+    command.model = spec.model.empty() ? spec.name : spec.model;
+  } else if (spec.runtime == "pytorch") {
+    // The tenant's TorchScript with the tensors its spec declares (the parser checked both).
+    command.argv = {options.python, PytorchRuntimeProgram(options.function_program).string(),
+                    "--model-file", spec.model_files.front(),
+                    "--name",       spec.name,
+                    "--max-batch",  std::to_string(spec.max_batch),
+                    "--threads",    std::to_string(spec.threads)};
+    for (const auto& [flag, tensors] :
+         {std::pair{"--input", &spec.inputs}, std::pair{"--output", &spec.outputs}}) {
+      for (const TensorSpec& tensor : *tensors) {
+        command.argv.push_back(flag);
+        command.argv.push_back(fmt::format("{},{},{}", tensor.name, DataTypeName(tensor.datatype),
+                                           fmt::join(tensor.shape, ",")));
+      }
+    }
     command.model = spec.model.empty() ? spec.name : spec.model;
   } else if (!spec.runtime.empty()) {
     // Without model files a bundled runtime runs its built-in weights (from the fixed seed).
@@ -47,6 +67,10 @@ Result<FunctionLaunch> PlanLaunch(const FunctionSpec& spec, const GpuType& gpu,
   command.batched = spec.max_batch > 1;
   launch.run_timeout = spec.RequestTimeout();
   return launch;
+}
+
+std::filesystem::path PytorchRuntimeProgram(const std::filesystem::path& function_program) {
+  return function_program.parent_path() / "python" / "gshare_runtime" / "pytorch_function.py";
 }
 
 }  // namespace gshare

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <filesystem>
+#include <string>
 
 #include "gshare/common/status.h"
 #include "gshare/model/function_spec.h"
@@ -16,12 +17,18 @@
 namespace gshare {
 
 struct LaunchPlanOptions {
-  // The bundled runtimes' program (gshare-function), for specs with `runtime:`.
+  // The bundled runtimes' program (gshare-function), for specs with `runtime:`; the Python
+  // runtimes lie beside it, in python/gshare_runtime/ (runtime: pytorch).
   std::filesystem::path function_program;
+  // The interpreter the Python runtimes run under (a program without '/' is looked up on PATH).
+  std::string python = "python3";
   // Instances the node keeps warm at least (a deployed model stays loaded: 1); the spec's
   // min_instances when larger.
   int min_instances = 0;
 };
+
+// The pytorch runtime's program, beside `function_program`.
+std::filesystem::path PytorchRuntimeProgram(const std::filesystem::path& function_program);
 
 // InvalidArgument naming the function when it cannot run here: neither runtime nor command, a
 // GPU memory larger than a GPU of the node, a spec that does not resolve for `gpu`.

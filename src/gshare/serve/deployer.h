@@ -85,6 +85,9 @@ class Deployer {
   // load) starts none ahead of need. Holds for the function's later deploys too, and may be told
   // before the function is deployed.
   virtual void KeepWarm(std::string_view tenant, std::string_view name, bool warm) = 0;
+  // Removes what the node keeps of a removed tenant's functions' logs (after StopTenant), so that
+  // a tenant added later under the name reads none of them.
+  virtual void RemoveLogs(std::string_view tenant) = 0;
   // The tenants that have a function deployed, by name.
   virtual std::vector<std::string> Tenants() const = 0;
 };

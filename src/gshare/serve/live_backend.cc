@@ -473,7 +473,9 @@ void LiveBackend::Finish(RequestId id, Result<InferAnswer> result) {
 Result<FunctionLaunch> LiveBackend::Plan(const FunctionSpec& spec) const {
   // A deployed model stays loaded: one instance is kept in host memory.
   return PlanLaunch(spec, node_->gpu_type(),
-                    {.function_program = options_.function_program, .min_instances = 1});
+                    {.function_program = options_.function_program,
+                     .python = options_.python,
+                     .min_instances = 1});
 }
 
 Status LiveBackend::Admit(const FunctionSpec& spec, bool by_admin) const {
@@ -485,9 +487,12 @@ Status LiveBackend::Admit(const FunctionSpec& spec, bool by_admin) const {
   }
   if (!spec.runtime.empty()) {
     std::error_code error;
-    if (!std::filesystem::exists(options_.function_program, error)) {
-      spdlog::error("function {}/{}: the runtimes' program {} is missing", spec.tenant, spec.name,
-                    options_.function_program.string());
+    const std::filesystem::path program = spec.runtime == "pytorch"
+                                              ? PytorchRuntimeProgram(options_.function_program)
+                                              : options_.function_program;
+    if (!std::filesystem::exists(program, error)) {
+      spdlog::error("function {}/{}: the runtime's program {} is missing", spec.tenant, spec.name,
+                    program.string());
       return InvalidArgument(fmt::format(
           "function '{}': runtime '{}' is not installed on this node", spec.name, spec.runtime));
     }
@@ -647,9 +652,16 @@ void LiveBackend::AddVersion(const Key& key, std::uint64_t generation, Entry nex
                         ? ForTenant(status, options_.data_dir / "models" / key.first)
                         : Status(Cancelled("superseded by a later change"));
       if (!status.ok() && status.code() != StatusCode::kCancelled) {
-        // What the function printed as it failed is the tenant's to read.
-        told = Status(told.code(), fmt::format("{} (its log: GET /api/v1/functions/{}/logs)",
-                                               told.message(), key.second));
+        // What the function printed as it failed is the tenant's to read: its last line here
+        // (a loader's refusal, say), the rest in its log.
+        std::string last;
+        auto tail = LogTail(ProcessHost::LogPath(options_.node.host.run_dir, key.first, key.second),
+                            options_.data_dir / "models" / key.first, 1, 4096);
+        if (tail.ok() && !tail->empty() && !tail->back().empty()) {
+          last = fmt::format("; it printed: {}", tail->back());
+        }
+        told = Status(told.code(), fmt::format("{}{} (its log: GET /api/v1/functions/{}/logs)",
+                                               told.message(), last, key.second));
       }
       done(std::move(told));
     }
@@ -863,8 +875,21 @@ Result<ModelStatus> LiveBackend::StatusOf(std::string_view tenant, std::string_v
   return ModelStatus{it->second.state, it->second.reason};
 }
 
+void LiveBackend::RemoveLogs(std::string_view tenant) {
+  // Its functions' logs lie in one folder: LogPath's for any of its names.
+  const std::filesystem::path folder =
+      ProcessHost::LogPath(options_.node.host.run_dir, std::string(tenant), "any").parent_path();
+  std::error_code error;
+  std::filesystem::remove_all(folder, error);
+  if (error) spdlog::warn("tenant {}: its logs were not removed: {}", tenant, error.message());
+}
+
 Result<std::vector<std::string>> LiveBackend::LogOf(std::string_view tenant, std::string_view name,
                                                     std::size_t lines) const {
+  if (tenant.empty() || name.empty() || name.size() > 255 ||
+      name.find('/') != std::string_view::npos || name.front() == '.') {
+    return NotFound(fmt::format("function '{}' of tenant '{}' has no log", name, tenant));
+  }
   const std::string tenant_name(tenant);
   auto tail =
       LogTail(ProcessHost::LogPath(options_.node.host.run_dir, tenant_name, std::string(name)),

@@ -52,6 +52,8 @@ struct LiveBackendOptions {
   std::filesystem::path data_dir;
   // The bundled runtimes' program (gshare-function), beside the server's binary.
   std::filesystem::path function_program;
+  // The interpreter of the Python runtimes (runtime: pytorch), with PyTorch installed.
+  std::string python = "python3";
   // Unanswered requests a tenant may have at once; 0: no bound.
   std::size_t tenant_max_in_flight = 0;
   // The node; its host's run_dir, its executor's meters and drained hook are the backend's.
@@ -124,6 +126,7 @@ class LiveBackend final : public InferenceBackend, public Deployer, private Requ
   Result<ModelStatus> StatusOf(std::string_view tenant, std::string_view name) const override;
   Result<std::vector<std::string>> LogOf(std::string_view tenant, std::string_view name,
                                          std::size_t lines) const override;
+  void RemoveLogs(std::string_view tenant) override;
 
  private:
   using Key = std::pair<std::string, std::string>;  // tenant, name

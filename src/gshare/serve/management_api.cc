@@ -59,8 +59,21 @@ ModelStatus StatusOrUnavailable(const Deployer& deployer, std::string_view tenan
   return ModelStatus{ModelState::kUnavailable, status.status().message()};
 }
 
+// `spec_yaml` with the paths inside the tenant's model folder `models` given relative to it, as the
+// tenant wrote them (they resolve to the same files when the spec is sent back): the node's own
+// folders are not the tenant's to read.
+std::string WithRelativePaths(std::string spec_yaml, const std::filesystem::path& models) {
+  const std::string prefix = models.string() + "/";
+  for (std::size_t at = spec_yaml.find(prefix); at != std::string::npos;
+       at = spec_yaml.find(prefix, at)) {
+    spec_yaml.erase(at, prefix.size());
+  }
+  return spec_yaml;
+}
+
 // A function as the API answers it: its record with the deployer's state.
-json FunctionJson(const Deployer& deployer, const FunctionRecord& record, bool kept_warm) {
+json FunctionJson(const Deployer& deployer, const FunctionRecord& record, bool kept_warm,
+                  const std::filesystem::path& data_dir) {
   const ModelStatus model = StatusOrUnavailable(deployer, record.tenant, record.name);
   return {{"tenant", record.tenant},
           {"name", record.name},
@@ -69,7 +82,7 @@ json FunctionJson(const Deployer& deployer, const FunctionRecord& record, bool k
           {"kept_warm", kept_warm},
           {"created_unix_ms", record.created_unix_ms},
           {"updated_unix_ms", record.updated_unix_ms},
-          {"spec", record.spec_yaml}};
+          {"spec", WithRelativePaths(record.spec_yaml, data_dir / "models" / record.tenant)}};
 }
 
 HttpResponse NoContent() { return {.status = 204, .body = ""}; }
@@ -153,6 +166,13 @@ bool ManagementApi::Serves(std::string_view target) {
     }
   }
   return false;
+}
+
+bool ManagementApi::IsUpload(std::string_view method, std::string_view target) {
+  if (method != "PUT") return false;
+  const auto path = PathSegments(target);
+  const std::optional<Route> route = path ? Match(*path) : std::nullopt;
+  return route && route->put == Operation::kPutFile;
 }
 
 net::HttpServer::Handler ManagementApi::Handler() {
@@ -646,7 +666,8 @@ HttpResponse ManagementApi::ListFunctions(const std::string& tenant) {
   if (!records.ok()) return RegistryErrorResponse(records.status());
   json functions = json::array();
   for (const FunctionRecord& record : *records) {
-    functions.push_back(FunctionJson(deployer_, record, KeptWarm(tenant, record.name)));
+    functions.push_back(
+        FunctionJson(deployer_, record, KeptWarm(tenant, record.name), options_.data_dir));
   }
   return JsonResponse(200, {{"functions", std::move(functions)}});
 }
@@ -655,7 +676,8 @@ HttpResponse ManagementApi::GetFunction(const std::string& tenant, const std::st
   const Result<FunctionRecord> record = registry_.GetFunction(tenant, name);
   if (record.status().code() == StatusCode::kNotFound) return FunctionNotFound(name);
   if (!record.ok()) return RegistryErrorResponse(record.status());
-  return JsonResponse(200, FunctionJson(deployer_, *record, KeptWarm(tenant, name)));
+  return JsonResponse(200,
+                      FunctionJson(deployer_, *record, KeptWarm(tenant, name), options_.data_dir));
 }
 
 ManagementApi::Answer ManagementApi::CreateFunction(const Job& job) {
@@ -694,7 +716,8 @@ ManagementApi::Answer ManagementApi::CreateFunction(const Job& job) {
           return ErrorResponse(settled);
         }
         spdlog::info("function {}/{} created", tenant, record.name);
-        return JsonResponse(201, FunctionJson(deployer_, record, KeptWarm(tenant, record.name)));
+        return JsonResponse(
+            201, FunctionJson(deployer_, record, KeptWarm(tenant, record.name), options_.data_dir));
       }));
   if (!taken.ok()) {
     undo();
@@ -756,7 +779,8 @@ ManagementApi::Answer ManagementApi::UpdateFunction(const Job& job) {
           return ErrorResponse(settled);
         }
         spdlog::info("function {}/{} updated", tenant, record.name);
-        return JsonResponse(200, FunctionJson(deployer_, record, KeptWarm(tenant, record.name)));
+        return JsonResponse(
+            200, FunctionJson(deployer_, record, KeptWarm(tenant, record.name), options_.data_dir));
       }));
   if (!taken.ok()) {
     undo();
@@ -918,6 +942,7 @@ HttpResponse ManagementApi::RemoveTenant(const std::string& tenant) {
 
 void ManagementApi::RemoveModelFolder(const std::string& tenant) const {
   if (options_.files != nullptr) options_.files->RemoveTenant(tenant);  // and its digests
+  deployer_.RemoveLogs(tenant);
   std::error_code error;
   std::filesystem::remove_all(options_.data_dir / "models" / tenant, error);
   if (error) {

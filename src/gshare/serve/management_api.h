@@ -108,6 +108,9 @@ class ManagementApi {
   // Whether this handler serves `target`'s path: /api and /v2/repository and everything under
   // them (the server sends the rest of /v2 to the Front).
   static bool Serves(std::string_view target);
+  // Whether a request of `method` to `target` is a file upload, whose body is streamed to disk
+  // (up to the file limit) instead of held.
+  static bool IsUpload(std::string_view method, std::string_view target);
 
   // Answers one request through `responder`, now (a routing or key error) or later from the
   // worker thread.

@@ -162,6 +162,11 @@ class FakeDeployer final : public Deployer {
     return log;
   }
 
+  void RemoveLogs(std::string_view tenant) override {
+    std::lock_guard lock(mutex_);
+    calls_.push_back(fmt::format("remove logs {}", tenant));
+  }
+
   void FailAdmit(std::optional<Status> error) {
     std::lock_guard lock(mutex_);
     admit_error_ = std::move(error);
@@ -540,6 +545,14 @@ TEST_F(ManagementApiTest, RelativeModelFilesAreInTheTenantsModelFolder) {
       spec->model_files,
       std::vector<std::string>{(data_dir_ / "models" / "alpha" / "weights.safetensors").string()});
   EXPECT_EQ(spec->working_dir, (data_dir_ / "models" / "alpha" / "work").string());
+  // The answer names them as the tenant did, without the node's folders; sent back, they are the
+  // same files.
+  const std::string shown = json::parse(created.body())["spec"];
+  EXPECT_EQ(shown.find(data_dir_.string()), std::string::npos) << shown;
+  auto again = ParseFunctionEntry(shown, "shown", "alpha", data_dir_ / "models" / "alpha");
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(again->model_files, spec->model_files);
+  EXPECT_EQ(again->working_dir, spec->working_dir);
 }
 
 TEST_F(ManagementApiTest, MalformedSpecsAre400AndWriteNothing) {
@@ -942,7 +955,8 @@ TEST_F(ManagementApiTest, RemovingATenantUndeploysAndRemovesItsFunctions) {
   deployer_.ClearCalls();
   auto removed = Send("DELETE", "/api/v1/tenants/alpha", kAdminKey);
   EXPECT_EQ(removed.result_int(), 204u) << removed.body();
-  EXPECT_EQ(deployer_.calls(), (std::vector<std::string>{"stop tenant alpha"}));
+  EXPECT_EQ(deployer_.calls(),
+            (std::vector<std::string>{"stop tenant alpha", "remove logs alpha"}));
   EXPECT_FALSE(deployer_.Deployed("alpha", "mlp"));
   EXPECT_FALSE(deployer_.Deployed("alpha", "cnn"));
   EXPECT_TRUE(deployer_.Deployed("beta", "mlp"));

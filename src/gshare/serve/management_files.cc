@@ -31,8 +31,13 @@ HttpResponse FileErrorResponse(const Status& status) {
     case StatusCode::kFailedPrecondition:
       return JsonErrorResponse(409, status.message());
     default:
-      return JsonErrorResponse(HttpStatusFor(status.code()), status.message());
+      break;
   }
+  const int http_status = HttpStatusFor(status.code());
+  if (http_status < 500) return JsonErrorResponse(http_status, status.message());
+  // The node's own failure: its detail (paths) is for the log.
+  spdlog::error("files: {}", status.ToString());
+  return JsonErrorResponse(http_status, "the node could not carry out the file operation");
 }
 
 }  // namespace

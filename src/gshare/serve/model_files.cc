@@ -144,14 +144,15 @@ struct ModelFileUpload::Hash {
 };
 
 ModelFileUpload::ModelFileUpload(ModelFileStore& store, std::string tenant, std::string name,
-                                 int fd, std::filesystem::path temp, std::uint64_t reserved)
+                                 int fd, std::filesystem::path temp, std::uint64_t reserved,
+                                 std::unique_ptr<Hash> hash)
     : store_(store),
       tenant_(std::move(tenant)),
       name_(std::move(name)),
       fd_(fd),
       temp_(std::move(temp)),
       reserved_(reserved),
-      hash_(std::make_unique<Hash>()) {}
+      hash_(std::move(hash)) {}
 
 ModelFileUpload::~ModelFileUpload() {
   if (fd_ >= 0) {
@@ -160,6 +161,7 @@ ModelFileUpload::~ModelFileUpload() {
     std::filesystem::remove(temp_, ignored);
   }
   store_.Release(tenant_, reserved_);
+  store_.EndUpload(tenant_);
 }
 
 std::optional<net::HttpResponse> ModelFileUpload::Append(std::string_view bytes) {
@@ -172,7 +174,7 @@ std::optional<net::HttpResponse> ModelFileUpload::Append(std::string_view bytes)
   if (written_ + bytes.size() > reserved_) {
     // A body of unknown length: reserve the next step of the tenant's storage.
     const std::uint64_t needed = written_ + bytes.size() - reserved_;
-    const std::uint64_t stored = store_.StoredBesides(tenant_, name_);
+    const std::uint64_t stored = store_.UsageBesides(tenant_, name_).bytes;
     std::uint64_t more = std::max(needed, kReserveStep);
     if (!store_.Reserve(tenant_, stored, more)) more = needed;  // the last of the quota
     if (more == needed && !store_.Reserve(tenant_, stored, more)) {
@@ -276,32 +278,59 @@ std::filesystem::path ModelFileStore::PathOf(const std::string& tenant,
 
 std::filesystem::path ModelFileStore::DigestPath(const std::string& tenant,
                                                  const std::string& name) const {
-  std::string flat = name;
-  std::replace(flat.begin(), flat.end(), '/', '+');  // '+' is in no name
-  return options_.data_dir / "digests" / tenant / flat;
+  // Named by the name's own SHA-256: one flat folder, and a file name of 64 bytes whatever the
+  // name's length.
+  ModelFileUpload::Hash hash;
+  hash.Update(name);
+  return options_.data_dir / "digests" / tenant / hash.Finish();
 }
 
-std::uint64_t ModelFileStore::StoredBytes(const std::string& tenant) const {
-  std::uint64_t total = 0;
+ModelFileStore::Usage ModelFileStore::UsageOf(const std::string& tenant) const {
+  Usage usage;
   std::error_code error;
   const auto folder = options_.data_dir / "models" / tenant;
   for (auto it = std::filesystem::recursive_directory_iterator(folder, error);
        !error && it != std::filesystem::recursive_directory_iterator(); it.increment(error)) {
     std::error_code ignored;
     if (it->is_regular_file(ignored) && !it->is_symlink(ignored)) {
-      total += it->file_size(ignored);
+      usage.bytes += it->file_size(ignored);
+      ++usage.files;
     }
   }
-  return total;
+  return usage;
 }
 
-std::uint64_t ModelFileStore::StoredBesides(const std::string& tenant,
-                                            const std::string& name) const {
-  const std::uint64_t all = StoredBytes(tenant);
+std::uint64_t ModelFileStore::StoredBytes(const std::string& tenant) const {
+  return UsageOf(tenant).bytes;
+}
+
+ModelFileStore::Usage ModelFileStore::UsageBesides(const std::string& tenant,
+                                                   const std::string& name) const {
+  Usage usage = UsageOf(tenant);
   auto file = OpenTenantFile(options_.data_dir / "models", tenant, name);
   struct stat info {};
-  if (!file.ok() || ::fstat(file->get(), &info) != 0) return all;
-  return all - std::min(all, static_cast<std::uint64_t>(info.st_size));
+  if (!file.ok() || ::fstat(file->get(), &info) != 0) return usage;
+  usage.bytes -= std::min(usage.bytes, static_cast<std::uint64_t>(info.st_size));
+  usage.files -= std::min<std::uint64_t>(usage.files, 1);
+  return usage;
+}
+
+bool ModelFileStore::BeginUploadCount(const std::string& tenant) {
+  MutexLock lock(mutex_);
+  std::size_t& count = uploads_[tenant];
+  if (options_.max_uploads != 0 && count >= options_.max_uploads) {
+    if (count == 0) uploads_.erase(tenant);
+    return false;
+  }
+  ++count;
+  return true;
+}
+
+void ModelFileStore::EndUpload(const std::string& tenant) {
+  MutexLock lock(mutex_);
+  const auto it = uploads_.find(tenant);
+  if (it == uploads_.end()) return;
+  if (--it->second == 0) uploads_.erase(it);
 }
 
 std::uint64_t ModelFileStore::ReservedBytes(const std::string& tenant) const {
@@ -342,13 +371,24 @@ Result<std::shared_ptr<ModelFileUpload>> ModelFileStore::BeginUpload(
     return OutOfRange(fmt::format("a file of {} bytes is larger than the limit of {} (--max-file)",
                                   *declared, FormatBytes(options_.max_file_bytes)));
   }
-  const std::uint64_t stored = StoredBesides(tenant, name);
+  auto hash = std::make_unique<ModelFileUpload::Hash>();  // before anything that must be undone
+  const Usage usage = UsageBesides(tenant, name);
+  if (options_.max_files != 0 && usage.files + 1 > options_.max_files) {
+    return ResourceExhausted(
+        fmt::format("the tenant has {} files, its limit; delete one first", usage.files));
+  }
+  if (!BeginUploadCount(tenant)) {
+    return ResourceExhausted(
+        fmt::format("the tenant has {} uploads in progress, its limit; try again when one ends",
+                    options_.max_uploads));
+  }
   const std::uint64_t reserve = declared.value_or(0);
-  if (!Reserve(tenant, stored, reserve)) {
+  if (!Reserve(tenant, usage.bytes, reserve)) {
+    EndUpload(tenant);
     return ResourceExhausted(fmt::format(
         "the tenant's files would take more than its storage of {} (--tenant-storage): {} stored, "
         "{} being uploaded",
-        FormatBytes(options_.tenant_storage_bytes), FormatBytes(stored),
+        FormatBytes(options_.tenant_storage_bytes), FormatBytes(usage.bytes),
         FormatBytes(ReservedBytes(tenant) + reserve)));
   }
   std::uint64_t number = 0;
@@ -361,11 +401,12 @@ Result<std::shared_ptr<ModelFileUpload>> ModelFileStore::BeginUpload(
   if (fd < 0) {
     const std::string why = Errno("create " + temp.string());
     Release(tenant, reserve);
+    EndUpload(tenant);
     spdlog::error("files: {}", why);
     return IoError("the node could not store the file");
   }
   return std::shared_ptr<ModelFileUpload>(
-      new ModelFileUpload(*this, tenant, name, fd, temp, reserve));
+      new ModelFileUpload(*this, tenant, name, fd, temp, reserve, std::move(hash)));
 }
 
 Result<ModelFileStore::Committed> ModelFileStore::Commit(ModelFileUpload& upload) {
@@ -374,16 +415,25 @@ Result<ModelFileStore::Committed> ModelFileStore::Commit(ModelFileUpload& upload
   const std::string& name = upload.name_;
   // Whatever happens next, the upload is spent: its file goes (unless renamed) with the Upload.
   UniqueFd file(std::exchange(upload.fd_, -1));
-  // Its bytes count as stored from here on (or not at all).
-  Release(tenant, std::exchange(upload.reserved_, 0));
+  // Its reservation is given back once its bytes are stored, or not at all.
+  struct GiveBack {
+    ModelFileStore& store;
+    ModelFileUpload& upload;
+    ~GiveBack() { store.Release(upload.tenant_, std::exchange(upload.reserved_, 0)); }
+  } give_back{*this, upload};
   const auto remove_temp = [&] {
     std::error_code ignored;
     std::filesystem::remove(upload.temp_, ignored);
   };
   // The quota against what the folder holds now (other uploads may have ended meanwhile).
-  const std::uint64_t stored = StoredBesides(tenant, name);
+  const Usage usage = UsageBesides(tenant, name);
+  if (options_.max_files != 0 && usage.files + 1 > options_.max_files) {
+    remove_temp();
+    return ResourceExhausted(
+        fmt::format("the tenant has {} files, its limit; nothing was kept", usage.files));
+  }
   if (options_.tenant_storage_bytes != 0 &&
-      stored + upload.written_ > options_.tenant_storage_bytes) {
+      usage.bytes + upload.written_ > options_.tenant_storage_bytes) {
     remove_temp();
     return ResourceExhausted(fmt::format(
         "the tenant's files would take more than its storage of {} (--tenant-storage); nothing "
@@ -395,7 +445,9 @@ Result<ModelFileStore::Committed> ModelFileStore::Commit(ModelFileUpload& upload
     auto group = options_.reader_group(tenant);
     if (!group.ok()) {
       remove_temp();
-      return group.status();
+      spdlog::error("files: tenant '{}': its functions' group: {}", tenant,
+                    group.status().ToString());
+      return Internal("the node could not store the file");
     }
     gid = *group;
   }
@@ -544,6 +596,19 @@ Status ModelFileStore::Delete(const std::string& tenant, const std::string& name
   }
   std::error_code ignored;
   std::filesystem::remove(DigestPath(tenant, name), ignored);
+  // Folders the file leaves empty go too (a folder that is not empty stays, and ends the walk).
+  std::vector<std::string> emptied = PartsOf(name);
+  emptied.pop_back();
+  while (!emptied.empty()) {
+    std::vector<std::string> parent = emptied;
+    const std::string last = parent.back();
+    parent.pop_back();
+    parent.insert(parent.begin(), tenant);
+    auto above =
+        OpenFolder(options_.data_dir / "models", parent, /*create=*/false, 0, std::nullopt);
+    if (!above.ok() || ::unlinkat(above->get(), last.c_str(), AT_REMOVEDIR) != 0) break;
+    emptied.pop_back();
+  }
   return Status::Ok();
 }
 

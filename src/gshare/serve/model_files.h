@@ -5,7 +5,10 @@
 //                                     the tenant's folder); readable by the tenant's functions
 //   DATA_DIR/uploads/                 bodies on their way in (removed at open: a crash's leftovers)
 //   DATA_DIR/digests/<tenant>/        each file's SHA-256 with the size, time and inode it was
-//                                     taken at (a file changed by hand is hashed again)
+//                                     taken at (a file changed by hand is hashed again), named
+//                                     by the SHA-256 of the file's name
+//
+// uploads/ and models/ must be on one filesystem (a commit is a rename).
 //
 // A name is relative: at most 8 '/'-separated parts of letters, digits, '.', '_' and '-', none
 // empty, none starting with '.', 255 bytes each, 1024 in all (so no "..", no absolute path, and no
@@ -23,9 +26,12 @@
 // mode 0640 and the folders the store creates 0750, in the tenant's group; otherwise 0600 and
 // 0700 (the functions run as the server's uid).
 //
+// Limits: a tenant's storage (bytes), its number of files, and its uploads in progress at once.
+//
 // Threading: every method is thread-safe. BeginUpload and Append are made for an io thread (no
-// work beyond the piece at hand and a walk of the tenant's folder); Commit, List, Find, Delete
-// and RemoveTenant may read or hash whole files and belong on a worker.
+// work beyond the piece at hand and a walk of the tenant's folder, at most max_files entries
+// deep; a body of unknown length walks it again every 8 MiB); Commit (which syncs the file),
+// List, Find, Delete and RemoveTenant may read or hash whole files and belong on a worker.
 #pragma once
 
 #include <sys/types.h>
@@ -52,6 +58,9 @@ struct ModelFileStoreOptions {
   std::uint64_t tenant_storage_bytes = 20ULL << 30;
   // The largest file (413 beyond).
   std::uint64_t max_file_bytes = 4ULL << 30;
+  // Files a tenant may keep, and uploads it may have in progress at once (429 beyond); 0: none.
+  std::uint64_t max_files = 10'000;
+  std::size_t max_uploads = 8;
   // The group of `tenant`'s function processes, which must read its files; nullopt where they run
   // as the server's own uid. Unset: nullopt for every tenant.
   std::function<Result<std::optional<gid_t>>(const std::string& tenant)> reader_group{};
@@ -85,7 +94,7 @@ class ModelFileUpload final : public net::BodySink {
   friend class ModelFileStore;
   struct Hash;
   ModelFileUpload(ModelFileStore& store, std::string tenant, std::string name, int fd,
-                  std::filesystem::path temp, std::uint64_t reserved);
+                  std::filesystem::path temp, std::uint64_t reserved, std::unique_ptr<Hash> hash);
 
   ModelFileStore& store_;
   const std::string tenant_;
@@ -153,8 +162,17 @@ class ModelFileStore {
   bool Reserve(const std::string& tenant, std::uint64_t stored, std::uint64_t bytes)
       EXCLUDES(mutex_);
   void Release(const std::string& tenant, std::uint64_t bytes) EXCLUDES(mutex_);
-  // What `tenant`'s files take on disk, but for its file `name`.
-  std::uint64_t StoredBesides(const std::string& tenant, const std::string& name) const;
+  // What `tenant`'s files take on disk and how many there are (a walk of its folder), all of them
+  // or all but its file `name`.
+  struct Usage {
+    std::uint64_t bytes = 0;
+    std::uint64_t files = 0;
+  };
+  Usage UsageOf(const std::string& tenant) const;
+  Usage UsageBesides(const std::string& tenant, const std::string& name) const;
+  // Counts an upload of `tenant` in progress; false at max_uploads.
+  bool BeginUploadCount(const std::string& tenant) EXCLUDES(mutex_);
+  void EndUpload(const std::string& tenant) EXCLUDES(mutex_);
   // InvalidArgument for a tenant's name that is no single plain part (it names a folder).
   static Status CheckTenant(std::string_view tenant);
   // A file (its name passed CheckName) with its digest: the stored one where it still matches
@@ -166,6 +184,7 @@ class ModelFileStore {
   const ModelFileStoreOptions options_;
   mutable Mutex mutex_;
   std::map<std::string, std::uint64_t> reserved_ GUARDED_BY(mutex_);
+  std::map<std::string, std::size_t> uploads_ GUARDED_BY(mutex_);
   std::uint64_t next_upload_ GUARDED_BY(mutex_) = 0;
 };
 

@@ -230,6 +230,35 @@ TEST_F(ModelFileStoreTest, NoLinkIsFollowed) {
   EXPECT_FALSE(std::filesystem::is_symlink(dir_.path() / "models/alpha/secret"));
 }
 
+TEST_F(ModelFileStoreTest, ALongNameKeepsItsDigestAndLimitsCountFilesAndUploads) {
+  const std::string long_name = std::string(250, 'a') + "/" + std::string(250, 'b');
+  ASSERT_TRUE(Put("alpha", long_name, "abc").ok());
+  EXPECT_EQ(FilesIn(dir_.path() / "digests" / "alpha"), 1u);  // kept, so not hashed again
+  auto found = store_->Find("alpha", long_name);
+  ASSERT_TRUE(found.ok()) << found.status().ToString();
+  EXPECT_EQ(found->sha256, kAbcSha256);
+
+  ModelFileStoreOptions options;
+  options.data_dir = dir_.path();
+  options.max_files = 2;
+  options.max_uploads = 1;
+  auto limited = ModelFileStore::Open(std::move(options));
+  ASSERT_TRUE(limited.ok());
+  store_ = std::move(limited).value();
+  auto second = Put("alpha", "second", "abc");
+  ASSERT_TRUE(second.ok()) << second.status().ToString();
+  EXPECT_EQ(store_->BeginUpload("alpha", "third", 1).status().code(),
+            StatusCode::kResourceExhausted);
+  EXPECT_TRUE(Put("alpha", "second", "abcd").ok());  // a replacement adds no file
+  auto held = store_->BeginUpload("alpha", "second", 1);
+  ASSERT_TRUE(held.ok());
+  EXPECT_EQ(store_->BeginUpload("alpha", "second", 1).status().code(),
+            StatusCode::kResourceExhausted);  // one upload at a time
+  EXPECT_TRUE(store_->BeginUpload("beta", "x", 1).ok());
+  held->reset();
+  EXPECT_TRUE(store_->BeginUpload("alpha", "second", 1).ok());
+}
+
 TEST_F(ModelFileStoreTest, DeleteRemovesTheFileAndAFolderIsNoFile) {
   ASSERT_TRUE(Put("alpha", "nets/a.pt", "abc").ok());
   EXPECT_EQ(Put("alpha", "nets", "abc").status().code(), StatusCode::kFailedPrecondition);
@@ -237,6 +266,10 @@ TEST_F(ModelFileStoreTest, DeleteRemovesTheFileAndAFolderIsNoFile) {
   EXPECT_EQ(store_->Delete("alpha", "nets").code(), StatusCode::kNotFound);
   EXPECT_TRUE(store_->Delete("alpha", "nets/a.pt").ok());
   EXPECT_FALSE(std::filesystem::exists(dir_.path() / "models/alpha/nets/a.pt"));
+  // The folder it left empty went with it: the name is free for a file.
+  EXPECT_FALSE(std::filesystem::exists(dir_.path() / "models/alpha/nets"));
+  ASSERT_TRUE(Put("alpha", "nets", "abc").ok());
+  EXPECT_TRUE(store_->Delete("alpha", "nets").ok());
   EXPECT_EQ(store_->Delete("alpha", "nets/a.pt").code(), StatusCode::kNotFound);
   EXPECT_EQ(FilesIn(dir_.path() / "digests"), 0u);
   ASSERT_TRUE(Put("alpha", "x", "abc").ok());

@@ -252,6 +252,14 @@ constexpr std::string_view kMetricsAdminOnly =
 
 std::optional<net::HttpResponse> Server::CheckHead(net::ServerRequest& head) {
   const std::string_view path = std::string_view(head.target).substr(0, head.target.find('?'));
+  // Only an upload streams (to --max-file); every other body is held, to --max-body, which is
+  // refused here, before any share of the buffers is taken for it.
+  if (!ManagementApi::IsUpload(head.method, head.target) && head.declared_length &&
+      *head.declared_length > options_.http.limits.body_bytes) {
+    return net::JsonErrorResponse(
+        413, fmt::format("a body of {} bytes is larger than the limit of {} (--max-body)",
+                         *head.declared_length, options_.http.limits.body_bytes));
+  }
   if (path == "/metrics") return AdminOnly(head, kMetricsAdminOnly);
   if (path == "/api/v1/node") return AdminOnly(head, kNodeAdminOnly);
   if (ManagementApi::Serves(head.target)) return management_->CheckHead(head);

@@ -17,6 +17,7 @@
 #include <cctype>
 #include <condition_variable>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <functional>
 #include <mutex>
@@ -940,11 +941,132 @@ TEST_F(ServerTest, ATenantUploadsItsFilesAndReadsTheLogOfAFailedDeploy) {
   ASSERT_EQ(log->result_int(), 200) << log->body();
   EXPECT_NE(log->body().find("bad.safetensors"), std::string::npos) << log->body();
   EXPECT_EQ(log->body().find(root), std::string::npos) << log->body();
-  // Another tenant reads none of it.
+  // Another tenant reads none of it, nor does a tenant added later under the name.
   const std::string other = AddTenant("other");
   auto hidden = client_->Send("GET", "/api/v1/functions/broken/logs", other);
   ASSERT_TRUE(hidden);
   EXPECT_EQ(hidden->result_int(), 404);
+  auto removed = client_->Send("DELETE", "/api/v1/tenants/acme", kAdminKey);
+  ASSERT_TRUE(removed);
+  ASSERT_EQ(removed->result_int(), 204) << removed->body();
+  const std::string again = AddTenant("acme");
+  auto gone = client_->Send("GET", "/api/v1/functions/broken/logs", again);
+  ASSERT_TRUE(gone);
+  EXPECT_EQ(gone->result_int(), 404) << gone->body();
+  // Only an upload streams: an inference body past --max-body is 413 at its header.
+  auto large =
+      client_->SendRaw("POST /v2/models/echo/infer HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer " +
+                       again + "\r\nContent-Length: 2097152\r\n\r\n");
+  ASSERT_TRUE(large);
+  EXPECT_EQ(large->result_int(), 413) << large->body();
+}
+
+// Writes a small TorchScript model (two linear layers around a batch norm with set statistics),
+// an input batch and the model's output on it, computed in this Python alone, into `dir`.
+constexpr std::string_view kMakeTorchScript = R"(import sys, torch
+torch.manual_seed(7)
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Linear(16, 8)
+        self.norm = torch.nn.BatchNorm1d(8)
+        self.b = torch.nn.Linear(8, 4)
+    def forward(self, x):
+        return self.b(torch.relu(self.norm(self.a(x))))
+net = Net().eval()
+with torch.no_grad():
+    net.norm.running_mean.uniform_(-1, 1)
+    net.norm.running_var.uniform_(0.5, 2)
+model = torch.jit.script(net)
+model.save(sys.argv[1] + "/net.pt")
+x = torch.rand(3, 16, generator=torch.Generator().manual_seed(3))
+torch.set_num_threads(1)
+with torch.inference_mode():
+    y = model(x)
+open(sys.argv[1] + "/x.bin", "wb").write(x.numpy().tobytes())
+open(sys.argv[1] + "/y.bin", "wb").write(y.numpy().tobytes())
+)";
+
+std::vector<float> ReadFloats(const std::filesystem::path& path) {
+  const std::string bytes = ReadFile(path);
+  std::vector<float> values(bytes.size() / sizeof(float));
+  std::memcpy(values.data(), bytes.data(), values.size() * sizeof(float));
+  return values;
+}
+
+// A tenant's own TorchScript model, uploaded and deployed with `runtime: pytorch`: its answers are
+// the outputs the model gives in a Python of its own, bit for bit, request after request (its
+// parameters live in the function's device memory, which the node switches); a file that is not
+// TorchScript fails the deploy with the loader's words in the answer.
+TEST_F(ServerTest, ATenantsTorchScriptModelAnswersAsItDoesAlone) {
+  const std::string python = GSHARE_TORCH_PYTHON;
+  if (python.empty()) {
+    GTEST_SKIP() << "no Python with PyTorch here (scripts/setup.sh installs python3-torch)";
+  }
+  const auto made = dir_.path() / "made";
+  std::filesystem::create_directories(made);
+  {
+    std::ofstream script(made / "make.py");
+    script << kMakeTorchScript;
+  }
+  ASSERT_EQ(
+      std::system(fmt::format("'{}' '{}' '{}'", python, (made / "make.py").string(), made.string())
+                      .c_str()),
+      0);
+  customize_ = [&](ServerOptions& options) { options.backend.python = python; };
+  Start();
+  const std::string acme = AddTenant("acme");
+  auto stored = client_->Send("PUT", "/api/v1/files/nets/net.pt", acme, ReadFile(made / "net.pt"));
+  ASSERT_TRUE(stored);
+  ASSERT_EQ(stored->result_int(), 201) << stored->body();
+  const std::string spec = R"(name: net
+model_size: 1Mi
+gpu_memory: 16Mi
+exec_latency: 5ms
+slo: 5s
+max_batch: 4
+timeout: 30s
+runtime: pytorch
+model_files: [nets/net.pt]
+inputs: [{name: x, datatype: FP32, shape: [-1, 16]}]
+outputs: [{name: y, datatype: FP32, shape: [-1, 4]}]
+)";
+  Deploy(acme, spec, "net");
+  const std::vector<float> x = ReadFloats(made / "x.bin");
+  const std::vector<float> y = ReadFloats(made / "y.bin");
+  ASSERT_EQ(x.size(), 48u);
+  ASSERT_EQ(y.size(), 12u);
+  const std::string request =
+      nlohmann::json{
+          {"inputs", {{{"name", "x"}, {"datatype", "FP32"}, {"shape", {3, 16}}, {"data", x}}}}}
+          .dump();
+  for (int round = 0; round < 3; ++round) {
+    auto answer = client_->Send("POST", "/v2/models/net/infer", acme, request);
+    ASSERT_TRUE(answer);
+    ASSERT_EQ(answer->result_int(), 200) << answer->body();
+    const nlohmann::json output = Json(answer)["outputs"][0];
+    EXPECT_EQ(output["shape"], nlohmann::json({3, 4}));
+    EXPECT_EQ(output["data"].get<std::vector<float>>(), y) << "round " << round;
+  }
+  // Not finite: refused by the runtime, which goes on serving.
+  auto bad = client_->Send(
+      "POST", "/v2/models/net/infer", acme,
+      R"({"inputs":[{"name":"x","datatype":"FP32","shape":[1,16],"data":[1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,1e39]}]})");
+  ASSERT_TRUE(bad);
+  EXPECT_EQ(bad->result_int(), 400) << bad->body();
+
+  // Not TorchScript: the deploy fails, and its answer carries the loader's words.
+  auto junk = client_->Send("PUT", "/api/v1/files/junk.pt", acme, "not a model");
+  ASSERT_TRUE(junk);
+  ASSERT_EQ(junk->result_int(), 201);
+  std::string broken = spec;
+  broken.replace(broken.find("name: net"), 9, "name: junk");
+  broken.replace(broken.find("nets/net.pt"), 11, "junk.pt");
+  auto failed = client_->Send("POST", "/api/v1/functions", acme, broken);
+  ASSERT_TRUE(failed);
+  EXPECT_NE(failed->result_int(), 201);
+  EXPECT_NE(failed->body().find("not a TorchScript model"), std::string::npos) << failed->body();
+  EXPECT_EQ(failed->body().find(dir_.path().string()), std::string::npos) << failed->body();
 }
 
 // A tenant removed and added again under its name between two looks at the registry is a new

@@ -20,7 +20,10 @@ process goes on), 500 for anything else.
 
 A model is any object with `name`, `version`, `platform`, `inputs` and `outputs` (lists of
 TensorSpec; -1 in a shape is any size) and `infer(inputs)`, which takes {name: Tensor} and
-returns a list of Tensor, raising BadInput or OutOfMemory. This module knows nothing of the model
+returns a list of Tensor, raising BadInput or OutOfMemory. A model whose `raw_tensors` is true
+takes and gives the tensors' bytes (little-endian, row-major) in `Tensor.raw` instead of lists
+in `Tensor.data`: no per-element work in Python (fixed-size datatypes only; an input's floats
+are the model's to check). This module knows nothing of the model
 framework, nor of gShare's checkpoints: a function that uses it is an ordinary process.
 """
 
@@ -73,7 +76,8 @@ class Tensor:
     name: str
     datatype: str
     shape: list
-    data: list  # flat, row-major
+    data: list  # flat, row-major; None where `raw` holds the tensor
+    raw: object = None  # the bytes, for a model with raw_tensors (bytes, bytearray, memoryview)
 
 
 def _reject_constant(text):
@@ -168,8 +172,23 @@ def _binary_elements(raw, datatype, count, where):
     return values
 
 
+def _item_bytes(datatype):
+    return 1 if datatype == "BOOL" else struct.calcsize(_FORMATS[datatype])
+
+
+def _values(tensor):
+    """An output's elements as a list (for a JSON answer)."""
+    if tensor.raw is None:
+        return tensor.data
+    count = len(tensor.raw) // _item_bytes(tensor.datatype)
+    values = list(struct.unpack(f"<{count}{_FORMATS[tensor.datatype]}", tensor.raw))
+    return [v != 0 for v in values] if tensor.datatype == "BOOL" else values
+
+
 def _binary_bytes(tensor):
     """The binary extension's bytes of an output."""
+    if tensor.raw is not None:
+        return bytes(tensor.raw)
     if tensor.datatype == "BYTES":
         parts = []
         for element in tensor.data:
@@ -198,6 +217,7 @@ def parse_infer_request(body, model, json_length=None):
     if not isinstance(message, dict) or not isinstance(message.get("inputs"), list):
         raise BadInput("the request must be a JSON object with an 'inputs' array")
     specs = {spec.name: spec for spec in model.inputs}
+    raw_tensors = getattr(model, "raw_tensors", False)
     inputs = {}
     for entry in message["inputs"]:
         if not isinstance(entry, dict):
@@ -234,11 +254,22 @@ def parse_infer_request(body, model, json_length=None):
             count = 1
             for d in shape:
                 count *= d
+            if raw_tensors:
+                if size != count * _item_bytes(datatype):
+                    raise BadInput(f"{where}: binary_data_size is {size} bytes; its shape takes "
+                                   f"{count * _item_bytes(datatype)}")
+                inputs[name] = Tensor(name, datatype, shape, None, binary[used : used + size])
+                used += size
+                continue
             data = _binary_elements(binary[used : used + size], datatype, count, where)
             used += size
         else:
             data = _flatten(entry.get("data"), shape, where)
             _check_elements(data, datatype, where)
+            if raw_tensors:
+                raw = struct.pack(f"<{len(data)}{_FORMATS[datatype]}", *data)
+                inputs[name] = Tensor(name, datatype, shape, None, raw)
+                continue
         inputs[name] = Tensor(name, datatype, shape, data)
     missing = sorted(set(specs) - set(inputs))
     if missing:
@@ -286,7 +317,7 @@ def infer_response(model, outputs, requested, request_id, binary_output=False):
         response["id"] = request_id
     if not binary_output:
         response["outputs"] = [
-            {"name": o.name, "datatype": o.datatype, "shape": list(o.shape), "data": o.data}
+            {"name": o.name, "datatype": o.datatype, "shape": list(o.shape), "data": _values(o)}
             for o in chosen
         ]
         return response, None
