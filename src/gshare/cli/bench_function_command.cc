@@ -63,29 +63,6 @@ struct BenchFunctionFlags {
   std::vector<std::string> program;
 };
 
-// The program to start: a path as given, or a bare name looked up on PATH as a shell would (the
-// child is started with execve, which does not search).
-Result<std::string> FindProgram(const std::string& name) {
-  if (name.empty()) return InvalidArgument("an empty program name");
-  if (name.find('/') != std::string::npos) return name;
-  const char* path = std::getenv("PATH");
-  std::string_view folders = path != nullptr ? path : "/usr/local/bin:/usr/bin:/bin";
-  while (true) {
-    const std::size_t colon = folders.find(':');
-    const std::string folder(folders.substr(0, colon));
-    const std::filesystem::path candidate =
-        std::filesystem::path(folder.empty() ? "." : folder) / name;
-    std::error_code error;
-    if (::access(candidate.c_str(), X_OK) == 0 &&
-        !std::filesystem::is_directory(candidate, error)) {
-      return candidate.string();
-    }
-    if (colon == std::string_view::npos) break;
-    folders.remove_prefix(colon + 1);
-  }
-  return NotFound(fmt::format("'{}' is not a program on PATH", name));
-}
-
 void Print(const measure::FunctionBenchReport& r, bool json) {
   if (json) {
     const nlohmann::json out = {{"function", r.function},

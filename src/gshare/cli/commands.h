@@ -29,5 +29,6 @@ void AddBenchSwitchCommand(CLI::App& bench, CommandContext& context);     // gsh
 void AddBenchTimesliceCommand(CLI::App& bench, CommandContext& context);  // gshare bench timeslice
 void AddBenchFrontCommand(CLI::App& bench, CommandContext& context);      // gshare bench front
 void AddBenchFunctionCommand(CLI::App& bench, CommandContext& context);   // gshare bench function
+void AddBenchRuntimeCommand(CLI::App& bench, CommandContext& context);    // gshare bench runtime
 
 }  // namespace gshare::cli

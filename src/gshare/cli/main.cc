@@ -78,6 +78,7 @@ int main(int argc, char** argv) {
   gshare::cli::AddBenchTimesliceCommand(*bench, context);
   gshare::cli::AddBenchFrontCommand(*bench, context);
   gshare::cli::AddBenchFunctionCommand(*bench, context);
+  gshare::cli::AddBenchRuntimeCommand(*bench, context);
   // The top level takes no positionals, so a word that names no subcommand is an error at once,
   // before --help is looked at: `gshare optgap --help` fails where optgap is not built. Only the
   // top level is set; each subcommand parses its own arguments as before.

@@ -1,5 +1,10 @@
 #include "gshare/cli/program_folder.h"
 
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <string_view>
 #include <system_error>
 
 namespace gshare {
@@ -11,6 +16,27 @@ Result<std::filesystem::path> ProgramFolder() {
     return IoError("cannot find the gshare program (/proc/self/exe): " + error.message());
   }
   return self.parent_path();
+}
+
+Result<std::string> FindProgram(const std::string& name) {
+  if (name.empty()) return InvalidArgument("an empty program name");
+  if (name.find('/') != std::string::npos) return name;
+  const char* path = std::getenv("PATH");
+  std::string_view folders = path != nullptr ? path : "/usr/local/bin:/usr/bin:/bin";
+  while (true) {
+    const std::size_t colon = folders.find(':');
+    const std::string folder(folders.substr(0, colon));
+    const std::filesystem::path candidate =
+        std::filesystem::path(folder.empty() ? "." : folder) / name;
+    std::error_code error;
+    if (::access(candidate.c_str(), X_OK) == 0 &&
+        !std::filesystem::is_directory(candidate, error)) {
+      return candidate.string();
+    }
+    if (colon == std::string_view::npos) break;
+    folders.remove_prefix(colon + 1);
+  }
+  return NotFound(fmt::format("'{}' is not a program on PATH", name));
 }
 
 }  // namespace gshare

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <filesystem>
+#include <string>
 
 #include "gshare/common/status.h"
 
@@ -13,5 +14,9 @@ namespace gshare {
 
 // IoError naming /proc/self/exe when the kernel does not say where this program is.
 Result<std::filesystem::path> ProgramFolder();
+
+// The program `name`: a path as given, or a bare name looked up on PATH as a shell would (a child
+// started with execve does not search). NotFound when PATH has no such program.
+Result<std::string> FindProgram(const std::string& name);
 
 }  // namespace gshare

@@ -221,6 +221,24 @@ class FunctionBench {
       if (*answer != *reference) report.outputs_identical = false;
       ++report.rounds;
     }
+    std::vector<double> inferences;
+    for (int request = 0; request < options_.requests; ++request) {
+      const int block = options_.request_block > 0 ? options_.request_block : options_.requests;
+      if (request % block == 0 && options_.before_block) options_.before_block();
+      const TimePoint sent = loop_.clock().Now();
+      auto answer = client.Infer(*input, timeout);
+      inferences.push_back(ToSeconds(loop_.clock().Now() - sent) * 1e3);
+      if (!answer.ok()) {
+        return Fail(report, fmt::format("timed inference {}: {}{}", request + 1,
+                                        answer.status().ToString(), LogTail(log_)));
+      }
+      if (*answer != *reference) report.outputs_identical = false;
+      ++report.requests;
+    }
+    if (!inferences.empty()) {
+      report.infer_p50_ms = Median(inferences);
+      report.infer_p90_ms = Percentile(inferences, 90);
+    }
     report.checkpoint_ms = Median(checkpoints);
     report.restore_ms = Median(restores);
     report.restore_copy_ms = Median(restore_copies);

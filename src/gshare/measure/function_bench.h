@@ -14,8 +14,9 @@
 // Once the function answers ready, one inference is the reference; then `repetitions` rounds each
 // checkpoint (timed from the call to its completion), free the slice and let the device return
 // cached memory to the driver, read the driver's free memory, restore onto a new slice (timed) and
-// infer again: the answer must be exactly the reference's. Times are on the node's steady clock;
-// every wait is bounded by `ready_timeout`.
+// infer again: the answer must be exactly the reference's. Then `requests` inferences are timed one
+// after another, each answer again the reference's. Times are on the node's steady clock; every
+// wait is bounded by `ready_timeout`.
 //
 // Threading: RunFunctionBench runs on the calling thread; the node's loop on a thread of its own.
 // Failures are in the report (status "fail" and why), not errors: a report is always returned.
@@ -24,6 +25,7 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -40,6 +42,12 @@ struct FunctionBenchOptions {
   std::vector<std::int64_t> input_shape;  // the FP32 input's; empty: the model's metadata
   std::uint64_t slice_bytes = 4 * kGiB;   // the function's slice (the shim); at most 64 GiB
   int repetitions = 3;
+  // Inferences timed one after another once the rounds are done (the function resident); 0: none.
+  int requests = 0;
+  // Called (on the calling thread) before each block of `request_block` timed inferences, so that
+  // a comparison measured elsewhere alternates with them under the same load; 0: one block.
+  int request_block = 0;
+  std::function<void()> before_block{};
   std::chrono::seconds ready_timeout{600};
   std::vector<std::string> program;                // argv; the program a path
   std::filesystem::path shim_library;              // the CUDA shim, for the shim mechanism on CUDA
@@ -71,6 +79,11 @@ struct FunctionBenchReport {
   std::uint64_t context_bytes = 0;
   bool outputs_identical = false;
   int rounds = 0;
+  // The `requests` timed inferences: each from the request's send to its answer, on the node's
+  // steady clock (the function's socket, no front).
+  int requests = 0;
+  double infer_p50_ms = 0;
+  double infer_p90_ms = 0;
   std::string note;  // what opening the GPUs had to say (a fallback), or empty
 };
 

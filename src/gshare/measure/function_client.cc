@@ -9,20 +9,26 @@
 #include <utility>
 
 #include "gshare/net/unix_http.h"
+#include "gshare/node/process/function_codec.h"
 #include "gshare/protocol/kserve_json.h"
 
 namespace gshare::measure {
 
 Result<FunctionClient::Answer> FunctionClient::Send(std::string method, std::string target,
                                                     std::string body,
-                                                    std::chrono::milliseconds timeout) {
+                                                    std::chrono::milliseconds timeout,
+                                                    std::optional<std::size_t> json_bytes) {
   // Shared: the loop may still be inside set_value when this thread wakes and returns.
   auto answered = std::make_shared<std::promise<Result<net::HttpResponse>>>();
   std::future<Result<net::HttpResponse>> result = answered->get_future();
   net::HttpRequest request{.method = std::move(method),
                            .target = std::move(target),
                            .body = std::move(body),
-                           .content_type = "application/json"};
+                           .content_type = json_bytes ? "application/octet-stream"
+                                                      : "application/json"};
+  if (json_bytes) {
+    request.headers.emplace_back("Inference-Header-Content-Length", std::to_string(*json_bytes));
+  }
   boost::asio::post(loop_, [this, answered, timeout, request = std::move(request)]() mutable {
     net::SendUnixHttpRequest(loop_, socket_path_, std::move(request), timeout, net::HttpLimits{},
                              [answered](Result<net::HttpResponse> response) {
@@ -31,7 +37,8 @@ Result<FunctionClient::Answer> FunctionClient::Send(std::string method, std::str
   });
   auto response = result.get();
   if (!response.ok()) return response.status();
-  return Answer{response->status, std::move(response->body)};
+  return Answer{response->status, std::move(response->body),
+                std::string(net::FindHeader(response->headers, "Inference-Header-Content-Length"))};
 }
 
 Result<bool> FunctionClient::Ready(std::chrono::milliseconds timeout) {
@@ -102,16 +109,18 @@ Result<Tensor> FunctionClient::MakeInput(const std::vector<std::int64_t>& shape_
 
 Result<std::vector<Tensor>> FunctionClient::Infer(const Tensor& input,
                                                   std::chrono::milliseconds timeout) {
+  // As the node sends a batch: the binary tensor form, the answer asked in it too.
   InferRequest request;
   request.inputs.push_back(input);
-  GSHARE_ASSIGN_OR_RETURN(std::string body, SerializeInferRequest(request));
+  GSHARE_ASSIGN_OR_RETURN(FunctionBody body, EncodeFunctionRequest(std::move(request), true));
   GSHARE_ASSIGN_OR_RETURN(Answer answer, Send("POST", fmt::format("/v2/models/{}/infer", model_),
-                                              std::move(body), timeout));
+                                              std::move(body.body), timeout, body.json_bytes));
   if (answer.status != 200) {
     return Internal(fmt::format("model '{}' answered {}: {}", model_, answer.status,
                                 answer.body.substr(0, 400)));
   }
-  GSHARE_ASSIGN_OR_RETURN(InferResponse response, ParseInferResponse(answer.body));
+  GSHARE_ASSIGN_OR_RETURN(InferResponse response,
+                          DecodeFunctionAnswer(answer.body, answer.json_length));
   return std::move(response.outputs);
 }
 

@@ -10,6 +10,7 @@
 #include <boost/asio/io_context.hpp>
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,17 +33,21 @@ class FunctionClient {
   Result<Tensor> MakeInput(const std::vector<std::int64_t>& shape,
                            std::chrono::milliseconds timeout);
 
-  // POST /v2/models/{model}/infer with `input`; the answer's outputs. A status other than 200 is
-  // an error carrying the function's {"error": ...} text.
+  // POST /v2/models/{model}/infer with `input`, in the binary tensor form as the node sends a
+  // batch (the function must speak it: gshare-function and the Python runtimes do); the answer's
+  // outputs. A status other than 200 is an error carrying the function's {"error": ...} text.
   Result<std::vector<Tensor>> Infer(const Tensor& input, std::chrono::milliseconds timeout);
 
  private:
   struct Answer {
     int status = 0;
     std::string body;
+    std::string json_length;  // Inference-Header-Content-Length, where the answer gave one
   };
+  // `json_bytes`: the body is in the binary form, its JSON this long.
   Result<Answer> Send(std::string method, std::string target, std::string body,
-                      std::chrono::milliseconds timeout);
+                      std::chrono::milliseconds timeout,
+                      std::optional<std::size_t> json_bytes = std::nullopt);
 
   boost::asio::io_context& loop_;
   const std::string socket_path_;
