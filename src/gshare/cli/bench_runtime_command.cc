@@ -113,11 +113,12 @@ int Usage(const std::string& message) {
   return 2;
 }
 
-// "name,FP32,-1,d1,d2" from a shape whose first dimension is the batch.
+// "FP32:-1,d1,d2:name" (the runtime's form, node/launch_plan.cc) from a shape whose first
+// dimension is the batch.
 std::string TensorArgument(std::string_view name, const std::vector<std::int64_t>& shape) {
-  std::string text = fmt::format("{},FP32,-1", name);
+  std::string text = "FP32:-1";
   for (std::size_t i = 1; i < shape.size(); ++i) text += fmt::format(",{}", shape[i]);
-  return text;
+  return fmt::format("{}:{}", text, name);
 }
 
 int RunBenchRuntime(const BenchRuntimeFlags& flags) {

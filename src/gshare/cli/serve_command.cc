@@ -236,8 +236,10 @@ Result<serve::ServerOptions> MakeOptions(const ServeFlags& flags) {
                           ParseSize(flags.max_file, "--max-file", kMiB, 1024 * kGiB));
   GSHARE_ASSIGN_OR_RETURN(const std::filesystem::path folder, ProgramFolder());
   options.backend.function_program = folder / "gshare-function";
-  if (flags.python.empty()) return InvalidArgument("--python must name an interpreter");
-  options.backend.python = flags.python;
+  // Resolved now: the node starts programs with execve, which does not search PATH.
+  auto python = FindProgram(flags.python);
+  if (!python.ok()) return InvalidArgument("--python: " + python.status().message());
+  options.backend.python = *python;
   return options;
 }
 

@@ -425,6 +425,18 @@ Status ParseProcessFields(const Where& where, const YAML::Node& item,
       return FieldError(where, spec.inputs.empty() ? "inputs" : "outputs", item["runtime"],
                         "the pytorch runtime needs the model's inputs and outputs declared");
     }
+    for (const auto* tensors : {&spec.inputs, &spec.outputs}) {
+      for (const TensorSpec& tensor : *tensors) {
+        // PyTorch 1.13 has no unsigned integers past 8 bits, and no tensor of strings.
+        const DataType type = tensor.datatype;
+        if (type == DataType::kBytes || type == DataType::kUint16 || type == DataType::kUint32 ||
+            type == DataType::kUint64) {
+          return FieldError(where, tensors == &spec.inputs ? "inputs" : "outputs", item["runtime"],
+                            fmt::format("tensor '{}': the pytorch runtime takes no {}", tensor.name,
+                                        DataTypeName(type)));
+        }
+      }
+    }
   }
   return Status::Ok();
 }

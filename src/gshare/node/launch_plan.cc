@@ -29,21 +29,24 @@ Result<FunctionLaunch> PlanLaunch(const FunctionSpec& spec, const GpuType& gpu,
     command.argv = spec.command;
     command.model = spec.model.empty() ? spec.name : spec.model;
   } else if (spec.runtime == "pytorch") {
-    // The tenant's TorchScript with the tensors its spec declares (the parser checked both).
+    // The tenant's TorchScript with the tensors its spec declares (the parser checked both),
+    // served under the name the node's requests use.
+    command.model = spec.model.empty() ? spec.name : spec.model;
     command.argv = {options.python, PytorchRuntimeProgram(options.function_program).string(),
                     "--model-file", spec.model_files.front(),
-                    "--name",       spec.name,
+                    "--name",       command.model,
                     "--max-batch",  std::to_string(spec.max_batch),
                     "--threads",    std::to_string(spec.threads)};
     for (const auto& [flag, tensors] :
          {std::pair{"--input", &spec.inputs}, std::pair{"--output", &spec.outputs}}) {
       for (const TensorSpec& tensor : *tensors) {
         command.argv.push_back(flag);
-        command.argv.push_back(fmt::format("{},{},{}", tensor.name, DataTypeName(tensor.datatype),
-                                           fmt::join(tensor.shape, ",")));
+        // DATATYPE:dims:name: it starts with a letter (never read as an option), and the name,
+        // last, may hold any character.
+        command.argv.push_back(fmt::format("{}:{}:{}", DataTypeName(tensor.datatype),
+                                           fmt::join(tensor.shape, ","), tensor.name));
       }
     }
-    command.model = spec.model.empty() ? spec.name : spec.model;
   } else if (!spec.runtime.empty()) {
     // Without model files a bundled runtime runs its built-in weights (from the fixed seed).
     command.argv = {options.function_program.string(), "--model", spec.runtime};

@@ -14,7 +14,7 @@ TEST(LaunchPlanTest, ThePytorchRuntimeRunsTheTenantsFileUnderTheNodesPython) {
   auto spec = ParseFunctionEntry(
       "name: net\nmodel_size: 1Mi\ngpu_memory: 16Mi\nexec_latency: 5ms\nmax_batch: 4\n"
       "runtime: pytorch\nthreads: 2\nmodel_files: [/models/acme/net.pt]\n"
-      "inputs: [{name: x, datatype: FP32, shape: [-1, 16]}, {name: m, datatype: INT64, "
+      "inputs: [{name: x, datatype: FP32, shape: [-1, 16]}, {name: '--m: a, b', datatype: INT64, "
       "shape: [-1]}]\noutputs: [{name: y, datatype: FP16, shape: [-1, 4]}]\n",
       "net.yaml", "acme");
   ASSERT_TRUE(spec.ok()) << spec.status().ToString();
@@ -23,12 +23,12 @@ TEST(LaunchPlanTest, ThePytorchRuntimeRunsTheTenantsFileUnderTheNodesPython) {
                             .python = "/usr/bin/python3",
                             .min_instances = 1});
   ASSERT_TRUE(launch.ok()) << launch.status().ToString();
-  EXPECT_EQ(
-      launch->command.argv,
-      (std::vector<std::string>{
-          "/usr/bin/python3", "/opt/gshare/python/gshare_runtime/pytorch_function.py",
-          "--model-file", "/models/acme/net.pt", "--name", "net", "--max-batch", "4", "--threads",
-          "2", "--input", "x,FP32,-1,16", "--input", "m,INT64,-1", "--output", "y,FP16,-1,4"}));
+  EXPECT_EQ(launch->command.argv,
+            (std::vector<std::string>{
+                "/usr/bin/python3", "/opt/gshare/python/gshare_runtime/pytorch_function.py",
+                "--model-file", "/models/acme/net.pt", "--name", "net", "--max-batch", "4",
+                "--threads", "2", "--input", "FP32:-1,16:x", "--input", "INT64:-1:--m: a, b",
+                "--output", "FP16:-1,4:y"}));
   EXPECT_FALSE(launch->command.read_metadata);  // the spec's tensors are the model's
   EXPECT_TRUE(launch->command.batched);
 }

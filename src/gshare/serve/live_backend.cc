@@ -485,6 +485,25 @@ Status LiveBackend::Admit(const FunctionSpec& spec, bool by_admin) const {
         "only; tenants deploy bundled runtimes (runtime: {})",
         spec.name, fmt::join(kBundledRuntimes, ", ")));
   }
+  if (spec.runtime == "pytorch" && !by_admin &&
+      !(::geteuid() == 0 && options_.node.host.distinct_uids)) {
+    // TorchScript is code: it can open files (aten::from_file), so it runs only as a uid of the
+    // tenant's own.
+    return PermissionDenied(fmt::format(
+        "function '{}': the pytorch runtime runs the tenant's TorchScript, which can read files; "
+        "this node runs every function as its own uid, so only the admin may deploy it here",
+        spec.name));
+  }
+  if (spec.runtime == "pytorch") {
+    std::error_code error;
+    const auto library = options_.function_program.parent_path() / "libgshare-fn.so";
+    if (!std::filesystem::exists(library, error)) {
+      spdlog::error("function {}/{}: the function library {} is missing", spec.tenant, spec.name,
+                    library.string());
+      return InvalidArgument(
+          fmt::format("function '{}': runtime 'pytorch' is not installed on this node", spec.name));
+    }
+  }
   if (!spec.runtime.empty()) {
     std::error_code error;
     const std::filesystem::path program = spec.runtime == "pytorch"

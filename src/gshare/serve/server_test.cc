@@ -20,6 +20,7 @@
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -961,8 +962,9 @@ TEST_F(ServerTest, ATenantUploadsItsFilesAndReadsTheLogOfAFailedDeploy) {
   EXPECT_EQ(large->result_int(), 413) << large->body();
 }
 
-// Writes a small TorchScript model (two linear layers around a batch norm with set statistics),
-// an input batch and the model's output on it, computed in this Python alone, into `dir`.
+// Writes a small TorchScript model (two linear layers around a batch norm with set statistics,
+// refusing inputs that sum past 1000), an input batch and the model's output on it, computed in
+// this Python alone, into `dir`.
 constexpr std::string_view kMakeTorchScript = R"(import sys, torch
 torch.manual_seed(7)
 class Net(torch.nn.Module):
@@ -972,6 +974,8 @@ class Net(torch.nn.Module):
         self.norm = torch.nn.BatchNorm1d(8)
         self.b = torch.nn.Linear(8, 4)
     def forward(self, x):
+        if bool(x.sum() > 1000.0):
+            raise RuntimeError("an input too large for this model")
         return self.b(torch.relu(self.norm(self.a(x))))
 net = Net().eval()
 with torch.no_grad():
@@ -1048,12 +1052,37 @@ outputs: [{name: y, datatype: FP32, shape: [-1, 4]}]
     EXPECT_EQ(output["shape"], nlohmann::json({3, 4}));
     EXPECT_EQ(output["data"].get<std::vector<float>>(), y) << "round " << round;
   }
-  // Not finite: refused by the runtime, which goes on serving.
-  auto bad = client_->Send(
+  // The parameters were placed in device memory: the function says so in its log.
+  auto placed = client_->Send("GET", "/api/v1/functions/net/logs", acme);
+  ASSERT_TRUE(placed);
+  EXPECT_NE(placed->body().find("9 parameters and buffers"), std::string::npos) << placed->body();
+  // The model raises: 500 for that request, its words in the log, and the process goes on.
+  std::vector<float> large(16, 100.0f);
+  auto raised = client_->Send(
       "POST", "/v2/models/net/infer", acme,
-      R"({"inputs":[{"name":"x","datatype":"FP32","shape":[1,16],"data":[1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,1e39]}]})");
-  ASSERT_TRUE(bad);
-  EXPECT_EQ(bad->result_int(), 400) << bad->body();
+      nlohmann::json{
+          {"inputs", {{{"name", "x"}, {"datatype", "FP32"}, {"shape", {1, 16}}, {"data", large}}}}}
+          .dump());
+  ASSERT_TRUE(raised);
+  EXPECT_EQ(raised->result_int(), 500) << raised->body();
+  EXPECT_NE(raised->body().find("an input too large for this model"), std::string::npos)
+      << raised->body();
+  // A NaN (the binary form carries one): refused by the runtime.
+  std::vector<float> with_nan(16, 0.5f);
+  with_nan[3] = std::numeric_limits<float>::quiet_NaN();
+  const std::string header =
+      R"({"inputs":[{"name":"x","datatype":"FP32","shape":[1,16],"parameters":{"binary_data_size":64}}]})";
+  auto nan = client_->SendRaw(
+      "POST /v2/models/net/infer HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer " + acme +
+      "\r\nInference-Header-Content-Length: " + std::to_string(header.size()) +
+      "\r\nContent-Length: " + std::to_string(header.size() + 64) + "\r\n\r\n" + header +
+      std::string(reinterpret_cast<const char*>(with_nan.data()), 64));
+  ASSERT_TRUE(nan);
+  EXPECT_EQ(nan->result_int(), 400) << nan->body();
+  auto after = client_->Send("POST", "/v2/models/net/infer", acme, request);
+  ASSERT_TRUE(after);
+  ASSERT_EQ(after->result_int(), 200) << after->body();
+  EXPECT_EQ(Json(after)["outputs"][0]["data"].get<std::vector<float>>(), y);
 
   // Not TorchScript: the deploy fails, and its answer carries the loader's words.
   auto junk = client_->Send("PUT", "/api/v1/files/junk.pt", acme, "not a model");

@@ -495,7 +495,8 @@ def serve(load_model, name, socket_path=None):
     try:
         server.model = load_model()
     except Exception as error:  # noqa: BLE001 (reported, then the process ends: the node sees it)
-        print(f"function: loading the model failed: {type(error).__name__}: {error}",
+        message = " ".join(str(error).split())  # one line: the node quotes the last one
+        print(f"function: loading the model failed: {type(error).__name__}: {message}",
               file=sys.stderr, flush=True)
         stop_serving(1)
     print(f"function: model '{name}' ready on {socket_path}", file=sys.stderr, flush=True)

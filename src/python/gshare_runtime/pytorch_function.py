@@ -5,27 +5,33 @@
                               [--max-batch N] [--threads N] [--device emulated|cuda]
 
 The node starts it for a spec with `runtime: pytorch` (node/launch_plan.cc), with the spec's one
-model file, its tensors (SPEC: "name,DATATYPE,dim,dim,...", -1 for any size, the first dimension
-the batch), max_batch and threads. The model is loaded with torch.jit.load, which reads TorchScript
-only (code and tensors, never arbitrary pickled objects), in eval mode; it runs without autograd
-(inference_mode) on `threads` intra-op threads.
+model file, its tensors (SPEC: "DATATYPE:dim,dim,...:name", -1 for any size, the first dimension
+the batch; the name last, so that it may hold any character), max_batch and threads. The model is
+loaded with torch.jit.load, which reads TorchScript (code and tensors, not arbitrary pickled Python
+objects; TorchScript code may still call file operators such as aten::from_file, so the process's
+uid is what confines it), in eval mode; it runs without autograd (inference_mode) on `threads`
+intra-op threads and one inter-op thread.
 
 On an emulated GPU (the default) the model's parameters and buffers are moved into the function's
 device memory (device.py): the node copies them away when it checkpoints the function and maps them
 back, at the same addresses, when it restores it on any GPU, so the outputs after a restore are the
-bytes they were before. They are frozen (read-only) once placed. The activations of a forward pass
-live in ordinary host memory. With --device cuda the model runs on cuda:0 and the node's switch
-(the allocator shim or the driver's checkpoint) moves it.
+bytes they were before. The activations of a forward pass live in ordinary host memory, and the
+outputs are copied out of the forward before its kernel ends. Tensors the module holds otherwise
+(constants of a frozen module) stay in host memory; the log says how many bytes were placed.
+With --device cuda the model runs on cuda:0 and the node's switch moves it.
 
 Loading checks the model against the spec: one warm-up forward on zeros of the declared shapes
-(batch 1; skipped when another dimension is -1), whose outputs must be as many as the spec's and of
-their datatypes. A load that fails prints why on stderr (the function's log) and exits 1, so the
-deploy fails with the message. At run time an input that is not finite, or a forward that raises,
-answers 400 or 500 for that request and the process goes on.
+(batch 1; skipped when another dimension is -1) must give as many outputs as the spec declares, of
+its datatypes and shapes, and must not change the model's parameters or buffers (a model traced in
+training mode would); then the parameters are frozen read-only. A load that fails prints why on one
+line of stderr (the function's log) and exits 1, so the deploy fails with the message. At run time
+an input that is not finite is 400; a forward that raises, or outputs that do not match the spec,
+are 500 for that request, logged, and the process goes on.
 """
 
 import argparse
 import ctypes
+import faulthandler
 import os
 import sys
 import warnings
@@ -35,20 +41,30 @@ from gshare_runtime import kserve_unix  # noqa: E402
 
 MAX_THREADS = 64
 DATATYPES = ("BOOL", "UINT8", "INT8", "INT16", "INT32", "INT64", "FP16", "FP32", "FP64")
+
+
+class ModelError(RuntimeError):
+    """The model misbehaved on a request (raised, or gave outputs the spec does not declare):
+    answered 500 and logged; the process goes on."""
+
+
+def one_line(text):
+    """A message on one line (a TorchScript error spans several)."""
+    return " ".join(str(text).split())
 ALIGNMENT = 256  # the device allocator's
 
 
 def parse_tensor(text):
-    """A TensorSpec from "name,DATATYPE,dim,dim,..."."""
-    parts = text.split(",")
-    if len(parts) < 2 or not parts[0]:
-        raise argparse.ArgumentTypeError(f"'{text}' is not name,DATATYPE,dim,...")
-    name, datatype = parts[0], parts[1]
+    """A TensorSpec from "DATATYPE:dim,dim,...:name"."""
+    parts = text.split(":", 2)
+    if len(parts) != 3 or not parts[2]:
+        raise argparse.ArgumentTypeError(f"'{text}' is not DATATYPE:dims:name")
+    datatype, dims, name = parts
     if datatype not in DATATYPES:
         raise argparse.ArgumentTypeError(
             f"tensor '{name}': the pytorch runtime takes {', '.join(DATATYPES)}, not {datatype}")
     try:
-        shape = [int(d) for d in parts[2:]]
+        shape = [int(d) for d in dims.split(",")]
     except ValueError:
         raise argparse.ArgumentTypeError(f"tensor '{name}': a dimension is not a number") from None
     if not shape or any(d < -1 for d in shape):
@@ -61,9 +77,9 @@ def parse_args(argv):
     parser.add_argument("--model-file", required=True, help="the TorchScript file")
     parser.add_argument("--name", required=True, help="the function's name")
     parser.add_argument("--input", action="append", type=parse_tensor, required=True,
-                        dest="inputs", help="name,DATATYPE,dims (repeated)")
+                        dest="inputs", help="DATATYPE:dims:name (repeated)")
     parser.add_argument("--output", action="append", type=parse_tensor, required=True,
-                        dest="outputs", help="name,DATATYPE,dims (repeated)")
+                        dest="outputs", help="DATATYPE:dims:name (repeated)")
     parser.add_argument("--max-batch", type=int, default=1)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--device", choices=("emulated", "cuda"), default="emulated")
@@ -93,48 +109,83 @@ class TorchScriptModel:
             "FP16": torch.float16, "FP32": torch.float32, "FP64": torch.float64,
         }
         torch.set_num_threads(args.threads)
+        try:
+            torch.set_num_interop_threads(1)
+        except RuntimeError:
+            pass  # already set: inter-op work ran before
         target = "cuda:0" if device is None else "cpu"
         try:
             module = torch.jit.load(args.model_file, map_location=target)
         except Exception as error:  # noqa: BLE001 (the loader's message is the tenant's answer)
             raise ValueError(f"{os.path.basename(args.model_file)} is not a TorchScript model "
-                             f"torch.jit.load reads: {error}") from None
+                             f"torch.jit.load reads: {one_line(error)}") from None
         module.eval()
         self._module = module
+        tensors = self._state()
         if device is not None:
-            self._place_in_device_memory()
+            self._place_in_device_memory(tensors)
+        versions = [t._version for t in tensors]
         self._warm_up()
+        if any(t._version != v for t, v in zip(tensors, versions)):
+            raise ValueError("the model writes its own parameters or buffers in a forward pass "
+                             "(traced or scripted in training mode?): save it in eval mode")
+        if device is not None:
+            device.freeze()
 
-    def _place_in_device_memory(self):
-        """Moves every parameter and buffer into one allocation of device memory, then freezes
-        it: from here on the node's checkpoints and restores carry them."""
-        torch = self._torch
+    def _state(self):
+        """The module's parameters and buffers, each tensor once."""
         tensors, seen = [], set()
-        for _, tensor in list(self._module.named_parameters()) + list(self._module.named_buffers()):
-            if tensor is None or tensor.data_ptr() in seen or tensor.numel() == 0:
+        for _, tensor in list(self._module.named_parameters()) + \
+                list(self._module.named_buffers()):
+            if tensor is None or id(tensor) in seen:
                 continue
-            seen.add(tensor.data_ptr())
+            seen.add(id(tensor))
             tensors.append(tensor)
-        sizes = [t.numel() * t.element_size() for t in tensors]
-        offsets, total = [], 0
-        for size in sizes:
-            offsets.append(total)
-            total += (size + ALIGNMENT - 1) // ALIGNMENT * ALIGNMENT
+        return tensors
+
+    def _place_in_device_memory(self, tensors):
+        """Moves every parameter and buffer into one allocation of device memory: from here on
+        the node's checkpoints and restores carry them. Tensors that share storage (tied weights)
+        share their place."""
+        torch = self._torch
+        storages = {}  # data_ptr of the storage -> (offset in the allocation, bytes)
+        total = 0
+        for tensor in tensors:
+            if tensor.numel() == 0:
+                continue
+            storage = tensor.untyped_storage() if hasattr(tensor, "untyped_storage") \
+                else tensor.storage().untyped()
+            key = storage.data_ptr()
+            if key not in storages:
+                storages[key] = (total, storage.nbytes())
+                total += (storage.nbytes() + ALIGNMENT - 1) // ALIGNMENT * ALIGNMENT
         if total == 0:
+            print("function: warning: the model has no parameters or buffers to place in device "
+                  "memory (a frozen module keeps its weights as constants, in host memory)",
+                  file=sys.stderr, flush=True)
             return
         base = self._device.allocate(total, "the model's parameters and buffers")
 
         def place():
-            for tensor, size, offset in zip(tensors, sizes, offsets):
-                buffer = (ctypes.c_char * size).from_address(base + offset)
-                view = torch.frombuffer(buffer, dtype=tensor.dtype,
-                                        count=tensor.numel()).view(tensor.shape)
-                view.copy_(tensor.detach().contiguous())
-                tensor.data = view
+            views = {}
+            for key, (offset, nbytes) in storages.items():
+                buffer = (ctypes.c_char * nbytes).from_address(base + offset)
+                views[key] = torch.frombuffer(buffer, dtype=torch.uint8, count=nbytes)
+            for key, (offset, nbytes) in storages.items():
+                original = (ctypes.c_char * nbytes).from_address(key)
+                views[key].copy_(torch.frombuffer(original, dtype=torch.uint8, count=nbytes))
+            for tensor in tensors:
+                if tensor.numel() == 0:
+                    continue
+                storage = tensor.untyped_storage() if hasattr(tensor, "untyped_storage") \
+                    else tensor.storage().untyped()
+                raw = views[storage.data_ptr()]
+                typed = raw.view(tensor.dtype)
+                tensor.data = typed.as_strided(tensor.shape, tensor.stride(),
+                                               tensor.storage_offset())
 
         self._device.launch(place)
         self._device.end_work()
-        self._device.freeze()
         print(f"function: {len(tensors)} parameters and buffers ({total} bytes) in device memory",
               file=sys.stderr, flush=True)
 
@@ -147,21 +198,26 @@ class TorchScriptModel:
         if self._device is None:
             args = [a.to("cuda:0") for a in args]
         try:
-            self._outputs_of(self._forward(args), batch=1)
-        except kserve_unix.BadInput as error:
+            self._run(args, batch=1)
+        except ModelError as error:
             raise ValueError(f"the model does not match the spec: {error}") from None
-        except Exception as error:  # noqa: BLE001
-            raise ValueError(f"the model does not run on the spec's inputs: "
-                             f"{type(error).__name__}: {error}") from None
 
-    def _forward(self, args):
+    def _run(self, args, batch):
+        """The forward and its outputs copied out, inside one kernel: nothing of device memory
+        is read once the kernel has ended (an output may be a view of a parameter)."""
+        torch = self._torch
         result = []
 
         def kernel():
-            with self._torch.inference_mode():
-                result.append(self._module(*args))
+            try:
+                with torch.inference_mode():
+                    outputs = self._module(*args)
+            except Exception as error:  # noqa: BLE001 (the model's own failure)
+                raise ModelError(f"the model raised {type(error).__name__}: "
+                                 f"{one_line(error)}") from None
+            result.extend(self._outputs_of(outputs, batch))
             if self._device is None:
-                self._torch.cuda.synchronize()
+                torch.cuda.synchronize()
 
         if self._device is None:
             kernel()
@@ -170,37 +226,37 @@ class TorchScriptModel:
                 self._device.launch(kernel)
             finally:
                 self._device.end_work()
-        return result[0]
+        return result
 
     def _outputs_of(self, result, batch):
-        """The forward's result as the spec's outputs: a tensor, a tuple or list of them in the
-        spec's order, or a dict by name."""
+        """The forward's result as the spec's outputs (a tensor, a tuple or list of them in the
+        spec's order, or a dict by name), each copied to fresh host memory."""
         torch = self._torch
         if isinstance(result, torch.Tensor):
             result = [result]
         if isinstance(result, dict):
             missing = [s.name for s in self.outputs if s.name not in result]
             if missing:
-                raise kserve_unix.BadInput(f"the model gave no output '{missing[0]}'")
+                raise ModelError(f"the model gave no output '{missing[0]}'")
             result = [result[s.name] for s in self.outputs]
         if not isinstance(result, (list, tuple)) or len(result) != len(self.outputs):
             count = len(result) if isinstance(result, (list, tuple)) else 1
-            raise kserve_unix.BadInput(
+            raise ModelError(
                 f"the model gave {count} output(s), the spec declares {len(self.outputs)}")
         tensors = []
         for spec, tensor in zip(self.outputs, result):
             if not isinstance(tensor, torch.Tensor):
-                raise kserve_unix.BadInput(f"output '{spec.name}' is not a tensor")
+                raise ModelError(f"output '{spec.name}' is not a tensor")
             if tensor.dtype != self._dtypes[spec.datatype]:
-                raise kserve_unix.BadInput(
+                raise ModelError(
                     f"output '{spec.name}' is {tensor.dtype}, the spec declares {spec.datatype}")
             shape = list(tensor.shape)
             if (len(shape) != len(spec.shape) or shape[0] != batch or
                     any(want not in (-1, got) for want, got in zip(spec.shape[1:], shape[1:]))):
-                raise kserve_unix.BadInput(
+                raise ModelError(
                     f"output '{spec.name}' has shape {shape}, the spec declares {spec.shape} "
                     f"(batch {batch})")
-            tensors.append((spec, tensor.detach().to("cpu").contiguous()))
+            tensors.append((spec, tensor.detach().to("cpu").contiguous().clone()))
         return tensors
 
     def infer(self, inputs):
@@ -208,20 +264,20 @@ class TorchScriptModel:
         args, batch = [], None
         for spec in self.inputs:
             given = inputs[spec.name]
-            tensor = torch.frombuffer(given.raw, dtype=self._dtypes[spec.datatype]) \
-                if len(given.raw) else torch.empty(0, dtype=self._dtypes[spec.datatype])
+            dtype = self._dtypes[spec.datatype]
+            tensor = torch.frombuffer(given.raw, dtype=dtype) if len(given.raw) \
+                else torch.empty(0, dtype=dtype)
             tensor = tensor.reshape(given.shape)
             if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
                 raise kserve_unix.BadInput(f"input '{spec.name}' has a NaN or an infinity")
+            if dtype == torch.bool and len(given.raw) and max(given.raw) > 1:
+                raise kserve_unix.BadInput(f"input '{spec.name}': a BOOL byte is neither 0 nor 1")
             if batch is None:
                 batch = given.shape[0]
             elif given.shape[0] != batch:
                 raise kserve_unix.BadInput("the inputs' first dimensions (the batch) differ")
             args.append(tensor if self._device is not None else tensor.to("cuda:0"))
-        if batch > self.max_batch:
-            raise kserve_unix.BadInput(f"a batch of {batch}; the function takes at most "
-                                       f"{self.max_batch}")
-        outputs = self._outputs_of(self._forward(args), batch)
+        outputs = self._run(args, batch)  # a ModelError is a 500, which kserve_unix logs
         return [kserve_unix.Tensor(spec.name, spec.datatype, list(tensor.shape), None,
                                    tensor.numpy().tobytes())
                 for spec, tensor in outputs]
@@ -229,6 +285,8 @@ class TorchScriptModel:
 
 def main(argv):
     args = parse_args(argv)
+
+    faulthandler.enable()  # a crash (a write to frozen memory, say) leaves its trace in the log
 
     def load():
         # torch.frombuffer warns on read-only buffers (a request's bytes); the tensors made from

@@ -44,6 +44,9 @@ Status FromHttp(int status, const std::string& body) {
   message = fmt::format("the function answered {}: {}", status, message);
   if (status == 507) return ResourceExhausted(message);
   if (status == 400) return InvalidArgument(message);
+  // The function's own failure on this request (its model raised): 500 to the caller, who may
+  // ask again; the process goes on.
+  if (status == 500) return Internal(message);
   return Unavailable(message);
 }
 
