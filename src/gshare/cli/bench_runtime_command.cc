@@ -37,6 +37,7 @@
 #include "gshare/measure/function_bench.h"
 #include "gshare/measure/function_client.h"
 #include "gshare/measure/stats.h"
+#include "gshare/node/launch_plan.h"
 
 extern char** environ;
 
@@ -160,13 +161,14 @@ int RunBenchRuntime(const BenchRuntimeFlags& flags) {
     in_process_times.insert(in_process_times.end(), times->begin(), times->end());
   };
   options.slice_bytes = 4 * kGiB;
-  options.program = {*python,        (runtime / "pytorch_function.py").string(),
-                     "--model-file", model_file.string(),
-                     "--name",       "bench",
-                     "--max-batch",  std::to_string(input_shape->front()),
-                     "--threads",    std::to_string(flags.threads),
-                     "--input",      TensorArgument("input", *input_shape),
-                     "--output",     TensorArgument("output", *output_shape)};
+  options.program = {
+      *python,        PythonRuntimeProgram(*folder / "gshare-function", "pytorch").string(),
+      "--model-file", model_file.string(),
+      "--name",       "bench",
+      "--max-batch",  std::to_string(input_shape->front()),
+      "--threads",    std::to_string(flags.threads),
+      "--input",      TensorArgument("input", *input_shape),
+      "--output",     TensorArgument("output", *output_shape)};
   auto devices = MakeDeviceOptions("emulated", flags.emulated, flags.link_bandwidth);
   if (!devices.ok()) return Usage(devices.status().ToString());
   const double link = devices->emulated.front().link_bytes_per_second;

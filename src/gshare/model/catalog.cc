@@ -415,25 +415,31 @@ Status ParseProcessFields(const Where& where, const YAML::Node& item,
                         fmt::format("must be between 1 and {}", kMaxRuntimeThreads));
     }
   }
-  if (spec.runtime == "pytorch") {
-    // The model is the tenant's file; what it takes and gives, the spec's.
-    if (spec.model_files.size() != 1) {
+  if (IsTenantCodeRuntime(spec.runtime)) {
+    // The model is the tenant's files; what it takes and gives, the spec's.
+    if (spec.runtime == "pytorch" && spec.model_files.size() != 1) {
       return FieldError(where, "model_files", item["runtime"],
                         "the pytorch runtime takes exactly one model file (its TorchScript)");
     }
+    if (spec.runtime == "python" &&
+        (spec.model_files.empty() || !spec.model_files.front().ends_with(".py"))) {
+      return FieldError(where, "model_files", item["runtime"],
+                        "the python runtime's first model file is its handler, a .py file");
+    }
     if (spec.inputs.empty() || spec.outputs.empty()) {
       return FieldError(where, spec.inputs.empty() ? "inputs" : "outputs", item["runtime"],
-                        "the pytorch runtime needs the model's inputs and outputs declared");
+                        fmt::format("the {} runtime needs the model's inputs and outputs declared",
+                                    spec.runtime));
     }
     for (const auto* tensors : {&spec.inputs, &spec.outputs}) {
       for (const TensorSpec& tensor : *tensors) {
-        // PyTorch 1.13 has no unsigned integers past 8 bits, and no tensor of strings.
+        // PyTorch 1.13 has no unsigned integers past 8 bits, and neither runtime takes strings.
         const DataType type = tensor.datatype;
         if (type == DataType::kBytes || type == DataType::kUint16 || type == DataType::kUint32 ||
             type == DataType::kUint64) {
           return FieldError(where, tensors == &spec.inputs ? "inputs" : "outputs", item["runtime"],
-                            fmt::format("tensor '{}': the pytorch runtime takes no {}", tensor.name,
-                                        DataTypeName(type)));
+                            fmt::format("tensor '{}': the {} runtime takes no {}", tensor.name,
+                                        spec.runtime, DataTypeName(type)));
         }
       }
     }

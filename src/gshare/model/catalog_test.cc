@@ -563,7 +563,7 @@ TEST(CatalogProcessTest, CommandAndRuntimeErrors) {
   EXPECT_NE(ProcessErrorOf(many + "]\n").find("command: has 257 items; at most 256"),
             std::string::npos);
   EXPECT_NE(ProcessErrorOf("    runtime: resnet\n")
-                .find("runtime: unknown runtime 'resnet' (bundled: mlp, cnn, echo, pytorch)"),
+                .find("runtime: unknown runtime 'resnet' (bundled: mlp, cnn, echo, pytorch, python)"),
             std::string::npos);
   EXPECT_NE(ProcessErrorOf("    runtime: [mlp]\n").find("runtime: expected a single value"),
             std::string::npos);
@@ -807,6 +807,27 @@ TEST(CatalogTest, APytorchFunctionNamesItsOneFileAndItsTensors) {
             std::string::npos);
   EXPECT_NE(error("model_files: [/m/net.pt]\nthreads: 65\n" + std::string(kTensors))
                 .find("threads: must be between 1 and 64"),
+            std::string::npos);
+  // The python runtime's first model file is its handler.
+  constexpr std::string_view kPythonHead =
+      "name: h\nmodel_size: 1Mi\nexec_latency: 5ms\nruntime: python\n";
+  EXPECT_TRUE(ParseFunctionEntry(std::string(kPythonHead) +
+                                     "model_files: [/m/handler.py, /m/w.npy]\n" +
+                                     std::string(kTensors),
+                                 "f.yaml")
+                  .ok());
+  auto not_py = ParseFunctionEntry(
+      std::string(kPythonHead) + "model_files: [/m/w.npy, /m/handler.py]\n" + std::string(kTensors),
+      "f.yaml");
+  ASSERT_FALSE(not_py.ok());
+  EXPECT_NE(not_py.status().message().find("its handler, a .py file"), std::string::npos);
+  auto strings = ParseFunctionEntry(
+      std::string(kPythonHead) + "model_files: [/m/handler.py]\n" +
+          "inputs: [{name: x, datatype: BYTES, shape: [-1]}]\n"
+          "outputs: [{name: y, datatype: FP32, shape: [-1, 4]}]\n",
+      "f.yaml");
+  ASSERT_FALSE(strings.ok());
+  EXPECT_NE(strings.status().message().find("the python runtime takes no BYTES"),
             std::string::npos);
   // Without a process, threads means nothing.
   auto simulated =

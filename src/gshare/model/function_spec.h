@@ -77,10 +77,15 @@ struct FunctionSpec {
 
 // The example runtimes shipped with gshare that a spec may name as `runtime`: the node knows
 // where their programs and model files are (examples/).
-// The example runtimes (mlp, cnn, echo: gshare-function) and the tenants' own models' runtime
-// (pytorch: a TorchScript file, the one model file, with the tensors its spec declares).
-inline constexpr std::array<std::string_view, 4> kBundledRuntimes = {"mlp", "cnn", "echo",
-                                                                     "pytorch"};
+// The example runtimes (mlp, cnn, echo: gshare-function) and the tenants' own models' runtimes
+// (pytorch: a TorchScript file, the one model file; python: a handler, the first model file;
+// both with the tensors their spec declares).
+inline constexpr std::array<std::string_view, 5> kBundledRuntimes = {"mlp", "cnn", "echo",
+                                                                     "pytorch", "python"};
+// Whether `runtime` runs the tenant's own model (code: TorchScript or Python).
+inline bool IsTenantCodeRuntime(std::string_view runtime) {
+  return runtime == "pytorch" || runtime == "python";
+}
 inline constexpr int kMaxRuntimeThreads = 64;
 
 // Per-request run timeout when a spec gives none, and the largest one it may give. The default

@@ -28,15 +28,21 @@ Result<FunctionLaunch> PlanLaunch(const FunctionSpec& spec, const GpuType& gpu,
   if (!spec.command.empty()) {
     command.argv = spec.command;
     command.model = spec.model.empty() ? spec.name : spec.model;
-  } else if (spec.runtime == "pytorch") {
-    // The tenant's TorchScript with the tensors its spec declares (the parser checked both),
-    // served under the name the node's requests use.
+  } else if (IsTenantCodeRuntime(spec.runtime)) {
+    // The tenant's TorchScript, or its handler, with the tensors its spec declares (the parser
+    // checked them), served under the name the node's requests use.
     command.model = spec.model.empty() ? spec.name : spec.model;
-    command.argv = {options.python, PytorchRuntimeProgram(options.function_program).string(),
-                    "--model-file", spec.model_files.front(),
-                    "--name",       command.model,
-                    "--max-batch",  std::to_string(spec.max_batch),
-                    "--threads",    std::to_string(spec.threads)};
+    const bool pytorch = spec.runtime == "pytorch";
+    command.argv = {options.python,
+                    PythonRuntimeProgram(options.function_program, spec.runtime).string(),
+                    pytorch ? "--model-file" : "--handler",
+                    spec.model_files.front(),
+                    "--name",
+                    command.model,
+                    "--max-batch",
+                    std::to_string(spec.max_batch),
+                    "--threads",
+                    std::to_string(spec.threads)};
     for (const auto& [flag, tensors] :
          {std::pair{"--input", &spec.inputs}, std::pair{"--output", &spec.outputs}}) {
       for (const TensorSpec& tensor : *tensors) {
@@ -62,6 +68,10 @@ Result<FunctionLaunch> PlanLaunch(const FunctionSpec& spec, const GpuType& gpu,
   }
   command.env = spec.env;
   command.working_dir = spec.working_dir;
+  if (spec.runtime == "python" && command.working_dir.empty()) {
+    // The handler reads the files beside it by their names.
+    command.working_dir = std::filesystem::path(spec.model_files.front()).parent_path().string();
+  }
   command.name = spec.name;
   command.tenant = spec.tenant;
   command.memory_max_bytes = spec.host_memory_bytes;
@@ -72,8 +82,10 @@ Result<FunctionLaunch> PlanLaunch(const FunctionSpec& spec, const GpuType& gpu,
   return launch;
 }
 
-std::filesystem::path PytorchRuntimeProgram(const std::filesystem::path& function_program) {
-  return function_program.parent_path() / "python" / "gshare_runtime" / "pytorch_function.py";
+std::filesystem::path PythonRuntimeProgram(const std::filesystem::path& function_program,
+                                           std::string_view runtime) {
+  return function_program.parent_path() / "python" / "gshare_runtime" /
+         (std::string(runtime) + "_function.py");
 }
 
 }  // namespace gshare

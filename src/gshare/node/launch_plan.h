@@ -27,8 +27,9 @@ struct LaunchPlanOptions {
   int min_instances = 0;
 };
 
-// The pytorch runtime's program, beside `function_program`.
-std::filesystem::path PytorchRuntimeProgram(const std::filesystem::path& function_program);
+// The program of a Python runtime (pytorch, python), beside `function_program`.
+std::filesystem::path PythonRuntimeProgram(const std::filesystem::path& function_program,
+                                           std::string_view runtime);
 
 // InvalidArgument naming the function when it cannot run here: neither runtime nor command, a
 // GPU memory larger than a GPU of the node, a spec that does not resolve for `gpu`.

@@ -485,30 +485,31 @@ Status LiveBackend::Admit(const FunctionSpec& spec, bool by_admin) const {
         "only; tenants deploy bundled runtimes (runtime: {})",
         spec.name, fmt::join(kBundledRuntimes, ", ")));
   }
-  if (spec.runtime == "pytorch" && !by_admin &&
+  if (IsTenantCodeRuntime(spec.runtime) && !by_admin &&
       !(::geteuid() == 0 && options_.node.host.distinct_uids)) {
-    // TorchScript is code: it can open files (aten::from_file), so it runs only as a uid of the
-    // tenant's own.
+    // TorchScript and a handler are code (TorchScript can open files: aten::from_file), which
+    // runs only as a uid of the tenant's own.
     return PermissionDenied(fmt::format(
-        "function '{}': the pytorch runtime runs the tenant's TorchScript, which can read files; "
-        "this node runs every function as its own uid, so only the admin may deploy it here",
-        spec.name));
+        "function '{}': the {} runtime runs the tenant's code; this node runs every function as "
+        "its own uid, so only the admin may deploy it here",
+        spec.name, spec.runtime));
   }
-  if (spec.runtime == "pytorch") {
+  if (IsTenantCodeRuntime(spec.runtime)) {
     std::error_code error;
     const auto library = options_.function_program.parent_path() / "libgshare-fn.so";
     if (!std::filesystem::exists(library, error)) {
       spdlog::error("function {}/{}: the function library {} is missing", spec.tenant, spec.name,
                     library.string());
-      return InvalidArgument(
-          fmt::format("function '{}': runtime 'pytorch' is not installed on this node", spec.name));
+      return InvalidArgument(fmt::format(
+          "function '{}': runtime '{}' is not installed on this node", spec.name, spec.runtime));
     }
   }
   if (!spec.runtime.empty()) {
     std::error_code error;
-    const std::filesystem::path program = spec.runtime == "pytorch"
-                                              ? PytorchRuntimeProgram(options_.function_program)
-                                              : options_.function_program;
+    const std::filesystem::path program =
+        IsTenantCodeRuntime(spec.runtime)
+            ? PythonRuntimeProgram(options_.function_program, spec.runtime)
+            : options_.function_program;
     if (!std::filesystem::exists(program, error)) {
       spdlog::error("function {}/{}: the runtime's program {} is missing", spec.tenant, spec.name,
                     program.string());

@@ -1098,6 +1098,83 @@ outputs: [{name: y, datatype: FP32, shape: [-1, 4]}]
   EXPECT_EQ(failed->body().find(dir_.path().string()), std::string::npos) << failed->body();
 }
 
+// A tenant's Python handler (runtime: python), with a data file beside it: its answers are what its
+// predict computes; a predict that raises is 500 with its words and the function goes on; a
+// handler that does not import fails the deploy with Python's words.
+TEST_F(ServerTest, ATenantsPythonHandlerServesWhatItPredicts) {
+  const std::string python = GSHARE_TORCH_PYTHON;
+  if (python.empty()) {
+    GTEST_SKIP() << "no Python with PyTorch and numpy here (scripts/setup.sh installs them)";
+  }
+  customize_ = [&](ServerOptions& options) { options.backend.python = python; };
+  Start();
+  const std::string acme = AddTenant("acme");
+  const std::string handler = R"(import numpy as np
+
+
+class Model:
+    def load(self):
+        with open("offset.txt") as f:
+            self.offset = np.float32(f.read())
+
+    def predict(self, inputs):
+        x = inputs["x"]
+        if x[0, 0] < -1000:
+            raise ValueError("a first value below -1000")
+        return {"y": (x * 2 + self.offset).astype(np.float32)}
+)";
+  for (const auto& [name, content] : {std::pair<std::string, std::string>{"h/handler.py", handler},
+                                      {"h/offset.txt", "0.5"},
+                                      {"bad/handler.py", "def predict(:\n"}}) {
+    auto stored = client_->Send("PUT", "/api/v1/files/" + name, acme, content);
+    ASSERT_TRUE(stored);
+    ASSERT_EQ(stored->result_int(), 201) << stored->body();
+  }
+  const std::string spec = R"(name: doubler
+model_size: 1Mi
+gpu_memory: 8Mi
+exec_latency: 5ms
+slo: 5s
+max_batch: 4
+timeout: 30s
+runtime: python
+model_files: [h/handler.py, h/offset.txt]
+inputs: [{name: x, datatype: FP32, shape: [-1, 3]}]
+outputs: [{name: y, datatype: FP32, shape: [-1, 3]}]
+)";
+  Deploy(acme, spec, "doubler");
+  const auto infer = [&](std::vector<float> x) {
+    return client_->Send(
+        "POST", "/v2/models/doubler/infer", acme,
+        nlohmann::json{
+            {"inputs", {{{"name", "x"}, {"datatype", "FP32"}, {"shape", {1, 3}}, {"data", x}}}}}
+            .dump());
+  };
+  auto answer = infer({1.0f, 2.0f, -3.0f});
+  ASSERT_TRUE(answer);
+  ASSERT_EQ(answer->result_int(), 200) << answer->body();
+  EXPECT_EQ(Json(answer)["outputs"][0]["data"].get<std::vector<float>>(),
+            (std::vector<float>{2.5f, 4.5f, -5.5f}));
+  auto raised = infer({-2000.0f, 0.0f, 0.0f});
+  ASSERT_TRUE(raised);
+  EXPECT_EQ(raised->result_int(), 500) << raised->body();
+  EXPECT_NE(raised->body().find("a first value below -1000"), std::string::npos) << raised->body();
+  auto again = infer({0.0f, 0.0f, 1.0f});
+  ASSERT_TRUE(again);
+  ASSERT_EQ(again->result_int(), 200) << again->body();
+  EXPECT_EQ(Json(again)["outputs"][0]["data"].get<std::vector<float>>(),
+            (std::vector<float>{0.5f, 0.5f, 2.5f}));
+
+  std::string broken = spec;
+  broken.replace(broken.find("name: doubler"), 13, "name: broken");
+  broken.replace(broken.find("[h/handler.py, h/offset.txt]"), 28, "[bad/handler.py]");
+  auto failed = client_->Send("POST", "/api/v1/functions", acme, broken);
+  ASSERT_TRUE(failed);
+  EXPECT_NE(failed->result_int(), 201);
+  EXPECT_NE(failed->body().find("SyntaxError"), std::string::npos) << failed->body();
+  EXPECT_EQ(failed->body().find(dir_.path().string()), std::string::npos) << failed->body();
+}
+
 // A tenant removed and added again under its name between two looks at the registry is a new
 // tenant: the old one's function stops, its key is refused, and the new key works.
 TEST_F(ServerTest, ATenantRemovedAndAddedAgainBesideTheServerIsANewTenant) {

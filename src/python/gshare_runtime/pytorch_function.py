@@ -29,7 +29,6 @@ an input that is not finite is 400; a forward that raises, or outputs that do no
 are 500 for that request, logged, and the process goes on.
 """
 
-import argparse
 import ctypes
 import faulthandler
 import os
@@ -37,57 +36,17 @@ import sys
 import warnings
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from gshare_runtime import kserve_unix  # noqa: E402
+from gshare_runtime import kserve_unix, runtime_args  # noqa: E402
+from gshare_runtime.runtime_args import ModelError, one_line  # noqa: E402
 
-MAX_THREADS = 64
-DATATYPES = ("BOOL", "UINT8", "INT8", "INT16", "INT32", "INT64", "FP16", "FP32", "FP64")
-
-
-class ModelError(RuntimeError):
-    """The model misbehaved on a request (raised, or gave outputs the spec does not declare):
-    answered 500 and logged; the process goes on."""
-
-
-def one_line(text):
-    """A message on one line (a TorchScript error spans several)."""
-    return " ".join(str(text).split())
 ALIGNMENT = 256  # the device allocator's
 
 
-def parse_tensor(text):
-    """A TensorSpec from "DATATYPE:dim,dim,...:name"."""
-    parts = text.split(":", 2)
-    if len(parts) != 3 or not parts[2]:
-        raise argparse.ArgumentTypeError(f"'{text}' is not DATATYPE:dims:name")
-    datatype, dims, name = parts
-    if datatype not in DATATYPES:
-        raise argparse.ArgumentTypeError(
-            f"tensor '{name}': the pytorch runtime takes {', '.join(DATATYPES)}, not {datatype}")
-    try:
-        shape = [int(d) for d in dims.split(",")]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"tensor '{name}': a dimension is not a number") from None
-    if not shape or any(d < -1 for d in shape):
-        raise argparse.ArgumentTypeError(f"tensor '{name}': a shape of sizes or -1 is needed")
-    return kserve_unix.TensorSpec(name, datatype, shape)
-
-
 def parse_args(argv):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--model-file", required=True, help="the TorchScript file")
-    parser.add_argument("--name", required=True, help="the function's name")
-    parser.add_argument("--input", action="append", type=parse_tensor, required=True,
-                        dest="inputs", help="DATATYPE:dims:name (repeated)")
-    parser.add_argument("--output", action="append", type=parse_tensor, required=True,
-                        dest="outputs", help="DATATYPE:dims:name (repeated)")
-    parser.add_argument("--max-batch", type=int, default=1)
-    parser.add_argument("--threads", type=int, default=1)
+    parser = runtime_args.parser(__doc__.split("\n")[0], "--model-file", "the TorchScript file")
     parser.add_argument("--device", choices=("emulated", "cuda"), default="emulated")
     args = parser.parse_args(argv)
-    if not 1 <= args.threads <= MAX_THREADS:
-        parser.error(f"--threads must be from 1 to {MAX_THREADS}")
-    if args.max_batch < 1:
-        parser.error("--max-batch must be at least 1")
+    runtime_args.check_common(parser, args)
     return args
 
 
