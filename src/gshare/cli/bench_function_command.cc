@@ -42,8 +42,6 @@
 #include "gshare/measure/function_client.h"
 #include "gshare/node/switch/switch_factory.h"
 
-extern char** environ;
-
 namespace gshare::cli {
 namespace {
 
@@ -145,12 +143,7 @@ int RunBenchFunction(const BenchFunctionFlags& flags) {
   if (auto folder = ProgramFolder(); folder.ok()) {
     options.shim_library = *folder / kCudaShimLibrary;
   }
-  for (char** entry = environ; *entry != nullptr; ++entry) {
-    const std::string_view text = *entry;
-    const std::size_t equals = text.find('=');
-    if (equals == std::string_view::npos) continue;
-    options.environment[std::string(text.substr(0, equals))] = text.substr(equals + 1);
-  }
+  options.environment = ProcessEnvironment();
   const measure::FunctionBenchReport report = measure::RunFunctionBench(options);
   if (!report.note.empty()) std::fprintf(stderr, "%s\n", report.note.c_str());
   Print(report, flags.json);

@@ -39,8 +39,6 @@
 #include "gshare/measure/stats.h"
 #include "gshare/node/launch_plan.h"
 
-extern char** environ;
-
 namespace gshare::cli {
 namespace {
 
@@ -173,12 +171,7 @@ int RunBenchRuntime(const BenchRuntimeFlags& flags) {
   if (!devices.ok()) return Usage(devices.status().ToString());
   const double link = devices->emulated.front().link_bytes_per_second;
   options.devices = std::move(devices).value();
-  for (char** entry = environ; *entry != nullptr; ++entry) {
-    const std::string_view text = *entry;
-    const std::size_t equals = text.find('=');
-    if (equals == std::string_view::npos) continue;
-    options.environment[std::string(text.substr(0, equals))] = text.substr(equals + 1);
-  }
+  options.environment = ProcessEnvironment();
   measure::FunctionBenchReport report = measure::RunFunctionBench(options);
   if (!in_process_status.ok()) {
     report.status = "fail";

@@ -7,6 +7,8 @@
 #include <string_view>
 #include <system_error>
 
+extern char** environ;
+
 namespace gshare {
 
 Result<std::filesystem::path> ProgramFolder() {
@@ -16,6 +18,17 @@ Result<std::filesystem::path> ProgramFolder() {
     return IoError("cannot find the gshare program (/proc/self/exe): " + error.message());
   }
   return self.parent_path();
+}
+
+std::map<std::string, std::string> ProcessEnvironment() {
+  std::map<std::string, std::string> variables;
+  for (char** entry = environ; *entry != nullptr; ++entry) {
+    const std::string_view text = *entry;
+    const std::size_t equals = text.find('=');
+    if (equals == std::string_view::npos) continue;
+    variables[std::string(text.substr(0, equals))] = text.substr(equals + 1);
+  }
+  return variables;
 }
 
 Result<std::string> FindProgram(const std::string& name) {

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <filesystem>
+#include <map>
 #include <string>
 
 #include "gshare/common/status.h"
@@ -18,5 +19,8 @@ Result<std::filesystem::path> ProgramFolder();
 // The program `name`: a path as given, or a bare name looked up on PATH as a shell would (a child
 // started with execve does not search). NotFound when PATH has no such program.
 Result<std::string> FindProgram(const std::string& name);
+
+// This process's environment, by name (for a child that gets it, less what its starter sets).
+std::map<std::string, std::string> ProcessEnvironment();
 
 }  // namespace gshare
