@@ -89,7 +89,8 @@ class HandlerModel:
         for spec in self.inputs:
             given = inputs[spec.name]
             dtype = self._dtypes[spec.datatype]
-            array = np.frombuffer(given.raw, dtype=dtype).reshape(given.shape)
+            # A copy the handler may change in place (the request's bytes are read-only).
+            array = np.frombuffer(given.raw, dtype=dtype).reshape(given.shape).copy()
             if np.issubdtype(array.dtype, np.floating) and not np.isfinite(array).all():
                 raise kserve_unix.BadInput(f"input '{spec.name}' has a NaN or an infinity")
             if spec.datatype == "BOOL" and len(given.raw) and max(given.raw) > 1:
