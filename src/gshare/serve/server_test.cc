@@ -1173,6 +1173,18 @@ outputs: [{name: y, datatype: FP32, shape: [-1, 3]}]
   EXPECT_NE(failed->result_int(), 201);
   EXPECT_NE(failed->body().find("SyntaxError"), std::string::npos) << failed->body();
   EXPECT_EQ(failed->body().find(dir_.path().string()), std::string::npos) << failed->body();
+  // Nothing changed: no function of that name, and the first one still serves.
+  auto gone = client_->Send("GET", "/api/v1/functions/broken", acme);
+  ASSERT_TRUE(gone);
+  EXPECT_EQ(gone->result_int(), 404);
+  auto still = infer({1.0f, 1.0f, 1.0f});
+  ASSERT_TRUE(still);
+  EXPECT_EQ(still->result_int(), 200) << still->body();
+  // The predict that raised left its words, and its handler line, in the function's log.
+  auto log = client_->Send("GET", "/api/v1/functions/doubler/logs?tail=200", acme);
+  ASSERT_TRUE(log);
+  EXPECT_NE(log->body().find("a first value below -1000 (handler line 12)"), std::string::npos)
+      << log->body();
 }
 
 // A tenant removed and added again under its name between two looks at the registry is a new

@@ -448,6 +448,11 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             return self._error(507, f"out of device memory: {error}")
         except Exception as error:  # noqa: BLE001 (the edge: any failure is a 500, the process goes on)
             return self._error(500, f"{type(error).__name__}: {error}")
+        except BaseException as error:  # noqa: BLE001 (SystemExit from a model: the process ends)
+            print(f"function: the model ended the process: {type(error).__name__}: {error}",
+                  file=sys.stderr, flush=True)
+            sys.stdout.flush()
+            os._exit(70)
 
     def do_GET(self):  # noqa: N802 (the base class's naming)
         self._handle("GET")
@@ -486,6 +491,10 @@ def serve(load_model, name, socket_path=None):
         try:
             os.unlink(socket_path)
         except OSError:
+            pass
+        try:
+            sys.stdout.flush()  # what the model printed reaches the log
+        except (OSError, ValueError):
             pass
         os._exit(code)
 

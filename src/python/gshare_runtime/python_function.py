@@ -13,7 +13,7 @@ file is the handler, a Python file that defines
 
 with the tensors the spec declares (SPEC: "DATATYPE:dim,dim,...:name", the first dimension the
 batch). The other model files lie beside it; the process starts in the handler's folder, so load()
-reads them by their names. numpy and torch are there to import; their libraries compute on
+reads them by their names, and its folder is searched (last) for the modules it imports. numpy and torch are there to import; their libraries compute on
 `threads` threads (OMP_NUM_THREADS and its kind).
 
 It is the tenant's code: the node lets a tenant deploy it only where the tenant's functions run as
@@ -63,10 +63,16 @@ class HandlerModel:
             "FP16": numpy.float16, "FP32": numpy.float32, "FP64": numpy.float64,
         }
         handler = os.path.abspath(args.handler)
+        self._handler = handler
+        # The handler's folder: where load() reads its files, and where its own modules are
+        # imported from (after everything else, so that none of them shadows a library).
+        os.chdir(os.path.dirname(handler))
+        sys.path.append(os.path.dirname(handler))
         module_spec = importlib.util.spec_from_file_location("handler", handler)
         if module_spec is None or module_spec.loader is None:
             raise ValueError(f"{os.path.basename(handler)} is not a Python file")
         module = importlib.util.module_from_spec(module_spec)
+        sys.modules["handler"] = module  # as an import would (dataclasses, pickle need it)
         try:
             module_spec.loader.exec_module(module)
         except BaseException as error:  # noqa: BLE001 (a syntax error, an import: the tenant's)
@@ -105,10 +111,21 @@ class HandlerModel:
         def kernel():
             try:
                 outputs = self._model.predict(arrays)
+            except (SystemExit, KeyboardInterrupt) as error:
+                # The handler ends its process: so be it, with a line in the log (the node's
+                # crash-loop rule takes over).
+                print(f"function: predict ended the process: {type(error).__name__}: "
+                      f"{one_line(error)}", file=sys.stderr, flush=True)
+                sys.stdout.flush()
+                os._exit(error.code if isinstance(error, SystemExit) and
+                         isinstance(error.code, int) and error.code != 0 else 1)
             except Exception as error:  # noqa: BLE001 (the handler's own failure)
-                frame = traceback.extract_tb(error.__traceback__)[-1]
-                raise ModelError(f"predict raised {type(error).__name__}: {one_line(error)} "
-                                 f"(line {frame.lineno})") from None
+                traceback.print_exception(error, file=sys.stderr)
+                frames = traceback.extract_tb(error.__traceback__)
+                own = [f for f in frames if f.filename == self._handler] or frames[-1:]
+                where = f" (handler line {own[-1].lineno})" if own else ""
+                raise ModelError(f"predict raised {type(error).__name__}: {one_line(error)}"
+                                 f"{where}") from None
             result.extend(self._outputs_of(outputs, batch))
 
         try:
@@ -125,8 +142,15 @@ class HandlerModel:
         for spec in self.outputs:
             if spec.name not in outputs:
                 raise ModelError(f"predict gave no output '{spec.name}'")
-            array = np.ascontiguousarray(outputs[spec.name])
-            if array.dtype != np.dtype(self._dtypes[spec.datatype]):
+            want = np.dtype(self._dtypes[spec.datatype])
+            value = outputs[spec.name]
+            if not isinstance(value, np.ndarray):
+                # A list or a number: taken as the declared datatype where it fits it.
+                value = np.asarray(value)
+                if np.can_cast(value.dtype, want, casting="same_kind"):
+                    value = value.astype(want)
+            array = np.ascontiguousarray(value) if value.ndim > 0 else value
+            if array.dtype != want:
                 raise ModelError(f"output '{spec.name}' is {array.dtype}, the spec declares "
                                  f"{spec.datatype}")
             shape = list(array.shape)
@@ -142,6 +166,7 @@ class HandlerModel:
 def main(argv):
     args = parse_args(argv)
     faulthandler.enable()
+    sys.stdout.reconfigure(line_buffering=True)  # the handler's prints reach the log in order
 
     def load():
         # The handler's numeric libraries (numpy's BLAS, torch) compute on `threads` threads.

@@ -246,6 +246,7 @@ def main(argv):
     args = parse_args(argv)
 
     faulthandler.enable()  # a crash (a write to frozen memory, say) leaves its trace in the log
+    sys.stdout.reconfigure(line_buffering=True)
 
     def load():
         # torch.frombuffer warns on read-only buffers (a request's bytes); the tensors made from
