@@ -21,11 +21,11 @@ Result<FunctionClient::Answer> FunctionClient::Send(std::string method, std::str
   // Shared: the loop may still be inside set_value when this thread wakes and returns.
   auto answered = std::make_shared<std::promise<Result<net::HttpResponse>>>();
   std::future<Result<net::HttpResponse>> result = answered->get_future();
-  net::HttpRequest request{.method = std::move(method),
-                           .target = std::move(target),
-                           .body = std::move(body),
-                           .content_type = json_bytes ? "application/octet-stream"
-                                                      : "application/json"};
+  net::HttpRequest request{
+      .method = std::move(method),
+      .target = std::move(target),
+      .body = std::move(body),
+      .content_type = json_bytes ? "application/octet-stream" : "application/json"};
   if (json_bytes) {
     request.headers.emplace_back("Inference-Header-Content-Length", std::to_string(*json_bytes));
   }

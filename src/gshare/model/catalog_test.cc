@@ -562,9 +562,10 @@ TEST(CatalogProcessTest, CommandAndRuntimeErrors) {
   for (std::size_t i = 0; i < kMaxCommandArguments; ++i) many += ", x";
   EXPECT_NE(ProcessErrorOf(many + "]\n").find("command: has 257 items; at most 256"),
             std::string::npos);
-  EXPECT_NE(ProcessErrorOf("    runtime: resnet\n")
-                .find("runtime: unknown runtime 'resnet' (bundled: mlp, cnn, echo, pytorch, python)"),
-            std::string::npos);
+  EXPECT_NE(
+      ProcessErrorOf("    runtime: resnet\n")
+          .find("runtime: unknown runtime 'resnet' (bundled: mlp, cnn, echo, pytorch, python)"),
+      std::string::npos);
   EXPECT_NE(ProcessErrorOf("    runtime: [mlp]\n").find("runtime: expected a single value"),
             std::string::npos);
 }
@@ -821,11 +822,10 @@ TEST(CatalogTest, APytorchFunctionNamesItsOneFileAndItsTensors) {
       "f.yaml");
   ASSERT_FALSE(not_py.ok());
   EXPECT_NE(not_py.status().message().find("its handler, a .py file"), std::string::npos);
-  auto strings = ParseFunctionEntry(
-      std::string(kPythonHead) + "model_files: [/m/handler.py]\n" +
-          "inputs: [{name: x, datatype: BYTES, shape: [-1]}]\n"
-          "outputs: [{name: y, datatype: FP32, shape: [-1, 4]}]\n",
-      "f.yaml");
+  auto strings = ParseFunctionEntry(std::string(kPythonHead) + "model_files: [/m/handler.py]\n" +
+                                        "inputs: [{name: x, datatype: BYTES, shape: [-1]}]\n"
+                                        "outputs: [{name: y, datatype: FP32, shape: [-1, 4]}]\n",
+                                    "f.yaml");
   ASSERT_FALSE(strings.ok());
   EXPECT_NE(strings.status().message().find("the python runtime takes no BYTES"),
             std::string::npos);
