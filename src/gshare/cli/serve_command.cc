@@ -239,7 +239,10 @@ Result<serve::ServerOptions> MakeOptions(const ServeFlags& flags) {
   // Resolved now: the node starts programs with execve, which does not search PATH.
   auto python = FindProgram(flags.python);
   if (!python.ok()) return InvalidArgument("--python: " + python.status().message());
-  options.backend.python = *python;
+  // Absolute: the child changes into its working folder before it executes the interpreter.
+  std::error_code absolute_error;
+  options.backend.python = std::filesystem::absolute(*python, absolute_error).string();
+  if (absolute_error) return InvalidArgument("--python: " + absolute_error.message());
   return options;
 }
 

@@ -465,7 +465,12 @@ ManagementApi::Answer ManagementApi::Execute(const Job& job) {
       job.operation == Operation::kDeleteFunction || job.operation == Operation::kFunctionLogs ||
       job.operation == Operation::kListFiles || job.operation == Operation::kGetFile ||
       job.operation == Operation::kPutFile || job.operation == Operation::kDeleteFile;
-  if (job.by_admin && in_namespace) {
+  const bool file_operation =
+      job.operation == Operation::kListFiles || job.operation == Operation::kGetFile ||
+      job.operation == Operation::kPutFile || job.operation == Operation::kDeleteFile;
+  // A tenant's key was checked on the io thread; a file operation queued behind the tenant's
+  // removal must not make its folder again.
+  if ((job.by_admin && in_namespace) || file_operation) {
     const Result<TenantRecord> tenant = registry_.GetTenant(job.tenant);
     if (!tenant.ok()) return RegistryErrorResponse(tenant.status());
   }

@@ -176,8 +176,10 @@ std::optional<net::HttpResponse> ModelFileUpload::Append(std::string_view bytes)
     const std::uint64_t needed = written_ + bytes.size() - reserved_;
     const std::uint64_t stored = store_.UsageBesides(tenant_, name_).bytes;
     std::uint64_t more = std::max(needed, kReserveStep);
-    if (!store_.Reserve(tenant_, stored, more)) more = needed;  // the last of the quota
-    if (more == needed && !store_.Reserve(tenant_, stored, more)) {
+    // A step ahead, or the last of the quota.
+    const bool reserved = store_.Reserve(tenant_, stored, more) ||
+                          (needed < more && store_.Reserve(tenant_, stored, more = needed));
+    if (!reserved) {
       return Refusal(429, fmt::format("the tenant's files would take more than its storage of {} "
                                       "(--tenant-storage); nothing was kept",
                                       FormatBytes(store_.options_.tenant_storage_bytes)));
@@ -372,15 +374,17 @@ Result<std::shared_ptr<ModelFileUpload>> ModelFileStore::BeginUpload(
                                   *declared, FormatBytes(options_.max_file_bytes)));
   }
   auto hash = std::make_unique<ModelFileUpload::Hash>();  // before anything that must be undone
-  const Usage usage = UsageBesides(tenant, name);
-  if (options_.max_files != 0 && usage.files + 1 > options_.max_files) {
-    return ResourceExhausted(
-        fmt::format("the tenant has {} files, its limit; delete one first", usage.files));
-  }
+  // The count first: a refused upload costs no walk of the folder.
   if (!BeginUploadCount(tenant)) {
     return ResourceExhausted(
         fmt::format("the tenant has {} uploads in progress, its limit; try again when one ends",
                     options_.max_uploads));
+  }
+  const Usage usage = UsageBesides(tenant, name);
+  if (options_.max_files != 0 && usage.files + 1 > options_.max_files) {
+    EndUpload(tenant);
+    return ResourceExhausted(
+        fmt::format("the tenant has {} files, its limit; delete one first", usage.files));
   }
   const std::uint64_t reserve = declared.value_or(0);
   if (!Reserve(tenant, usage.bytes, reserve)) {

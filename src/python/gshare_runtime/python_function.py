@@ -99,7 +99,8 @@ class HandlerModel:
             array = np.frombuffer(given.raw, dtype=dtype).reshape(given.shape).copy()
             if np.issubdtype(array.dtype, np.floating) and not np.isfinite(array).all():
                 raise kserve_unix.BadInput(f"input '{spec.name}' has a NaN or an infinity")
-            if spec.datatype == "BOOL" and len(given.raw) and max(given.raw) > 1:
+            if spec.datatype == "BOOL" and len(given.raw) and \
+                    int(np.frombuffer(given.raw, dtype=np.uint8).max()) > 1:
                 raise kserve_unix.BadInput(f"input '{spec.name}': a BOOL byte is neither 0 nor 1")
             if batch is None:
                 batch = given.shape[0]

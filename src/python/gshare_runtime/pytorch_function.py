@@ -229,7 +229,8 @@ class TorchScriptModel:
             tensor = tensor.reshape(given.shape)
             if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
                 raise kserve_unix.BadInput(f"input '{spec.name}' has a NaN or an infinity")
-            if dtype == torch.bool and len(given.raw) and max(given.raw) > 1:
+            if dtype == torch.bool and len(given.raw) and \
+                    int(torch.frombuffer(given.raw, dtype=torch.uint8).max()) > 1:
                 raise kserve_unix.BadInput(f"input '{spec.name}': a BOOL byte is neither 0 nor 1")
             if batch is None:
                 batch = given.shape[0]
