@@ -1,70 +1,114 @@
 #!/usr/bin/env bash
-# The main job, live: installs what is missing, builds, starts `gshare serve` on emulated GPUs,
-# replays a 5-minute multi-tenant trace generated for the example functions against it over HTTP
-# (the functions deployed as their tenants' through the API), prints the live table beside the
-# simulator's prediction of the same requests on the same node, writes the figures to out/live/,
-# and stops the server cleanly (SIGTERM: it drains and stops its function processes).
+# The main job, live, on real models: installs what is missing, builds the programs it runs, makes
+# six torchvision classifiers (random weights from a seed, traced to TorchScript here) and a Python
+# handler for three tenants (scripts/real-models.py, which also runs each alone for its reference
+# answer), starts `gshare serve` on emulated GPUs, uploads the files through the files API as the
+# admin, and replays one generated multi-tenant trace against it twice over HTTP: under the gshare
+# policy, then under keepalive, each on as many emulated GPUs as there are functions (a policy
+# holds, and is charged for, only those it uses). Every answer is checked against the model's
+# answer alone (within 1e-4 of its largest value). Prints both runs side by side with the
+# simulator's prediction of each, writes the figures to out/live/, and stops the server cleanly
+# after each run (SIGTERM: it drains and stops its function processes).
 #
-#   bash scripts/run.sh [DURATION]      # default 5m
+#   bash scripts/run.sh [DURATION] [RPS]      # default 2m at 6 requests a second
 #
 # The server's data directory is a fresh folder under /tmp (tenants' function processes enter it
-# where the server runs as root); its log is out/live/serve.log.
+# where the server runs as root); its logs are out/live/<policy>/serve.log.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/serve-url.sh
-bash scripts/build.sh gshare gshare-function gshare-init
+bash scripts/build.sh gshare gshare-function gshare-init gshare_fn_c
 
-DURATION="${1:-5m}"
+DURATION="${1:-2m}"
+RPS="${2:-6}"
 OUT=out/live
 rm -rf "$OUT"
 mkdir -p "$OUT"
+
+# A Python with PyTorch, torchvision and numpy (scripts/setup.sh installs Debian's).
+PYTHON=""
+for candidate in python3 /usr/bin/python3; do
+  if command -v "$candidate" >/dev/null &&
+    "$candidate" -c 'import torch, torchvision, numpy' 2>/dev/null; then
+    PYTHON="$(command -v "$candidate")"
+    break
+  fi
+done
+if [ -z "$PYTHON" ]; then
+  echo "no python3 with torch, torchvision and numpy: run scripts/setup.sh (as root)" >&2
+  exit 1
+fi
+
 DATA="$(mktemp -d /tmp/gshare-live.XXXXXX)"
 chmod 0711 "$DATA"
-# The programs, the example catalog and its weights where the tenants' function processes can
-# reach them: as root the server runs those as the tenants' uids, and a checkout under /root is
-# closed to them. gshare-function and gshare-init must sit beside gshare.
-mkdir -p "$DATA/bin"
-chmod 0755 "$DATA/bin"
-cp build/gshare build/gshare-function build/gshare-init "$DATA/bin/"
-chmod 0755 "$DATA/bin/gshare" "$DATA/bin/gshare-function" "$DATA/bin/gshare-init"
-CATALOG="$DATA/examples/catalog.yaml"
-mkdir -p "$DATA/examples"
-chmod 0755 "$DATA/examples"
-cp examples/catalog.yaml "$CATALOG"
-./build/gshare examples weights --out "$DATA/examples/weights" >/dev/null
-chmod 0755 "$DATA/examples/weights"
-chmod 0644 "$DATA/examples/weights/"*
-
-./build/gshare workload --catalog examples/catalog.yaml --duration "$DURATION" --seed 1 --rps 20 \
-  --out "$OUT/workload"
-
-"$DATA/bin/gshare" serve --data-dir "$DATA/data" --listen 127.0.0.1:0 --grpc-listen 127.0.0.1:0 --gpus 2 --gpu-memory 4Gi \
-  --link-bandwidth 12GB/s --snapshot-pool 1Gi >"$OUT/serve.out" 2>"$OUT/serve.log" &
-SERVER=$!
-SERVER_STATUS=0
+SERVER=""
 stop_server() {
-  if kill -0 "$SERVER" 2>/dev/null; then
+  if [ -n "$SERVER" ] && kill -0 "$SERVER" 2>/dev/null; then
     kill -TERM "$SERVER"
     wait "$SERVER" || SERVER_STATUS=$?
   fi
-  rm -rf "$DATA"
+  SERVER=""
 }
-trap stop_server EXIT
+trap 'stop_server; rm -rf "$DATA"' EXIT
 
-# The server prints its address once it listens (the port is chosen by the kernel).
-URL="$(serve_url "$SERVER" "$OUT/serve.out" "$OUT/serve.log")" || exit 1
-echo "gshare serve is listening on $URL (log: $OUT/serve.log)"
+# The programs where the tenants' function processes can reach them (as root the server runs
+# those as the tenants' uids, and a checkout under /root is closed to them): gshare-function,
+# gshare-init, the function library and the Python runtimes sit beside gshare.
+mkdir -p "$DATA/bin"
+cp build/gshare build/gshare-function build/gshare-init build/libgshare-fn.so "$DATA/bin/"
+cp -r build/python "$DATA/bin/python"
+chmod -R a+rX "$DATA/bin"
+
+echo "making the models (random weights, traced to TorchScript) and their answers alone:"
+"$PYTHON" scripts/real-models.py --out "$OUT/models" --models-root "$DATA/data/models"
+CATALOG="$OUT/models/catalog.yaml"
+FUNCTIONS="$(grep -c '^  - name:' "$CATALOG")"
+./build/gshare workload --catalog "$CATALOG" --duration "$DURATION" --seed 1 --rps "$RPS" \
+  --out "$OUT/workload" >/dev/null
+echo "the trace: $(($(wc -l <"$OUT/workload/invocations.csv") - 1)) requests over $DURATION to $FUNCTIONS functions of 3 tenants"
 
 status=0
-./build/gshare replay --url "$URL" --catalog "$CATALOG" \
-  --trace "$OUT/workload/invocations.csv" --admin-key-file "$DATA/data/admin.key" \
-  --out "$OUT" || status=$?
+for policy in gshare keepalive; do
+  mkdir -p "$OUT/$policy"
+  SERVER_STATUS=0
+  "$DATA/bin/gshare" serve --data-dir "$DATA/data" --listen 127.0.0.1:0 --grpc-listen off \
+    --policy "$policy" --gpus "$FUNCTIONS" --gpu-memory 4Gi --link-bandwidth 12GB/s \
+    --snapshot-pool 2Gi --python "$PYTHON" >"$OUT/$policy/serve.out" 2>"$OUT/$policy/serve.log" &
+  SERVER=$!
+  URL="$(serve_url "$SERVER" "$OUT/$policy/serve.out" "$OUT/$policy/serve.log")" || exit 1
+  ADMIN="$(cat "$DATA/data/admin.key")"
+  if [ "$policy" = gshare ]; then
+    # The tenants, and their files through the files API (kept in the data directory for the
+    # second run).
+    for tenant in $(cut -d' ' -f1 "$OUT/models/uploads.txt" | sort -u); do
+      curl -sS -o /dev/null -w '' -X POST -H "Authorization: Bearer $ADMIN" \
+        -d "{\"name\": \"$tenant\"}" "$URL/api/v1/tenants"
+    done
+    while read -r tenant file name; do
+      code="$(curl -sS -o "$OUT/upload.json" -w '%{http_code}' -X PUT --data-binary "@$file" \
+        -H "Authorization: Bearer $ADMIN" "$URL/api/v1/tenants/$tenant/files/$name")"
+      if [ "$code" != 201 ] && [ "$code" != 200 ]; then
+        echo "uploading $name for $tenant: $code $(cat "$OUT/upload.json")" >&2
+        exit 1
+      fi
+    done <"$OUT/models/uploads.txt"
+    echo "uploaded $(wc -l <"$OUT/models/uploads.txt") files through the files API"
+  fi
+  echo
+  echo "== live under $policy ($URL, log: $OUT/$policy/serve.log)"
+  ./build/gshare replay --url "$URL" --catalog "$CATALOG" --trace "$OUT/workload/invocations.csv" \
+    --admin-key-file "$DATA/data/admin.key" --references "$OUT/models/references" \
+    --ready-timeout 3m --out "$OUT/$policy" 2>"$OUT/$policy/replay.log" |
+    tee "$OUT/$policy/replay.out" | tail -n 3 || status=1
+  [ -f "$OUT/$policy/summary.json" ] || status=1
+  stop_server
+  if [ "$SERVER_STATUS" -ne 0 ]; then
+    echo "gshare serve ($policy) did not stop cleanly; its log is $OUT/$policy/serve.log" >&2
+    status=1
+  fi
+done
 
-stop_server
-trap - EXIT
-echo "the server stopped (exit status $SERVER_STATUS): $(tail -n 1 "$OUT/serve.log")"
-if [ "$SERVER_STATUS" -ne 0 ]; then
-  echo "gshare serve did not stop cleanly; its log is $OUT/serve.log" >&2
-  [ "$status" -ne 0 ] || status=1
-fi
+echo
+"$PYTHON" scripts/side-by-side.py "$OUT/gshare/summary.json" "$OUT/keepalive/summary.json" ||
+  status=1
 exit "$status"

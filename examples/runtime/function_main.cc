@@ -82,7 +82,10 @@ int main(int argc, char** argv) {
   auto function = gshare::examples::ModelFunction::Create(**runtime, model, weights);
   if (!function.ok()) {
     std::fprintf(stderr, "gshare-function: %s\n", function.status().ToString().c_str());
-    return 2;
+    // Weights that do not fit the model are the tenant's to fix; anything else is the node's.
+    const bool rejected = function.status().code() == gshare::StatusCode::kInvalidArgument ||
+                          function.status().code() == gshare::StatusCode::kNotFound;
+    return rejected ? gshare::fn::kExitModelRejected : 2;
   }
   const std::string model_target = "/v2/models/" + model;
   const std::string infer_target = model_target + "/infer";

@@ -44,6 +44,8 @@ struct ReplayFlags {
   int concurrency = 64;
   std::string ready_timeout = "5m";
   std::string out;
+  std::string references;
+  double tolerance = 1e-4;
 };
 
 int Fail(int code, const std::string& message) {
@@ -104,6 +106,8 @@ int RunReplay(const ReplayFlags& flags) {
   options.concurrency = flags.concurrency;
   options.ready_timeout = *ready_timeout;
   options.out = flags.out;
+  options.references = flags.references;
+  options.reference_tolerance = flags.tolerance;
   options.progress = [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
   if (!flags.admin_key_file.empty()) {
     auto key = ReadAdminKey(flags.admin_key_file);
@@ -179,6 +183,13 @@ void AddReplayCommand(CLI::App& app, CommandContext& context) {
       ->capture_default_str();
   cmd->add_option("--ready-timeout", flags->ready_timeout,
                   "Give up when a function is not ready after this long (1s to 1h)")
+      ->capture_default_str();
+  cmd->add_option("--references", flags->references,
+                  "Folder of NAME.request.json and NAME.response.json: what each function NAME "
+                  "is sent and must answer (a tenant's own model, run alone elsewhere)");
+  cmd->add_option("--tolerance", flags->tolerance,
+                  "Largest difference from a reference answer, relative to its largest value")
+      ->check(CLI::Range(0.0, 1.0))
       ->capture_default_str();
   cmd->add_option("--out", flags->out, "Folder for summary.json")->required();
   cmd->callback([flags, &context] { context.exit_code = RunReplay(*flags); });

@@ -440,6 +440,67 @@ TEST_F(ReplayCommandTest, WrongAnswersFailTheReplay) {
   EXPECT_EQ(summary["policies"]["live"]["failed_requests"], 3);
 }
 
+// --references: a function with reference files is sent their request and its answer is held to
+// their outputs within the tolerance; one that answers otherwise is wrong; one without files is
+// checked as before (a bundled runtime's reference).
+TEST_F(ReplayCommandTest, ReferenceFilesAreSentAndHeldToTheirAnswers) {
+  WriteInputs(Entry("model", "demo") + Entry("liar", "demo") + Entry("plain", "demo"),
+              {{"model", 0}, {"model", 0.01}, {"liar", 0.02}, {"plain", 0.03}});
+  {
+    std::lock_guard lock(server_.mutex);
+    server_.lying = {"liar"};
+  }
+  const auto references = dir_.path() / "references";
+  std::filesystem::create_directories(references);
+  for (const char* name : {"model", "liar"}) {
+    WriteFile((references / (std::string(name) + ".request.json")).string(),
+              R"({"inputs": [{"name": "x", "datatype": "FP32", "shape": [1, 3],
+                  "data": [100.0, -2.0, 0.5]}]})");
+    // The fake echoes: the reference is the input, off by less than 1e-4 of 100 in one place.
+    WriteFile((references / (std::string(name) + ".response.json")).string(),
+              R"({"model_name": "m", "outputs": [{"name": "x", "datatype": "FP32", "shape": [1, 3],
+                  "data": [100.0, -2.0, 0.5099]}]})");
+  }
+  testing::internal::CaptureStderr();
+  const int code = RunGshare(Args({"--admin-key-file", admin_key_file_, "--references",
+                                   references.string(), "--tolerance", "1e-4"}));
+  const std::string stderr_text = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(code, 1) << stderr_text;  // the liar
+  EXPECT_NE(stderr_text.find("2 of 3 functions are checked against the answers"), std::string::npos)
+      << stderr_text;
+  EXPECT_NE(stderr_text.find("no output 'x'"), std::string::npos) << stderr_text;
+  const json summary = ReadJson(std::filesystem::path(out_) / "summary.json");
+  ASSERT_TRUE(summary.is_object());
+  EXPECT_EQ(summary["answered"], 4);
+  EXPECT_EQ(summary["wrong_outputs"], 1);
+  EXPECT_EQ(summary["unchecked"], 0);
+  EXPECT_EQ(summary["functions"]["model"]["wrong_outputs"], 0) << summary["functions"].dump();
+  EXPECT_EQ(summary["functions"]["plain"]["wrong_outputs"], 0) << summary["functions"].dump();
+
+  // A tighter tolerance makes the model's answers wrong too (0.0099 of 100 is 9.9e-5).
+  testing::internal::CaptureStderr();
+  const int tight = RunGshare(Args({"--admin-key-file", admin_key_file_, "--references",
+                                    references.string(), "--tolerance", "1e-5"}));
+  const std::string tight_text = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(tight, 1);
+  EXPECT_NE(tight_text.find("element 2 is 0.5, the reference 0.5099"), std::string::npos)
+      << tight_text;
+  EXPECT_NE(tight_text.find("a difference of 9.9e-05 of the reference's largest magnitude (at "
+                            "most 1e-05)"),
+            std::string::npos)
+      << tight_text;
+  EXPECT_EQ(ReadJson(std::filesystem::path(out_) / "summary.json")["wrong_outputs"], 3);
+
+  // A request file without its answer is refused before anything is sent.
+  std::filesystem::remove(references / "model.response.json");
+  testing::internal::CaptureStderr();
+  EXPECT_NE(
+      RunGshare(Args({"--admin-key-file", admin_key_file_, "--references", references.string()})),
+      0);
+  EXPECT_NE(testing::internal::GetCapturedStderr().find("model.request.json without"),
+            std::string::npos);
+}
+
 TEST_F(ReplayCommandTest, ATenantsKeyDeploysItsFunctionsWithoutGpuUsage) {
   // --duration 50ms: the first three rows.
   WriteInputs(Entry("echo", "demo"),

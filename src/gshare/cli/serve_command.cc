@@ -60,6 +60,7 @@ struct ServeFlags {
   std::size_t tenant_max_functions = 1000;
   std::string tenant_gpu_memory = "0";
   std::string python = "python3";
+  std::string sandbox = "auto";
   std::string tenant_storage = "20Gi";
   std::string max_file = "4Gi";
   std::string drain = "30s";
@@ -243,6 +244,7 @@ Result<serve::ServerOptions> MakeOptions(const ServeFlags& flags) {
   std::error_code absolute_error;
   options.backend.python = std::filesystem::absolute(*python, absolute_error).string();
   if (absolute_error) return InvalidArgument("--python: " + absolute_error.message());
+  options.sandbox = flags.sandbox == "off" ? serve::SandboxMode::kOff : serve::SandboxMode::kAuto;
   return options;
 }
 
@@ -369,6 +371,12 @@ void AddServeCommand(CLI::App& app, CommandContext& context) {
       ->capture_default_str();
   cmd->add_option("--python", flags->python,
                   "Interpreter of the pytorch runtime (with PyTorch; looked up on PATH)")
+      ->capture_default_str();
+  cmd->add_option(
+         "--sandbox", flags->sandbox,
+         "Tenants' functions in a sandbox of namespaces and seccomp (auto: where it can be "
+         "made, else tenants' code runtimes are refused; off: never, the admin's choice)")
+      ->check(CLI::IsMember({"auto", "off"}))
       ->capture_default_str();
   cmd->add_option("--tenant-storage", flags->tenant_storage,
                   "Disk a tenant's model files may take (429 beyond; 0: no quota)")

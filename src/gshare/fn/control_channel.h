@@ -84,6 +84,11 @@ struct ReceivedMessage {
 // The environment variables through which the node hands a function process its channel and
 // its device address range.
 inline constexpr const char* kControlFdEnv = "GSHARE_CONTROL_FD";
+// The exit status of a function process whose model did not load because of what the tenant gave
+// (a file that is not the model the runtime reads, tensors that do not match it, a handler that
+// fails): the node answers the deploy 400 with what the process printed last, not 503
+// (sysexits' EX_CONFIG). The Python runtimes use the same number (kserve_unix.py).
+inline constexpr int kExitModelRejected = 78;
 inline constexpr const char* kDeviceBaseEnv = "GSHARE_DEVICE_BASE";
 inline constexpr const char* kDeviceReserveEnv = "GSHARE_DEVICE_RESERVE";
 // Where the node maps instances' device memory unless told otherwise: high in the address space,

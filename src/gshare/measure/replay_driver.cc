@@ -21,12 +21,13 @@ constexpr std::uint64_t kErrorsShown = 5;
 
 ReplayDriver::ReplayDriver(net::HttpEndpoint endpoint, std::vector<ReplayTarget> targets,
                            examples::OutputChecker& checker, const Workload& workload,
-                           int concurrency)
+                           int concurrency, const ReferenceAnswers* references)
     : endpoint_(std::move(endpoint)),
       targets_(std::move(targets)),
       checker_(checker),
       workload_(workload),
       concurrency_(concurrency),
+      references_(references),
       meter_(std::span<const GpuType>(&workload.gpu, 1), TimePoint{}) {
   counts_.functions.resize(targets_.size());
 }
@@ -104,12 +105,14 @@ void ReplayDriver::Work() {
 void ReplayDriver::Send(net::HttpClient& client, const PlannedRequest& planned) {
   const ReplayTarget& target = targets_[planned.function];
   InferRequest infer;
-  infer.id = std::to_string(planned.id);
-  {
+  if (target.reference != nullptr) {
+    infer = target.reference->request;
+  } else {
     MutexLock lock(checker_mutex_);
     auto input = checker_.InputFor(target.model, planned.id);
     if (input.ok()) infer.inputs.push_back(std::move(input).value());
   }
+  infer.id = std::to_string(planned.id);
   auto body = SerializeInferRequest(infer);
   net::ClientRequest request;
   request.method = "POST";
@@ -153,7 +156,10 @@ void ReplayDriver::Send(net::HttpClient& client, const PlannedRequest& planned) 
   ++counts_.answered;
   ++counts_.statuses[answer->status];
   ++function.statuses[answer->status];
-  if (answer->status == 200 && !target.checked && wrong_why.empty()) ++counts_.unchecked;
+  if (answer->status == 200 && !target.checked && target.reference == nullptr &&
+      wrong_why.empty()) {
+    ++counts_.unchecked;
+  }
   if (!wrong_why.empty()) {
     ++counts_.wrong;
     ++function.wrong;
@@ -175,6 +181,9 @@ std::string ReplayDriver::CheckAnswer(const ReplayTarget& target, RequestId id,
   if (!response.ok()) return "not an inference response: " + response.status().message();
   if (response->id != std::to_string(id)) {
     return fmt::format("the answer's id is {}, not {}", response->id.value_or("absent"), id);
+  }
+  if (target.reference != nullptr && references_ != nullptr) {
+    return references_->Check(*target.reference, response->outputs);
   }
   if (!target.checked) return "";
   if (response->outputs.size() != 1) {

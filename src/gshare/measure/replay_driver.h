@@ -28,6 +28,7 @@
 #include "gshare/common/clock.h"
 #include "gshare/common/mutex.h"
 #include "gshare/common/units.h"
+#include "gshare/measure/reference_answers.h"
 #include "gshare/model/request.h"
 #include "gshare/net/http_client.h"
 #include "gshare/sched/meter.h"
@@ -42,6 +43,9 @@ struct ReplayTarget {
   std::string authorization;  // "Bearer KEY"
   std::string model;          // the checker's model: the bundled runtime, or "echo" (for its input)
   bool checked = false;       // a bundled runtime: its answers are checked against the reference
+  // Or a reference given by files (reference_answers.h): its request is sent, its outputs are the
+  // answer's; owned by the ReferenceAnswers, which outlives the driver.
+  const ReferenceAnswer* reference = nullptr;
   Duration slo{};
   Duration answer_timeout{};
 };
@@ -56,8 +60,11 @@ struct PlannedRequest {
 class ReplayDriver {
  public:
   // `targets` by FunctionId, as `workload.functions`.
+  // `references` (may be null) checks the targets that have a reference; it must outlive the
+  // driver.
   ReplayDriver(net::HttpEndpoint endpoint, std::vector<ReplayTarget> targets,
-               examples::OutputChecker& checker, const Workload& workload, int concurrency);
+               examples::OutputChecker& checker, const Workload& workload, int concurrency,
+               const ReferenceAnswers* references = nullptr);
 
   // Sends every request of `plan` (sorted by due time); returns once each is answered or given
   // up.
@@ -97,6 +104,7 @@ class ReplayDriver {
   examples::OutputChecker& checker_ GUARDED_BY(checker_mutex_);
   const Workload& workload_;
   const int concurrency_;
+  const ReferenceAnswers* const references_;
   const SteadyClock clock_;  // the replay's time: zero when the driver is made
 
   Mutex mutex_;

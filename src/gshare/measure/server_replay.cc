@@ -251,6 +251,16 @@ Result<ServerReplayOutcome> ServerReplay::Run() {
   ServerAccess access;
   access.admin_key = options_.admin_key;
   if (!access.admin_key) access.tenant_keys[inputs.specs.front().tenant] = options_.tenant_key;
+  if (!options_.references.empty()) {
+    std::vector<std::string> names;
+    for (const FunctionSpec& spec : inputs.specs) names.push_back(spec.name);
+    GSHARE_ASSIGN_OR_RETURN(
+        ReferenceAnswers references,
+        ReferenceAnswers::Load(options_.references, names, options_.reference_tolerance));
+    references_ = std::make_unique<ReferenceAnswers>(std::move(references));
+    progress(fmt::format("{} of {} functions are checked against the answers in {}",
+                         references_->size(), names.size(), options_.references.string()));
+  }
   GSHARE_ASSIGN_OR_RETURN(checker_, MakeChecker(options_.catalog, inputs.specs, progress));
   std::error_code error;
   std::filesystem::create_directories(options_.out, error);
@@ -266,7 +276,9 @@ Result<ServerReplayOutcome> ServerReplay::Run() {
     ReplayTarget target;
     target.infer_path = fmt::format("/v2/models/{}/infer", PathSegment(spec.name));
     target.authorization = fmt::format("Bearer {}", access.tenant_keys.at(spec.tenant));
-    target.checked = examples::ParseModelKind(spec.runtime).ok() || spec.runtime == "echo";
+    target.reference = references_ ? references_->Find(spec.name) : nullptr;
+    target.checked = target.reference == nullptr &&
+                     (examples::ParseModelKind(spec.runtime).ok() || spec.runtime == "echo");
     target.model = target.checked ? spec.runtime : "echo";
     target.slo = workload.functions[f].slo;
     target.answer_timeout = target.slo + spec.RequestTimeout() + kAnswerMargin;
@@ -292,7 +304,7 @@ Result<ServerReplayOutcome> ServerReplay::Run() {
       SinceEpochSeconds(workload.requests.back().arrival), options_.endpoint.HostPort(),
       options_.concurrency));
   ReplayDriver driver(options_.endpoint, std::move(targets), *checker_, workload,
-                      options_.concurrency);
+                      options_.concurrency, references_.get());
   driver.Run(inputs.plan);
   ServerUsage usage;
   if (access.admin_key) {

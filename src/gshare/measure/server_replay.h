@@ -47,6 +47,10 @@ struct ServerReplayOptions {
   int concurrency = 64;
   Duration ready_timeout = std::chrono::minutes(5);
   std::filesystem::path out;
+  // Files of requests and answers for functions without a bundled reference (a tenant's own
+  // models): reference_answers.h. Empty: none.
+  std::filesystem::path references;
+  double reference_tolerance = 1e-4;
   std::function<void(const std::string&)> progress;  // notes for the operator (may be empty)
 };
 
@@ -76,6 +80,7 @@ class ServerReplay {
   ServerReplayOptions options_;
   std::unique_ptr<Inputs> inputs_;
   std::unique_ptr<examples::OutputChecker> checker_;
+  std::unique_ptr<ReferenceAnswers> references_;
 };
 
 }  // namespace gshare::measure

@@ -68,6 +68,42 @@ Result<FunctionLaunch> PlanLaunch(const FunctionSpec& spec, const GpuType& gpu,
   }
   command.env = spec.env;
   command.working_dir = spec.working_dir;
+  if (spec.command.empty()) {
+    // A runtime, run in the sandbox where the node has one (the admin's own command is not):
+    // what it reads is shown, read-only.
+    command.sandboxed = true;
+    auto show = [&command](const std::filesystem::path& path) {
+      std::error_code error;
+      if (path.empty() || !std::filesystem::exists(path, error)) return;
+      const std::string text = path.lexically_normal().string();
+      if (std::find(command.sandbox_read_only.begin(), command.sandbox_read_only.end(), text) ==
+          command.sandbox_read_only.end()) {
+        command.sandbox_read_only.push_back(text);
+      }
+    };
+    show(options.function_program.parent_path());  // gshare-function, libgshare-fn.so, python/
+    show(options.model_folder);
+    for (const std::string& file : spec.model_files)
+      show(std::filesystem::path(file).parent_path());
+    show(spec.working_dir);
+    if (IsTenantCodeRuntime(spec.runtime) && !options.python.empty() &&
+        options.python.front() == '/') {
+      // An interpreter outside /usr: its own bin/ and lib/ (a virtual environment's, by the path
+      // given, and its base interpreter's, by the symlink's end), never the folders above them.
+      const std::filesystem::path given(options.python);
+      std::error_code error;
+      const auto real = std::filesystem::canonical(given, error);
+      for (const auto& prefix :
+           {given.parent_path().parent_path(),
+            error ? std::filesystem::path() : real.parent_path().parent_path()}) {
+        if (prefix.empty() || prefix == "/usr" || prefix == "/" ||
+            prefix.string().rfind("/usr/", 0) == 0) {
+          continue;
+        }
+        for (const char* part : {"bin", "lib", "lib64"}) show(prefix / part);
+      }
+    }
+  }
   if (spec.runtime == "python" && command.working_dir.empty()) {
     // The handler reads the files beside it by their names.
     command.working_dir = std::filesystem::path(spec.model_files.front()).parent_path().string();

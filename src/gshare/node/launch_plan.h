@@ -22,6 +22,9 @@ struct LaunchPlanOptions {
   std::filesystem::path function_program;
   // The interpreter the Python runtimes run under (a program without '/' is looked up on PATH).
   std::string python = "python3";
+  // The tenant's model folder, shown read-only in the sandbox of the function's processes when it
+  // exists (with the runtime's programs, the model files' folders and the interpreter's prefix).
+  std::filesystem::path model_folder{};
   // Instances the node keeps warm at least (a deployed model stays loaded: 1); the spec's
   // min_instances when larger.
   int min_instances = 0;

@@ -545,8 +545,13 @@ Status LiveExecutor::LaunchInstance(Instance& instance, std::uint64_t reserve_by
     MaybeRestoreDone(it->second);
   };
   launch.on_exit = [this, instance_id](Status status) {
+    auto it = instances_.find(instance_id);
+    if (it != instances_.end() && it->second.switch_failure && status.ok() &&
+        it->second.state != InstanceState::kStopping) {
+      status = *it->second.switch_failure;  // what failed first, when its exit says nothing more
+    }
     if (status.ok()) status = Unavailable("the process ended");
-    InstanceLost(instance_id, status);
+    InstanceLost(instance_id, status, /*exited=*/true);
   };
   if (const Status started = host_.Start(std::move(launch)); !started.ok()) {
     instance.switcher->Close();
@@ -951,13 +956,27 @@ void LiveExecutor::BecomeIdle(Instance& instance) {
 
 void LiveExecutor::StopInstance(Instance& instance) {
   instance.state = InstanceState::kStopping;
+  instance.exit_wait.Cancel();
   host_.Stop(instance.id);
 }
 
-void LiveExecutor::InstanceLost(InstanceId instance_id, const Status& status) {
+void LiveExecutor::InstanceLost(InstanceId instance_id, const Status& status, bool exited) {
   if (shut_down_) return;
   auto it = instances_.find(instance_id);
   if (it == instances_.end()) return;
+  if (!exited && status.code() == StatusCode::kUnavailable &&
+      (it->second.state == InstanceState::kStarting ||
+       it->second.state == InstanceState::kPreparing)) {
+    // A starting instance whose channel failed is going: its exit says why (a model that did not
+    // load is the tenant's mistake, not a lost instance). A process that closed its channel and
+    // stayed is stopped after a grace (a stop at once would race the exit status it is giving).
+    if (!it->second.switch_failure) {
+      it->second.switch_failure = status;
+      it->second.exit_wait = resources_.clock.After(
+          std::chrono::seconds(2), [this, instance_id] { host_.Stop(instance_id); });
+    }
+    return;
+  }
   Instance instance = std::move(it->second);
   instances_.erase(it);
   if (instance.orphan) {  // the memory a failed checkpoint left with it

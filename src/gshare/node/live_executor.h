@@ -243,6 +243,8 @@ class LiveExecutor final : public Executor {
     GpuId orphan_gpu = 0;
     std::shared_ptr<DeviceBuffer> staging;    // where it loads its model when it starts
     std::function<void(Status)> on_prepared;  // kPreparing: Prepare's callback
+    std::optional<Status> switch_failure;     // starting: what failed before its exit came
+    LoopTimer exit_wait;                      // then: the stop, should the exit not come
   };
   enum class SliceState { kWaitingMemory, kRestoring, kResident };
   struct RunInFlight {
@@ -290,7 +292,8 @@ class LiveExecutor final : public Executor {
   void RestoreFinished(GpuId gpu, FunctionId function, const Status& status);
   void Detached(InstanceId id, GpuId gpu, FunctionId function, std::shared_ptr<SliceMemory> memory,
                 bool report, const Status& status, std::uint64_t copied_bytes);
-  void InstanceLost(InstanceId id, const Status& status);
+  // `exited`: reported by the process's exit (a starting instance's other failures wait for it).
+  void InstanceLost(InstanceId id, const Status& status, bool exited = false);
   // A request leaves the executor answered without a run: cancelled (OnRequestCancelled) or
   // failed by the scheduler.
   void AnswerWithoutRun(RequestId request, const Status& status, AnswerOutcome outcome);

@@ -115,6 +115,9 @@ Result<std::unique_ptr<LiveBackend>> LiveBackend::Create(metrics::GshareMetrics&
     GSHARE_RETURN_IF_ERROR(enterable(options.data_dir / folder));
   }
   options.node.host.run_dir = (options.data_dir / "run").string();
+  // No sandbox shows a folder that holds the data directory (its registry, keys, every tenant's
+  // files): a bind of one is refused (node/process/sandbox.h).
+  options.node.host.sandbox_hidden.push_back(options.data_dir.string());
   // Every instance of the node's process host starts under gshare-init, which lies beside the
   // runtimes' program (a host injected by a test starts none).
   const std::filesystem::path init =
@@ -470,11 +473,33 @@ void LiveBackend::Finish(RequestId id, Result<InferAnswer> result) {
   }
 }
 
+std::string_view SandboxStateName(SandboxState state) {
+  switch (state) {
+    case SandboxState::kOn:
+      return "on";
+    case SandboxState::kOff:
+      return "off";
+    case SandboxState::kUnavailable:
+      return "unavailable";
+  }
+  return "off";
+}
+
 Result<FunctionLaunch> LiveBackend::Plan(const FunctionSpec& spec) const {
+  if (IsTenantCodeRuntime(spec.runtime) && options_.sandbox == SandboxState::kUnavailable) {
+    // Every path to a start comes here (a deploy, the registry's functions at a restart): a
+    // tenant's code runs in the sandbox, or, by the admin's explicit --sandbox off, without it.
+    return PermissionDenied(fmt::format(
+        "function '{}': the {} runtime runs the tenant's code, which runs only in the sandbox, and "
+        "the sandbox cannot be made on this node ({}); start the server with --sandbox off to run "
+        "it without one",
+        spec.name, spec.runtime, options_.sandbox_reason));
+  }
   // A deployed model stays loaded: one instance is kept in host memory.
   return PlanLaunch(spec, node_->gpu_type(),
                     {.function_program = options_.function_program,
                      .python = options_.python,
+                     .model_folder = options_.data_dir / "models" / spec.tenant,
                      .min_instances = 1});
 }
 

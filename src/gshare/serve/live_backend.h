@@ -46,6 +46,12 @@
 
 namespace gshare::serve {
 
+// The sandbox of tenants' functions (node/process/sandbox.h): on (node.host.sandbox), off (the
+// admin's choice: --sandbox off), or unavailable (--sandbox auto where it cannot be made: tenants'
+// code runtimes are refused, and the other runtimes run as their tenant's uid only).
+enum class SandboxState { kOn, kOff, kUnavailable };
+std::string_view SandboxStateName(SandboxState state);
+
 struct LiveBackendOptions {
   // Tenants' model files are under data_dir/models/<tenant>/; function logs and sockets under
   // data_dir/run/ (the node's host.run_dir).
@@ -54,6 +60,8 @@ struct LiveBackendOptions {
   std::filesystem::path function_program;
   // The interpreter of the Python runtimes (runtime: pytorch), with PyTorch installed.
   std::string python = "python3";
+  SandboxState sandbox = SandboxState::kOff;
+  std::string sandbox_reason;  // why it is unavailable
   // Unanswered requests a tenant may have at once; 0: no bound.
   std::size_t tenant_max_in_flight = 0;
   // The node; its host's run_dir, its executor's meters and drained hook are the backend's.

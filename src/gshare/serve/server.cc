@@ -11,6 +11,7 @@
 #include <cstring>
 #include <limits>
 
+#include "gshare/node/process/child_process.h"
 #include "gshare/serve/data_dir.h"
 #include "gshare/serve/http_util.h"
 #if GSHARE_WITH_GRPC
@@ -58,6 +59,41 @@ void FitConnectionsToFileLimit(net::HttpServerLimits& limits) {
       "at most {} connections (raise `ulimit -n` for more)",
       limits.max_connections, static_cast<std::uint64_t>(files.rlim_cur), fit);
   limits.max_connections = fit;
+}
+
+// --sandbox: the backend's sandbox state, the node's host told to use it when it is on.
+void ChooseSandbox(ServerOptions& options) {
+  LiveBackendOptions& backend = options.backend;
+  if (options.sandbox == SandboxMode::kOff) {
+    spdlog::warn(
+        "--sandbox off: tenants' functions run without the sandbox (namespaces, seccomp), "
+        "contained only by their own uid");
+    backend.sandbox = SandboxState::kOff;
+    return;
+  }
+  Status probe = Status::Ok();
+  if (::geteuid() != 0) {
+    probe = FailedPrecondition("the server does not run as root");
+  } else if (!options.backend.node.host.distinct_uids) {
+    probe = FailedPrecondition("tenants do not have uids of their own");
+  } else {
+    const std::filesystem::path root = options.data_dir / "run" / "sandbox";
+    std::error_code error;
+    std::filesystem::create_directories(root, error);
+    probe = error ? IoError(fmt::format("{}: {}", root.string(), error.message()))
+                  : ProbeSandbox(root.string());
+  }
+  if (probe.ok()) {
+    backend.sandbox = SandboxState::kOn;
+    backend.node.host.sandbox = true;
+    return;
+  }
+  backend.sandbox = SandboxState::kUnavailable;
+  backend.sandbox_reason = probe.message();
+  spdlog::warn(
+      "the sandbox cannot be made here ({}): tenants' pytorch and python functions are refused; "
+      "the bundled runtimes run as their tenant's uid only",
+      backend.sandbox_reason);
 }
 
 }  // namespace
@@ -131,6 +167,7 @@ Result<std::unique_ptr<Server>> Server::Start(ServerOptions options) {
         options.uid_ledger == std::filesystem::path(kDefaultUidLedger);
     s.tenant_first_uid_ = range->first;
   }
+  ChooseSandbox(options);
   GSHARE_ASSIGN_OR_RETURN(s.backend_, LiveBackend::Create(*s.metrics_, options.backend));
   // The front stamps deadlines on the node's clock: one clock from a request's arrival to its run.
   s.parse_pool_ = std::make_unique<ParsePool>(options.parse_pool);
@@ -295,6 +332,8 @@ void Server::HandleNode(const net::ServerRequest& request, const net::Responder&
   const LiveNodeOptions& node = options_.backend.node;
   responder.Respond(
       JsonResponse(200, {{"policy", node.policy},
+                         {"sandbox", SandboxStateName(options_.backend.sandbox)},
+                         {"sandbox_reason", options_.backend.sandbox_reason},
                          {"gpus", backend_->node().inventory().devices().size()},
                          {"slice_granularity_bytes", node.policy_options.slice_granularity.bytes()},
                          {"gpu_type",

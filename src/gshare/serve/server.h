@@ -40,6 +40,11 @@
 
 namespace gshare::serve {
 
+// --sandbox: auto makes the sandbox where it can (root with namespaces) and refuses tenants' code
+// runtimes elsewhere; off runs every function without it (warned at the start, reported by
+// GET /api/v1/node).
+enum class SandboxMode { kAuto, kOff };
+
 struct ServerOptions {
   std::filesystem::path data_dir = "gshare-data";
   // The admin key: given (tests), else read from admin_key_file, else DATA_DIR/admin.key
@@ -53,6 +58,7 @@ struct ServerOptions {
   // The host's record of which uids each server gives its tenants (node/process/uid_ranges.h):
   // a server running as root claims a range there for its data directory.
   std::filesystem::path uid_ledger = std::string(kDefaultUidLedger);
+  SandboxMode sandbox = SandboxMode::kAuto;
   // Where large inference bodies are parsed (threads 0: the cores less one).
   ParsePoolOptions parse_pool;
   // How often the registry is polled for changes by another process.

@@ -934,7 +934,7 @@ TEST_F(ServerTest, ATenantUploadsItsFilesAndReadsTheLogOfAFailedDeploy) {
   auto failed =
       client_->Send("POST", "/api/v1/functions", acme, spec + "model_files: [bad.safetensors]\n");
   ASSERT_TRUE(failed);
-  EXPECT_NE(failed->result_int(), 201);
+  EXPECT_EQ(failed->result_int(), 400) << failed->body();
   EXPECT_NE(failed->body().find("GET /api/v1/functions/broken/logs"), std::string::npos)
       << failed->body();
   auto log = client_->Send("GET", "/api/v1/functions/broken/logs?tail=50", acme);
@@ -1093,9 +1093,114 @@ outputs: [{name: y, datatype: FP32, shape: [-1, 4]}]
   broken.replace(broken.find("nets/net.pt"), 11, "junk.pt");
   auto failed = client_->Send("POST", "/api/v1/functions", acme, broken);
   ASSERT_TRUE(failed);
-  EXPECT_NE(failed->result_int(), 201);
+  EXPECT_EQ(failed->result_int(), 400) << failed->body();
   EXPECT_NE(failed->body().find("not a TorchScript model"), std::string::npos) << failed->body();
   EXPECT_EQ(failed->body().find(dir_.path().string()), std::string::npos) << failed->body();
+}
+
+// A tenant's handler that tries to leave its sandbox in load(): each try is refused (1 in its
+// answer) while what the sandbox allows works (its own model folder read, /tmp written), and its
+// process runs as the tenant's own uid on the host. GET /api/v1/node says the sandbox is on.
+TEST_F(ServerTest, ATenantsHandlerStaysInItsSandbox) {
+  const std::string python = GSHARE_TORCH_PYTHON;
+  if (python.empty()) {
+    GTEST_SKIP() << "no Python with PyTorch and numpy here (scripts/setup.sh installs them)";
+  }
+  customize_ = [&](ServerOptions& options) { options.backend.python = python; };
+  Start();
+  auto node = client_->Send("GET", "/api/v1/node", kAdminKey);
+  ASSERT_TRUE(node);
+  if (Json(node).value("sandbox", "") != "on") {
+    // Only where the test runs as root on a kernel that gives it namespaces.
+    GTEST_SKIP() << "no sandbox here: " << Json(node).value("sandbox_reason", "");
+  }
+  const std::string acme = AddTenant("acme");
+  const std::string other = AddTenant("other");
+  auto secret = client_->Send("PUT", "/api/v1/files/secret.txt", other, "the neighbour's");
+  ASSERT_TRUE(secret && secret->result_int() == 201);
+  const std::filesystem::path data = dir_.path() / "data";
+  const std::string handler =
+      fmt::format(R"(import ctypes, os, socket
+import numpy as np
+
+DATA = "{data}"
+
+
+def refused(attempt):
+    try:
+        attempt()
+    except OSError:
+        return 1.0
+    return 0.0
+
+
+def connect():
+    with socket.create_connection(("127.0.0.1", {port}), timeout=2):
+        pass
+
+
+def user_namespace():
+    if ctypes.CDLL(None, use_errno=True).unshare(0x10000000) != 0:
+        raise OSError(ctypes.get_errno(), "unshare")
+
+
+class Model:
+    def load(self):
+        with open("/tmp/scratch", "w") as f:
+            f.write("mine")
+        with open("mine.txt") as f:
+            assert f.read() == "mine"
+        self.flags = [
+            refused(lambda: open(DATA + "/models/other/secret.txt").read()),
+            refused(lambda: open(DATA + "/registry.db", "rb").read(1)),
+            refused(lambda: os.listdir(DATA + "/run/logs")),
+            refused(lambda: open(DATA + "/models/acme/planted", "w")),
+            refused(lambda: open("/usr/planted", "w")),
+            refused(connect),
+            refused(lambda: os.kill({server_pid}, 0)),
+            refused(user_namespace),
+            float(os.getuid()),
+        ]
+
+    def predict(self, inputs):
+        return {{"y": np.array([self.flags], dtype=np.float32)}}
+)",
+                  fmt::arg("data", data.string()), fmt::arg("port", server_->port()),
+                  fmt::arg("server_pid", ::getpid()));
+  for (const auto& [name, content] :
+       {std::pair<std::string, std::string>{"escape.py", handler}, {"mine.txt", "mine"}}) {
+    auto stored = client_->Send("PUT", "/api/v1/files/" + name, acme, content);
+    ASSERT_TRUE(stored);
+    ASSERT_EQ(stored->result_int(), 201) << stored->body();
+  }
+  Deploy(acme, R"(name: escape
+model_size: 1Mi
+gpu_memory: 8Mi
+exec_latency: 5ms
+slo: 5s
+timeout: 30s
+runtime: python
+model_files: [escape.py, mine.txt]
+inputs: [{name: x, datatype: FP32, shape: [1]}]
+outputs: [{name: y, datatype: FP32, shape: [1, 9]}]
+)",
+         "escape");
+  auto answer = client_->Send(
+      "POST", "/v2/models/escape/infer", acme,
+      R"({"inputs": [{"name": "x", "datatype": "FP32", "shape": [1], "data": [0]}]})");
+  ASSERT_TRUE(answer);
+  ASSERT_EQ(answer->result_int(), 200) << answer->body();
+  const auto flags = Json(answer)["outputs"][0]["data"].get<std::vector<float>>();
+  ASSERT_EQ(flags.size(), 9u);
+  const char* tries[] = {"another tenant's file",       "the registry",    "the node's logs",
+                         "a write to its model folder", "a write to /usr", "a connection out",
+                         "a signal to the server",      "a user namespace"};
+  for (std::size_t i = 0; i < 8; ++i) EXPECT_EQ(flags[i], 1.0f) << tries[i] << " got through";
+  const uid_t uid = server_->tenant_first_uid();
+  EXPECT_GT(uid, 0u);
+  EXPECT_GE(flags[8], static_cast<float>(uid));  // the tenant's own uid, not root
+  EXPECT_FALSE(std::filesystem::exists(data / "models" / "acme" / "planted"));
+  EXPECT_FALSE(std::filesystem::exists("/usr/planted"));
 }
 
 // A tenant's Python handler (runtime: python), with a data file beside it: its answers are what its
@@ -1170,7 +1275,7 @@ outputs: [{name: y, datatype: FP32, shape: [-1, 3]}]
   broken.replace(broken.find("[h/handler.py, h/offset.txt]"), 28, "[bad/handler.py]");
   auto failed = client_->Send("POST", "/api/v1/functions", acme, broken);
   ASSERT_TRUE(failed);
-  EXPECT_NE(failed->result_int(), 201);
+  EXPECT_EQ(failed->result_int(), 400) << failed->body();
   EXPECT_NE(failed->body().find("SyntaxError"), std::string::npos) << failed->body();
   EXPECT_EQ(failed->body().find(dir_.path().string()), std::string::npos) << failed->body();
   // Nothing changed: no function of that name, and the first one still serves.

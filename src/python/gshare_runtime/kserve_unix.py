@@ -39,6 +39,9 @@ import threading
 from dataclasses import dataclass
 
 MAX_BODY_BYTES = 256 * 2**20
+# The exit status of a process whose model did not load because of what the tenant gave: the node
+# answers the deploy 400 (fn::kExitModelRejected, sysexits' EX_CONFIG).
+EXIT_MODEL_REJECTED = 78
 _FLOAT_LIMITS = {"FP16": 65504.0, "FP32": 3.4028234663852886e38, "FP64": sys.float_info.max}
 _INT_RANGES = {
     "INT8": (-(2**7), 2**7 - 1),
@@ -507,7 +510,10 @@ def serve(load_model, name, socket_path=None):
         message = " ".join(str(error).split())  # one line: the node quotes the last one
         print(f"function: loading the model failed: {type(error).__name__}: {message}",
               file=sys.stderr, flush=True)
-        stop_serving(1)
+        # The runtimes raise ValueError for what the tenant gave (a file that is not the model, a
+        # handler that fails): the node answers the deploy 400. Anything else (a missing module,
+        # out of device memory) is the node's to fix: 503.
+        stop_serving(EXIT_MODEL_REJECTED if isinstance(error, ValueError) else 1)
     print(f"function: model '{name}' ready on {socket_path}", file=sys.stderr, flush=True)
     while True:
         signal.pause()

@@ -22,6 +22,7 @@
 #include <boost/asio/post.hpp>
 
 #include "gshare/node/process/init_protocol.h"
+#include "gshare/node/process/sandbox.h"
 
 namespace gshare {
 
@@ -67,6 +68,7 @@ enum ChildStep : int {
   kStepPassFds,
   kStepCloseFds,
   kStepParentGone,
+  kStepConfine,
   kStepExec,
 };
 
@@ -107,8 +109,12 @@ const char* StepName(int step) {
       return "fork (in gshare-init)";
     case init_protocol::kStepArguments:
       return "gshare-init's arguments";
-    default:
-      return "unknown step";
+    case kStepConfine:
+      return "the sandbox's seccomp filter";
+    default: {
+      const char* sandbox = SandboxPlan::StepName(step);
+      return sandbox != nullptr ? sandbox : "unknown step";
+    }
   }
 }
 
@@ -197,6 +203,13 @@ Result<std::unique_ptr<ChildProcess>> ChildProcess::Spawn(boost::asio::io_contex
   const int descriptor_bound = static_cast<int>(std::min<rlim_t>(
       node_files.rlim_cur == RLIM_INFINITY ? 1 << 20 : node_files.rlim_cur, 1 << 20));
 
+  std::optional<SandboxPlan> sandbox;
+  if (spec.sandbox) {
+    auto plan = SandboxPlan::Prepare(*spec.sandbox);
+    if (!plan.ok()) return plan.status().WithContext("the sandbox");
+    sandbox.emplace(std::move(plan).value());
+  }
+
   // In a PID namespace of its own (clone with CLONE_NEWPID, as fork does otherwise) the child is
   // the namespace's init: when it ends, the kernel kills whatever it left there, a process that
   // left its group (setsid) included. Where the kernel refuses one (no CAP_SYS_ADMIN), a plain
@@ -205,7 +218,16 @@ Result<std::unique_ptr<ChildProcess>> ChildProcess::Spawn(boost::asio::io_contex
   // wrappers, which would signal threads that do not exist there).
   bool in_namespace = false;
   pid_t pid = -1;
-  if (spec.pid_namespace) {
+  if (sandbox) {
+    // The sandbox's namespaces, or no process: never a sandboxed function without them.
+    pid = static_cast<pid_t>(
+        syscall(SYS_clone, kSandboxNamespaces | SIGCHLD, nullptr, nullptr, nullptr, nullptr));
+    if (pid < 0) {
+      return FailedPrecondition(
+          fmt::format("the sandbox's namespaces: clone: {}", std::strerror(errno)));
+    }
+    in_namespace = true;
+  } else if (spec.pid_namespace) {
     pid = static_cast<pid_t>(
         syscall(SYS_clone, CLONE_NEWPID | SIGCHLD, nullptr, nullptr, nullptr, nullptr));
     in_namespace = pid >= 0;
@@ -230,6 +252,14 @@ Result<std::unique_ptr<ChildProcess>> ChildProcess::Spawn(boost::asio::io_contex
     // "0" moves the writer itself; done before dropping privileges.
     if (cgroup_procs.get() >= 0 && write(cgroup_procs.get(), "0", 1) != 1) {
       Fail(report, kStepCgroup);
+    }
+    if (sandbox) {
+      int step = 0;
+      const int error = sandbox->Enter(&step);
+      if (error != 0) {
+        errno = error;
+        Fail(report, step);
+      }
     }
     if (identity) {
       if (syscall(SYS_setgroups, 0, nullptr) != 0) Fail(report, kStepSetGroups);
@@ -281,6 +311,13 @@ Result<std::unique_ptr<ChildProcess>> ChildProcess::Spawn(boost::asio::io_contex
       for (int n = report; count == 0 || n > 0; n /= 10)
         digits[count++] = static_cast<char>('0' + n % 10);
       for (int i = 0; i < count; ++i) report_digits[i] = digits[count - 1 - i];
+    }
+    if (sandbox) {
+      const int error = sandbox->Confine();  // the last step: the filter refuses what came before
+      if (error != 0) {
+        errno = error;
+        Fail(report, kStepConfine);
+      }
     }
     execve(argv[0], argv.data(), envp.data());
     Fail(report, kStepExec);
@@ -423,6 +460,27 @@ void ChildProcess::OnExit(ExitCallback callback) {
       if (*alive && on_exit_) on_exit_(*exit_status_);
     });
   }
+}
+
+Status ProbeSandbox(const std::string& root_dir) {
+  boost::asio::io_context io;
+  ProcessSpec spec;
+  spec.argv = {"/bin/true"};
+  spec.env = {{"PATH", "/usr/bin:/bin"}};
+  spec.working_dir = "/tmp";
+  if (::geteuid() == 0) spec.identity = ProcessIdentity{65534, 65534};  // nobody
+  spec.sandbox = SandboxSpec{.root_dir = root_dir};
+  auto child = ChildProcess::Spawn(io, spec);
+  if (!child.ok()) return child.status();
+  std::optional<int> ended;
+  (*child)->OnExit([&ended](int wait_status) { ended = wait_status; });
+  while (!ended && io.run_one() > 0) {
+  }
+  if (!ended) return Internal("the sandbox probe's exit was never seen");
+  if (!WIFEXITED(*ended) || WEXITSTATUS(*ended) != 0) {
+    return Internal(fmt::format("/bin/true in the sandbox {}", DescribeWaitStatus(*ended)));
+  }
+  return Status::Ok();
 }
 
 }  // namespace gshare

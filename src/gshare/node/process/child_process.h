@@ -32,6 +32,12 @@
 // as the init's hard stop, so that it ends the rest before itself (in a namespace the kernel does).
 // Spawn still reports the program's exec failure: the init passes it on through the status pipe.
 //
+// Sandbox: with ProcessSpec::sandbox the child is cloned into the sandbox's namespaces (PID among
+// them) and, before the drop to its identity, builds its view of the files and pivots into it;
+// after the drop and just before exec it sets no-new-privileges and the seccomp filter
+// (sandbox.h). Where the kernel refuses the namespaces Spawn fails (FailedPrecondition): a
+// sandboxed process never starts without them.
+//
 // Exit: the process is watched through a pidfd (pidfd_open) on the io_context; OnExit's callback
 // runs on the loop once the child has exited and been reaped, with its wait status. Threading:
 // use from the io_context's thread. The destructor kills the whole group (SIGKILL) and reaps the
@@ -55,6 +61,11 @@ namespace gshare {
 
 // A wait status in words: "exited with status N", "killed by signal N", or "ended".
 std::string DescribeWaitStatus(int wait_status);
+
+// Whether sandboxed processes start here: /bin/true started in a sandbox built in `root_dir` (as
+// nobody when run as root), waited for. OK, or why not (the step that failed). Blocks the caller
+// for the child's life (milliseconds).
+Status ProbeSandbox(const std::string& root_dir);
 
 class ChildProcess {
  public:

@@ -21,6 +21,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "gshare/fn/control_channel.h"
 #include "gshare/net/unix_http.h"
 #include "gshare/node/process/instance_environment.h"
 #include "gshare/protocol/batching.h"
@@ -242,6 +243,30 @@ Status ProcessHost::SpawnNow(Process& process) {
   spec.pass_fds = {process.launch.control.get()};
   spec.pid_namespace = options_.pid_namespaces;
   spec.init_program = options_.init_program;
+  if (options_.sandbox && command.sandboxed) {
+    if (!identity) {
+      // As root in its own namespaces a process could write /proc/sys: never without a uid.
+      return FailedPrecondition("a sandboxed function needs a uid of its own (the node as root)");
+    }
+    // Built in a folder of the node's own that the child mounts its root on (in its own mount
+    // namespace: here the folder stays empty).
+    const std::string root = (std::filesystem::path(run_dir_) / "sandbox").string();
+    std::filesystem::create_directories(root, error);
+    if (error) return IoError(fmt::format("{}: {}", root, error.message()));
+    SandboxSpec sandbox{.root_dir = root,
+                        .read_only = command.sandbox_read_only,
+                        .writable = {dir},
+                        .hidden = options_.sandbox_hidden,
+                        .tmp_bytes = options_.sandbox_tmp_bytes};
+    sandbox.hidden.push_back(run_dir_);
+    if (!options_.init_program.empty()) {
+      sandbox.read_only.push_back(
+          std::filesystem::path(options_.init_program).parent_path().string());
+    }
+    // The run folder is not in the sandbox: a function without a folder of its own starts in /tmp.
+    if (command.working_dir.empty()) spec.working_dir = "/tmp";
+    spec.sandbox = std::move(sandbox);
+  }
   if (cgroups_.enabled) {
     auto cgroup = InstanceCgroup::Create(
         cgroups_.parent_dir, fmt::format("gshare-{}-instance-{}", ::getpid(), process.id),
@@ -534,7 +559,15 @@ void ProcessHost::Exited(InstanceId id, int wait_status) {
   process->timer.Cancel();
   const pid_t pid = process->child->pid();
   Status status = Status::Ok();
-  if (!process->stopping) {
+  if (!process->ready && WIFEXITED(wait_status) &&
+      WEXITSTATUS(wait_status) == fn::kExitModelRejected) {
+    // Its model did not load, because of what the tenant gave (whether or not the node was
+    // stopping it meanwhile): a bad deploy, which the process said why in its log.
+    status = InvalidArgument(fmt::format("instance {} of {}: the model did not load", id,
+                                         FunctionName(CommandOf(process->function))));
+    spdlog::warn("{}", status.message());
+    if (!process->stopping) CountCrash(process->function, *process, status.message());
+  } else if (!process->stopping) {
     status = process->kill_reason.ok()
                  ? Unavailable(fmt::format("instance {} of {} (pid {}) {}", id,
                                            FunctionName(CommandOf(process->function)), pid,

@@ -88,6 +88,10 @@ struct InstanceCommand {
   // (ReportedTensors), checked as a model that batches (max_batch above 1) or not.
   bool read_metadata = false;
   bool batched = false;
+  // Runs in the sandbox where the host has one (ProcessHostOptions::sandbox), showing these host
+  // paths read-only besides the system's (the runtime's programs, the tenant's model folder).
+  bool sandboxed = false;
+  std::vector<std::string> sandbox_read_only{};
 };
 
 // Where the inputs of requests come from and their answers go.
@@ -137,6 +141,14 @@ struct ProcessHostOptions {
   // nothing of it. Only for a uid of its own (never the node's).
   std::vector<std::string> tenant_shared_folders = {"/dev/shm", "/tmp"};
   std::uint64_t open_files = 1024;
+  // Functions whose command asks for it (InstanceCommand::sandboxed) run in the sandbox
+  // (sandbox.h), built in <run_dir>/sandbox, with the instance's folder writable and the init's
+  // folder shown; their start fails rather than run without it. Needs root (ProbeSandbox).
+  bool sandbox = false;
+  std::uint64_t sandbox_tmp_bytes = 256ull << 20;  // each sandbox's /tmp and /dev/shm
+  // Folders no sandbox may show (a bind of one or of a folder above one fails the start); the run
+  // folder always.
+  std::vector<std::string> sandbox_hidden{};
   std::uint64_t pids_max = 512;  // per instance cgroup
   std::chrono::milliseconds ready_poll{20};
   std::chrono::milliseconds ready_timeout{60000};

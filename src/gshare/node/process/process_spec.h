@@ -10,6 +10,8 @@
 #include <utility>
 #include <vector>
 
+#include "gshare/node/process/sandbox.h"
+
 namespace gshare {
 
 // A uid/gid the child switches to (setgroups({}), setgid, setuid) before exec. Only root can.
@@ -44,6 +46,10 @@ struct ProcessSpec {
   // gshare-init (init_protocol.h), the program's first process where set: it reaps what the
   // program leaves and ends it with the program (ChildProcess). Empty: the program runs itself.
   std::string init_program;
+  // Runs the process in a sandbox (sandbox.h): cloned into namespaces of its own (PID included,
+  // whatever pid_namespace says), its view of the files built before the drop to `identity`, the
+  // seccomp filter set just before exec. Spawn fails rather than start it without them.
+  std::optional<SandboxSpec> sandbox;
 };
 
 }  // namespace gshare
