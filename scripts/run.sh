@@ -17,6 +17,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/serve-url.sh
+if [ "$(id -u)" -ne 0 ]; then
+  # Tenants' models run as uids of their own in sandboxes the server makes with namespaces.
+  echo "scripts/run.sh serves tenants' own models in sandboxes, which needs root: run it as root" >&2
+  exit 1
+fi
 bash scripts/build.sh gshare gshare-function gshare-init gshare_fn_c
 
 DURATION="${1:-2m}"
