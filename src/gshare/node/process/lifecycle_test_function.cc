@@ -1,6 +1,9 @@
 // A function process for the lifecycle tests: serves the readiness check of the function protocol
 // on $GSHARE_SOCKET and a few test routes; it never touches device memory.
 //   lifecycle_test_function [--never-ready] [--crash-at-start] [--ignore-sigterm] [--stop-parent]
+//                           [--symlink-socket]
+// --symlink-socket: serves on another path and puts a symlink to it where the node looks, as a
+// hostile function might point the node at someone else's socket.
 // --stop-parent: stops its parent (SIGSTOP, over and over), as a hostile program may stop its init.
 // GET /v2/health/ready: 200, or 503 with --never-ready or after POST /test/unhealthy.
 // GET /test/identity: "<uid> <gid> <dumpable> <fd 3 is a socket: 0|1>".
@@ -22,17 +25,21 @@ int main(int argc, char** argv) {
   bool never_ready = false;
   bool ignore_sigterm = false;
   bool stop_parent = false;
+  bool symlink_socket = false;
   for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--symlink-socket") == 0) symlink_socket = true;
     if (std::strcmp(argv[i], "--never-ready") == 0) never_ready = true;
     if (std::strcmp(argv[i], "--crash-at-start") == 0) return 4;
     if (std::strcmp(argv[i], "--ignore-sigterm") == 0) ignore_sigterm = true;
     if (std::strcmp(argv[i], "--stop-parent") == 0) stop_parent = true;
   }
-  const char* socket_path = std::getenv("GSHARE_SOCKET");
-  if (socket_path == nullptr) {
+  const char* given_path = std::getenv("GSHARE_SOCKET");
+  if (given_path == nullptr) {
     std::fprintf(stderr, "GSHARE_SOCKET is not set\n");
     return 2;
   }
+  const std::string served = std::string(given_path) + (symlink_socket ? ".real" : "");
+  const char* socket_path = served.c_str();
   // What a function does first: exec made it dumpable again.
   ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
   // SIGTERM is waited for below (or ignored); blocked before the server's thread starts.
@@ -71,6 +78,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", server.status().ToString().c_str());
     return 1;
   }
+  if (symlink_socket && ::symlink(socket_path, given_path) != 0) return 5;
   if (stop_parent) {
     const pid_t parent = ::getppid();
     for (;;) {

@@ -1,5 +1,6 @@
 #include "gshare/node/process/process_host.h"
 
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <linux/capability.h>
@@ -190,6 +191,8 @@ void ProcessHost::CountCrash(FunctionId function, const Process& process,
 }
 
 Status ProcessHost::SpawnNow(Process& process) {
+  process.socket_file.Reset();  // an earlier start's socket is not this one's
+  process.socket_target.clear();
   const InstanceCommand& command = CommandOf(process.function);
   if (command.argv.empty()) return InvalidArgument("an instance command without a program");
   if (!identities_) return identity_error_;
@@ -411,8 +414,13 @@ void ProcessHost::PollReady(InstanceId id) {
                                              id, FunctionName(CommandOf(process.function)),
                                              options_.ready_timeout.count())));
   }
+  if (const Status opened = OpenSocket(process); !opened.ok()) {
+    if (opened.code() != StatusCode::kUnavailable) return Kill(process, opened);
+    process.timer = clock_.After(options_.ready_poll, [this, id] { PollReady(id); });
+    return;
+  }
   net::SendUnixHttpRequest(
-      loop_, process.socket_path, {"GET", "/v2/health/ready", "", ""}, options_.probe_timeout, {},
+      loop_, process.socket_target, {"GET", "/v2/health/ready", "", ""}, options_.probe_timeout, {},
       [this, id, alive = alive_](Result<net::HttpResponse> answer) {
         if (!*alive) return;
         auto found = processes_.find(id);
@@ -426,11 +434,34 @@ void ProcessHost::PollReady(InstanceId id) {
       });
 }
 
+Status ProcessHost::OpenSocket(Process& process) {
+  if (process.socket_file.valid()) return Status::Ok();
+  // O_PATH | O_NOFOLLOW: a symlink the instance put there opens as itself, and is refused below.
+  UniqueFd file(::open(process.socket_path.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC));
+  if (!file.valid()) {
+    if (errno == ENOENT) return Unavailable("its socket is not there yet");
+    return IoError(fmt::format("instance {}: its socket: {}", process.id, std::strerror(errno)));
+  }
+  struct stat info {};
+  if (::fstat(file.get(), &info) != 0) {
+    return IoError(fmt::format("instance {}: its socket: {}", process.id, std::strerror(errno)));
+  }
+  if (!S_ISSOCK(info.st_mode) || (process.identity && info.st_uid != process.identity->uid)) {
+    return PermissionDenied(fmt::format(
+        "instance {} of {}: its socket path is not a socket of its own (a symlink or another "
+        "file): killed",
+        process.id, FunctionName(CommandOf(process.function))));
+  }
+  process.socket_target = fmt::format("/proc/self/fd/{}", file.get());
+  process.socket_file = std::move(file);
+  return Status::Ok();
+}
+
 void ProcessHost::ReadMetadataThenReady(InstanceId id) {
   Process& process = *processes_.at(id);
   if (binary_.contains(process.function)) return ReadTensorsThenReady(id);
   net::SendUnixHttpRequest(
-      loop_, process.socket_path, {"GET", "/v2", "", ""}, options_.probe_timeout, {},
+      loop_, process.socket_target, {"GET", "/v2", "", ""}, options_.probe_timeout, {},
       [this, id, alive = alive_](Result<net::HttpResponse> answer) {
         if (!*alive) return;
         auto found = processes_.find(id);
@@ -463,7 +494,7 @@ void ProcessHost::ReadTensorsThenReady(InstanceId id) {
   const InstanceCommand& command = CommandOf(process.function);
   if (!command.read_metadata || reported_.contains(process.function)) return Ready(process);
   net::SendUnixHttpRequest(
-      loop_, process.socket_path, {"GET", "/v2/models/" + command.model, "", ""},
+      loop_, process.socket_target, {"GET", "/v2/models/" + command.model, "", ""},
       options_.probe_timeout, {}, [this, id, alive = alive_](Result<net::HttpResponse> answer) {
         if (!*alive) return;
         auto found = processes_.find(id);
@@ -517,8 +548,8 @@ void ProcessHost::ScheduleProbe(InstanceId id) {
     if (process.in_flight > 0) return ScheduleProbe(id);  // its answers show it is alive
     const std::uint64_t batches = process.batches;
     net::SendUnixHttpRequest(
-        loop_, process.socket_path, {"GET", "/v2/health/ready", "", ""}, options_.probe_timeout, {},
-        [this, id, batches, alive = alive_](Result<net::HttpResponse> answer) {
+        loop_, process.socket_target, {"GET", "/v2/health/ready", "", ""}, options_.probe_timeout,
+        {}, [this, id, batches, alive = alive_](Result<net::HttpResponse> answer) {
           if (!*alive) return;
           auto probed = processes_.find(id);
           if (probed == processes_.end() || probed->second->stopping ||
@@ -757,7 +788,7 @@ void ProcessHost::Send(InstanceId instance, std::vector<RequestId> ids,
         {"Inference-Header-Content-Length", std::to_string(*body->json_bytes)});
   }
   net::SendUnixHttpRequest(
-      loop_, it->second->socket_path, std::move(request), options_.request_deadline, {},
+      loop_, it->second->socket_target, std::move(request), options_.request_deadline, {},
       [this, instance, ids = std::move(ids), sizes = std::move(sizes), done,
        alive = alive_](Result<net::HttpResponse> answer) mutable {
         if (!*alive) return;

@@ -64,6 +64,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "gshare/common/unique_fd.h"
 #include "gshare/node/instance_host.h"
 #include "gshare/node/loop_clock.h"
 #include "gshare/node/process/cgroup.h"
@@ -234,6 +235,11 @@ class ProcessHost final : public InstanceHost {
     std::optional<ProcessIdentity> identity;  // what it runs as, from its spawn on
     InstanceLaunch launch;                    // its control end is handed over at the spawn
     std::string socket_path;
+    // The socket, opened without following a symlink and checked to be a socket of the
+    // instance's uid once it is there; the host connects through /proc/self/fd/N (socket_target),
+    // never by the path in a folder the instance may write.
+    UniqueFd socket_file;
+    std::string socket_target;
     std::unique_ptr<InstanceCgroup> cgroup;  // declared before child: removed after the reap
     std::unique_ptr<ChildProcess> child;     // null while waiting out a restart delay
     LoopTimer timer;                         // delay, readiness, health or stop grace
@@ -262,6 +268,9 @@ class ProcessHost final : public InstanceHost {
   void Ready(Process& process);
   void ScheduleProbe(InstanceId id);
   void Kill(Process& process, Status reason);
+  // Opens the instance's socket once (Process::socket_file): Unavailable while it is not there,
+  // PermissionDenied when the path is not a socket of the instance's own uid.
+  Status OpenSocket(Process& process);
   // SIGKILL (ChildProcess::SignalGroup), then after stop_grace ChildProcess::KillAll.
   void HardStop(InstanceId id);
   void Exited(InstanceId id, int wait_status);

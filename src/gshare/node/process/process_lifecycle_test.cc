@@ -334,6 +334,19 @@ TEST_F(ProcessLifecycleTest, AStartThatFailsIsACrashAndNeverReady) {
   EXPECT_EQ(host_->FunctionRestarts(0).consecutive_crashes, 1);
 }
 
+// A function that puts a symlink where its socket should be (to a socket of its own here; it could
+// name another tenant's) is never connected to through it: the host opens the path without
+// following links, finds no socket of the instance's own, and kills it.
+TEST_F(ProcessLifecycleTest, ASymlinkInPlaceOfTheSocketIsRefused) {
+  MakeHost({"--symlink-socket"});
+  ASSERT_TRUE(Start(1).ok());
+  ASSERT_TRUE(Ended(1));
+  EXPECT_FALSE(seen_[1].ready);
+  EXPECT_EQ(seen_[1].exit->code(), StatusCode::kPermissionDenied) << seen_[1].exit->ToString();
+  EXPECT_NE(seen_[1].exit->message().find("not a socket of its own"), std::string::npos)
+      << seen_[1].exit->ToString();
+}
+
 TEST_F(ProcessLifecycleTest, AMissingProgramIsRefusedAtStart) {
   InstanceCommand command;
   command.argv = {(dir_ / "no-such-program").string()};
