@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "gshare/protocol/kserve_json.h"
+#include "gshare/tensor/half.h"
 
 namespace gshare::measure {
 namespace {
@@ -37,6 +38,12 @@ std::optional<std::vector<double>> FloatValues(const Tensor& tensor) {
       auto span = tensor.Values<float>();
       if (!span.ok()) return std::nullopt;
       values.assign(span->begin(), span->end());
+      return values;
+    }
+    case DataType::kFp16: {
+      auto span = tensor.Values<Half>();
+      if (!span.ok()) return std::nullopt;
+      for (const Half h : *span) values.push_back(HalfToDouble(h));
       return values;
     }
     case DataType::kFp64: {

@@ -7,9 +7,9 @@
 //   DIR/NAME.response.json   a KServe v2 inference response body: the outputs NAME must answer
 //
 // An answer is right when it has every reference output (by name) with the same datatype and
-// shape, and for floating-point outputs its largest difference from the reference is at most
-// `relative_tolerance` times the reference's largest magnitude (integers, booleans and strings:
-// equal). The files are read with the protocol's own parser (kserve_json.h): every number
+// shape, and for FP16, FP32 and FP64 outputs its largest difference from the reference is at most
+// `relative_tolerance` times the reference's largest magnitude (an all-zero reference: exactly
+// equal; integers, booleans and strings: equal). The files are read with the protocol's own parser (kserve_json.h): every number
 // checked finite and in range.
 //
 // Threading: immutable after Load; Check and request may be called from any thread.

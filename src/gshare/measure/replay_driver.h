@@ -46,6 +46,8 @@ struct ReplayTarget {
   // Or a reference given by files (reference_answers.h): its request is sent, its outputs are the
   // answer's; owned by the ReferenceAnswers, which outlives the driver.
   const ReferenceAnswer* reference = nullptr;
+  // Its request serialized once, without an id (the driver puts each request's id first).
+  std::string reference_body;
   Duration slo{};
   Duration answer_timeout{};
 };

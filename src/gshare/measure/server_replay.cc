@@ -14,6 +14,7 @@
 #include "gshare/measure/replay_server.h"
 #include "gshare/measure/replay_window.h"
 #include "gshare/model/catalog.h"
+#include "gshare/protocol/kserve_json.h"
 #include "gshare/sim/figures.h"
 #include "gshare/sim/report.h"
 #include "gshare/sim/workload/trace_reader.h"
@@ -277,6 +278,16 @@ Result<ServerReplayOutcome> ServerReplay::Run() {
     target.infer_path = fmt::format("/v2/models/{}/infer", PathSegment(spec.name));
     target.authorization = fmt::format("Bearer {}", access.tenant_keys.at(spec.tenant));
     target.reference = references_ ? references_->Find(spec.name) : nullptr;
+    if (target.reference != nullptr) {
+      InferRequest request = target.reference->request;
+      request.id.reset();
+      GSHARE_ASSIGN_OR_RETURN(target.reference_body, SerializeInferRequest(request));
+      if (target.reference_body.size() < 2 || target.reference_body.front() != '{' ||
+          target.reference_body[1] == '}') {
+        return InvalidArgument(
+            fmt::format("function '{}': its reference request has no inputs", spec.name));
+      }
+    }
     target.checked = target.reference == nullptr &&
                      (examples::ParseModelKind(spec.runtime).ok() || spec.runtime == "echo");
     target.model = target.checked ? spec.runtime : "echo";
