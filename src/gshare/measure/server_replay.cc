@@ -282,8 +282,8 @@ Result<ServerReplayOutcome> ServerReplay::Run() {
       InferRequest request = target.reference->request;
       request.id.reset();
       GSHARE_ASSIGN_OR_RETURN(target.reference_body, SerializeInferRequest(request));
-      if (target.reference_body.size() < 2 || target.reference_body.front() != '{' ||
-          target.reference_body[1] == '}') {
+      if (target.reference->request.inputs.empty() || target.reference_body.size() < 2 ||
+          target.reference_body.front() != '{') {
         return InvalidArgument(
             fmt::format("function '{}': its reference request has no inputs", spec.name));
       }

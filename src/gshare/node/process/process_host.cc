@@ -430,8 +430,17 @@ void ProcessHost::PollReady(InstanceId id) {
         }
         Process& polled = *found->second;
         if (answer.ok() && answer->status == 200) return ReadMetadataThenReady(id);
+        // Not there to connect to: the function may have made its socket again (a loader that
+        // serves 503 first, say), so the next poll opens and checks the path afresh.
+        if (!answer.ok()) ForgetSocket(polled);
         polled.timer = clock_.After(options_.ready_poll, [this, id] { PollReady(id); });
       });
+}
+
+void ProcessHost::ForgetSocket(Process& process) {
+  // Requests in flight connected already (connect is issued inside SendUnixHttpRequest).
+  process.socket_file.Reset();
+  process.socket_target.clear();
 }
 
 Status ProcessHost::OpenSocket(Process& process) {
@@ -546,6 +555,10 @@ void ProcessHost::ScheduleProbe(InstanceId id) {
     }
     Process& process = *found->second;
     if (process.in_flight > 0) return ScheduleProbe(id);  // its answers show it is alive
+    if (const Status opened = OpenSocket(process);
+        !opened.ok() && opened.code() != StatusCode::kUnavailable) {
+      return Kill(process, opened);
+    }
     const std::uint64_t batches = process.batches;
     net::SendUnixHttpRequest(
         loop_, process.socket_target, {"GET", "/v2/health/ready", "", ""}, options_.probe_timeout,
@@ -558,6 +571,7 @@ void ProcessHost::ScheduleProbe(InstanceId id) {
           }
           Process& probed_process = *probed->second;
           const bool healthy = answer.ok() && answer->status == 200;
+          if (!answer.ok()) ForgetSocket(probed_process);  // opened and checked again next time
           if (healthy) {
             probed_process.probe_failures = 0;
           } else if (probed_process.batches == batches) {  // a batch meanwhile may have delayed it
@@ -786,6 +800,10 @@ void ProcessHost::Send(InstanceId instance, std::vector<RequestId> ids,
     request.content_type = "application/octet-stream";
     request.headers.push_back(
         {"Inference-Header-Content-Length", std::to_string(*body->json_bytes)});
+  }
+  if (it->second->socket_target.empty() && !OpenSocket(*it->second).ok()) {
+    --it->second->in_flight;
+    return done(Unavailable("the instance's socket is not there"));
   }
   net::SendUnixHttpRequest(
       loop_, it->second->socket_target, std::move(request), options_.request_deadline, {},

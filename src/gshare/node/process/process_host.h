@@ -271,6 +271,8 @@ class ProcessHost final : public InstanceHost {
   // Opens the instance's socket once (Process::socket_file): Unavailable while it is not there,
   // PermissionDenied when the path is not a socket of the instance's own uid.
   Status OpenSocket(Process& process);
+  // Closes it after a failed connection: the next request opens and checks the path again.
+  void ForgetSocket(Process& process);
   // SIGKILL (ChildProcess::SignalGroup), then after stop_grace ChildProcess::KillAll.
   void HardStop(InstanceId id);
   void Exited(InstanceId id, int wait_status);

@@ -347,6 +347,14 @@ TEST_F(ProcessLifecycleTest, ASymlinkInPlaceOfTheSocketIsRefused) {
       << seen_[1].exit->ToString();
 }
 
+// A function that makes its socket again after the node first connected (a loader that answers
+// 503 first) is still reached: a failed connection makes the node open the path afresh.
+TEST_F(ProcessLifecycleTest, ASocketMadeAgainIsReachedAgain) {
+  MakeHost({"--rebind-socket"});
+  ASSERT_TRUE(Start(1).ok());
+  ASSERT_TRUE(Ready(1)) << (seen_[1].exit ? seen_[1].exit->ToString() : "");
+}
+
 TEST_F(ProcessLifecycleTest, AMissingProgramIsRefusedAtStart) {
   InstanceCommand command;
   command.argv = {(dir_ / "no-such-program").string()};
