@@ -11,7 +11,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libboost-dev libopenblas-dev
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc python3-grpcio python3-protobuf
-  gnuplot-nox python3
+  gnuplot-nox python3 curl
   python3-torch python3-torchvision python3-numpy bubblewrap libseccomp-dev
   clang libclang-rt-14-dev
   prometheus

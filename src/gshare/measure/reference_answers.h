@@ -9,8 +9,8 @@
 // An answer is right when it has every reference output (by name) with the same datatype and
 // shape, and for FP16, FP32 and FP64 outputs its largest difference from the reference is at most
 // `relative_tolerance` times the reference's largest magnitude (an all-zero reference: exactly
-// equal; integers, booleans and strings: equal). The files are read with the protocol's own parser (kserve_json.h): every number
-// checked finite and in range.
+// equal; integers, booleans and strings: equal). The files are read with the protocol's own parser
+// (kserve_json.h): every number checked finite and in range.
 //
 // Threading: immutable after Load; Check and request may be called from any thread.
 #pragma once
