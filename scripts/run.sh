@@ -2,8 +2,8 @@
 # The main job, live, on real models: installs what is missing, builds the programs it runs, makes
 # six torchvision classifiers (random weights from a seed, traced to TorchScript here) and a Python
 # handler for three tenants (scripts/real-models.py, which also runs each alone for its reference
-# answer), starts `gshare serve` on emulated GPUs, uploads the files through the files API as the
-# admin, and replays one generated multi-tenant trace against it twice over HTTP: under the gshare
+# answer), starts `gshare serve` on emulated GPUs, has each tenant upload its files through the
+# files API with its own key, and replays one generated multi-tenant trace against it twice over HTTP: under the gshare
 # policy, then under keepalive, each on as many emulated GPUs as there are functions (a policy
 # holds, and is charged for, only those it uses). Every answer is checked against the model's
 # answer alone (within 1e-4 of its largest value). Prints both runs side by side with the
@@ -83,21 +83,23 @@ for policy in gshare keepalive; do
   URL="$(serve_url "$SERVER" "$OUT/$policy/serve.out" "$OUT/$policy/serve.log")" || exit 1
   ADMIN="$(cat "$DATA/data/admin.key")"
   if [ "$policy" = gshare ]; then
-    # The tenants, and their files through the files API (kept in the data directory for the
-    # second run).
+    # The tenants (made by the admin), each uploading its own files through the files API with its
+    # own key (kept in the data directory for the second run).
+    declare -A KEYS
     for tenant in $(cut -d' ' -f1 "$OUT/models/uploads.txt" | sort -u); do
-      curl -sS -o /dev/null -w '' -X POST -H "Authorization: Bearer $ADMIN" \
-        -d "{\"name\": \"$tenant\"}" "$URL/api/v1/tenants"
+      KEYS[$tenant]="$(curl -sS -X POST -H "Authorization: Bearer $ADMIN" \
+        -d "{\"name\": \"$tenant\"}" "$URL/api/v1/tenants" |
+        "$PYTHON" -c 'import json, sys; print(json.load(sys.stdin)["key"])')"
     done
     while read -r tenant file name; do
       code="$(curl -sS -o "$OUT/upload.json" -w '%{http_code}' -X PUT --data-binary "@$file" \
-        -H "Authorization: Bearer $ADMIN" "$URL/api/v1/tenants/$tenant/files/$name")"
+        -H "Authorization: Bearer ${KEYS[$tenant]}" "$URL/api/v1/files/$name")"
       if [ "$code" != 201 ] && [ "$code" != 200 ]; then
-        echo "uploading $name for $tenant: $code $(cat "$OUT/upload.json")" >&2
+        echo "uploading $name as $tenant: $code $(cat "$OUT/upload.json")" >&2
         exit 1
       fi
     done <"$OUT/models/uploads.txt"
-    echo "uploaded $(wc -l <"$OUT/models/uploads.txt") files through the files API"
+    echo "the tenants uploaded $(wc -l <"$OUT/models/uploads.txt") files through the files API"
   fi
   echo
   echo "== live under $policy ($URL, log: $OUT/$policy/serve.log)"
