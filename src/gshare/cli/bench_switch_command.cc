@@ -32,24 +32,45 @@ int RunBenchSwitch(const BenchSwitchFlags& flags) {
     return bench.status().code() == StatusCode::kInvalidArgument ? 2 : 1;
   }
   const std::vector<measure::SwitchResult>& results = *bench;
+  auto spread = [](const measure::MsSpread& m) {
+    return nlohmann::json{{"median", m.median}, {"q1", m.q1}, {"q3", m.q3}};
+  };
   if (flags.json) {
-    nlohmann::json out = {{"results", nlohmann::json::array()}};
+    nlohmann::json out = {{"repetitions", flags.repetitions},
+                          {"link_bandwidth", flags.link_bandwidth},
+                          {"results", nlohmann::json::array()}};
     for (const measure::SwitchResult& r : results) {
-      out["results"].push_back({{"function", r.function},
-                                {"model_bytes", r.model_bytes},
-                                {"checkpoint_ms", r.checkpoint_ms},
-                                {"restore_ms", r.restore_ms},
-                                {"raw_ms", r.raw_ms},
-                                {"outputs_identical", r.outputs_identical}});
+      out["results"].push_back(
+          {{"function", r.function},
+           {"model_bytes", r.model_bytes},
+           {"checkpoint_ms", spread(r.checkpoint)},
+           {"restore_ms", spread(r.restore)},
+           {"copy_ms", spread(r.copy)},
+           {"map_ms", r.map_ms},
+           {"handoff_ms", r.handoff_ms},
+           {"fixed_ms", spread(r.fixed)},
+           {"raw_ms", r.raw_ms},
+           {"raw_method", r.raw_method},
+           {"restore_over_raw", r.raw_ms > 0 ? r.restore.median / r.raw_ms : 0},
+           {"outputs_identical", r.outputs_identical}});
     }
     std::printf("%s\n", out.dump(2).c_str());
   } else {
-    std::printf("%-6s %12s %14s %12s %10s %16s %10s\n", "func", "image", "checkpoint ms",
-                "restore ms", "raw ms", "restore / raw", "identical");
+    std::printf(
+        "median of %d rounds [quartiles]; restore steps: copy, map (overlaps the copy), "
+        "hand-offs to and from the copy thread, fixed = restore - copy\n\n",
+        flags.repetitions);
+    std::printf("%-5s %9s %10s %21s %8s %7s %9s %21s %8s %-15s %8s %5s\n", "func", "image",
+                "ckpt ms", "restore ms", "copy ms", "map ms", "hand-off", "fixed ms", "raw ms",
+                "raw method", "rst/raw", "same");
     for (const measure::SwitchResult& r : results) {
-      std::printf("%-6s %12s %14.3f %12.3f %10.3f %16.2f %10s\n", r.function.c_str(),
-                  FormatBytes(r.model_bytes).c_str(), r.checkpoint_ms, r.restore_ms, r.raw_ms,
-                  r.raw_ms > 0 ? r.restore_ms / r.raw_ms : 0.0, r.outputs_identical ? "yes" : "NO");
+      std::printf(
+          "%-5s %9s %10.3f %7.3f [%5.3f-%5.3f] %8.3f %7.3f %9.3f %7.3f [%5.3f-%5.3f] %8.3f %-15s "
+          "%8.2f %5s\n",
+          r.function.c_str(), FormatBytes(r.model_bytes).c_str(), r.checkpoint.median,
+          r.restore.median, r.restore.q1, r.restore.q3, r.copy.median, r.map_ms, r.handoff_ms,
+          r.fixed.median, r.fixed.q1, r.fixed.q3, r.raw_ms, r.raw_method.c_str(),
+          r.raw_ms > 0 ? r.restore.median / r.raw_ms : 0.0, r.outputs_identical ? "yes" : "NO");
     }
   }
   for (const measure::SwitchResult& r : results) {
@@ -68,8 +89,9 @@ void AddBenchSwitchCommand(CLI::App& bench, CommandContext& context) {
   auto flags = std::make_shared<BenchSwitchFlags>();
   CLI::App* cmd = bench.add_subcommand(
       "switch", "Checkpoint and restore of each example function against the raw copy limit");
-  cmd->add_option("--repetitions", flags->repetitions, "Timed rounds (after one untimed)")
-      ->check(WholeIn(1, 1000))
+  cmd->add_option("--repetitions", flags->repetitions,
+                  "Timed rounds (after one untimed; at least 11)")
+      ->check(WholeIn(11, 1000))
       ->capture_default_str();
   cmd->add_option("--link-bandwidth", flags->link_bandwidth,
                   "Pace the emulated links (\"12GB/s\"); 0: unpaced")

@@ -12,6 +12,24 @@ namespace gshare::measure {
 
 void PlainMemcpy(void* to, const void* from, std::size_t n) { std::memcpy(to, from, n); }
 
+Status CopyOnStreams(const std::vector<std::unique_ptr<CopyStream>>& streams,
+                     std::uint64_t size_bytes, const StreamPartCopy& copy) {
+  constexpr std::uint64_t kAlign = 4 * kKiB;
+  const std::uint64_t count = streams.size();
+  const std::uint64_t part = ((size_bytes + count - 1) / count + kAlign - 1) / kAlign * kAlign;
+  Status status = Status::Ok();
+  for (std::uint64_t i = 0; i < count && status.ok(); ++i) {
+    const std::uint64_t offset = i * part;
+    if (offset >= size_bytes) break;
+    status = copy(*streams[i], offset, std::min(part, size_bytes - offset));
+  }
+  for (const auto& stream : streams) {
+    Status synchronized = stream->Synchronize();
+    if (status.ok()) status = std::move(synchronized);
+  }
+  return status;
+}
+
 Result<std::unique_ptr<CopyCrew>> CopyCrew::Start(int threads) {
   auto crew = std::unique_ptr<CopyCrew>(new CopyCrew());
   try {

@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -15,11 +16,21 @@
 #include "gshare/common/mutex.h"
 #include "gshare/common/status.h"
 #include "gshare/common/units.h"
+#include "gshare/device/device.h"
 
 namespace gshare::measure {
 
 // memcpy, as a CopyFunction.
 void PlainMemcpy(void* to, const void* from, std::size_t n);
+
+// Enqueues one part of a copy on a stream: (stream, offset, bytes), the same offset on both sides.
+using StreamPartCopy = std::function<Status(CopyStream&, std::uint64_t, std::uint64_t)>;
+
+// Cuts `size_bytes` into one contiguous part per stream (4 KiB aligned, the last one shorter),
+// enqueues `copy` of each part on its stream, then synchronizes every stream, even after an error:
+// a device's best raw copy where the host cannot reach its memory (CUDA, paced emulated links).
+Status CopyOnStreams(const std::vector<std::unique_ptr<CopyStream>>& streams,
+                     std::uint64_t size_bytes, const StreamPartCopy& copy);
 
 class CopyCrew {
  public:

@@ -53,29 +53,6 @@ DirectionResult Decide(const std::vector<Path*>& raws, const Path& engine) {
   return result;
 }
 
-// Enqueues one part of a copy on a stream: (stream, offset, bytes), the same offset on both sides.
-using StreamPartCopy = std::function<Status(CopyStream&, std::uint64_t, std::uint64_t)>;
-
-// Cuts `size_bytes` into one contiguous part per stream (4 KiB aligned, the last one shorter),
-// enqueues `copy` of each part on its stream, then synchronizes every stream, even after an error.
-Status CopyOnStreams(const std::vector<std::unique_ptr<CopyStream>>& streams,
-                     std::uint64_t size_bytes, const StreamPartCopy& copy) {
-  constexpr std::uint64_t kAlign = 4 * kKiB;
-  const std::uint64_t count = streams.size();
-  const std::uint64_t part = ((size_bytes + count - 1) / count + kAlign - 1) / kAlign * kAlign;
-  Status status = Status::Ok();
-  for (std::uint64_t i = 0; i < count && status.ok(); ++i) {
-    const std::uint64_t offset = i * part;
-    if (offset >= size_bytes) break;
-    status = copy(*streams[i], offset, std::min(part, size_bytes - offset));
-  }
-  for (const auto& stream : streams) {
-    Status synchronized = stream->Synchronize();
-    if (status.ok()) status = std::move(synchronized);
-  }
-  return status;
-}
-
 Result<SizeResult> MeasureSize(GpuInventory& node, RestoreEngine& engine, std::uint64_t size_bytes,
                                std::uint64_t chunk_bytes, int repetitions) {
   Device& device = *node.devices()[0];

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <boost/asio/post.hpp>
+#include <deque>
 #include <functional>
 #include <future>
 #include <memory>
@@ -30,17 +31,21 @@ class Bench {
  public:
   explicit Bench(LiveNode& node) : node_(node) {}
 
-  // Runs `start` on the loop with a Done callback and returns its status and wall time.
+  // Runs `start` on the loop with a Done callback and returns its status and the time from the
+  // call to the callback, both read on the loop (as the live executor sees a switch).
   template <typename Start>
   std::pair<Status, double> Timed(Start start) {
     // Shared promises here: the loop may still be inside set_value when this thread wakes.
-    auto done = std::make_shared<std::promise<Status>>();
+    auto done = std::make_shared<std::promise<std::pair<Status, double>>>();
     auto result = done->get_future();
-    const TimePoint begin = node_.clock().Now();
-    boost::asio::post(node_.loop(),
-                      [&start, done] { start([done](Status s) { done->set_value(s); }); });
-    Status status = result.get();
-    return {status, ToSeconds(node_.clock().Now() - begin) * 1e3};
+    const LoopClock& clock = node_.clock();
+    boost::asio::post(node_.loop(), [&start, &clock, done] {
+      const TimePoint begin = clock.Now();
+      start([&clock, done, begin](Status s) {
+        done->set_value({s, ToSeconds(clock.Now() - begin) * 1e3});
+      });
+    });
+    return result.get();
   }
 
   Result<SwitchResult> Measure(const std::string& model, const std::filesystem::path& weights_dir,
@@ -106,7 +111,7 @@ class Bench {
     auto before = (*function)->Infer(*input);
     if (!before.ok()) return before.status();
 
-    std::vector<double> checkpoints, restores;
+    std::vector<double> checkpoints, restores, copies, maps, handoffs, fixed;
     int gpu = 0;
     // Every round's slice made up front and its pages faulted in: device memory that exists, as
     // a GPU's does, so that the host's page faults are not what is timed.
@@ -130,12 +135,21 @@ class Bench {
       });
       if (!in.ok()) return in;
       if (round == 0) continue;  // untimed: first touches
+      const RestoreSteps& steps = instance->last_restore_steps();
       checkpoints.push_back(checkpoint_ms);
       restores.push_back(restore_ms);
+      copies.push_back(Ms(steps.copy));
+      maps.push_back(Ms(steps.map));
+      handoffs.push_back(Ms(steps.to_copy + steps.copy_notice));
+      fixed.push_back(restore_ms - Ms(steps.copy));
     }
     result.model_bytes = instance->last_restore().bytes;
-    result.checkpoint_ms = Median(checkpoints);
-    result.restore_ms = Median(restores);
+    result.checkpoint = SpreadOf(checkpoints);
+    result.restore = SpreadOf(restores);
+    result.copy = SpreadOf(copies);
+    result.map_ms = Median(maps);
+    result.handoff_ms = Median(handoffs);
+    result.fixed = SpreadOf(fixed);
     auto after = (*function)->Infer(*input);
     if (!after.ok()) return after.status();
     result.outputs_identical = *after == *before;
@@ -144,7 +158,8 @@ class Bench {
     auto raw =
         RawMilliseconds(*gpus[static_cast<std::size_t>(gpu)], result.model_bytes, repetitions);
     if (!raw.ok()) return raw.status();
-    result.raw_ms = *raw;
+    result.raw_ms = raw->first;
+    result.raw_method = raw->second;
 
     // The node lets the instance go before the function ends, so its end is no failure.
     close_on_loop.Close();
@@ -157,32 +172,63 @@ class Bench {
   static constexpr std::uint64_t kReserve = 1ULL << 30;
   static constexpr std::uint64_t kSliceBytes = 64ULL << 20;
 
-  // The best raw method's median, in the same run: one plain memcpy (the device's raw copy),
-  // and on an unpaced emulated GPU also memcpy and the copy engine's routine on as many threads
-  // as the restore engine has streams (as bench restore measures raw).
-  Result<double> RawMilliseconds(Device& gpu, std::uint64_t bytes, int repetitions) {
-    if (bytes == 0) return 0.0;
+  static MsSpread SpreadOf(const std::vector<double>& values) {
+    return {Median(values), Percentile(values, 25), Percentile(values, 75)};
+  }
+
+  // The best raw method's median and name, in the same run (see the header).
+  Result<std::pair<double, std::string>> RawMilliseconds(Device& gpu, std::uint64_t bytes,
+                                                         int repetitions) {
+    if (bytes == 0) return std::pair<double, std::string>{0.0, "none"};
     auto host = node_.inventory().host_memory().Allocate(bytes);
     if (!host.ok()) return host.status();
     std::fill((*host)->bytes().begin(), (*host)->bytes().end(), std::byte{0x5a});
     auto buffer = gpu.Allocate(bytes);
     if (!buffer.ok()) return buffer.status();
-    std::vector<std::function<Result<Duration>()>> methods;
-    methods.push_back([&] { return gpu.TimedRawCopyToDevice(**buffer, (*host)->bytes()); });
+    std::vector<std::pair<std::string, std::function<Result<Duration>()>>> methods;
+    methods.emplace_back("memcpy",
+                         [&] { return gpu.TimedRawCopyToDevice(**buffer, (*host)->bytes()); });
+    const int threads = node_.resources().engine.options().streams_per_device;
     std::unique_ptr<CopyCrew> crew;
+    std::deque<std::vector<std::unique_ptr<CopyStream>>> stream_sets;
     auto* emulated = dynamic_cast<EmulatedBuffer*>(buffer->get());
     if (emulated != nullptr && gpu.info().link_bytes_per_second <= 0) {
-      auto started = CopyCrew::Start(node_.resources().engine.options().streams_per_device);
+      auto started = CopyCrew::Start(threads);
       if (!started.ok()) return started.status();
       crew = std::move(started).value();
-      for (const CopyCrew::CopyFunction copy : {&PlainMemcpy, &CopyEngineCopy}) {
-        methods.push_back([&, copy]() -> Result<Duration> {
+      for (const auto& [name, copy] :
+           {std::pair<const char*, CopyCrew::CopyFunction>{"memcpy", &PlainMemcpy},
+            std::pair<const char*, CopyCrew::CopyFunction>{"copy_engine", &CopyEngineCopy}}) {
+        methods.emplace_back(fmt::format("{}_x{}", name, threads), [&, copy]() -> Result<Duration> {
           return crew->Copy(emulated->bytes().data(), (*host)->bytes().data(), bytes, copy);
+        });
+      }
+    } else {
+      std::vector<int> counts = {2, threads, 2 * threads};
+      std::sort(counts.begin(), counts.end());
+      counts.erase(std::unique(counts.begin(), counts.end()), counts.end());
+      for (const int count : counts) {
+        if (count < 2) continue;
+        auto& streams = stream_sets.emplace_back();
+        for (int i = 0; i < count; ++i) {
+          auto stream = gpu.CreateStream();
+          if (!stream.ok()) return stream.status();
+          streams.push_back(std::move(stream).value());
+        }
+        methods.emplace_back(fmt::format("stream_x{}", count), [&]() -> Result<Duration> {
+          const TimePoint begin = node_.clock().Now();
+          GSHARE_RETURN_IF_ERROR(CopyOnStreams(
+              streams, bytes, [&](CopyStream& stream, std::uint64_t offset, std::uint64_t part) {
+                return stream.CopyToDevice(**buffer, offset,
+                                           (*host)->bytes().subspan(offset, part));
+              }));
+          return node_.clock().Now() - begin;
         });
       }
     }
     double best = 0;
-    for (auto& method : methods) {
+    std::string best_name;
+    for (auto& [name, method] : methods) {
       std::vector<double> times;
       for (int round = 0; round <= repetitions; ++round) {
         auto took = method();
@@ -190,9 +236,12 @@ class Bench {
         if (round > 0) times.push_back(ToSeconds(*took) * 1e3);
       }
       const double median = Median(times);
-      if (best == 0 || median < best) best = median;
+      if (best_name.empty() || median < best) {
+        best = median;
+        best_name = name;
+      }
     }
-    return best;
+    return std::pair<double, std::string>{best, best_name};
   }
 
   LiveNode& node_;
@@ -202,6 +251,10 @@ class Bench {
 }  // namespace
 
 Result<std::vector<SwitchResult>> RunSwitchBench(const SwitchBenchOptions& options) {
+  if (options.repetitions < 11) {
+    return InvalidArgument(
+        fmt::format("at least 11 timed rounds are needed (got {})", options.repetitions));
+  }
   GSHARE_ASSIGN_OR_RETURN(DeviceOptions devices,
                           MakeDeviceOptions("emulated", "2x16Gi", options.link_bandwidth));
   LiveNodeOptions node_options;

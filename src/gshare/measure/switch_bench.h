@@ -8,13 +8,22 @@
 // ChannelSwitch and the restore engine.
 //   checkpoint  lock, copy the function's image into its host snapshot (a copy is forced: no fast
 //               swap), unmap: from the call to its completion on the node's event loop;
-//   restore     copy the snapshot onto the other GPU, map it back at the same addresses, unlock;
-//   raw         the image's bytes copied by the best raw method of this machine, timed the same
-//               way (docs/node.md, "bench restore"): what a restore cannot beat;
+//   restore     copy the snapshot onto the other GPU while the function maps it back at the same
+//               addresses, then unlock; with its steps (ChannelSwitch's RestoreSteps): the copy,
+//               the map round trip (overlapping the copy), the hand-offs between the event loop
+//               and the copy thread, and the fixed cost, the restore minus its copy;
+//   raw         the image's bytes copied by the best raw method of this machine in this run: one
+//               memcpy (paced as the link is), and where the host reaches the device memory
+//               (unpaced emulated GPUs) memcpy and the copy engine's routine on as many threads as
+//               the restore engine has streams, else the device's own copy streams (2, the
+//               engine's count and twice it) each copying one part (docs/node.md, "bench
+//               restore"): what a restore cannot beat.
 //   outputs_identical  whether an inference after the last restore (onto another GPU than the
 //               first) answers exactly the bytes it answered before the first checkpoint.
-// Figures are medians over `repetitions` rounds, after one untimed round; times on the steady
-// clock. A function that answers differently after its restore is in the result, not an error.
+// Checkpoints and restores are timed on the node's event loop, from the call to the completion
+// callback, as the live executor sees them. Figures are medians over `repetitions` rounds (at
+// least 11), after one untimed round, with quartiles as the spread; times on the steady clock. A
+// function that answers differently after its restore is in the result, not an error.
 //
 // Errors: InvalidArgument for a link bandwidth that does not parse; another code when the node
 // or a switch failed.
@@ -35,12 +44,26 @@ struct SwitchBenchOptions {
   int repetitions = 11;
 };
 
+// A median with its quartiles, in milliseconds.
+struct MsSpread {
+  double median = 0;
+  double q1 = 0;
+  double q3 = 0;
+};
+
 struct SwitchResult {
   std::string function;
   std::uint64_t model_bytes = 0;
-  double checkpoint_ms = 0;
-  double restore_ms = 0;
-  double raw_ms = 0;
+  MsSpread checkpoint;
+  MsSpread restore;
+  // The restore's steps (medians): the copy, the map round trip that overlaps it, the hand-offs
+  // to and from the copy thread, and the fixed cost (each round's restore minus its copy).
+  MsSpread copy;
+  double map_ms = 0;
+  double handoff_ms = 0;
+  MsSpread fixed;
+  double raw_ms = 0;       // the best raw method's median
+  std::string raw_method;  // which one
   bool outputs_identical = false;
 };
 

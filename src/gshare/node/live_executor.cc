@@ -517,7 +517,8 @@ Status LiveExecutor::LaunchInstance(Instance& instance, std::uint64_t reserve_by
     return pair.status();
   }
   auto switcher = resources_.switches(
-      {resources_.clock.loop(), resources_.copies, resources_.engine, resources_.snapshots},
+      {resources_.clock.loop(), resources_.copies, resources_.engine, resources_.snapshots,
+       resources_.clock},
       SwitchTarget{
           .mechanism = SwitchMechanism::kShim,
           .name = fmt::format("instance-{}", instance_id),

@@ -132,7 +132,7 @@ NodeResources LiveNode::resources() {
 }
 
 SwitchContext LiveNode::switch_context() {
-  return SwitchContext{loop_, *copies_, *engine_, *snapshots_};
+  return SwitchContext{loop_, *copies_, *engine_, *snapshots_, *clock_};
 }
 
 FunctionId LiveNode::AddFunction(FunctionLaunch launch) {

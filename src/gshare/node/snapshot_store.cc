@@ -32,22 +32,43 @@ std::optional<Snapshot::Binding> Snapshot::binding() const {
   return binding_;
 }
 
-Snapshot::TransferLock::TransferLock(Snapshot& snapshot) : snapshot_(snapshot) {
-  snapshot_.transfers_waiting_.fetch_add(1, std::memory_order_acq_rel);
-  snapshot_.transfer_mutex_.Lock();
-  snapshot_.transfers_waiting_.fetch_sub(1, std::memory_order_acq_rel);
+void Snapshot::EnterTransfer() const {
+  MutexLock lock(gate_mutex_);
+  if (in_transfer_) {
+    transfers_waiting_.fetch_add(1, std::memory_order_acq_rel);
+    gate_changed_.Wait(gate_mutex_, [this]() REQUIRES(gate_mutex_) { return !in_transfer_; });
+    transfers_waiting_.fetch_sub(1, std::memory_order_acq_rel);
+  }
+  in_transfer_ = true;
 }
 
-Snapshot::TransferLock::~TransferLock() { snapshot_.transfer_mutex_.Unlock(); }
+void Snapshot::LeaveTransfer() const {
+  {
+    MutexLock lock(gate_mutex_);
+    in_transfer_ = false;
+  }
+  gate_changed_.NotifyOne();
+}
+
+Snapshot::TransferLock::TransferLock(Snapshot& snapshot) : snapshot_(&snapshot) {
+  snapshot_->EnterTransfer();
+}
+
+Snapshot::TransferLock::TransferLock(TransferLock&& other) noexcept
+    : snapshot_(std::exchange(other.snapshot_, nullptr)) {}
+
+Snapshot::TransferLock::~TransferLock() {
+  if (snapshot_ != nullptr) snapshot_->LeaveTransfer();
+}
 
 void Snapshot::TransferLock::Bind(const DeviceBuffer& buffer, std::uint64_t write_generation) {
-  MutexLock lock(snapshot_.binding_mutex_);
-  snapshot_.binding_ = Binding{buffer.id(), write_generation};
+  MutexLock lock(snapshot_->binding_mutex_);
+  snapshot_->binding_ = Binding{buffer.id(), write_generation};
 }
 
 void Snapshot::TransferLock::Unbind() {
-  MutexLock lock(snapshot_.binding_mutex_);
-  snapshot_.binding_.reset();
+  MutexLock lock(snapshot_->binding_mutex_);
+  snapshot_->binding_.reset();
 }
 
 Status Snapshot::Write(std::uint64_t offset_bytes, std::span<const std::byte> source) {
@@ -74,7 +95,7 @@ Status Snapshot::Read(std::uint64_t offset_bytes, std::span<std::byte> destinati
                                   function_id_, destination.size(), offset_bytes, size_bytes_));
   }
   // Reading changes nothing, but must not overlap a checkpoint writing the bytes.
-  MutexLock transfer(transfer_mutex_);
+  EnterTransfer();
   while (!destination.empty()) {
     const std::size_t index = offset_bytes / chunk_bytes_;
     const std::uint64_t within = offset_bytes % chunk_bytes_;
@@ -84,6 +105,7 @@ Status Snapshot::Read(std::uint64_t offset_bytes, std::span<std::byte> destinati
     destination = destination.subspan(n);
     offset_bytes += n;
   }
+  LeaveTransfer();
   return Status::Ok();
 }
 

@@ -71,12 +71,16 @@ class Snapshot {
   // (a measure of contention).
   int transfers_waiting() const { return transfers_waiting_.load(std::memory_order_acquire); }
 
-  // Holds the snapshot's transfer lock for its scope (blocking while another transfer, Read or
-  // Write of the snapshot holds it), and lets its holder change the binding.
-  class SCOPED_CAPABILITY TransferLock {
+  // Holds the snapshot's transfer lock from its construction to its destruction (blocking while
+  // another transfer, Read or Write of the snapshot holds it), and lets its holder change the
+  // binding. Movable: an asynchronous transfer takes it on the thread that starts it and lets it
+  // go on the thread that ends it (the lock is a gate, not a mutex owned by a thread).
+  class TransferLock {
    public:
-    explicit TransferLock(Snapshot& snapshot) ACQUIRE(snapshot.transfer_mutex_);
-    ~TransferLock() RELEASE();
+    explicit TransferLock(Snapshot& snapshot);
+    ~TransferLock();
+    TransferLock(TransferLock&& other) noexcept;
+    TransferLock& operator=(TransferLock&&) = delete;
     TransferLock(const TransferLock&) = delete;
     TransferLock& operator=(const TransferLock&) = delete;
 
@@ -86,7 +90,7 @@ class Snapshot {
     void Unbind();
 
    private:
-    Snapshot& snapshot_;
+    Snapshot* snapshot_;  // null once moved from
   };
 
   // Copies `source` into the image at `offset_bytes`, and unbinds the snapshot. OutOfRange when
@@ -106,9 +110,14 @@ class Snapshot {
   const std::uint64_t chunk_bytes_;
   const std::vector<std::span<std::byte>> chunks_;
   const std::vector<std::uint32_t> chunk_ids_;  // positions in the pool, returned when freed
-  // Held for whole transfers; guards nothing but their order (the chunks' bytes).
-  mutable Mutex transfer_mutex_;
-  std::atomic<int> transfers_waiting_{0};
+  // The transfer lock: held for whole transfers, by any thread; guards nothing but their order
+  // (the chunks' bytes).
+  void EnterTransfer() const EXCLUDES(gate_mutex_);
+  void LeaveTransfer() const EXCLUDES(gate_mutex_);
+  mutable Mutex gate_mutex_;
+  mutable CondVar gate_changed_;
+  mutable bool in_transfer_ GUARDED_BY(gate_mutex_) = false;
+  mutable std::atomic<int> transfers_waiting_{0};
   mutable Mutex binding_mutex_;
   std::optional<Binding> binding_ GUARDED_BY(binding_mutex_);
   // Bookkeeping of the store, guarded by the store's mutex.

@@ -90,18 +90,27 @@ void ChannelSwitch::OnMessage(fn::ReceivedMessage received) {
       if (hello_) return Fail(InvalidArgument("a second hello"));
       hello_ = true;
       pid_ = static_cast<std::int64_t>(message.a);
-      if (state_ == SwitchState::kStarting && buffer_ != nullptr) SendMap();
+      if (state_ == SwitchState::kStarting && buffer_ != nullptr) {
+        state_ = SwitchState::kMapping;
+        SendMap();
+      }
       return;
     case ControlType::kMapped:
-      if (state_ != SwitchState::kMapping || message.c != generation_) {
+      if (!awaiting_mapped_ || message.c != generation_) {
         return Fail(InvalidArgument("an unexpected mapped"));
       }
+      awaiting_mapped_ = false;
       if (message.a != 0) return Fail(Internal("the instance could not map its device memory"));
-      if (const Status unlocked = Send({.type = ControlType::kUnlock}); !unlocked.ok()) {
-        return Fail(unlocked);
+      steps_.map = context_.clock.Now() - map_sent_;
+      if (state_ == SwitchState::kMapping) return FinishMapping();
+      // A restore: the copy may still run, or have failed.
+      if (copy_in_flight_) return;
+      if (!restore_failure_.ok()) {
+        state_ = SwitchState::kUnmapping;
+        if (const Status sent = Send({.type = ControlType::kUnmap}); !sent.ok()) Fail(sent);
+        return;
       }
-      state_ = SwitchState::kResident;
-      return Complete(Status::Ok());
+      return FinishMapping();
     case ControlType::kLocked:
       if (state_ != SwitchState::kLocking) return Fail(InvalidArgument("an unexpected locked"));
       if (gpu_ != nullptr) gpu_->Withdraw(this);
@@ -111,7 +120,8 @@ void ChannelSwitch::OnMessage(fn::ReceivedMessage received) {
       state_ = SwitchState::kCheckpointed;
       gpu_ = nullptr;
       buffer_ = nullptr;
-      return Complete(Status::Ok());
+      // A checkpoint's end, or a failed restore's (its buffer no longer mapped).
+      return Complete(std::exchange(restore_failure_, Status::Ok()));
     case ControlType::kComputeAcquire:
       // Outside residency the instance is locked or unmapped, and its request is void.
       if (state_ == SwitchState::kResident && gpu_ != nullptr) gpu_->Acquire(this);
@@ -135,7 +145,8 @@ void ChannelSwitch::OnMessage(fn::ReceivedMessage received) {
 
 void ChannelSwitch::SendMap() {
   ++generation_;
-  state_ = SwitchState::kMapping;
+  awaiting_mapped_ = true;
+  map_sent_ = context_.clock.Now();
   auto exported = buffer_->Export();
   if (!exported.ok()) return FailSoon(exported.status());
   // The kernel duplicates the descriptor into the message; ours closes when `exported` goes.
@@ -160,7 +171,10 @@ void ChannelSwitch::Attach(DeviceBuffer& buffer, std::uint64_t quota_bytes, Comp
     refused = InvalidArgument("a quota larger than the slice's memory");
   }
   if (!TakeOn(refused, &buffer, quota_bytes, gpu, done)) return;
-  if (hello_) SendMap();
+  if (hello_) {
+    state_ = SwitchState::kMapping;
+    SendMap();
+  }
 }
 
 bool ChannelSwitch::TakeOn(const Status& refused, DeviceBuffer* buffer, std::uint64_t quota_bytes,
@@ -266,32 +280,59 @@ void ChannelSwitch::Restore(DeviceBuffer& buffer, std::uint64_t quota_bytes, Com
         quota_bytes, snapshot_ ? snapshot_->size_bytes() : 0, buffer.size_bytes()));
   }
   if (!TakeOn(refused, &buffer, quota_bytes, gpu, done)) return;
-  state_ = SwitchState::kRestoring;
+  steps_ = RestoreSteps{};
+  restore_started_ = context_.clock.Now();
+  timing_restore_ = true;
   if (!snapshot_) {  // an empty image: nothing to copy
     last_restore_ = TransferReport{.skipped = true};
+    state_ = SwitchState::kMapping;
     SendMap();
     return;
   }
+  state_ = SwitchState::kRestoring;
   copy_in_flight_ = true;
-  boost::asio::post(
-      context_.copies, [self = shared_from_this(), snapshot = snapshot_, buffer = buffer_] {
-        auto report = self->context_.engine.Restore(*snapshot, *buffer);
-        boost::asio::post(self->context_.loop, [self, report = std::move(report)]() mutable {
-          self->copy_in_flight_ = false;
-          if (self->state_ == SwitchState::kFailed) {
-            self->buffer_ = nullptr;
-            return self->Complete(self->failure_);
-          }
-          if (!report.ok()) {
-            self->state_ = SwitchState::kCheckpointed;
-            self->gpu_ = nullptr;
-            self->buffer_ = nullptr;
-            return self->Complete(report.status());
-          }
-          self->last_restore_ = *report;
-          self->SendMap();
-        });
-      });
+  // The map goes out first: the instance maps its new slice while the bytes are copied into it.
+  SendMap();
+  boost::asio::post(context_.copies, [self = shared_from_this(), snapshot = snapshot_,
+                                      buffer = buffer_] {
+    const TimePoint started = self->context_.clock.Now();
+    auto report = self->context_.engine.Restore(*snapshot, *buffer);
+    boost::asio::post(self->context_.loop, [self, report = std::move(report), started]() mutable {
+      self->OnRestoreCopied(std::move(report), started);
+    });
+  });
+}
+
+void ChannelSwitch::OnRestoreCopied(Result<TransferReport> report, TimePoint copy_started) {
+  copy_in_flight_ = false;
+  if (state_ == SwitchState::kFailed) {
+    buffer_ = nullptr;
+    return Complete(failure_);
+  }
+  if (!report.ok()) {
+    restore_failure_ = report.status();
+    if (awaiting_mapped_) return;  // the instance's answer unmaps it (OnMessage)
+    state_ = SwitchState::kUnmapping;
+    if (const Status sent = Send({.type = ControlType::kUnmap}); !sent.ok()) Fail(sent);
+    return;
+  }
+  last_restore_ = *report;
+  steps_.to_copy = copy_started - restore_started_;
+  steps_.copy = report->elapsed;
+  steps_.copy_notice = context_.clock.Now() - (copy_started + report->elapsed);
+  if (!awaiting_mapped_) FinishMapping();
+}
+
+void ChannelSwitch::FinishMapping() {
+  if (const Status unlocked = Send({.type = ControlType::kUnlock}); !unlocked.ok()) {
+    return Fail(unlocked);
+  }
+  state_ = SwitchState::kResident;
+  if (std::exchange(timing_restore_, false)) {
+    steps_.total = context_.clock.Now() - restore_started_;
+    last_restore_steps_ = steps_;
+  }
+  Complete(Status::Ok());
 }
 
 void ChannelSwitch::Complete(Status status) {

@@ -10,8 +10,10 @@
 //    image it reports through the restore engine into its host snapshot (nothing is copied when
 //    the snapshot already holds it: fast swap), and unmaps the segment in the instance, after
 //    which the caller may free the slice's buffer;
-//  - Restore copies the snapshot into a buffer on any GPU of the node, maps it at the same
-//    addresses, and unlocks the instance.
+//  - Restore copies the snapshot into a buffer on any GPU of the node and, at the same time, has
+//    the instance map that buffer at the same addresses (it is locked: nothing runs on the bytes
+//    being copied); once both are done it unlocks the instance. A copy that fails after the map
+//    was sent has the instance unmap the buffer before the restore completes with the error.
 // While resident, the instance's compute requests go to the arbiter of its GPU.
 //
 // Every operation completes by calling its callback on the event loop, never from inside the
@@ -48,6 +50,17 @@ struct SwitchContext {
   boost::asio::thread_pool& copies;
   RestoreEngine& engine;
   SnapshotStore& snapshots;
+  const Clock& clock;  // times the steps of a restore (RestoreSteps)
+};
+
+// Where a channel switch's last restore spent its time, on its context's clock. The map round
+// trip overlaps the copy, so the steps do not add up to the total.
+struct RestoreSteps {
+  Duration to_copy{};      // from Restore to the copy's start on a copy thread
+  Duration copy{};         // the restore engine's transfer
+  Duration copy_notice{};  // from the copy's end to the event loop seeing it
+  Duration map{};          // from the map message to the instance's answer
+  Duration total{};        // from Restore to its completion
 };
 
 class ChannelSwitch final : public SwitchDriver,
@@ -85,6 +98,8 @@ class ChannelSwitch final : public SwitchDriver,
   // The last checkpoint's and restore's transfers (skipped: a fast swap).
   const TransferReport& last_checkpoint() const override { return last_checkpoint_; }
   const TransferReport& last_restore() const override { return last_restore_; }
+  // The last successful restore's steps.
+  const RestoreSteps& last_restore_steps() const { return last_restore_steps_; }
   std::uint64_t quota_exceeded_count() const override { return quota_exceeded_; }
 
  private:
@@ -94,6 +109,10 @@ class ChannelSwitch final : public SwitchDriver,
   void OnReadable();
   void OnMessage(fn::ReceivedMessage received);
   void SendMap();
+  // The copy of a restore ended (on the loop), with `report`.
+  void OnRestoreCopied(Result<TransferReport> report, TimePoint copy_started);
+  // Both halves of a restore (or an attach's map) are done: unlock and complete.
+  void FinishMapping();
   void Fail(Status why);
   void FailSoon(Status why);
   void Complete(Status status);
@@ -115,6 +134,8 @@ class ChannelSwitch final : public SwitchDriver,
   bool hello_ = false;
   bool closed_ = false;
   bool copy_in_flight_ = false;
+  bool awaiting_mapped_ = false;  // a kMap sent, its kMapped not yet received
+  Status restore_failure_;        // a restore's failed copy, reported once the instance unmapped
   std::int64_t pid_ = 0;
   DeviceBuffer* buffer_ = nullptr;  // the slice's memory (borrowed) while the switch may use it
   bool force_copy_ = false;
@@ -126,6 +147,11 @@ class ChannelSwitch final : public SwitchDriver,
   Status failure_;
   TransferReport last_checkpoint_;
   TransferReport last_restore_;
+  RestoreSteps steps_;  // of the restore in progress
+  TimePoint restore_started_{};
+  bool timing_restore_ = false;  // a restore in progress, whose steps are being timed
+  TimePoint map_sent_{};
+  RestoreSteps last_restore_steps_;
   std::uint64_t quota_exceeded_ = 0;
 };
 

@@ -162,6 +162,39 @@ TEST_F(ChannelSwitchTest, RoundTripsOntoAnotherGpuKeepAddressesAndOutputs) {
   EXPECT_EQ(instance->last_checkpoint().bytes, 4u << 20);
 }
 
+// The map goes out with the copy: a copy that fails has the instance unmap the buffer again
+// before the restore reports the failure, and the instance stays checkpointed and whole.
+TEST_F(ChannelSwitchTest, ARestoreWhoseCopyFailsUnmapsAndLeavesTheInstanceCheckpointed) {
+  auto [instance, child] = Launch(0);
+  const std::vector<std::string> before = Words(child->Ask("sum"));
+  ASSERT_EQ(before.size(), 3u);
+  ASSERT_TRUE(Operate([&](auto done) { instance->Checkpoint(false, std::move(done)); }).ok());
+
+  // A GPU the restore engine does not drive: the map succeeds, the copy is refused.
+  auto stranger = EmulatedDevice::Create(7, {.memory_bytes = 64ULL << 20});
+  ASSERT_TRUE(stranger.ok());
+  auto foreign = (*stranger)->Allocate(kSlice);
+  ASSERT_TRUE(foreign.ok());
+  const Status failed = Operate(
+      [&](auto done) { instance->Restore(**foreign, kSlice, &arbiters_[1], std::move(done)); });
+  EXPECT_EQ(failed.code(), StatusCode::kInvalidArgument) << failed.ToString();
+  EXPECT_EQ(OnLoop([&] { return instance->state(); }), SwitchState::kCheckpointed);
+  EXPECT_FALSE(OnLoop([&] { return instance->uses_buffer(); }));
+  foreign->reset();
+
+  // Mapped twice, the instance would refuse this map: it unmapped the foreign buffer.
+  auto slice = Slice(1);
+  const Status in = Operate(
+      [&](auto done) { instance->Restore(*slice, kSlice, &arbiters_[1], std::move(done)); });
+  ASSERT_TRUE(in.ok()) << in.ToString();
+  EXPECT_EQ(Words(child->Ask("sum")), before);
+  const RestoreSteps steps = OnLoop([&] { return instance->last_restore_steps(); });
+  EXPECT_GT(steps.copy.count(), 0);
+  EXPECT_GE(steps.total, steps.copy);
+  EXPECT_GE(steps.total, steps.map);
+  ASSERT_TRUE(Operate([&](auto done) { instance->Checkpoint(false, std::move(done)); }).ok());
+}
+
 TEST_F(ChannelSwitchTest, RoundTripsUnderConcurrentRequests) {
   auto [instance, child] = Launch(0);
   const std::string expected = child->Ask("sum");

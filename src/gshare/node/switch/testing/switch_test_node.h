@@ -88,7 +88,7 @@ class SwitchTestNode {
     return promise.get_future().get();
   }
 
-  SwitchContext context() { return {loop_, copies_, *engine_, *store_}; }
+  SwitchContext context() { return {loop_, copies_, *engine_, *store_, clock_}; }
   boost::asio::io_context& loop() { return loop_; }
   EmulatedDevice& device(int gpu) { return *devices_[gpu]; }
   SnapshotStore& store() { return *store_; }
