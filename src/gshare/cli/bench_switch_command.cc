@@ -65,11 +65,11 @@ int RunBenchSwitch(const BenchSwitchFlags& flags) {
                 "raw method", "rst/raw", "same");
     for (const measure::SwitchResult& r : results) {
       std::printf(
-          "%-5s %9s %10.3f %7.3f [%5.3f-%5.3f] %8.3f %7.3f %9.3f %7.3f [%5.3f-%5.3f] %8.3f %-15s "
-          "%8.2f %5s\n",
+          "%-5s %9s %8.3f %7.3f [%5.3f-%5.3f] %8.3f %7.3f %9.3f %7.3f [%5.3f-%5.3f] %6.3f %7.3f "
+          "%-15s %8.2f %5s\n",
           r.function.c_str(), FormatBytes(r.model_bytes).c_str(), r.checkpoint.median,
           r.restore.median, r.restore.q1, r.restore.q3, r.copy.median, r.map_ms, r.handoff_ms,
-          r.fixed.median, r.fixed.q1, r.fixed.q3, r.raw_ms, r.raw_method.c_str(),
+          r.fixed.median, r.fixed.q1, r.fixed.q3, r.wake_ms, r.raw_ms, r.raw_method.c_str(),
           r.raw_ms > 0 ? r.restore.median / r.raw_ms : 0.0, r.outputs_identical ? "yes" : "NO");
     }
   }

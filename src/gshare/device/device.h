@@ -20,6 +20,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -184,6 +185,13 @@ class CopyStream {
   // Waits until every copy enqueued so far has finished; returns the first copy error, if any.
   // It waits even when it reports an error, so a caller may rely on it after Record failed.
   virtual Status Synchronize() = 0;
+  // Calls `callback` exactly once, never inside this call, on a thread of the device, after every
+  // copy enqueued on this stream so far has finished: with the first error among them, or with
+  // the error that kept the stream from tracking them (after waiting for them all). The callback
+  // may enqueue copies and callbacks on any stream of the device but must not wait for copies;
+  // it holds up the stream's later work, so it is short. Callbacks of one stream run in order.
+  // This is how a transfer moves on without a thread of its own waiting (restore_engine.h).
+  virtual void Then(std::function<void(Status)> callback) = 0;
 };
 
 class Device {

@@ -160,6 +160,7 @@ class Bench {
     if (!raw.ok()) return raw.status();
     result.raw_ms = raw->first;
     result.raw_method = raw->second;
+    result.wake_ms = WakeMilliseconds(repetitions);
 
     // The node lets the instance go before the function ends, so its end is no failure.
     close_on_loop.Close();
@@ -171,6 +172,23 @@ class Bench {
  private:
   static constexpr std::uint64_t kReserve = 1ULL << 30;
   static constexpr std::uint64_t kSliceBytes = 64ULL << 20;
+
+  // The median time from a post on this thread to the loop running it.
+  double WakeMilliseconds(int repetitions) {
+    std::vector<double> wakes;
+    const LoopClock& clock = node_.clock();
+    for (int round = 0; round <= repetitions; ++round) {
+      auto woke = std::make_shared<std::promise<double>>();
+      auto result = woke->get_future();
+      const TimePoint begin = clock.Now();
+      boost::asio::post(node_.loop(), [&clock, woke, begin] {
+        woke->set_value(ToSeconds(clock.Now() - begin) * 1e3);
+      });
+      const double ms = result.get();
+      if (round > 0) wakes.push_back(ms);
+    }
+    return Median(wakes);
+  }
 
   static MsSpread SpreadOf(const std::vector<double>& values) {
     return {Median(values), Percentile(values, 25), Percentile(values, 75)};

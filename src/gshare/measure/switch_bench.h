@@ -18,6 +18,8 @@
 //               the restore engine has streams, else the device's own copy streams (2, the
 //               engine's count and twice it) each copying one part (docs/node.md, "bench
 //               restore"): what a restore cannot beat.
+//   wake        the median time from a post on another thread to the event loop running it, in
+//               the same run: the floor of each of the restore's two hand-offs on this machine;
 //   outputs_identical  whether an inference after the last restore (onto another GPU than the
 //               first) answers exactly the bytes it answered before the first checkpoint.
 // Checkpoints and restores are timed on the node's event loop, from the call to the completion
@@ -62,6 +64,7 @@ struct SwitchResult {
   double map_ms = 0;
   double handoff_ms = 0;
   MsSpread fixed;
+  double wake_ms = 0;      // a post from another thread to the loop (median)
   double raw_ms = 0;       // the best raw method's median
   std::string raw_method;  // which one
   bool outputs_identical = false;

@@ -1,19 +1,23 @@
-// FakeDevice: a test device whose copies run only when something waits for them, with faults on
-// request. For tests of the restore engine's error and concurrency paths, deterministically.
+// FakeDevice: a test device whose copies and stream callbacks run in one global order on one
+// thread, with faults on request. For tests of the restore engine's error and concurrency paths,
+// deterministically.
 //
-// A copy enqueued on a FakeDevice stream stays pending (in flight) until a completion recorded
-// after it is waited for, or its stream is synchronized; then the wait runs it. So a test sees
-// exactly which copies a caller left in flight when it returned (copies_pending()).
-// Faults: Record fails from its n-th call on (FailRecordFrom), and the next completion wait can
-// be held until the test releases it (HoldNextWait, wait_held, ReleaseHeldWait).
+// Every operation enqueued on any stream of a FakeDevice (a copy, a recorded completion, a Then
+// callback) joins one queue that a single runner thread works through in order. So a test knows
+// exactly which copies ran before which callback, and sees what is still in flight
+// (copies_pending()).
+// Faults: the n-th Then callback and every later one are called with an injected error
+// (FailCallbacksFrom), after their copies ran; the next callback can be held before it runs until
+// the test releases it (HoldNextCallback, callback_held, ReleaseHeldCallback).
 //
 // Thread safety: every method may be called from any thread. Test-only: not part of any library.
 #pragma once
 
-#include <atomic>
 #include <cstring>
 #include <deque>
+#include <functional>
 #include <memory>
+#include <thread>
 #include <vector>
 
 #include "gshare/common/mutex.h"
@@ -27,6 +31,18 @@ class FakeDevice final : public Device {
     info_.name = "fake-gpu";
     info_.uuid = "FAKE-0";
     info_.memory_bytes = 1ULL << 30;
+    runner_ = std::thread([this] { Run(); });
+  }
+
+  // Runs what is queued, then stops the runner. Streams and buffers must be gone or idle.
+  ~FakeDevice() override {
+    {
+      MutexLock lock(mutex_);
+      stopping_ = true;
+      released_ = true;
+    }
+    changed_.NotifyAll();
+    runner_.join();
   }
 
   const DeviceInfo& info() const override { return info_; }
@@ -50,25 +66,26 @@ class FakeDevice final : public Device {
     return static_cast<const Buffer&>(buffer).bytes();
   }
 
-  // Record calls, over all streams, are numbered from 1; call `n` and every later one fail.
-  void FailRecordFrom(int n) EXCLUDES(mutex_) {
+  // Then callbacks are numbered from 1 as they run; callback `n` and every later one get an
+  // injected Internal error.
+  void FailCallbacksFrom(int n) EXCLUDES(mutex_) {
     MutexLock lock(mutex_);
-    fail_record_from_ = n;
+    fail_callbacks_from_ = n;
   }
-  // The next completion wait blocks, once, until ReleaseHeldWait.
-  void HoldNextWait() EXCLUDES(mutex_) {
+  // The runner stops before the next Then callback, once, until ReleaseHeldCallback.
+  void HoldNextCallback() EXCLUDES(mutex_) {
     MutexLock lock(mutex_);
-    hold_next_wait_ = true;
+    hold_next_callback_ = true;
   }
-  // Whether a wait is blocked by HoldNextWait now.
-  bool wait_held() const EXCLUDES(mutex_) {
+  // Whether the runner is stopped by HoldNextCallback now.
+  bool callback_held() const EXCLUDES(mutex_) {
     MutexLock lock(mutex_);
-    return wait_held_;
+    return callback_held_;
   }
-  void ReleaseHeldWait() EXCLUDES(mutex_) {
+  void ReleaseHeldCallback() EXCLUDES(mutex_) {
     {
       MutexLock lock(mutex_);
-      hold_next_wait_ = false;
+      hold_next_callback_ = false;
       released_ = true;
     }
     changed_.NotifyAll();
@@ -76,9 +93,7 @@ class FakeDevice final : public Device {
   // Copies enqueued and not yet run, over all streams.
   int copies_pending() const EXCLUDES(mutex_) {
     MutexLock lock(mutex_);
-    int pending = 0;
-    for (const auto& queue : queues_) pending += static_cast<int>(queue->copies.size());
-    return pending;
+    return copies_queued_;
   }
 
  private:
@@ -92,64 +107,44 @@ class FakeDevice final : public Device {
     mutable std::vector<std::byte> storage_;
   };
 
-  struct Copy {
-    std::byte* destination;
-    const std::byte* source;
-    std::size_t bytes;
-    std::uint64_t sequence;
+  // One queued operation: a copy (bytes > 0), a completion to mark done, or a callback.
+  struct Operation {
+    std::byte* destination = nullptr;
+    const std::byte* source = nullptr;
+    std::size_t bytes = 0;
+    std::shared_ptr<bool> done;  // a completion: set when reached (guarded by mutex_)
+    std::function<void(Status)> then;
   };
-  struct Queue {
-    std::deque<Copy> copies;
-    std::uint64_t next_sequence = 1;
-  };
-
-  // Runs the queue's copies up to `sequence`. Holds the mutex: copies are small in tests.
-  void RunUpTo(Queue& queue, std::uint64_t sequence) REQUIRES(mutex_) {
-    while (!queue.copies.empty() && queue.copies.front().sequence <= sequence) {
-      const Copy& copy = queue.copies.front();
-      std::memcpy(copy.destination, copy.source, copy.bytes);
-      queue.copies.pop_front();
-    }
-  }
-
-  Status WaitFor(Queue& queue, std::uint64_t sequence) const EXCLUDES(mutex_) {
-    auto& self = const_cast<FakeDevice&>(*this);
-    MutexLock lock(self.mutex_);
-    if (self.hold_next_wait_) {
-      self.hold_next_wait_ = false;
-      self.wait_held_ = true;
-      self.changed_.Wait(self.mutex_, [&self]() REQUIRES(self.mutex_) { return self.released_; });
-      self.wait_held_ = false;
-    }
-    self.RunUpTo(queue, sequence);
-    return Status::Ok();
-  }
 
   class Event final : public CopyCompletion::Event {
    public:
-    Event(const FakeDevice& device, std::shared_ptr<Queue> queue, std::uint64_t sequence)
-        : device_(device), queue_(std::move(queue)), sequence_(sequence) {}
-    bool Done() const override { return false; }
-    Status Wait() const override { return device_.WaitFor(*queue_, sequence_); }
+    Event(const FakeDevice& device, std::shared_ptr<bool> done)
+        : device_(device), done_(std::move(done)) {}
+    bool Done() const override {
+      MutexLock lock(device_.mutex_);
+      return *done_;
+    }
+    Status Wait() const override {
+      MutexLock lock(device_.mutex_);
+      device_.changed_.Wait(device_.mutex_, [this]() REQUIRES(device_.mutex_) { return *done_; });
+      return Status::Ok();
+    }
 
    private:
     const FakeDevice& device_;
-    std::shared_ptr<Queue> queue_;
-    std::uint64_t sequence_;
+    std::shared_ptr<bool> done_;
   };
 
   class Stream final : public CopyStream {
    public:
-    explicit Stream(FakeDevice& device) : device_(device), queue_(std::make_shared<Queue>()) {
-      MutexLock lock(device_.mutex_);
-      device_.queues_.push_back(queue_);
-    }
+    explicit Stream(FakeDevice& device) : device_(device) {}
+    ~Stream() override { (void)Synchronize(); }
     Status CopyToDevice(DeviceBuffer& destination, std::uint64_t offset,
                         std::span<const std::byte> source) override {
       if (offset > destination.size_bytes() || source.size() > destination.size_bytes() - offset) {
         return OutOfRange("fake copy does not fit");
       }
-      Enqueue(Bytes(destination).data() + offset, source.data(), source.size());
+      device_.Enqueue({Bytes(destination).data() + offset, source.data(), source.size(), {}, {}});
       return Status::Ok();
     }
     Status CopyToHost(std::span<std::byte> destination, const DeviceBuffer& source,
@@ -157,41 +152,82 @@ class FakeDevice final : public Device {
       if (offset > source.size_bytes() || destination.size() > source.size_bytes() - offset) {
         return OutOfRange("fake copy does not fit");
       }
-      Enqueue(destination.data(), Bytes(source).data() + offset, destination.size());
+      device_.Enqueue(
+          {destination.data(), Bytes(source).data() + offset, destination.size(), {}, {}});
       return Status::Ok();
     }
     Result<CopyCompletion> Record() override {
-      MutexLock lock(device_.mutex_);
-      if (++device_.record_calls_ >= device_.fail_record_from_) {
-        return Internal("injected Record failure");
-      }
-      return CopyCompletion(std::make_shared<Event>(device_, queue_, queue_->next_sequence - 1));
+      auto done = std::make_shared<bool>(false);
+      device_.Enqueue({nullptr, nullptr, 0, done, {}});
+      return CopyCompletion(std::make_shared<Event>(device_, std::move(done)));
     }
     Status Synchronize() override {
-      MutexLock lock(device_.mutex_);
-      device_.RunUpTo(*queue_, queue_->next_sequence);
-      return Status::Ok();
+      GSHARE_ASSIGN_OR_RETURN(CopyCompletion completion, Record());
+      return completion.Wait();
+    }
+    void Then(std::function<void(Status)> callback) override {
+      device_.Enqueue({nullptr, nullptr, 0, {}, std::move(callback)});
     }
 
    private:
-    void Enqueue(std::byte* destination, const std::byte* source, std::size_t bytes) {
-      MutexLock lock(device_.mutex_);
-      queue_->copies.push_back(Copy{destination, source, bytes, queue_->next_sequence++});
-    }
-
     FakeDevice& device_;
-    std::shared_ptr<Queue> queue_;
   };
+
+  void Enqueue(Operation operation) EXCLUDES(mutex_) {
+    {
+      MutexLock lock(mutex_);
+      if (operation.bytes > 0) ++copies_queued_;
+      queue_.push_back(std::move(operation));
+    }
+    changed_.NotifyAll();
+  }
+
+  void Run() EXCLUDES(mutex_) {
+    for (;;) {
+      Operation operation;
+      Status injected;
+      {
+        MutexLock lock(mutex_);
+        changed_.Wait(mutex_, [this]() REQUIRES(mutex_) { return stopping_ || !queue_.empty(); });
+        if (queue_.empty()) return;
+        if (queue_.front().then && hold_next_callback_) {
+          hold_next_callback_ = false;
+          callback_held_ = true;
+          released_ = false;
+          changed_.NotifyAll();
+          changed_.Wait(mutex_, [this]() REQUIRES(mutex_) { return released_; });
+          callback_held_ = false;
+        }
+        operation = std::move(queue_.front());
+        queue_.pop_front();
+        if (operation.bytes > 0) {
+          std::memcpy(operation.destination, operation.source, operation.bytes);
+          --copies_queued_;
+          continue;
+        }
+        if (operation.done != nullptr) {
+          *operation.done = true;
+          changed_.NotifyAll();
+          continue;
+        }
+        if (++callbacks_ >= fail_callbacks_from_) injected = Internal("injected copy failure");
+      }
+      operation.then(injected);  // outside the lock: it enqueues more
+    }
+  }
 
   DeviceInfo info_;
   mutable Mutex mutex_;
-  CondVar changed_;
-  std::vector<std::shared_ptr<Queue>> queues_ GUARDED_BY(mutex_);
-  int record_calls_ GUARDED_BY(mutex_) = 0;
-  int fail_record_from_ GUARDED_BY(mutex_) = 1 << 30;
-  bool hold_next_wait_ GUARDED_BY(mutex_) = false;
-  bool wait_held_ GUARDED_BY(mutex_) = false;
+  mutable CondVar changed_;
+  std::deque<Operation> queue_ GUARDED_BY(mutex_);
+  int copies_queued_ GUARDED_BY(mutex_) = 0;
+  int callbacks_ GUARDED_BY(mutex_) = 0;
+  int fail_callbacks_from_ GUARDED_BY(mutex_) = 1 << 30;
+  bool hold_next_callback_ GUARDED_BY(mutex_) = false;
+  bool callback_held_ GUARDED_BY(mutex_) = false;
   bool released_ GUARDED_BY(mutex_) = false;
+  bool stopping_ GUARDED_BY(mutex_) = false;
+  std::thread runner_;  // started last, in the constructor body
 };
 
 }  // namespace gshare::testing

@@ -2,8 +2,11 @@
 
 #include <fmt/format.h>
 
-#include <deque>
+#include <algorithm>
+#include <optional>
 #include <utility>
+
+#include "gshare/common/mutex.h"
 
 namespace gshare {
 
@@ -48,22 +51,228 @@ Result<std::vector<std::unique_ptr<CopyStream>>*> RestoreEngine::StreamsFor(
       fmt::format("the restore engine does not drive {}", buffer.device().info().name));
 }
 
-Result<TransferReport> RestoreEngine::Restore(Snapshot& snapshot, DeviceBuffer& destination,
-                                              const CancellationFlag* cancel) {
-  GSHARE_RETURN_IF_ERROR(StreamsFor(destination).status());
+// One transfer in flight: its pieces, the stream callbacks that feed them, and its end.
+class RestoreEngine::Job : public std::enable_shared_from_this<RestoreEngine::Job> {
+ public:
+  struct Piece {
+    std::span<std::byte> host;
+    std::uint64_t device_offset = 0;
+  };
+
+  Job(Direction direction, Snapshot& snapshot, Snapshot::TransferLock lock,
+      const DeviceBuffer& buffer, std::uint64_t generation,
+      std::vector<std::unique_ptr<CopyStream>>& streams, std::size_t depth,
+      const CancellationFlag* cancel, const Clock& clock, TransferDone done,
+      std::vector<Piece> pieces)
+      : direction_(direction),
+        snapshot_(snapshot),
+        lock_(std::move(lock)),
+        buffer_(
+            const_cast<DeviceBuffer&>(buffer)),  // written only by a restore, handed a mutable one
+        generation_(generation),
+        streams_(streams),
+        depth_(depth),
+        cancel_(cancel),
+        clock_(clock),
+        start_(clock.Now()),
+        done_(std::move(done)),
+        pieces_(std::move(pieces)) {}
+
+  // Enqueues each stream's first pieces; ends the transfer here when nothing was enqueued.
+  void Start() EXCLUDES(mutex_) {
+    bool ended = false;
+    {
+      MutexLock lock(mutex_);
+      for (std::size_t round = 0; round < depth_; ++round) {
+        for (std::size_t s = 0; s < streams_.size(); ++s) EnqueueNext(s);
+      }
+      ended = outstanding_ == 0;
+    }
+    if (ended) End();
+  }
+
+ private:
+  const char* verb() const { return direction_ == Direction::kToDevice ? "restore" : "checkpoint"; }
+
+  // Enqueues the next piece on stream `s`, with its callback; records why not on an error.
+  void EnqueueNext(std::size_t s) REQUIRES(mutex_) {
+    if (!status_.ok() || next_ >= pieces_.size()) return;
+    if (cancel_ != nullptr && cancel_->cancelled()) {
+      status_ = Cancelled(fmt::format("{} of '{}' on {} cancelled after {} of {} bytes", verb(),
+                                      snapshot_.function_id(), buffer_.device().info().name, bytes_,
+                                      snapshot_.size_bytes()));
+      return;
+    }
+    const Piece& piece = pieces_[next_];
+    CopyStream& stream = *streams_[s];
+    const Status enqueued = direction_ == Direction::kToDevice
+                                ? stream.CopyToDevice(buffer_, piece.device_offset, piece.host)
+                                : stream.CopyToHost(piece.host, buffer_, piece.device_offset);
+    if (!enqueued.ok()) {
+      status_ = enqueued.WithContext(fmt::format("{} of '{}'", verb(), snapshot_.function_id()));
+      return;
+    }
+    ++next_;
+    bytes_ += piece.host.size();
+    ++outstanding_;
+    stream.Then([self = shared_from_this(), s](Status copied) { self->OnPiece(s, copied); });
+  }
+
+  // A piece of stream `s` ended: the stream takes the next one, or the transfer ends.
+  void OnPiece(std::size_t s, const Status& copied) EXCLUDES(mutex_) {
+    bool ended = false;
+    {
+      MutexLock lock(mutex_);
+      --outstanding_;
+      if (!copied.ok() && status_.ok()) {
+        status_ = copied.WithContext(fmt::format("{} of '{}'", verb(), snapshot_.function_id()));
+      }
+      EnqueueNext(s);
+      ended = outstanding_ == 0;
+    }
+    if (ended) End();
+  }
+
+  // Every copy enqueued has finished: binds the snapshot on success, lets its lock go, reports.
+  void End() EXCLUDES(mutex_) {
+    Result<TransferReport> result = Internal("unreachable");
+    {
+      MutexLock lock(mutex_);
+      if (status_.ok()) {
+        TransferReport report;
+        report.bytes = bytes_;
+        report.chunks = next_;
+        report.elapsed = clock_.Now() - start_;
+        lock_->Bind(buffer_, generation_);
+        result = report;
+      } else {
+        result = status_;
+      }
+      lock_.reset();
+    }
+    TransferDone done = std::move(done_);
+    done(std::move(result));
+  }
+
+  const Direction direction_;
+  Snapshot& snapshot_;
+  std::optional<Snapshot::TransferLock> lock_;
+  DeviceBuffer& buffer_;
+  const std::uint64_t generation_;
+  std::vector<std::unique_ptr<CopyStream>>& streams_;
+  const std::size_t depth_;
+  const CancellationFlag* const cancel_;
+  const Clock& clock_;
+  const TimePoint start_;
+  TransferDone done_;  // called once, by End
+  const std::vector<Piece> pieces_;
+  Mutex mutex_;
+  std::size_t next_ GUARDED_BY(mutex_) = 0;         // the next piece to enqueue
+  std::size_t outstanding_ GUARDED_BY(mutex_) = 0;  // pieces whose callback has not run
+  std::uint64_t bytes_ GUARDED_BY(mutex_) = 0;      // bytes enqueued
+  Status status_ GUARDED_BY(mutex_);                // the first error
+};
+
+void RestoreEngine::Launch(Direction direction, Snapshot& snapshot, Snapshot::TransferLock lock,
+                           const DeviceBuffer& buffer, std::uint64_t generation,
+                           std::vector<std::unique_ptr<CopyStream>>& streams,
+                           const CancellationFlag* cancel, TransferDone done) {
+  // Pieces: the snapshot's chunks, cut so that a small transfer reaches every stream.
+  const std::uint64_t count = streams.size();
+  constexpr std::uint64_t kPage = 4 * kKiB;
+  const std::uint64_t spread =
+      ((snapshot.size_bytes() + count - 1) / count + kPage - 1) / kPage * kPage;
+  const std::uint64_t piece_bytes = std::max<std::uint64_t>(options_.min_piece_bytes, spread);
+  std::vector<Job::Piece> pieces;
+  for (std::size_t i = 0; i < snapshot.chunk_count(); ++i) {
+    const std::span<std::byte> chunk = snapshot.chunk(i);
+    const std::uint64_t offset = snapshot.chunk_offset_bytes(i);
+    for (std::uint64_t within = 0; within < chunk.size(); within += piece_bytes) {
+      const std::uint64_t n = std::min<std::uint64_t>(piece_bytes, chunk.size() - within);
+      pieces.push_back({chunk.subspan(within, n), offset + within});
+    }
+  }
+  auto job = std::make_shared<Job>(direction, snapshot, std::move(lock), buffer, generation,
+                                   streams, static_cast<std::size_t>(options_.in_flight_per_stream),
+                                   cancel, clock_, std::move(done), std::move(pieces));
+  job->Start();
+}
+
+Status RestoreEngine::StartRestore(Snapshot& snapshot, DeviceBuffer& destination,
+                                   const CancellationFlag* cancel, TransferDone done) {
+  GSHARE_ASSIGN_OR_RETURN(auto* streams, StreamsFor(destination));
   if (destination.size_bytes() < snapshot.size_bytes()) {
     return OutOfRange(fmt::format("restore of '{}' on {}: buffer of {} bytes, snapshot of {}",
                                   snapshot.function_id(), destination.device().info().name,
                                   destination.size_bytes(), snapshot.size_bytes()));
   }
-  Snapshot::TransferLock transfer(snapshot);
+  Snapshot::TransferLock lock(snapshot);
   // From here on the buffer's contents change: no snapshot holds it any more, this one included,
   // until the copy has succeeded.
   const std::uint64_t generation = destination.MarkWritten();
-  GSHARE_ASSIGN_OR_RETURN(TransferReport report,
-                          Transfer(Direction::kToDevice, snapshot, destination, cancel));
-  transfer.Bind(destination, generation);
-  return report;
+  Launch(Direction::kToDevice, snapshot, std::move(lock), destination, generation, *streams, cancel,
+         std::move(done));
+  return Status::Ok();
+}
+
+Status RestoreEngine::CheckImage(const DeviceBuffer& source, std::uint64_t image_bytes,
+                                 const Snapshot& snapshot) {
+  GSHARE_RETURN_IF_ERROR(StreamsFor(source).status());
+  if (image_bytes > source.size_bytes() || image_bytes != snapshot.size_bytes()) {
+    return OutOfRange(fmt::format(
+        "checkpoint of '{}' on {}: an image of {} bytes of a {}-byte buffer into a snapshot of {}",
+        snapshot.function_id(), source.device().info().name, image_bytes, source.size_bytes(),
+        snapshot.size_bytes()));
+  }
+  return Status::Ok();
+}
+
+Status RestoreEngine::StartCheckpointImage(const DeviceBuffer& source, std::uint64_t image_bytes,
+                                           Snapshot& snapshot, const CancellationFlag* cancel,
+                                           TransferDone done) {
+  GSHARE_RETURN_IF_ERROR(CheckImage(source, image_bytes, snapshot));
+  GSHARE_ASSIGN_OR_RETURN(auto* streams, StreamsFor(source));
+  Snapshot::TransferLock lock(snapshot);
+  if (snapshot.Holds(source)) {
+    { auto released = std::move(lock); }
+    TransferReport report;
+    report.skipped = true;
+    done(report);
+    return Status::Ok();
+  }
+  // Read before copying: a write that starts during the copy makes the binding stale.
+  const std::uint64_t generation = source.write_generation();
+  lock.Unbind();
+  Launch(Direction::kToHost, snapshot, std::move(lock), source, generation, *streams, cancel,
+         std::move(done));
+  return Status::Ok();
+}
+
+Result<TransferReport> RestoreEngine::Wait(const std::function<Status(TransferDone)>& start) {
+  struct Outcome {
+    Mutex mutex;
+    CondVar changed;
+    std::optional<Result<TransferReport>> result GUARDED_BY(mutex);
+  };
+  auto outcome = std::make_shared<Outcome>();
+  GSHARE_RETURN_IF_ERROR(start([outcome](Result<TransferReport> result) {
+    {
+      MutexLock lock(outcome->mutex);
+      outcome->result = std::move(result);
+    }
+    outcome->changed.NotifyAll();
+  }));
+  MutexLock lock(outcome->mutex);
+  outcome->changed.Wait(outcome->mutex,
+                        [&]() REQUIRES(outcome->mutex) { return outcome->result.has_value(); });
+  return std::move(*outcome->result);
+}
+
+Result<TransferReport> RestoreEngine::Restore(Snapshot& snapshot, DeviceBuffer& destination,
+                                              const CancellationFlag* cancel) {
+  return Wait([&](TransferDone done) {
+    return StartRestore(snapshot, destination, cancel, std::move(done));
+  });
 }
 
 Result<TransferReport> RestoreEngine::Checkpoint(const DeviceBuffer& source, Snapshot& snapshot,
@@ -83,97 +292,9 @@ Result<TransferReport> RestoreEngine::Checkpoint(const DeviceBuffer& source, Sna
 Result<TransferReport> RestoreEngine::CheckpointImage(const DeviceBuffer& source,
                                                       std::uint64_t image_bytes, Snapshot& snapshot,
                                                       const CancellationFlag* cancel) {
-  GSHARE_RETURN_IF_ERROR(StreamsFor(source).status());
-  if (image_bytes > source.size_bytes() || image_bytes != snapshot.size_bytes()) {
-    return OutOfRange(fmt::format(
-        "checkpoint of '{}' on {}: an image of {} bytes of a {}-byte buffer into a snapshot of {}",
-        snapshot.function_id(), source.device().info().name, image_bytes, source.size_bytes(),
-        snapshot.size_bytes()));
-  }
-  Snapshot::TransferLock transfer(snapshot);
-  if (snapshot.Holds(source)) {
-    TransferReport report;
-    report.skipped = true;
-    return report;
-  }
-  // Read before copying: a write that starts during the copy makes the binding stale.
-  const std::uint64_t generation = source.write_generation();
-  transfer.Unbind();
-  GSHARE_ASSIGN_OR_RETURN(TransferReport report,
-                          Transfer(Direction::kToHost, snapshot, source, cancel));
-  transfer.Bind(source, generation);
-  return report;
-}
-
-Result<TransferReport> RestoreEngine::Transfer(Direction direction, Snapshot& snapshot,
-                                               const DeviceBuffer& buffer,
-                                               const CancellationFlag* cancel) {
-  const char* verb = direction == Direction::kToDevice ? "restore" : "checkpoint";
-  GSHARE_ASSIGN_OR_RETURN(auto* streams, StreamsFor(buffer));
-
-  const TimePoint start = clock_.Now();
-  const std::size_t stream_count = streams->size();
-  const std::size_t depth = static_cast<std::size_t>(options_.in_flight_per_stream);
-  std::vector<std::deque<CopyCompletion>> pending(stream_count);
-  // Streams with a copy enqueued after their last recorded completion: only Synchronize can wait
-  // for it.
-  std::vector<bool> uncovered(stream_count, false);
-  Status status;
-  std::uint64_t bytes_enqueued = 0;
-  std::size_t chunks = 0;
-  // The buffer is const for a checkpoint; a restore was handed a mutable one.
-  auto& mutable_buffer = const_cast<DeviceBuffer&>(buffer);
-
-  for (std::size_t i = 0; i < snapshot.chunk_count(); ++i) {
-    if (cancel != nullptr && cancel->cancelled()) {
-      status = Cancelled(fmt::format("{} of '{}' on {} cancelled after {} of {} bytes", verb,
-                                     snapshot.function_id(), buffer.device().info().name,
-                                     bytes_enqueued, snapshot.size_bytes()));
-      break;
-    }
-    const std::size_t s = i % stream_count;
-    CopyStream& stream = *(*streams)[s];
-    if (pending[s].size() >= depth) {
-      status = pending[s].front().Wait();
-      pending[s].pop_front();
-      if (!status.ok()) break;
-    }
-    const std::span<std::byte> chunk = snapshot.chunk(i);
-    const std::uint64_t offset = snapshot.chunk_offset_bytes(i);
-    status = direction == Direction::kToDevice ? stream.CopyToDevice(mutable_buffer, offset, chunk)
-                                               : stream.CopyToHost(chunk, buffer, offset);
-    if (!status.ok()) break;
-    uncovered[s] = true;
-    bytes_enqueued += chunk.size();
-    ++chunks;
-    auto completion = stream.Record();
-    if (!completion.ok()) {
-      status =
-          completion.status().WithContext(fmt::format("{} of '{}'", verb, snapshot.function_id()));
-      break;
-    }
-    uncovered[s] = false;
-    pending[s].push_back(std::move(completion).value());
-  }
-  // Wait for every copy in flight, even after an error: the caller may free the buffers.
-  for (std::size_t s = 0; s < stream_count; ++s) {
-    for (const CopyCompletion& completion : pending[s]) {
-      Status waited = completion.Wait();
-      if (status.ok() && !waited.ok()) status = waited;
-    }
-    if (uncovered[s]) {
-      // Synchronize waits for the stream's copies even when it reports an error.
-      Status synchronized = (*streams)[s]->Synchronize();
-      if (status.ok() && !synchronized.ok()) status = synchronized;
-    }
-  }
-  if (!status.ok()) return status;
-
-  TransferReport report;
-  report.bytes = bytes_enqueued;
-  report.chunks = chunks;
-  report.elapsed = clock_.Now() - start;
-  return report;
+  return Wait([&](TransferDone done) {
+    return StartCheckpointImage(source, image_bytes, snapshot, cancel, std::move(done));
+  });
 }
 
 }  // namespace gshare

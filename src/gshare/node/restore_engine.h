@@ -8,11 +8,19 @@
 // unlocked to run is preceded by DeviceBuffer::MarkWritten, so only a slice that nothing wrote
 // since its restore is discarded without a copy.
 //
-// Both are chunked and pipelined: chunk i goes to copy stream i mod S of the target GPU, and each
-// stream holds at most `in_flight_per_stream` chunks queued, so that copies overlap their
-// launches and completions, and a cancellation is seen within a few chunks. On a GPU the streams
-// share the PCIe link; on an emulated GPU each stream is a thread running the copy engine
-// (device/emulated/copy_engine.h).
+// Both are cut into pieces and pipelined: piece i goes to copy stream i mod S of the target GPU,
+// and each stream holds at most `in_flight_per_stream` pieces queued, so that copies overlap
+// their launches and completions, and a cancellation is seen within a few pieces. A piece is a
+// snapshot chunk, or a part of one when the transfer is small: a transfer of n bytes uses pieces
+// of at least `min_piece_bytes` and at most ceil(n / S), so that a small image is spread over
+// every stream too. On a GPU the streams share the PCIe link; on an emulated GPU each stream is a
+// thread running the copy engine (device/emulated/copy_engine.h).
+//
+// Asynchronous: StartRestore and StartCheckpointImage enqueue the first pieces and return; each
+// piece's stream callback (CopyStream::Then) enqueues the stream's next piece, and the last one
+// ends the transfer and calls `done`, on a thread of the device. No thread of the engine's or the
+// caller's waits in between: a switch costs no hand-off beyond the copy streams' own. Restore,
+// Checkpoint and CheckpointImage are the same transfers, waited for.
 //
 // Sizes: a restore needs a buffer at least as large as the snapshot (it fills its start). A
 // checkpoint needs a buffer of exactly the snapshot's size: a larger one (a slice that grew) is
@@ -24,20 +32,22 @@
 // snapshot to it only on success. A checkpoint unbinds the snapshot before its first copy and
 // binds it (at the generation read before copying) only on success.
 //
-// Cancellation and errors: a CancellationFlag passed in is checked before every chunk. A
-// transfer that is cancelled, or whose copy or Record fails, waits for every copy it enqueued
-// (through their completions, and CopyStream::Synchronize for copies that no completion covers)
-// before it returns, so that when a call returns none of its copies touches the buffers.
+// Cancellation and errors: a CancellationFlag passed in is checked before every piece. A
+// transfer that is cancelled, or whose copy fails, ends only once every copy it enqueued has
+// finished (each piece has its callback), so that when it ends none of its copies touches the
+// buffers.
 //
-// Thread safety: Restore and Checkpoint may be called concurrently from several threads;
-// transfers to the same GPU share its streams, as they share its link. Transfers of one snapshot
-// are serialized by its transfer lock (Snapshot::TransferLock): a restore and a checkpoint of
-// one snapshot never overlap, the second starts when the first ended and sees its binding. The
-// engine must be destroyed before the devices it was created for.
+// Thread safety: every method may be called concurrently from several threads; transfers to the
+// same GPU share its streams, as they share its link. Transfers of one snapshot are serialized by
+// its transfer lock (Snapshot::TransferLock): a restore and a checkpoint of one snapshot never
+// overlap, the second starts when the first ended and sees its binding (a Start call waits for
+// the lock). The engine must be destroyed after every transfer ended, and before the devices it
+// was created for.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <vector>
@@ -62,13 +72,15 @@ class CancellationFlag {
 struct RestoreEngineOptions {
   int streams_per_device = 4;
   int in_flight_per_stream = 2;
+  // The smallest piece a small transfer is cut into (a chunk is never cut below it).
+  std::uint64_t min_piece_bytes = 256 * kKiB;
 };
 
 // What a transfer did.
 struct TransferReport {
   std::uint64_t bytes = 0;  // bytes copied (0 when skipped)
   Duration elapsed{};       // from the call to the last chunk's completion
-  std::size_t chunks = 0;   // chunks copied
+  std::size_t chunks = 0;   // pieces copied
   bool skipped = false;     // a checkpoint of a snapshot that held the buffer: nothing copied
 
   double bytes_per_second() const;
@@ -76,6 +88,10 @@ struct TransferReport {
 
 class RestoreEngine {
  public:
+  // Called once when a started transfer ends, on a thread of the device (or, for a checkpoint
+  // skipped, on the caller's, before the Start call returns).
+  using TransferDone = std::function<void(Result<TransferReport>)>;
+
   // Creates the copy streams of every device in `devices` (not owned; they must outlive the
   // engine). `clock` times the transfers and must outlive the engine. InvalidArgument for
   // options below 1; a device's error when it cannot create streams.
@@ -103,9 +119,19 @@ class RestoreEngine {
                                          Snapshot& snapshot,
                                          const CancellationFlag* cancel = nullptr);
 
+  // The same transfers, started: the checks above are done at once (an error returned means
+  // nothing started and `done` is never called); `done` gets the rest. `snapshot`, the buffer and
+  // `cancel` must stay alive until `done` is called.
+  Status StartRestore(Snapshot& snapshot, DeviceBuffer& destination, const CancellationFlag* cancel,
+                      TransferDone done);
+  Status StartCheckpointImage(const DeviceBuffer& source, std::uint64_t image_bytes,
+                              Snapshot& snapshot, const CancellationFlag* cancel,
+                              TransferDone done);
+
   const RestoreEngineOptions& options() const { return options_; }
 
  private:
+  class Job;
   struct DeviceStreams {
     const Device* device;
     std::vector<std::unique_ptr<CopyStream>> streams;
@@ -115,8 +141,16 @@ class RestoreEngine {
   RestoreEngine(RestoreEngineOptions options, const Clock& clock,
                 std::vector<DeviceStreams> devices);
   Result<std::vector<std::unique_ptr<CopyStream>>*> StreamsFor(const DeviceBuffer& buffer);
-  Result<TransferReport> Transfer(Direction direction, Snapshot& snapshot,
-                                  const DeviceBuffer& buffer, const CancellationFlag* cancel);
+  // Checks a checkpoint of an image; OK when it may start.
+  Status CheckImage(const DeviceBuffer& source, std::uint64_t image_bytes,
+                    const Snapshot& snapshot);
+  // Cuts the transfer into pieces and starts it; the lock is held until it ends.
+  void Launch(Direction direction, Snapshot& snapshot, Snapshot::TransferLock lock,
+              const DeviceBuffer& buffer, std::uint64_t generation,
+              std::vector<std::unique_ptr<CopyStream>>& streams, const CancellationFlag* cancel,
+              TransferDone done);
+  // Runs `start` with a TransferDone and waits for it.
+  static Result<TransferReport> Wait(const std::function<Status(TransferDone)>& start);
 
   const RestoreEngineOptions options_;
   const Clock& clock_;

@@ -271,8 +271,9 @@ TEST_F(RestoreEngineTest, ConcurrentRestoresOntoOneGpuStayApart) {
   EXPECT_TRUE(std::equal(b.begin(), b.end(), DeviceBytes(*buffer_b).begin()));
 }
 
-// The engine on a FakeDevice (fake_device_for_test.h): copies run only when waited for, so the
-// tests below see exactly what a transfer leaves in flight, and can hold a transfer mid-way.
+// The engine on a FakeDevice (fake_device_for_test.h): copies and callbacks run in one order on
+// one thread, so the tests below see exactly what a transfer leaves in flight, and can hold a
+// transfer mid-way.
 class RestoreEngineFaultTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -306,21 +307,23 @@ class RestoreEngineFaultTest : public ::testing::Test {
   std::unique_ptr<RestoreEngine> engine_;
 };
 
-TEST_F(RestoreEngineFaultTest, FailedRecordWaitsForTheCopiesInFlight) {
+TEST_F(RestoreEngineFaultTest, AFailedCopyEndsTheTransferOnlyAfterEveryCopyInFlight) {
   MakeEngine(2, 2);
-  const auto bytes = RandomBytes(kMiB, 20);  // four chunks
+  const auto bytes = RandomBytes(2 * kMiB, 20);  // eight pieces of 256 KiB
   auto snapshot = store_->Create("f", bytes.size());
   ASSERT_TRUE(snapshot.ok());
   ASSERT_TRUE((*snapshot)->Write(0, bytes).ok());
-  auto buffer = device_.Allocate(kMiB);
+  auto buffer = device_.Allocate(2 * kMiB);
   ASSERT_TRUE(buffer.ok());
-  // Chunks 0 and 1 are copied and recorded; chunk 2 is copied, then its Record fails.
-  device_.FailRecordFrom(3);
+  // Pieces 0-3 start; the callbacks of 0 and 1 enqueue pieces 4 and 5; piece 2's reports a
+  // failure, after which nothing more is enqueued, and the transfer ends after piece 5's.
+  device_.FailCallbacksFrom(3);
   auto report = engine_->Restore(**snapshot, **buffer);
   EXPECT_EQ(report.status().code(), StatusCode::kInternal) << report.status().ToString();
-  EXPECT_EQ(device_.copies_pending(), 0) << "returned while a copy still touches the buffers";
+  EXPECT_EQ(device_.copies_pending(), 0) << "ended while a copy still touches the buffers";
   auto device_bytes = testing::FakeDevice::Bytes(**buffer);
-  EXPECT_TRUE(std::equal(bytes.begin(), bytes.begin() + 3 * 256 * kKiB, device_bytes.begin()));
+  EXPECT_TRUE(std::equal(bytes.begin(), bytes.begin() + 6 * 256 * kKiB, device_bytes.begin()));
+  EXPECT_EQ(device_bytes[6 * 256 * kKiB], std::byte{0}) << "piece 6 must not have been copied";
   EXPECT_FALSE((*snapshot)->Holds(**buffer)) << "a failed restore binds nothing";
 }
 
@@ -333,11 +336,11 @@ TEST_F(RestoreEngineFaultTest, CheckpointWaitsForARestoreOfTheSameSnapshot) {
   auto buffer = device_.Allocate(kMiB);
   ASSERT_TRUE(buffer.ok());
 
-  // The restore is held at its first wait, after one chunk of four was enqueued.
-  device_.HoldNextWait();
+  // The restore is held at its first callback, after one piece of four was copied.
+  device_.HoldNextCallback();
   Status restored;
   std::thread restore([&] { restored = engine_->Restore(**snapshot, **buffer).status(); });
-  ASSERT_TRUE(Await([&] { return device_.wait_held(); }));
+  ASSERT_TRUE(Await([&] { return device_.callback_held(); }));
 
   // A checkpoint of the half-restored buffer into the same snapshot must wait for the restore
   // (and then skip: the snapshot holds the buffer), not copy the half-restored bytes.
@@ -350,7 +353,7 @@ TEST_F(RestoreEngineFaultTest, CheckpointWaitsForARestoreOfTheSameSnapshot) {
   const bool decided =
       Await([&] { return checkpoint_done.load() || (*snapshot)->transfers_waiting() > 0; });
   const bool overlapped = checkpoint_done.load();
-  device_.ReleaseHeldWait();
+  device_.ReleaseHeldCallback();
   restore.join();
   checkpoint.join();
   ASSERT_TRUE(decided);
@@ -374,24 +377,24 @@ TEST_F(RestoreEngineFaultTest, CancelsARestoreInProgress) {
   ASSERT_TRUE(buffer.ok());
   const std::uint64_t generation = (*buffer)->write_generation();
 
-  // Cancelled while waiting for chunk 0, with chunk 1 not yet enqueued: chunk 1 is enqueued after
-  // the wait, and the cancellation is seen before chunk 2.
-  device_.HoldNextWait();
+  // Cancelled while piece 0's callback is held, with piece 1 not yet enqueued: the callback sees
+  // the cancellation and enqueues nothing more.
+  device_.HoldNextCallback();
   CancellationFlag cancel;
   Result<TransferReport> report = Internal("not run");
   std::thread restore([&] { report = engine_->Restore(**snapshot, **buffer, &cancel); });
-  ASSERT_TRUE(Await([&] { return device_.wait_held(); }));
+  ASSERT_TRUE(Await([&] { return device_.callback_held(); }));
   cancel.Cancel();
-  device_.ReleaseHeldWait();
+  device_.ReleaseHeldCallback();
   restore.join();
   EXPECT_EQ(report.status().code(), StatusCode::kCancelled) << report.status().ToString();
-  EXPECT_NE(report.status().message().find("cancelled after 524288 of 1048576 bytes"),
+  EXPECT_NE(report.status().message().find("cancelled after 262144 of 1048576 bytes"),
             std::string::npos)
       << report.status().message();
   EXPECT_EQ(device_.copies_pending(), 0);
   auto device_bytes = testing::FakeDevice::Bytes(**buffer);
-  EXPECT_EQ(device_bytes[512 * kKiB - 1], std::byte{0x7f});
-  EXPECT_EQ(device_bytes[512 * kKiB], std::byte{0}) << "chunk 2 must not have been copied";
+  EXPECT_EQ(device_bytes[256 * kKiB - 1], std::byte{0x7f});
+  EXPECT_EQ(device_bytes[256 * kKiB], std::byte{0}) << "piece 1 must not have been copied";
   EXPECT_GT((*buffer)->write_generation(), generation) << "a restore marks its buffer written";
   EXPECT_FALSE((*snapshot)->Holds(**buffer));
 }

@@ -6,9 +6,12 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <deque>
+#include <exception>
 #include <limits>
 #include <optional>
 #include <string_view>
+#include <thread>
 #include <utility>
 
 #include "gshare/common/mutex.h"
@@ -363,6 +366,13 @@ class CudaStream final : public CopyStream {
  public:
   CudaStream(CudaDevice& device, cudaStream_t stream) : device_(device), stream_(stream) {}
   ~CudaStream() override {
+    // The waiter runs every callback queued before it stops: a transfer may still count on them.
+    {
+      MutexLock lock(waiter_mutex_);
+      stopping_ = true;
+    }
+    waiter_changed_.NotifyAll();
+    if (waiter_.joinable()) waiter_.join();
     cudaSetDevice(device_.info().index);
     cudaStreamSynchronize(stream_);
     cudaStreamDestroy(stream_);
@@ -412,7 +422,54 @@ class CudaStream final : public CopyStream {
     return Status::Ok();
   }
 
+  // A thread of the stream's own waits for an event recorded here, then calls back: CUDA's host
+  // callbacks may not call CUDA, and a transfer's callback enqueues its next copies.
+  void Then(std::function<void(Status)> callback) override {
+    auto recorded = Record();
+    MutexLock lock(waiter_mutex_);
+    if (!waiter_.joinable()) {
+      try {
+        waiter_ = std::thread([this] { Wait(); });
+      } catch (const std::exception&) {
+        // No thread: wait here, and call back from a thread made for it alone.
+        Status status = recorded.ok() ? recorded->Wait() : Synchronize();
+        if (!recorded.ok() && status.ok()) status = recorded.status();
+        std::thread([callback = std::move(callback), status] { callback(status); }).detach();
+        return;
+      }
+    }
+    waiting_.push_back(
+        Waiting{recorded.ok() ? std::optional<CopyCompletion>(*recorded) : std::nullopt,
+                recorded.status(), std::move(callback)});
+    waiter_changed_.NotifyOne();
+  }
+
  private:
+  struct Waiting {
+    std::optional<CopyCompletion> completion;  // none when recording it failed
+    Status recorded;
+    std::function<void(Status)> callback;
+  };
+
+  void Wait() EXCLUDES(waiter_mutex_) {
+    (void)device_.Select();
+    for (;;) {
+      Waiting next;
+      {
+        MutexLock lock(waiter_mutex_);
+        waiter_changed_.Wait(waiter_mutex_, [this]() REQUIRES(waiter_mutex_) {
+          return stopping_ || !waiting_.empty();
+        });
+        if (waiting_.empty()) return;
+        next = std::move(waiting_.front());
+        waiting_.pop_front();
+      }
+      Status status = next.completion ? next.completion->Wait() : Synchronize();
+      if (!next.completion && status.ok()) status = next.recorded;
+      next.callback(status);
+    }
+  }
+
   Status CheckRange(const CudaBuffer& buffer, std::uint64_t offset_bytes,
                     std::uint64_t size_bytes) const {
     if (offset_bytes > buffer.size_bytes() || size_bytes > buffer.size_bytes() - offset_bytes) {
@@ -425,6 +482,11 @@ class CudaStream final : public CopyStream {
 
   CudaDevice& device_;
   cudaStream_t stream_;
+  Mutex waiter_mutex_;
+  CondVar waiter_changed_;
+  std::deque<Waiting> waiting_ GUARDED_BY(waiter_mutex_);
+  bool stopping_ GUARDED_BY(waiter_mutex_) = false;
+  std::thread waiter_;  // started by the first Then
 };
 
 Result<std::unique_ptr<CopyStream>> CudaDevice::CreateStream() {

@@ -111,8 +111,12 @@ class EmulatedStream final : public CopyStream {
                       std::span<const std::byte> source) override {
     GSHARE_ASSIGN_OR_RETURN(EmulatedBuffer * buffer, device_.Own(destination));
     GSHARE_RETURN_IF_ERROR(CheckRange(*buffer, destination_offset_bytes, source.size(), "to"));
-    Enqueue(Operation{buffer->bytes().data() + destination_offset_bytes, source.data(),
-                      source.size(), &device_.host_to_device_link(), nullptr});
+    Enqueue(Operation{buffer->bytes().data() + destination_offset_bytes,
+                      source.data(),
+                      source.size(),
+                      &device_.host_to_device_link(),
+                      nullptr,
+                      {}});
     return Status::Ok();
   }
 
@@ -120,14 +124,18 @@ class EmulatedStream final : public CopyStream {
                     std::uint64_t source_offset_bytes) override {
     GSHARE_ASSIGN_OR_RETURN(EmulatedBuffer * buffer, device_.Own(source));
     GSHARE_RETURN_IF_ERROR(CheckRange(*buffer, source_offset_bytes, destination.size(), "from"));
-    Enqueue(Operation{destination.data(), buffer->bytes().data() + source_offset_bytes,
-                      destination.size(), &device_.device_to_host_link(), nullptr});
+    Enqueue(Operation{destination.data(),
+                      buffer->bytes().data() + source_offset_bytes,
+                      destination.size(),
+                      &device_.device_to_host_link(),
+                      nullptr,
+                      {}});
     return Status::Ok();
   }
 
   Result<CopyCompletion> Record() override {
     auto event = std::make_shared<EmulatedEvent>();
-    Enqueue(Operation{nullptr, nullptr, 0, nullptr, event});
+    Enqueue(Operation{nullptr, nullptr, 0, nullptr, event, {}});
     return CopyCompletion(std::move(event));
   }
 
@@ -136,13 +144,18 @@ class EmulatedStream final : public CopyStream {
     return completion.Wait();
   }
 
+  void Then(std::function<void(Status)> callback) override {
+    Enqueue(Operation{nullptr, nullptr, 0, nullptr, nullptr, std::move(callback)});
+  }
+
  private:
   struct Operation {
     void* destination = nullptr;
     const void* source = nullptr;
     std::size_t bytes = 0;
-    EmulatedDevice::LinkPacer* link = nullptr;  // null for a completion marker
+    EmulatedDevice::LinkPacer* link = nullptr;  // null for a completion marker or a callback
     std::shared_ptr<EmulatedEvent> event;       // set for a completion marker
+    std::function<void(Status)> then;           // set for a callback (Then)
   };
 
   Status CheckRange(const EmulatedBuffer& buffer, std::uint64_t offset_bytes,
@@ -175,7 +188,9 @@ class EmulatedStream final : public CopyStream {
         operation = std::move(queue_.front());
         queue_.pop_front();
       }
-      if (operation.event != nullptr) {
+      if (operation.then) {
+        operation.then(Status::Ok());  // emulated copies do not fail
+      } else if (operation.event != nullptr) {
         operation.event->Set();
       } else if (operation.bytes > 0) {
         operation.link->Copy(operation.destination, operation.source, operation.bytes,

@@ -239,27 +239,33 @@ void ChannelSwitch::StartCheckpointCopy(std::uint64_t used_bytes, bool written) 
   state_ = SwitchState::kCheckpointing;
   copy_in_flight_ = true;
   // The copy holds its own handle on the snapshot: Close may drop the switch's meanwhile.
-  boost::asio::post(context_.copies, [self = shared_from_this(), snapshot = snapshot_,
-                                      buffer = buffer_] {
-    auto report = self->context_.engine.CheckpointImage(*buffer, snapshot->size_bytes(), *snapshot);
+  auto on_copied = [self = shared_from_this(),
+                    snapshot = snapshot_](Result<TransferReport> report) {
     boost::asio::post(self->context_.loop, [self, report = std::move(report)]() mutable {
-      self->copy_in_flight_ = false;
-      if (self->state_ == SwitchState::kFailed) {
-        self->buffer_ = nullptr;
-        return self->Complete(self->failure_);
-      }
-      if (!report.ok()) {
-        self->state_ = SwitchState::kResident;
-        (void)self->Send({.type = ControlType::kUnlock});
-        return self->Complete(report.status());
-      }
-      self->last_checkpoint_ = *report;
-      self->state_ = SwitchState::kUnmapping;
-      if (const Status sent = self->Send({.type = ControlType::kUnmap}); !sent.ok()) {
-        self->Fail(sent);
-      }
+      self->OnCheckpointCopied(std::move(report));
     });
-  });
+  };
+  if (Status refused = context_.engine.StartCheckpointImage(*buffer_, snapshot_->size_bytes(),
+                                                            *snapshot_, nullptr, on_copied);
+      !refused.ok()) {
+    on_copied(std::move(refused));
+  }
+}
+
+void ChannelSwitch::OnCheckpointCopied(Result<TransferReport> report) {
+  copy_in_flight_ = false;
+  if (state_ == SwitchState::kFailed) {
+    buffer_ = nullptr;
+    return Complete(failure_);
+  }
+  if (!report.ok()) {
+    state_ = SwitchState::kResident;
+    (void)Send({.type = ControlType::kUnlock});
+    return Complete(report.status());
+  }
+  last_checkpoint_ = *report;
+  state_ = SwitchState::kUnmapping;
+  if (const Status sent = Send({.type = ControlType::kUnmap}); !sent.ok()) Fail(sent);
 }
 
 void ChannelSwitch::Restore(DeviceBuffer& buffer, std::uint64_t quota_bytes, ComputeArbiter* gpu,
@@ -293,14 +299,18 @@ void ChannelSwitch::Restore(DeviceBuffer& buffer, std::uint64_t quota_bytes, Com
   copy_in_flight_ = true;
   // The map goes out first: the instance maps its new slice while the bytes are copied into it.
   SendMap();
-  boost::asio::post(context_.copies, [self = shared_from_this(), snapshot = snapshot_,
-                                      buffer = buffer_] {
-    const TimePoint started = self->context_.clock.Now();
-    auto report = self->context_.engine.Restore(*snapshot, *buffer);
+  // The engine's last copy stream callback posts the end to the loop: no thread waits between.
+  const TimePoint started = context_.clock.Now();
+  auto on_copied = [self = shared_from_this(), snapshot = snapshot_,
+                    started](Result<TransferReport> report) {
     boost::asio::post(self->context_.loop, [self, report = std::move(report), started]() mutable {
       self->OnRestoreCopied(std::move(report), started);
     });
-  });
+  };
+  if (Status refused = context_.engine.StartRestore(*snapshot_, *buffer_, nullptr, on_copied);
+      !refused.ok()) {
+    on_copied(std::move(refused));
+  }
 }
 
 void ChannelSwitch::OnRestoreCopied(Result<TransferReport> report, TimePoint copy_started) {

@@ -23,7 +23,8 @@
 // or breaks the protocol, the switch fails: a pending operation completes with Unavailable once
 // no copy touches its buffer any more, and every later call fails at once.
 //
-// Threading: every method on the event loop (`context.loop`); copies run on `context.copies`.
+// Threading: every method on the event loop (`context.loop`); copies run on the restore engine's
+// copy streams, whose last callback posts the transfer's end to the loop.
 // Created through Create as a shared_ptr: callbacks in flight keep it alive.
 #pragma once
 
@@ -109,6 +110,8 @@ class ChannelSwitch final : public SwitchDriver,
   void OnReadable();
   void OnMessage(fn::ReceivedMessage received);
   void SendMap();
+  // The copy of a checkpoint ended (on the loop), with `report`.
+  void OnCheckpointCopied(Result<TransferReport> report);
   // The copy of a restore ended (on the loop), with `report`.
   void OnRestoreCopied(Result<TransferReport> report, TimePoint copy_started);
   // Both halves of a restore (or an attach's map) are done: unlock and complete.
