@@ -245,10 +245,10 @@ void ChannelSwitch::StartCheckpointCopy(std::uint64_t used_bytes, bool written) 
       self->OnCheckpointCopied(std::move(report));
     });
   };
-  if (Status refused = context_.engine.StartCheckpointImage(*buffer_, snapshot_->size_bytes(),
-                                                            *snapshot_, nullptr, on_copied);
-      !refused.ok()) {
-    on_copied(std::move(refused));
+  if (Status not_started = context_.engine.StartCheckpointImage(*buffer_, snapshot_->size_bytes(),
+                                                                *snapshot_, nullptr, on_copied);
+      !not_started.ok()) {
+    on_copied(std::move(not_started));
   }
 }
 
@@ -307,9 +307,9 @@ void ChannelSwitch::Restore(DeviceBuffer& buffer, std::uint64_t quota_bytes, Com
       self->OnRestoreCopied(std::move(report), started);
     });
   };
-  if (Status refused = context_.engine.StartRestore(*snapshot_, *buffer_, nullptr, on_copied);
-      !refused.ok()) {
-    on_copied(std::move(refused));
+  if (Status not_started = context_.engine.StartRestore(*snapshot_, *buffer_, nullptr, on_copied);
+      !not_started.ok()) {
+    on_copied(std::move(not_started));
   }
 }
 

@@ -171,7 +171,9 @@ TEST_F(ChannelSwitchTest, ARestoreWhoseCopyFailsUnmapsAndLeavesTheInstanceCheckp
   ASSERT_TRUE(Operate([&](auto done) { instance->Checkpoint(false, std::move(done)); }).ok());
 
   // A GPU the restore engine does not drive: the map succeeds, the copy is refused.
-  auto stranger = EmulatedDevice::Create(7, {.memory_bytes = 64ULL << 20});
+  auto stranger = EmulatedDevice::Create(
+      7,
+      {.name = "", .memory_bytes = 64ULL << 20, .link_bytes_per_second = 0, .prepared_bytes = 0});
   ASSERT_TRUE(stranger.ok());
   auto foreign = (*stranger)->Allocate(kSlice);
   ASSERT_TRUE(foreign.ok());
