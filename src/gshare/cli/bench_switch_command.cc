@@ -49,6 +49,7 @@ int RunBenchSwitch(const BenchSwitchFlags& flags) {
            {"map_ms", r.map_ms},
            {"handoff_ms", r.handoff_ms},
            {"fixed_ms", spread(r.fixed)},
+           {"wake_ms", r.wake_ms},
            {"raw_ms", r.raw_ms},
            {"raw_method", r.raw_method},
            {"restore_over_raw", r.raw_ms > 0 ? r.restore.median / r.raw_ms : 0},
@@ -57,12 +58,14 @@ int RunBenchSwitch(const BenchSwitchFlags& flags) {
     std::printf("%s\n", out.dump(2).c_str());
   } else {
     std::printf(
-        "median of %d rounds [quartiles]; restore steps: copy, map (overlaps the copy), "
-        "hand-offs to and from the copy thread, fixed = restore - copy\n\n",
+        "median of %d rounds [quartiles]. restore steps: copy (from the loop to the last piece's "
+        "end), map (its round trip, overlapping the copy), hand-off (the loop's own work before "
+        "the copy, and the copy's end back to the loop), fixed = restore - copy; wake: one post "
+        "to the event loop\n\n",
         flags.repetitions);
-    std::printf("%-5s %9s %10s %21s %8s %7s %9s %21s %8s %-15s %8s %5s\n", "func", "image",
-                "ckpt ms", "restore ms", "copy ms", "map ms", "hand-off", "fixed ms", "raw ms",
-                "raw method", "rst/raw", "same");
+    std::printf("%-5s %9s %8s %21s %8s %7s %9s %21s %6s %7s %-15s %8s %5s\n", "func", "image",
+                "ckpt ms", "restore ms", "copy ms", "map ms", "hand-off", "fixed ms", "wake",
+                "raw ms", "raw method", "rst/raw", "same");
     for (const measure::SwitchResult& r : results) {
       std::printf(
           "%-5s %9s %8.3f %7.3f [%5.3f-%5.3f] %8.3f %7.3f %9.3f %7.3f [%5.3f-%5.3f] %6.3f %7.3f "

@@ -140,7 +140,7 @@ class Bench {
       restores.push_back(restore_ms);
       copies.push_back(Ms(steps.copy));
       maps.push_back(Ms(steps.map));
-      handoffs.push_back(Ms(steps.to_copy + steps.copy_notice));
+      handoffs.push_back(Ms(steps.start + steps.copy_notice));
       fixed.push_back(restore_ms - Ms(steps.copy));
     }
     result.model_bytes = instance->last_restore().bytes;

@@ -9,17 +9,19 @@
 //   checkpoint  lock, copy the function's image into its host snapshot (a copy is forced: no fast
 //               swap), unmap: from the call to its completion on the node's event loop;
 //   restore     copy the snapshot onto the other GPU while the function maps it back at the same
-//               addresses, then unlock; with its steps (ChannelSwitch's RestoreSteps): the copy,
-//               the map round trip (overlapping the copy), the hand-offs between the event loop
-//               and the copy thread, and the fixed cost, the restore minus its copy;
+//               addresses, then unlock; with its steps (ChannelSwitch's RestoreSteps): the copy
+//               (from its start on the loop to its last piece's end on a copy stream, the
+//               hand-off to the streams included), the map round trip (overlapping the copy),
+//               the hand-off (the loop's own work before the copy starts, and the copy's end
+//               back to the loop), and the fixed cost, the restore minus its copy;
 //   raw         the image's bytes copied by the best raw method of this machine in this run: one
 //               memcpy (paced as the link is), and where the host reaches the device memory
 //               (unpaced emulated GPUs) memcpy and the copy engine's routine on as many threads as
 //               the restore engine has streams, else the device's own copy streams (2, the
 //               engine's count and twice it) each copying one part (docs/node.md, "bench
-//               restore"): what a restore cannot beat.
+//               restore"): what a restore cannot beat;
 //   wake        the median time from a post on another thread to the event loop running it, in
-//               the same run: the floor of each of the restore's two hand-offs on this machine;
+//               the same run: the floor of a hand-off between threads on this machine;
 //   outputs_identical  whether an inference after the last restore (onto another GPU than the
 //               first) answers exactly the bytes it answered before the first checkpoint.
 // Checkpoints and restores are timed on the node's event loop, from the call to the completion
@@ -58,8 +60,9 @@ struct SwitchResult {
   std::uint64_t model_bytes = 0;
   MsSpread checkpoint;
   MsSpread restore;
-  // The restore's steps (medians): the copy, the map round trip that overlaps it, the hand-offs
-  // to and from the copy thread, and the fixed cost (each round's restore minus its copy).
+  // The restore's steps (medians): the copy, the map round trip that overlaps it, the hand-off
+  // (the loop's work before the copy, the copy's end back to the loop), and the fixed cost (each
+  // round's restore minus its copy).
   MsSpread copy;
   double map_ms = 0;
   double handoff_ms = 0;

@@ -57,7 +57,8 @@
 // allocation past it fails in that request), and a shrink keeps the slice's quota at least the
 // segment (its memory comes back to the manager when the slice leaves).
 //
-// Threading: everything runs on the clock's loop; copies run on `resources.copies`. The
+// Threading: everything runs on the clock's loop; the restore engine's copies run on its copy
+// streams, the checkpoint API's blocking driver calls on `resources.copies`. The
 // resources, registry and host must outlive the executor, and the vGPU manager every slice the
 // executor made (copies in flight hold theirs); Shutdown before destroying it.
 #pragma once

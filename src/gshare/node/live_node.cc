@@ -122,8 +122,8 @@ Status LiveNode::Build(LiveNodeOptions options, LiveNodeParts parts) {
 
 LiveNode::~LiveNode() {
   Shutdown();
-  // Copies in flight finish before what they copy goes away.
-  if (copies_) copies_->join();
+  // Copies in flight finish before what they copy goes away, and before the loop they post to.
+  FinishCopies();
 }
 
 NodeResources LiveNode::resources() {
@@ -187,6 +187,7 @@ void LiveNode::Shutdown() {
 }
 
 void LiveNode::FinishCopies() {
+  if (engine_) engine_->WaitForTransfers();
   if (copies_) copies_->join();
 }
 

@@ -170,8 +170,9 @@ class LiveNode {
   // other than the loop's when the loop thread runs; otherwise from the loop's own thread,
   // outside a handler.
   void Shutdown();
-  // Waits for the copies in flight on the node's copy threads to end; the node copies nothing
-  // after it. After the executor's Shutdown (tests: their completions then release what they hold).
+  // Waits for the transfers in flight on the restore engine's streams and the calls on the node's
+  // copy threads to end; the node copies nothing after it. After the executor's Shutdown (tests:
+  // their completions then release what they hold).
   void FinishCopies();
 
  private:
@@ -181,8 +182,9 @@ class LiveNode {
 
   // Destroyed in reverse order: the policy, the executor and the host first (their timers are
   // the clock's, on the loop), then the clock and the loop (handlers still queued hold buffers of
-  // the devices, which must outlive them), after the destructor has joined the copy threads
-  // (which post to the loop), then the node's memory and devices.
+  // the devices, which must outlive them), after the destructor has waited for the restore
+  // engine's transfers and joined the copy threads (both post to the loop), then the node's memory
+  // and devices.
   std::unique_ptr<GpuInventory> inventory_;
   std::unique_ptr<VGpuManager> vgpus_;
   std::unique_ptr<EmulatedDevice> staging_;

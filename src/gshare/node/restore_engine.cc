@@ -40,7 +40,21 @@ RestoreEngine::RestoreEngine(RestoreEngineOptions options, const Clock& clock,
                              std::vector<DeviceStreams> devices)
     : options_(options), clock_(clock), devices_(std::move(devices)) {}
 
-RestoreEngine::~RestoreEngine() = default;
+RestoreEngine::~RestoreEngine() { WaitForTransfers(); }
+
+void RestoreEngine::WaitForTransfers() {
+  MutexLock lock(transfers_mutex_);
+  transfers_changed_.Wait(transfers_mutex_,
+                          [this]() REQUIRES(transfers_mutex_) { return transfers_ == 0; });
+}
+
+void RestoreEngine::TransferEnded() {
+  {
+    MutexLock lock(transfers_mutex_);
+    --transfers_;
+  }
+  transfers_changed_.NotifyAll();
+}
 
 Result<std::vector<std::unique_ptr<CopyStream>>*> RestoreEngine::StreamsFor(
     const DeviceBuffer& buffer) {
@@ -59,12 +73,13 @@ class RestoreEngine::Job : public std::enable_shared_from_this<RestoreEngine::Jo
     std::uint64_t device_offset = 0;
   };
 
-  Job(Direction direction, Snapshot& snapshot, Snapshot::TransferLock lock,
+  Job(RestoreEngine& engine, Direction direction, Snapshot& snapshot, Snapshot::TransferLock lock,
       const DeviceBuffer& buffer, std::uint64_t generation,
       std::vector<std::unique_ptr<CopyStream>>& streams, std::size_t depth,
       const CancellationFlag* cancel, const Clock& clock, TransferDone done,
       std::vector<Piece> pieces)
-      : direction_(direction),
+      : engine_(engine),
+        direction_(direction),
         snapshot_(snapshot),
         lock_(std::move(lock)),
         buffer_(
@@ -142,6 +157,7 @@ class RestoreEngine::Job : public std::enable_shared_from_this<RestoreEngine::Jo
         TransferReport report;
         report.bytes = bytes_;
         report.chunks = next_;
+        report.started = start_;
         report.elapsed = clock_.Now() - start_;
         lock_->Bind(buffer_, generation_);
         result = report;
@@ -150,10 +166,15 @@ class RestoreEngine::Job : public std::enable_shared_from_this<RestoreEngine::Jo
       }
       lock_.reset();
     }
-    TransferDone done = std::move(done_);
-    done(std::move(result));
+    {
+      // Gone (with what it holds) before the transfer is counted out.
+      TransferDone done = std::move(done_);
+      done(std::move(result));
+    }
+    engine_.TransferEnded();  // last: the engine may go once it has counted this one out
   }
 
+  RestoreEngine& engine_;
   const Direction direction_;
   Snapshot& snapshot_;
   std::optional<Snapshot::TransferLock> lock_;
@@ -192,7 +213,11 @@ void RestoreEngine::Launch(Direction direction, Snapshot& snapshot, Snapshot::Tr
       pieces.push_back({chunk.subspan(within, n), offset + within});
     }
   }
-  auto job = std::make_shared<Job>(direction, snapshot, std::move(lock), buffer, generation,
+  {
+    MutexLock counted(transfers_mutex_);
+    ++transfers_;
+  }
+  auto job = std::make_shared<Job>(*this, direction, snapshot, std::move(lock), buffer, generation,
                                    streams, static_cast<std::size_t>(options_.in_flight_per_stream),
                                    cancel, clock_, std::move(done), std::move(pieces));
   job->Start();

@@ -8,18 +8,20 @@
 // unlocked to run is preceded by DeviceBuffer::MarkWritten, so only a slice that nothing wrote
 // since its restore is discarded without a copy.
 //
-// Both are cut into pieces and pipelined: piece i goes to copy stream i mod S of the target GPU,
-// and each stream holds at most `in_flight_per_stream` pieces queued, so that copies overlap
-// their launches and completions, and a cancellation is seen within a few pieces. A piece is a
-// snapshot chunk, or a part of one when the transfer is small: a transfer of n bytes uses pieces
-// of at least `min_piece_bytes` and at most ceil(n / S), so that a small image is spread over
-// every stream too. On a GPU the streams share the PCIe link; on an emulated GPU each stream is a
-// thread running the copy engine (device/emulated/copy_engine.h).
+// Both are cut into pieces and pipelined: each of the target GPU's S copy streams starts with
+// `in_flight_per_stream` pieces and takes the next piece whenever one of its own ends, so that
+// copies overlap their launches and completions, and a cancellation is seen within a few pieces.
+// A piece is a snapshot chunk, or a part of one when the transfer is small: a transfer of n bytes
+// is cut into pieces of ceil(n / S) bytes rounded up to 4 KiB, at least `min_piece_bytes` (a
+// chunk's tail may be shorter), so that a small image is spread over every stream too. On a GPU the
+// streams share the PCIe link; on an emulated GPU each stream is a thread running the copy engine
+// (device/emulated/copy_engine.h).
 //
 // Asynchronous: StartRestore and StartCheckpointImage enqueue the first pieces and return; each
 // piece's stream callback (CopyStream::Then) enqueues the stream's next piece, and the last one
-// ends the transfer and calls `done`, on a thread of the device. No thread of the engine's or the
-// caller's waits in between: a switch costs no hand-off beyond the copy streams' own. Restore,
+// ends the transfer and calls `done`, on a thread of the device. Neither the engine nor the
+// caller has a thread of its own waiting for the transfer (the device's streams do the waiting:
+// an emulated stream's thread, a CUDA stream's waiter thread). Restore,
 // Checkpoint and CheckpointImage are the same transfers, waited for.
 //
 // Sizes: a restore needs a buffer at least as large as the snapshot (it fills its start). A
@@ -53,6 +55,7 @@
 #include <vector>
 
 #include "gshare/common/clock.h"
+#include "gshare/common/mutex.h"
 #include "gshare/common/status.h"
 #include "gshare/device/device.h"
 #include "gshare/node/snapshot_store.h"
@@ -79,7 +82,8 @@ struct RestoreEngineOptions {
 // What a transfer did.
 struct TransferReport {
   std::uint64_t bytes = 0;  // bytes copied (0 when skipped)
-  Duration elapsed{};       // from the call to the last chunk's completion
+  TimePoint started{};      // when the transfer started (a skipped one: not set)
+  Duration elapsed{};       // from its start to the last piece's completion
   std::size_t chunks = 0;   // pieces copied
   bool skipped = false;     // a checkpoint of a snapshot that held the buffer: nothing copied
 
@@ -88,8 +92,9 @@ struct TransferReport {
 
 class RestoreEngine {
  public:
-  // Called once when a started transfer ends, on a thread of the device (or, for a checkpoint
-  // skipped, on the caller's, before the Start call returns).
+  // Called once when a started transfer ends: on a thread of the device, or on the caller's
+  // before the Start call returns when nothing was enqueued (a checkpoint skipped, a cancellation
+  // already set, the first copy refused). It must not destroy the engine.
   using TransferDone = std::function<void(Result<TransferReport>)>;
 
   // Creates the copy streams of every device in `devices` (not owned; they must outlive the
@@ -130,8 +135,14 @@ class RestoreEngine {
 
   const RestoreEngineOptions& options() const { return options_; }
 
+  // Waits until every transfer started so far has ended and its `done` has returned (a node that
+  // stops waits for this before its event loop goes, since `done` may post to it). The destructor
+  // waits too.
+  void WaitForTransfers() EXCLUDES(transfers_mutex_);
+
  private:
   class Job;
+  void TransferEnded() EXCLUDES(transfers_mutex_);
   struct DeviceStreams {
     const Device* device;
     std::vector<std::unique_ptr<CopyStream>> streams;
@@ -156,6 +167,9 @@ class RestoreEngine {
   const Clock& clock_;
   // Fixed at creation; CopyStream methods are thread-safe, so no lock is needed.
   std::vector<DeviceStreams> devices_;
+  Mutex transfers_mutex_;
+  CondVar transfers_changed_;
+  int transfers_ GUARDED_BY(transfers_mutex_) = 0;  // started and not ended
 };
 
 }  // namespace gshare

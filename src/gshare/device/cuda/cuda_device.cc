@@ -405,16 +405,7 @@ class CudaStream final : public CopyStream {
     return Status::Ok();
   }
 
-  Result<CopyCompletion> Record() override {
-    GSHARE_RETURN_IF_ERROR(device_.Select());
-    cudaEvent_t event = nullptr;
-    GSHARE_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&event, cudaEventDisableTiming),
-                                fmt::format("{}: creating an event", device_.Name()));
-    auto owned = std::make_shared<CudaEvent>(event);
-    GSHARE_CUDA_RETURN_IF_ERROR(cudaEventRecord(event, stream_),
-                                fmt::format("{}: recording an event", device_.Name()));
-    return CopyCompletion(std::move(owned));
-  }
+  Result<CopyCompletion> Record() override { return RecordWith(cudaEventDisableTiming); }
 
   Status Synchronize() override {
     GSHARE_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_),
@@ -422,25 +413,28 @@ class CudaStream final : public CopyStream {
     return Status::Ok();
   }
 
-  // A thread of the stream's own waits for an event recorded here, then calls back: CUDA's host
-  // callbacks may not call CUDA, and a transfer's callback enqueues its next copies.
-  void Then(std::function<void(Status)> callback) override {
-    auto recorded = Record();
-    MutexLock lock(waiter_mutex_);
-    if (!waiter_.joinable()) {
-      try {
-        waiter_ = std::thread([this] { Wait(); });
-      } catch (const std::exception&) {
-        // No thread: wait here, and call back from a thread made for it alone.
-        Status status = recorded.ok() ? recorded->Wait() : Synchronize();
-        if (!recorded.ok() && status.ok()) status = recorded.status();
-        std::thread([callback = std::move(callback), status] { callback(status); }).detach();
-        return;
-      }
+  // Starts the thread of the stream's own that waits for Then's events and calls back: CUDA's
+  // host callbacks may not call CUDA, and a transfer's callback enqueues its next copies.
+  Status StartWaiter() {
+    try {
+      waiter_ = std::thread([this] { Wait(); });
+    } catch (const std::exception& e) {
+      return Internal(fmt::format("{}: cannot start a copy stream's waiter thread: {}",
+                                  device_.Name(), e.what()));
     }
-    waiting_.push_back(
-        Waiting{recorded.ok() ? std::optional<CopyCompletion>(*recorded) : std::nullopt,
-                recorded.status(), std::move(callback)});
+    return Status::Ok();
+  }
+
+  // The waiter thread waits for an event recorded here (a blocking one: the thread sleeps in the
+  // driver rather than spinning), then calls back.
+  void Then(std::function<void(Status)> callback) override {
+    auto recorded = RecordWith(cudaEventDisableTiming | cudaEventBlockingSync);
+    {
+      MutexLock lock(waiter_mutex_);
+      waiting_.push_back(
+          Waiting{recorded.ok() ? std::optional<CopyCompletion>(*recorded) : std::nullopt,
+                  recorded.status(), std::move(callback)});
+    }
     waiter_changed_.NotifyOne();
   }
 
@@ -450,6 +444,17 @@ class CudaStream final : public CopyStream {
     Status recorded;
     std::function<void(Status)> callback;
   };
+
+  Result<CopyCompletion> RecordWith(unsigned int flags) {
+    GSHARE_RETURN_IF_ERROR(device_.Select());
+    cudaEvent_t event = nullptr;
+    GSHARE_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&event, flags),
+                                fmt::format("{}: creating an event", device_.Name()));
+    auto owned = std::make_shared<CudaEvent>(event);
+    GSHARE_CUDA_RETURN_IF_ERROR(cudaEventRecord(event, stream_),
+                                fmt::format("{}: recording an event", device_.Name()));
+    return CopyCompletion(std::move(owned));
+  }
 
   void Wait() EXCLUDES(waiter_mutex_) {
     (void)device_.Select();
@@ -486,7 +491,7 @@ class CudaStream final : public CopyStream {
   CondVar waiter_changed_;
   std::deque<Waiting> waiting_ GUARDED_BY(waiter_mutex_);
   bool stopping_ GUARDED_BY(waiter_mutex_) = false;
-  std::thread waiter_;  // started by the first Then
+  std::thread waiter_;  // started by CreateStream (StartWaiter)
 };
 
 Result<std::unique_ptr<CopyStream>> CudaDevice::CreateStream() {
@@ -494,7 +499,9 @@ Result<std::unique_ptr<CopyStream>> CudaDevice::CreateStream() {
   cudaStream_t stream = nullptr;
   GSHARE_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking),
                               fmt::format("{}: creating a copy stream", Name()));
-  return std::unique_ptr<CopyStream>(new CudaStream(*this, stream));
+  auto created = std::make_unique<CudaStream>(*this, stream);
+  GSHARE_RETURN_IF_ERROR(created->StartWaiter());
+  return std::unique_ptr<CopyStream>(std::move(created));
 }
 
 class CudaPinnedBuffer final : public PinnedHostBuffer {

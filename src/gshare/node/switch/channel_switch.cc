@@ -239,9 +239,13 @@ void ChannelSwitch::StartCheckpointCopy(std::uint64_t used_bytes, bool written) 
   state_ = SwitchState::kCheckpointing;
   copy_in_flight_ = true;
   // The copy holds its own handle on the snapshot: Close may drop the switch's meanwhile.
+  // The last handles (the switch, the snapshot) go with the posted handler, on the loop, never on
+  // the device's thread.
   auto on_copied = [self = shared_from_this(),
-                    snapshot = snapshot_](Result<TransferReport> report) {
-    boost::asio::post(self->context_.loop, [self, report = std::move(report)]() mutable {
+                    snapshot = snapshot_](Result<TransferReport> report) mutable {
+    boost::asio::io_context& loop = self->context_.loop;
+    boost::asio::post(loop, [self = std::move(self), snapshot = std::move(snapshot),
+                             report = std::move(report)]() mutable {
       self->OnCheckpointCopied(std::move(report));
     });
   };
@@ -299,13 +303,13 @@ void ChannelSwitch::Restore(DeviceBuffer& buffer, std::uint64_t quota_bytes, Com
   copy_in_flight_ = true;
   // The map goes out first: the instance maps its new slice while the bytes are copied into it.
   SendMap();
-  // The engine's last copy stream callback posts the end to the loop: no thread waits between.
-  const TimePoint started = context_.clock.Now();
-  auto on_copied = [self = shared_from_this(), snapshot = snapshot_,
-                    started](Result<TransferReport> report) {
-    boost::asio::post(self->context_.loop, [self, report = std::move(report), started]() mutable {
-      self->OnRestoreCopied(std::move(report), started);
-    });
+  // The engine's last copy stream callback posts the end to the loop (the handles with it).
+  auto on_copied = [self = shared_from_this(),
+                    snapshot = snapshot_](Result<TransferReport> report) mutable {
+    boost::asio::io_context& loop = self->context_.loop;
+    boost::asio::post(
+        loop, [self = std::move(self), snapshot = std::move(snapshot),
+               report = std::move(report)]() mutable { self->OnRestoreCopied(std::move(report)); });
   };
   if (Status not_started = context_.engine.StartRestore(*snapshot_, *buffer_, nullptr, on_copied);
       !not_started.ok()) {
@@ -313,7 +317,7 @@ void ChannelSwitch::Restore(DeviceBuffer& buffer, std::uint64_t quota_bytes, Com
   }
 }
 
-void ChannelSwitch::OnRestoreCopied(Result<TransferReport> report, TimePoint copy_started) {
+void ChannelSwitch::OnRestoreCopied(Result<TransferReport> report) {
   copy_in_flight_ = false;
   if (state_ == SwitchState::kFailed) {
     buffer_ = nullptr;
@@ -327,9 +331,9 @@ void ChannelSwitch::OnRestoreCopied(Result<TransferReport> report, TimePoint cop
     return;
   }
   last_restore_ = *report;
-  steps_.to_copy = copy_started - restore_started_;
+  steps_.start = report->started - restore_started_;
   steps_.copy = report->elapsed;
-  steps_.copy_notice = context_.clock.Now() - (copy_started + report->elapsed);
+  steps_.copy_notice = context_.clock.Now() - (report->started + report->elapsed);
   if (!awaiting_mapped_) FinishMapping();
 }
 

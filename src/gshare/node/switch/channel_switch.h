@@ -24,7 +24,9 @@
 // no copy touches its buffer any more, and every later call fails at once.
 //
 // Threading: every method on the event loop (`context.loop`); copies run on the restore engine's
-// copy streams, whose last callback posts the transfer's end to the loop.
+// copy streams, whose last callback posts the transfer's end to the loop. The loop starts the
+// transfers, so it takes the snapshot's transfer lock: the snapshot is the switch's own, and
+// nothing else may transfer, read or write it (the loop would wait for it).
 // Created through Create as a shared_ptr: callbacks in flight keep it alive.
 #pragma once
 
@@ -57,9 +59,10 @@ struct SwitchContext {
 // Where a channel switch's last restore spent its time, on its context's clock. The map round
 // trip overlaps the copy, so the steps do not add up to the total.
 struct RestoreSteps {
-  Duration to_copy{};      // from Restore to the copy's start on a copy thread
-  Duration copy{};         // the restore engine's transfer
-  Duration copy_notice{};  // from the copy's end to the event loop seeing it
+  Duration start{};        // from Restore to the transfer's start (the map message goes first)
+  Duration copy{};         // the restore engine's transfer, from its start on the loop to its
+                           // last piece's end on a copy stream (the hand-off to the streams in it)
+  Duration copy_notice{};  // from the transfer's end to the event loop seeing it (a hand-off)
   Duration map{};          // from the map message to the instance's answer
   Duration total{};        // from Restore to its completion
 };
@@ -113,7 +116,7 @@ class ChannelSwitch final : public SwitchDriver,
   // The copy of a checkpoint ended (on the loop), with `report`.
   void OnCheckpointCopied(Result<TransferReport> report);
   // The copy of a restore ended (on the loop), with `report`.
-  void OnRestoreCopied(Result<TransferReport> report, TimePoint copy_started);
+  void OnRestoreCopied(Result<TransferReport> report);
   // Both halves of a restore (or an attach's map) are done: unlock and complete.
   void FinishMapping();
   void Fail(Status why);

@@ -3,7 +3,8 @@
 // per GPU, one copy thread, and an event loop that runs on a thread of its own.
 //
 // Call Start() from the test's SetUp (its failures are the test's). Stop(), which the destructor
-// calls too, lets the loop run out and joins it and the copy thread: close every switch on the loop
+// calls too, waits for the restore engine's transfers, lets the loop run out and joins it and the
+// copy thread: close every switch on the loop
 // first, and free the buffers switches used only after it.
 //
 // Threading: OnLoop and Operate from the test's thread; everything else before Start or after
@@ -64,6 +65,8 @@ class SwitchTestNode {
 
   // Lets the loop run out and joins it and the copy thread. Idempotent.
   void Stop() {
+    // Transfers in flight end first: their ends post to the loop, which must still run.
+    if (engine_) engine_->WaitForTransfers();
     work_.reset();
     if (loop_thread_.joinable()) loop_thread_.join();
     copies_.join();
