@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "gshare/common/random.h"
+#include "gshare/device/emulated/copy_calibration.h"
 #include "gshare/device/emulated/copy_engine.h"
 #include "gshare/device/emulated/emulated_device.h"
 #include "gshare/measure/copy_crew.h"
@@ -245,10 +246,17 @@ Result<std::unique_ptr<RestoreBench>> RestoreBench::Create(const RestoreBenchOpt
   bench->device_name_ =
       fmt::format("{}: {}", DeviceKindName(device.info().kind), device.info().name);
   if (device.info().kind == DeviceKind::kEmulated) {
+    // As a node does at start: the copy engine's routine chosen by measuring both, here on the
+    // engine's stream count.
+    GSHARE_ASSIGN_OR_RETURN(CopyCalibration calibration,
+                            CalibrateCopies({.threads = {options.streams}}));
+    SetCopyRoutine(calibration.best.routine);
     bench->device_name_ +=
         device.info().link_bytes_per_second > 0
-            ? fmt::format(" (paced at {:.1f} GB/s)", device.info().link_bytes_per_second / 1e9)
-            : fmt::format(" (unpaced, copy engine {})", CopyEngineKind());
+            ? fmt::format(" (paced at {:.1f} GB/s", device.info().link_bytes_per_second / 1e9)
+            : fmt::format(" (unpaced");
+    bench->device_name_ +=
+        fmt::format("; copy engine {}, calibrated: {})", CopyEngineKind(), calibration.Summary());
   }
   return bench;
 }

@@ -13,7 +13,9 @@
 //                                    threads are started once per size and kept, as the engine
 //                                    keeps its stream threads;
 //                 copy_engine_xS     (unpaced emulated GPUs) the same with the emulated copy
-//                                    engine's own routine (CopyEngineCopy, non-temporal stores);
+//                                    engine's routine (CopyEngineCopy), chosen as a node chooses
+//                                    it: by measuring streaming stores and memcpy on S threads
+//                                    (copy_calibration.h) when the bench starts;
 //                 stream_xS          (CUDA, paced emulated links: where the host cannot reach the
 //                                    device memory) S copy streams of the device, created once
 //                                    per size, each copying one contiguous S-th of the bytes,

@@ -1,6 +1,7 @@
 #include "gshare/node/live_node.h"
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 #include <sys/prctl.h>
 
 #include <algorithm>
@@ -78,7 +79,20 @@ Status LiveNode::Build(LiveNodeOptions options, LiveNodeParts parts) {
                                                  .chunk_bytes = options.snapshot_chunk_bytes}));
   std::vector<Device*> all(inventory_->devices().begin(), inventory_->devices().end());
   all.push_back(staging_.get());
-  GSHARE_ASSIGN_OR_RETURN(engine_, RestoreEngine::Create(all, options.engine, *clock_));
+  RestoreEngineOptions engine_options = options.engine;
+  if (options.calibrate_copies) {
+    CopyCalibrationOptions calibration_options;
+    if (std::thread::hardware_concurrency() > 4) calibration_options.threads.push_back(8);
+    auto calibrated = CalibrateCopies(calibration_options);
+    if (!calibrated.ok()) return calibrated.status().WithContext("measuring the copy engine");
+    copy_calibration_ = *calibrated;
+    SetCopyRoutine(calibrated->best.routine);
+    if (inventory_->kind() == DeviceKind::kEmulated) {
+      engine_options.streams_per_device = calibrated->best.threads;
+    }
+    spdlog::info("copy engine: {}", calibrated->Summary());
+  }
+  GSHARE_ASSIGN_OR_RETURN(engine_, RestoreEngine::Create(all, engine_options, *clock_));
   copies_ =
       std::make_unique<boost::asio::thread_pool>(static_cast<std::size_t>(options.copy_threads));
   GSHARE_ASSIGN_OR_RETURN(gpu_type_,

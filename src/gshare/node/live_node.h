@@ -32,6 +32,7 @@
 #include <functional>
 #include <future>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <type_traits>
@@ -39,6 +40,7 @@
 
 #include "gshare/common/status.h"
 #include "gshare/device/device_registry.h"
+#include "gshare/device/emulated/copy_calibration.h"
 #include "gshare/device/emulated/emulated_device.h"
 #include "gshare/model/gpu_type.h"
 #include "gshare/node/gpu_inventory.h"
@@ -66,6 +68,11 @@ struct LiveNodeOptions {
   // Address space for instances loading their models (pages are used only while they load).
   std::uint64_t staging_bytes = 64 * kGiB;
   RestoreEngineOptions engine;
+  // Choose the emulated copy engine's routine (for the whole process) and, where every GPU is
+  // emulated, the restore engine's streams per GPU by measuring them at start
+  // (device/emulated/copy_calibration.h; about 0.1 s). Off: `engine` as given, the routine as it
+  // is (tests, whose timings do not matter).
+  bool calibrate_copies = true;
   int copy_threads = 2;
   // Device memory made ready ahead of allocations, per GPU (device/emulated/segment_pool.h).
   std::uint64_t prepared_bytes_per_gpu = 512 * kMiB;
@@ -174,6 +181,8 @@ class LiveNode {
   // copy threads to end; the node copies nothing after it. After the executor's Shutdown (tests:
   // their completions then release what they hold).
   void FinishCopies();
+  // What the copy calibration at start measured and chose; nullopt when it did not run.
+  const std::optional<CopyCalibration>& copy_calibration() const { return copy_calibration_; }
 
  private:
   LiveNode() = default;
@@ -190,6 +199,7 @@ class LiveNode {
   std::unique_ptr<EmulatedDevice> staging_;
   std::unique_ptr<SnapshotStore> snapshots_;
   std::unique_ptr<RestoreEngine> engine_;
+  std::optional<CopyCalibration> copy_calibration_;
   std::unique_ptr<boost::asio::thread_pool> copies_;
   boost::asio::io_context loop_;
   std::optional<boost::asio::executor_work_guard<boost::asio::io_context::executor_type>> work_;

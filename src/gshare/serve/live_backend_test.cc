@@ -54,6 +54,7 @@ class LiveBackendTest : public ::testing::Test {
     std::filesystem::create_directories(options.data_dir);
     options.function_program = "/bin/true";  // instances are hosted in this process
     LiveNodeOptions& node = options.node;
+    node.calibrate_copies = false;
     node.devices.backend = DeviceBackend::kEmulated;
     node.devices.emulated = {EmulatedGpuConfig{.name = "",
                                                .memory_bytes = kGiB,

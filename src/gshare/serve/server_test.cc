@@ -55,6 +55,7 @@ ServerOptions Options(const std::filesystem::path& dir) {
   options.http.port = 0;
   options.http.io_threads = 2;
   LiveNodeOptions& node = options.backend.node;
+  node.calibrate_copies = false;
   node.devices.backend = DeviceBackend::kEmulated;
   node.devices.emulated = {
       EmulatedGpuConfig{.name = "", .memory_bytes = kGiB, .link_bytes_per_second = 12e9}};

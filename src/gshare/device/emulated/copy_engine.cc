@@ -1,5 +1,6 @@
 #include "gshare/device/emulated/copy_engine.h"
 
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 
@@ -81,12 +82,30 @@ Kind CachedKind() {
 
 #endif  // GSHARE_COPY_ENGINE_X86
 
+std::atomic<CopyRoutine> active_routine{CopyRoutine::kStreaming};
+
 }  // namespace
 
+const char* CopyRoutineName(CopyRoutine routine) {
+  return routine == CopyRoutine::kStreaming ? "streaming" : "memcpy";
+}
+
+void SetCopyRoutine(CopyRoutine routine) {
+  active_routine.store(routine, std::memory_order_relaxed);
+}
+
+CopyRoutine ActiveCopyRoutine() { return active_routine.load(std::memory_order_relaxed); }
+
 void CopyEngineCopy(void* destination, const void* source, std::size_t bytes) {
+  CopyEngineCopyWith(ActiveCopyRoutine(), destination, source, bytes);
+}
+
+void CopyEngineCopyWith(CopyRoutine routine, void* destination, const void* source,
+                        std::size_t bytes) {
 #if defined(GSHARE_COPY_ENGINE_X86)
   const Kind kind = CachedKind();
-  if (bytes >= kStreamingThresholdBytes && kind != Kind::kMemcpy) {
+  if (routine == CopyRoutine::kStreaming && bytes >= kStreamingThresholdBytes &&
+      kind != Kind::kMemcpy) {
     auto* to = static_cast<std::byte*>(destination);
     const auto* from = static_cast<const std::byte*>(source);
     // Align the destination to a page with memcpy, stream whole groups, memcpy the tail.

@@ -1,7 +1,10 @@
 #include "gshare/device/emulated/copy_engine.h"
+#include "gshare/device/emulated/copy_calibration.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -43,6 +46,53 @@ TEST(CopyEngineTest, CopiesEveryByteAtAnyAlignmentAndSize) {
   }
   const std::string kind = CopyEngineKind();
   EXPECT_TRUE(kind == "avx512" || kind == "avx2" || kind == "memcpy") << kind;
+}
+
+TEST(CopyEngineTest, EitherRoutineCopiesEveryByteAndTheActiveOneIsTheSetOne) {
+  const std::size_t size = (2 << 20) + 4096 + 3;
+  std::vector<unsigned char> source(size);
+  Random random(5);
+  for (auto& b : source) b = static_cast<unsigned char>(random.NextU64());
+  for (const CopyRoutine routine : {CopyRoutine::kStreaming, CopyRoutine::kMemcpy}) {
+    std::vector<unsigned char> destination(size, 0);
+    CopyEngineCopyWith(routine, destination.data(), source.data() + 1, size - 1);
+    EXPECT_EQ(std::memcmp(destination.data(), source.data() + 1, size - 1), 0)
+        << CopyRoutineName(routine);
+    EXPECT_EQ(destination[size - 1], 0);
+  }
+  const CopyRoutine before = ActiveCopyRoutine();
+  SetCopyRoutine(CopyRoutine::kMemcpy);
+  EXPECT_EQ(ActiveCopyRoutine(), CopyRoutine::kMemcpy);
+  SetCopyRoutine(CopyRoutine::kStreaming);
+  EXPECT_EQ(ActiveCopyRoutine(), CopyRoutine::kStreaming);
+  SetCopyRoutine(before);
+}
+
+TEST(CopyCalibrationTest, MeasuresEveryRoutineOnEveryThreadCountAndKeepsTheFastest) {
+  const CopyRoutine before = ActiveCopyRoutine();
+  auto calibration = CalibrateCopies({.bytes = 2 << 20, .rounds = 1, .threads = {1, 2}});
+  ASSERT_TRUE(calibration.ok()) << calibration.status().ToString();
+  ASSERT_EQ(calibration->trials.size(), 4u);
+  double fastest = 0;
+  for (const auto& trial : calibration->trials) {
+    EXPECT_TRUE(std::isfinite(trial.gbps) && trial.gbps > 0) << trial.gbps;
+    fastest = std::max(fastest, trial.gbps);
+  }
+  EXPECT_EQ(calibration->best.gbps, fastest);
+  EXPECT_TRUE(calibration->best.threads == 1 || calibration->best.threads == 2);
+  EXPECT_EQ(calibration->Summary().rfind(CopyRoutineName(calibration->best.routine), 0), 0u)
+      << calibration->Summary();
+  EXPECT_EQ(ActiveCopyRoutine(), before) << "measuring changes no setting";
+}
+
+TEST(CopyCalibrationTest, RefusesOptionsOutOfRange) {
+  EXPECT_EQ(CalibrateCopies({.bytes = 4096}).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(CalibrateCopies({.bytes = 1 << 20, .rounds = 0}).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(CalibrateCopies({.bytes = 1 << 20, .rounds = 1, .threads = {}}).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(CalibrateCopies({.bytes = 1 << 20, .rounds = 1, .threads = {0}}).status().code(),
+            StatusCode::kInvalidArgument);
 }
 
 }  // namespace

@@ -136,6 +136,7 @@ void ProcessHostTest::Replay(const std::string& policy_name, int kill_at, int& a
   CheckedRequests requests(*checker_, models, ahead != nullptr);
   // Real processes, in real time: the node's clock is the machine's steady clock.
   LiveNodeOptions node_options;
+  node_options.calibrate_copies = false;
   node_options.devices = *MakeDeviceOptions("emulated", "2x1Gi", "12GB/s");
   node_options.snapshot_pool_bytes = 256 * kMiB;
   node_options.prepared_bytes_per_gpu = 256 * kMiB;

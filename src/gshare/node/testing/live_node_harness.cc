@@ -10,6 +10,7 @@ void LiveNodeHarness::Build(const GpuType& gpu, std::vector<ResolvedFunction> fu
   Teardown();
   drained_ = false;
   LiveNodeOptions options;
+  options.calibrate_copies = false;  // tests time nothing
   options.devices.backend = DeviceBackend::kEmulated;
   options.devices.emulated.assign(
       2, EmulatedGpuConfig{.name = "",

@@ -45,6 +45,7 @@ class GrpcServerTest : public ::testing::Test {
     options.http.io_threads = 2;
     options.grpc_listen = "127.0.0.1:0";
     LiveNodeOptions& node = options.backend.node;
+    node.calibrate_copies = false;
     node.devices.backend = DeviceBackend::kEmulated;
     node.devices.emulated = {
         EmulatedGpuConfig{.name = "", .memory_bytes = kGiB, .link_bytes_per_second = 12e9}};
