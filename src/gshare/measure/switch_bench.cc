@@ -214,12 +214,14 @@ class Bench {
       auto started = CopyCrew::Start(threads);
       if (!started.ok()) return started.status();
       crew = std::move(started).value();
-      for (const auto& [name, copy] :
+      for (const auto& method :
            {std::pair<const char*, CopyCrew::CopyFunction>{"memcpy", &PlainMemcpy},
             std::pair<const char*, CopyCrew::CopyFunction>{"copy_engine", &CopyEngineCopy}}) {
-        methods.emplace_back(fmt::format("{}_x{}", name, threads), [&, copy]() -> Result<Duration> {
-          return crew->Copy(emulated->bytes().data(), (*host)->bytes().data(), bytes, copy);
-        });
+        const CopyCrew::CopyFunction copy = method.second;
+        methods.emplace_back(
+            fmt::format("{}_x{}", method.first, threads), [&, copy]() -> Result<Duration> {
+              return crew->Copy(emulated->bytes().data(), (*host)->bytes().data(), bytes, copy);
+            });
       }
     } else {
       std::vector<int> counts = {2, threads, 2 * threads};
