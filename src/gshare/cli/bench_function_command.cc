@@ -55,6 +55,7 @@ struct BenchFunctionFlags {
   std::string input_shape;
   std::string slice = "4Gi";
   bool slice_given = false;
+  bool fresh_slices = false;
   int repetitions = 3;
   int ready_timeout_s = 600;
   bool json = false;
@@ -75,6 +76,7 @@ void Print(const measure::FunctionBenchReport& r, bool json) {
                                 {"restore_ms", r.restore_ms},
                                 {"restore_copy_ms", r.restore_copy_ms},
                                 {"slice_alloc_ms", r.slice_alloc_ms},
+                                {"slices_prepared", r.slices_prepared},
                                 {"restore_gbps", r.restore_gbps},
                                 {"free_before_start_bytes", r.free_before_start_bytes},
                                 {"free_resident_bytes", r.free_resident_bytes},
@@ -140,6 +142,7 @@ int RunBenchFunction(const BenchFunctionFlags& flags) {
     return Usage(fmt::format("--slice: a size of bytes up to {}", FormatBytes(kMaxSlice)));
   }
   options.slice_bytes = *slice_bytes;
+  options.prepared_slices = !flags.fresh_slices;
   if (auto folder = ProgramFolder(); folder.ok()) {
     options.shim_library = *folder / kCudaShimLibrary;
   }
@@ -160,6 +163,9 @@ void AddBenchFunctionCommand(CLI::App& bench, CommandContext& context) {
       "Checkpoint and restore one function process by a switch mechanism, with the GPU memory "
       "freed and its answers compared");
   cmd->add_option("--device", flags->device, "auto, cuda or emulated")->capture_default_str();
+  cmd->add_flag("--fresh-slices", flags->fresh_slices,
+                "Emulated GPUs: restore into fresh segments, paying their page faults (default: "
+                "into slices prepared ahead, as the live node's are)");
   cmd->add_option("--emulated", flags->emulated, "Emulated GPUs (\"2x16Gi\")")
       ->capture_default_str();
   cmd->add_option("--mechanism", flags->mechanism,

@@ -33,6 +33,7 @@ assert r["checkpoint_ms"] > 0 and r["restore_ms"] > 0 and r["restore_gbps"] > 0,
 # The engine's copy is part of the restore, never more.
 assert 0 < r["restore_copy_ms"] <= r["restore_ms"], r
 assert r["slice_alloc_ms"] > 0, r
+assert r["slices_prepared"] is True, r  # as the live node's: made and faulted in ahead
 # Emulated GPUs: the slice's memory comes back whole after a checkpoint, and nothing stays.
 assert r["freed_bytes"] == 256 << 20, r
 assert r["free_after_checkpoint_bytes"] == r["free_before_start_bytes"], r

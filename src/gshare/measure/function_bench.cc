@@ -195,10 +195,17 @@ class FunctionBench {
         report.free_after_checkpoint_bytes = after->free_bytes;
       }
 
+      // As the live node's slices are: made ahead by the GPU's preparer, not timed.
+      if (auto* emulated = dynamic_cast<EmulatedDevice*>(&gpu);
+          emulated != nullptr && options_.prepared_slices &&
+          !emulated->WaitPrepared(slice_bytes, std::chrono::seconds(30))) {
+        return Fail(report, "no prepared slice within 30 s");
+      }
       const TimePoint allocating = loop_.clock().Now();
       auto next = gpu.Allocate(slice_bytes);
       if (!next.ok()) return Fail(report, "allocating a slice: " + next.status().ToString());
       slice_allocs.push_back(ToSeconds(loop_.clock().Now() - allocating) * 1e3);
+      report.slices_prepared = options_.prepared_slices && dynamic_cast<EmulatedDevice*>(&gpu);
       slice_ = std::move(next).value();
       DeviceBuffer* target = slice_.get();
       auto [in, restore_ms] = loop_.Timed(
@@ -395,9 +402,9 @@ FunctionBenchReport RunFunctionBench(const FunctionBenchOptions& options) {
   node_options.devices = options.devices;
   node_options.allow_cuda = true;  // this bench drives its switch itself
   node_options.policy = "";
-  // No emulated segments prepared ahead: on emulated GPUs a restore's time includes faulting in
-  // its new slice (gshare bench switch measures without it).
-  node_options.prepared_bytes_per_gpu = 0;
+  // Emulated slices prepared ahead, as the live node's are (one spare of the slice's size), unless
+  // asked for fresh ones, whose page faults a restore then pays.
+  node_options.prepared_bytes_per_gpu = options.prepared_slices ? options.slice_bytes : 0;
   // The shim's snapshot holds at most the slice; the checkpoint API keeps its bytes itself.
   node_options.snapshot_pool_bytes =
       options.mechanism == SwitchMechanism::kShim ? options.slice_bytes : 64 * kMiB;

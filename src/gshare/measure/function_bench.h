@@ -49,6 +49,10 @@ struct FunctionBenchOptions {
   int request_block = 0;
   std::function<void()> before_block{};
   std::chrono::seconds ready_timeout{600};
+  // On emulated GPUs, restore into slices made and faulted in ahead, as the live node's are
+  // (its SegmentPreparer), waiting for one before each round; false: into fresh segments, whose
+  // page faults the restore then pays (a GPU's memory has none).
+  bool prepared_slices = true;
   std::vector<std::string> program;                // argv; the program a path
   std::filesystem::path shim_library;              // the CUDA shim, for the shim mechanism on CUDA
   std::map<std::string, std::string> environment;  // the function's, before the node's variables
@@ -71,6 +75,7 @@ struct FunctionBenchReport {
   // Handing out the next slice before each restore (untimed in restore_ms): on a CUDA GPU a fresh
   // exportable allocation, mapped and cleared, for exported memory is never reused.
   double slice_alloc_ms = 0;
+  bool slices_prepared = false;  // the restores went into prepared slices (emulated GPUs)
   double restore_gbps = 0;
   std::uint64_t free_before_start_bytes = 0;
   std::uint64_t free_resident_bytes = 0;

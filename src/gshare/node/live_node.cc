@@ -217,7 +217,12 @@ Result<GpuType> LiveNode::DescribeGpus(Duration restore_overhead, double price_p
     memory = std::min(memory, usage->capacity_bytes);
   }
   for (const Device* device : inventory_->devices()) link = device->info().link_bytes_per_second;
-  if (link <= 0) {  // unpaced: as fast as this machine copies
+  if (link <= 0 && copy_calibration_) {
+    // Unpaced: as fast as the restore engine copies here, which the calibration just measured
+    // (its copy routine on its threads; a probe would also leave its size among the sizes the
+    // GPUs' segment preparers make ahead).
+    link = copy_calibration_->best.gbps * 1e9;
+  } else if (link <= 0) {  // unpaced: as fast as this machine copies
     auto measured = MeasureLinkBandwidth(*inventory_->devices().front(), inventory_->host_memory(),
                                          64 * kMiB, 5);
     if (!measured.ok()) return measured.status();

@@ -320,6 +320,10 @@ Result<std::unique_ptr<DeviceBuffer>> EmulatedDevice::Allocate(std::uint64_t siz
       new EmulatedBuffer(*this, size_bytes, segment->fd, segment->bytes));
 }
 
+bool EmulatedDevice::WaitPrepared(std::uint64_t size_bytes, std::chrono::milliseconds limit) {
+  return preparer_->WaitReady(size_bytes, limit);
+}
+
 Result<EmulatedBuffer*> EmulatedDevice::Own(const DeviceBuffer& buffer) const {
   if (&buffer.device() != this) {
     return InvalidArgument(

@@ -19,6 +19,7 @@
 
 #include "gshare/device/emulated/segment_pool.h"
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -83,6 +84,10 @@ class EmulatedDevice final : public Device {
   Result<std::unique_ptr<CopyStream>> CreateStream() override;
   Result<Duration> TimedRawCopyToDevice(DeviceBuffer& destination,
                                         std::span<const std::byte> source) override;
+
+  // Waits until a prepared segment of `size_bytes` is ready (EmulatedGpuConfig::prepared_bytes),
+  // or `limit` passed; whether one is (never, without a budget).
+  bool WaitPrepared(std::uint64_t size_bytes, std::chrono::milliseconds limit);
 
   // The EmulatedBuffer behind `buffer`, or InvalidArgument when it belongs to another device.
   Result<EmulatedBuffer*> Own(const DeviceBuffer& buffer) const;
