@@ -76,7 +76,7 @@ void Print(const measure::FunctionBenchReport& r, bool json) {
                                 {"restore_ms", r.restore_ms},
                                 {"restore_copy_ms", r.restore_copy_ms},
                                 {"slice_alloc_ms", r.slice_alloc_ms},
-                                {"slices_prepared", r.slices_prepared},
+                                {"prepared_restores", r.prepared_restores},
                                 {"restore_gbps", r.restore_gbps},
                                 {"free_before_start_bytes", r.free_before_start_bytes},
                                 {"free_resident_bytes", r.free_resident_bytes},
@@ -92,9 +92,10 @@ void Print(const measure::FunctionBenchReport& r, bool json) {
   if (r.rounds == 0) return;
   std::printf(
       "  rounds %d; allocated %s; checkpoint %.3f ms; restore %.3f ms (%.2f GB/s), of which "
-      "%.3f ms moving bytes; %.3f ms handing out the slice before it\n",
+      "%.3f ms moving bytes; %.3f ms handing out the slice before it (%d of %d slices prepared "
+      "ahead)\n",
       r.rounds, FormatBytes(r.allocated_bytes).c_str(), r.checkpoint_ms, r.restore_ms,
-      r.restore_gbps, r.restore_copy_ms, r.slice_alloc_ms);
+      r.restore_gbps, r.restore_copy_ms, r.slice_alloc_ms, r.prepared_restores, r.rounds);
   std::printf(
       "  free GPU memory: %s before start, %s resident, %s after checkpoint: %s freed, %s left "
       "(the function's context and whatever it keeps)\n",

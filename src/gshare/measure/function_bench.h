@@ -49,9 +49,10 @@ struct FunctionBenchOptions {
   int request_block = 0;
   std::function<void()> before_block{};
   std::chrono::seconds ready_timeout{600};
-  // On emulated GPUs, restore into slices made and faulted in ahead, as the live node's are
-  // (its SegmentPreparer), waiting for one before each round; false: into fresh segments, whose
-  // page faults the restore then pays (a GPU's memory has none).
+  // On emulated GPUs, let the GPU's segment preparer make slices ahead with the live node's budget
+  // and rules (a slice larger than the budget is never prepared; nothing waits for it); false:
+  // every slice a fresh segment, whose page faults the restore then pays (a GPU's memory has
+  // none).
   bool prepared_slices = true;
   std::vector<std::string> program;                // argv; the program a path
   std::filesystem::path shim_library;              // the CUDA shim, for the shim mechanism on CUDA
@@ -75,7 +76,7 @@ struct FunctionBenchReport {
   // Handing out the next slice before each restore (untimed in restore_ms): on a CUDA GPU a fresh
   // exportable allocation, mapped and cleared, for exported memory is never reused.
   double slice_alloc_ms = 0;
-  bool slices_prepared = false;  // the restores went into prepared slices (emulated GPUs)
+  int prepared_restores = 0;  // restores whose slice the preparer had made ahead (emulated GPUs)
   double restore_gbps = 0;
   std::uint64_t free_before_start_bytes = 0;
   std::uint64_t free_resident_bytes = 0;

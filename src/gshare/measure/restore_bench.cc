@@ -249,7 +249,8 @@ Result<std::unique_ptr<RestoreBench>> RestoreBench::Create(const RestoreBenchOpt
     // As a node does at start: the copy engine's routine chosen by measuring both, here on the
     // engine's stream count.
     GSHARE_ASSIGN_OR_RETURN(CopyCalibration calibration,
-                            CalibrateCopies({.threads = {options.streams}}));
+                            CalibrateCopies({.threads = {std::min(options.streams, 64)},
+                                             .piece_bytes = options.chunk_bytes}));
     SetCopyRoutine(calibration.best.routine);
     bench->device_name_ +=
         device.info().link_bytes_per_second > 0

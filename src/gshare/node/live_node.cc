@@ -82,7 +82,9 @@ Status LiveNode::Build(LiveNodeOptions options, LiveNodeParts parts) {
   RestoreEngineOptions engine_options = options.engine;
   if (options.calibrate_copies) {
     CopyCalibrationOptions calibration_options;
-    if (std::thread::hardware_concurrency() > 4) calibration_options.threads.push_back(8);
+    calibration_options.piece_bytes = options.snapshot_chunk_bytes;
+    // 1, 2 and 4 threads, and 8 where the machine runs 8 at once.
+    if (std::thread::hardware_concurrency() >= 8) calibration_options.threads.push_back(8);
     auto calibrated = CalibrateCopies(calibration_options);
     if (!calibrated.ok()) return calibrated.status().WithContext("measuring the copy engine");
     copy_calibration_ = *calibrated;
@@ -217,10 +219,11 @@ Result<GpuType> LiveNode::DescribeGpus(Duration restore_overhead, double price_p
     memory = std::min(memory, usage->capacity_bytes);
   }
   for (const Device* device : inventory_->devices()) link = device->info().link_bytes_per_second;
-  if (link <= 0 && copy_calibration_) {
-    // Unpaced: as fast as the restore engine copies here, which the calibration just measured
-    // (its copy routine on its threads; a probe would also leave its size among the sizes the
-    // GPUs' segment preparers make ahead).
+  if (link <= 0 && copy_calibration_ && inventory_->kind() == DeviceKind::kEmulated) {
+    // Unpaced emulated GPUs: as fast as this machine copies, which the calibration just measured
+    // (its copy routine on its threads, from and to memory already faulted in: an upper bound of
+    // a restore's rate). A probe would also leave its size among those the GPUs' segment
+    // preparers make ahead. CUDA GPUs are measured: their link is not the host's memory.
     link = copy_calibration_->best.gbps * 1e9;
   } else if (link <= 0) {  // unpaced: as fast as this machine copies
     auto measured = MeasureLinkBandwidth(*inventory_->devices().front(), inventory_->host_memory(),

@@ -70,8 +70,8 @@ struct LiveNodeOptions {
   RestoreEngineOptions engine;
   // Choose the emulated copy engine's routine (for the whole process) and, where every GPU is
   // emulated, the restore engine's streams per GPU by measuring them at start
-  // (device/emulated/copy_calibration.h; about 0.1 s). Off: `engine` as given, the routine as it
-  // is (tests, whose timings do not matter).
+  // (device/emulated/copy_calibration.h; about 1 s and two host buffers of up to 256 MiB, freed
+  // after it). Off: `engine` as given, the routine as it is (tests, whose timings do not matter).
   bool calibrate_copies = true;
   int copy_threads = 2;
   // Device memory made ready ahead of allocations, per GPU (device/emulated/segment_pool.h).

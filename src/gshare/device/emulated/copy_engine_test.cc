@@ -70,17 +70,27 @@ TEST(CopyEngineTest, EitherRoutineCopiesEveryByteAndTheActiveOneIsTheSetOne) {
 
 TEST(CopyCalibrationTest, MeasuresEveryRoutineOnEveryThreadCountAndKeepsTheFastest) {
   const CopyRoutine before = ActiveCopyRoutine();
-  auto calibration = CalibrateCopies({.bytes = 2 << 20, .rounds = 1, .threads = {1, 2}});
+  auto calibration = CalibrateCopies(
+      {.bytes = 2 << 20, .rounds = 1, .threads = {2, 1, 2}, .piece_bytes = 1 << 19});
   ASSERT_TRUE(calibration.ok()) << calibration.status().ToString();
-  ASSERT_EQ(calibration->trials.size(), 4u);
-  double fastest = 0;
+  // Each thread count once, each routine the CPU has (streaming only with AVX2).
+  const std::size_t routines = std::string(CopyEngineKind()) == "memcpy" ? 1 : 2;
+  ASSERT_EQ(calibration->trials.size(), 2 * routines);
+  const auto& best = calibration->best;
+  bool found = false;
   for (const auto& trial : calibration->trials) {
     EXPECT_TRUE(std::isfinite(trial.gbps) && trial.gbps > 0) << trial.gbps;
-    fastest = std::max(fastest, trial.gbps);
+    found = found || (trial.routine == best.routine && trial.threads == best.threads &&
+                      trial.gbps == best.gbps);
+    // Nothing on as many threads or fewer beats the choice; more threads beat it by under 5%.
+    if (trial.threads <= best.threads) {
+      EXPECT_LE(trial.gbps, best.gbps);
+    } else {
+      EXPECT_LE(trial.gbps, best.gbps * 1.05);
+    }
   }
-  EXPECT_EQ(calibration->best.gbps, fastest);
-  EXPECT_TRUE(calibration->best.threads == 1 || calibration->best.threads == 2);
-  EXPECT_EQ(calibration->Summary().rfind(CopyRoutineName(calibration->best.routine), 0), 0u)
+  EXPECT_TRUE(found);
+  EXPECT_EQ(calibration->Summary().rfind(CopyRoutineName(best.routine), 0), 0u)
       << calibration->Summary();
   EXPECT_EQ(ActiveCopyRoutine(), before) << "measuring changes no setting";
 }
@@ -92,6 +102,10 @@ TEST(CopyCalibrationTest, RefusesOptionsOutOfRange) {
   EXPECT_EQ(CalibrateCopies({.bytes = 1 << 20, .rounds = 1, .threads = {}}).status().code(),
             StatusCode::kInvalidArgument);
   EXPECT_EQ(CalibrateCopies({.bytes = 1 << 20, .rounds = 1, .threads = {0}}).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(CalibrateCopies({.bytes = 1 << 20, .rounds = 1, .threads = {1}, .piece_bytes = 0})
+                .status()
+                .code(),
             StatusCode::kInvalidArgument);
 }
 

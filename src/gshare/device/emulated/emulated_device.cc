@@ -320,9 +320,9 @@ Result<std::unique_ptr<DeviceBuffer>> EmulatedDevice::Allocate(std::uint64_t siz
       new EmulatedBuffer(*this, size_bytes, segment->fd, segment->bytes));
 }
 
-bool EmulatedDevice::WaitPrepared(std::uint64_t size_bytes, std::chrono::milliseconds limit) {
-  return preparer_->WaitReady(size_bytes, limit);
-}
+std::uint64_t EmulatedDevice::prepared_allocations() const { return preparer_->hits(); }
+
+std::uint64_t EmulatedDevice::fresh_allocations() const { return preparer_->misses(); }
 
 Result<EmulatedBuffer*> EmulatedDevice::Own(const DeviceBuffer& buffer) const {
   if (&buffer.device() != this) {

@@ -85,9 +85,10 @@ class EmulatedDevice final : public Device {
   Result<Duration> TimedRawCopyToDevice(DeviceBuffer& destination,
                                         std::span<const std::byte> source) override;
 
-  // Waits until a prepared segment of `size_bytes` is ready (EmulatedGpuConfig::prepared_bytes),
-  // or `limit` passed; whether one is (never, without a budget).
-  bool WaitPrepared(std::uint64_t size_bytes, std::chrono::milliseconds limit);
+  // Allocations that took a segment prepared ahead (EmulatedGpuConfig::prepared_bytes), and
+  // allocations that had to make a fresh one (whose pages a first touch then faults in).
+  std::uint64_t prepared_allocations() const;
+  std::uint64_t fresh_allocations() const;
 
   // The EmulatedBuffer behind `buffer`, or InvalidArgument when it belongs to another device.
   Result<EmulatedBuffer*> Own(const DeviceBuffer& buffer) const;

@@ -78,7 +78,11 @@ SegmentPreparer::~SegmentPreparer() {
 }
 
 std::optional<Segment> SegmentPreparer::Take(std::uint64_t size_bytes) {
-  if (budget_bytes_ == 0) return std::nullopt;
+  if (budget_bytes_ == 0) {
+    std::lock_guard lock(mutex_);
+    ++misses_;
+    return std::nullopt;
+  }
   std::optional<Segment> taken;
   {
     std::lock_guard lock(mutex_);
@@ -90,6 +94,9 @@ std::optional<Segment> SegmentPreparer::Take(std::uint64_t size_bytes) {
       taken = it->second;
       ready_bytes_ -= size_bytes;
       ready_.erase(it);
+      ++hits_;
+    } else {
+      ++misses_;
     }
   }
   changed_.notify_all();
@@ -99,6 +106,16 @@ std::optional<Segment> SegmentPreparer::Take(std::uint64_t size_bytes) {
 std::uint64_t SegmentPreparer::ready_bytes() const {
   std::lock_guard lock(mutex_);
   return ready_bytes_;
+}
+
+std::uint64_t SegmentPreparer::hits() const {
+  std::lock_guard lock(mutex_);
+  return hits_;
+}
+
+std::uint64_t SegmentPreparer::misses() const {
+  std::lock_guard lock(mutex_);
+  return misses_;
 }
 
 bool SegmentPreparer::WaitReady(std::uint64_t size_bytes, std::chrono::milliseconds limit) {

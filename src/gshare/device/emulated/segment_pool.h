@@ -56,6 +56,9 @@ class SegmentPreparer {
   // A ready segment of exactly `size_bytes`, if there is one; notes the size as wanted either way.
   std::optional<Segment> Take(std::uint64_t size_bytes);
   std::uint64_t ready_bytes() const;
+  // Take calls answered with a ready segment, and not.
+  std::uint64_t hits() const;
+  std::uint64_t misses() const;
   // Waits until a segment of `size_bytes` is ready, or `limit` passed; whether one is.
   bool WaitReady(std::uint64_t size_bytes, std::chrono::milliseconds limit);
 
@@ -69,6 +72,8 @@ class SegmentPreparer {
   std::condition_variable changed_;
   std::multimap<std::uint64_t, Segment> ready_;  // by size
   std::uint64_t ready_bytes_ = 0;
+  std::uint64_t hits_ = 0;
+  std::uint64_t misses_ = 0;
   std::deque<std::uint64_t> wanted_;  // most recent first, distinct
   bool stopping_ = false;
   std::thread thread_;
