@@ -166,7 +166,8 @@ void AddBenchFunctionCommand(CLI::App& bench, CommandContext& context) {
   cmd->add_option("--device", flags->device, "auto, cuda or emulated")->capture_default_str();
   cmd->add_flag("--fresh-slices", flags->fresh_slices,
                 "Emulated GPUs: restore into fresh segments, paying their page faults (default: "
-                "into slices prepared ahead, as the live node's are)");
+                "slices prepared ahead within the live node's budget, where the preparer has one "
+                "ready)");
   cmd->add_option("--emulated", flags->emulated, "Emulated GPUs (\"2x16Gi\")")
       ->capture_default_str();
   cmd->add_option("--mechanism", flags->mechanism,

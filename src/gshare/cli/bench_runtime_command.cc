@@ -273,11 +273,11 @@ void AddBenchRuntimeCommand(CLI::App& bench, CommandContext& context) {
   cmd->add_option("--link-bandwidth", flags->link_bandwidth, "Each emulated GPU's link")
       ->capture_default_str();
   cmd->add_option("--slice", flags->slice,
-                  "The function's GPU slice (default: 1.25 x the model file + 32Mi, as a spec for "
-                  "it would ask)");
+                  "The function's GPU slice (default: 1.25 x the model file + 32Mi, rounded up "
+                  "to the node's slice steps)");
   cmd->add_flag("--fresh-slices", flags->fresh_slices,
-                "Restore into fresh segments, paying their page faults (default: into slices "
-                "prepared ahead, as the live node's are)");
+                "Restore into fresh segments, paying their page faults (default: slices prepared "
+                "ahead within the live node's budget, where the preparer has one ready)");
   cmd->add_flag("--json", flags->json, "Print JSON");
   cmd->callback([flags, &context] { context.exit_code = RunBenchRuntime(*flags); });
 }

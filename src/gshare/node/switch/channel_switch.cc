@@ -256,12 +256,16 @@ void ChannelSwitch::StartCheckpointCopy(std::uint64_t used_bytes, bool written) 
   }
 }
 
-void ChannelSwitch::OnCheckpointCopied(Result<TransferReport> report) {
+bool ChannelSwitch::EndCopy() {
   copy_in_flight_ = false;
-  if (state_ == SwitchState::kFailed) {
-    buffer_ = nullptr;
-    return Complete(failure_);
-  }
+  if (state_ != SwitchState::kFailed) return false;
+  buffer_ = nullptr;  // no copy touches it any more
+  Complete(failure_);
+  return true;
+}
+
+void ChannelSwitch::OnCheckpointCopied(Result<TransferReport> report) {
+  if (EndCopy()) return;
   if (!report.ok()) {
     state_ = SwitchState::kResident;
     (void)Send({.type = ControlType::kUnlock});
@@ -318,11 +322,7 @@ void ChannelSwitch::Restore(DeviceBuffer& buffer, std::uint64_t quota_bytes, Com
 }
 
 void ChannelSwitch::OnRestoreCopied(Result<TransferReport> report) {
-  copy_in_flight_ = false;
-  if (state_ == SwitchState::kFailed) {
-    buffer_ = nullptr;
-    return Complete(failure_);
-  }
+  if (EndCopy()) return;
   if (!report.ok()) {
     restore_failure_ = report.status();
     if (awaiting_mapped_) return;  // the instance's answer unmaps it (OnMessage)

@@ -113,6 +113,9 @@ class ChannelSwitch final : public SwitchDriver,
   void OnReadable();
   void OnMessage(fn::ReceivedMessage received);
   void SendMap();
+  // A copy ended (on the loop); when the switch failed meanwhile, completes the pending operation
+  // with the failure and returns true.
+  bool EndCopy();
   // The copy of a checkpoint ended (on the loop), with `report`.
   void OnCheckpointCopied(Result<TransferReport> report);
   // The copy of a restore ended (on the loop), with `report`.
