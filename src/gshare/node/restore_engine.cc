@@ -49,10 +49,9 @@ void RestoreEngine::WaitForTransfers() {
 }
 
 void RestoreEngine::TransferEnded() {
-  {
-    MutexLock lock(transfers_mutex_);
-    --transfers_;
-  }
+  // Notified under the lock: a waiter that sees 0 may destroy the engine as soon as it has it.
+  MutexLock lock(transfers_mutex_);
+  --transfers_;
   transfers_changed_.NotifyAll();
 }
 

@@ -43,10 +43,9 @@ void Snapshot::EnterTransfer() const {
 }
 
 void Snapshot::LeaveTransfer() const {
-  {
-    MutexLock lock(gate_mutex_);
-    in_transfer_ = false;
-  }
+  // Notified under the lock: the last handle may drop the snapshot as soon as the gate opens.
+  MutexLock lock(gate_mutex_);
+  in_transfer_ = false;
   gate_changed_.NotifyOne();
 }
 

@@ -121,6 +121,7 @@ void ChannelSwitch::OnMessage(fn::ReceivedMessage received) {
       gpu_ = nullptr;
       buffer_ = nullptr;
       // A checkpoint's end, or a failed restore's (its buffer no longer mapped).
+      timing_restore_ = false;
       return Complete(std::exchange(restore_failure_, Status::Ok()));
     case ControlType::kComputeAcquire:
       // Outside residency the instance is locked or unmapped, and its request is void.
@@ -358,6 +359,7 @@ void ChannelSwitch::Complete(Status status) {
 void ChannelSwitch::Fail(Status why) {
   if (state_ == SwitchState::kFailed) return;
   state_ = SwitchState::kFailed;
+  timing_restore_ = false;
   failure_ =
       Unavailable(fmt::format("instance {} (pid {}): {}", snapshot_id_, pid_, why.message()));
   if (!closed_) spdlog::warn("{}", failure_.message());
