@@ -23,6 +23,7 @@ int DefaultJobs() { return static_cast<int>(std::max(1u, std::thread::hardware_c
 
 struct CompareFlags {
   TraceSource source;
+  WorldFlags world;
   std::vector<std::string> policies = {"keepalive", "faaswap", "gshare"};
   std::vector<std::string> knobs;
   double slo_target = 0.99;
@@ -77,6 +78,8 @@ int RunCompare(const CompareFlags& flags) {
   }
   auto noise = ParseExecNoise(flags.exec_noise);
   if (!noise.ok()) return Fail(noise.status().WithContext("--exec-noise"));
+  auto world = MakeWorld(flags.world);
+  if (!world.ok()) return Fail(world.status());
   auto reader = WorkloadReader::Open(flags.source);
   if (!reader.ok()) return Fail(reader.status());
   auto workload = reader->Read(1, *noise);
@@ -95,9 +98,11 @@ int RunCompare(const CompareFlags& flags) {
   const std::size_t first_requests = workload->requests.size();
   const std::size_t first_functions = workload->functions.size();
 
-  // Seeds draw the execution noise and, in some trace formats, the trace; where they draw
-  // nothing, every seed gives the same runs, so each point runs once and counts for each seed.
-  const bool seeds_draw = !noise->none() || reader->TraceDrawsWithSeed();
+  // Seeds draw the execution noise, the world's restore noise and priors and, in some trace
+  // formats, the trace; where they draw nothing, every seed gives the same runs, so each point
+  // runs once and counts for each seed.
+  const bool seeds_draw = !noise->none() || !world->restore_noise.none() ||
+                          world->prior_error > 0 || reader->TraceDrawsWithSeed();
   const int runs_per_point = seeds_draw ? flags.seeds : 1;
   const std::size_t total = points.size() * static_cast<std::size_t>(runs_per_point);
   const auto wall_start = std::chrono::steady_clock::now();
@@ -109,7 +114,7 @@ int RunCompare(const CompareFlags& flags) {
                  flags.jobs == 1 ? "" : "s", workload->requests.size(), workload->functions.size());
     if (!seeds_draw && flags.seeds > 1) {
       std::fprintf(stderr,
-                   "  no --exec-noise and a trace format that draws nothing with the "
+                   "  no noise, exact priors and a trace format that draws nothing with the "
                    "seed: every seed gives the same runs, each point runs once\n");
     }
   }
@@ -117,6 +122,7 @@ int RunCompare(const CompareFlags& flags) {
   SweepOptions sweep;
   sweep.base.executor.accounting_start = TimePoint(*warmup);
   sweep.base.executor.max_gpus = flags.max_gpus;
+  sweep.base.executor.world = *world;
   sweep.jobs = flags.jobs;
   std::vector<std::vector<RunFigures>> by_seed;  // [seed - 1][point]
   std::size_t finished = 0;
@@ -130,6 +136,7 @@ int RunCompare(const CompareFlags& flags) {
         DrawExecNoise(*noise, static_cast<std::uint64_t>(seed), *workload);
       }
     }
+    sweep.base.executor.world.seed = static_cast<std::uint64_t>(seed);
     if (!flags.quiet) {
       sweep.done = [&](std::size_t i, const RunFigures& f, double wall_s) {
         const double elapsed =
@@ -150,6 +157,7 @@ int RunCompare(const CompareFlags& flags) {
 
   CompareSummary summary;
   summary.slo_target = flags.slo_target;
+  summary.world = world->Describe();
   for (const PolicyGrid& grid : *grids) summary.policies.push_back({grid.policy, {}, {}});
   for (std::size_t i = 0; i < points.size(); ++i) {
     std::vector<std::pair<std::string, std::string>> knobs;
@@ -187,6 +195,7 @@ void AddCompareCommand(CLI::App& app, CommandContext& context) {
       "Sweep each policy's own knobs and compare the policies at equal SLO attainment "
       "(pareto.json, pareto.csv, pareto.png)");
   AddTraceSourceOptions(cmd, flags->source, flags->policies);
+  AddWorldOptions(cmd, flags->world);
   cmd->add_option("--knob", flags->knobs,
                   "POLICY.KNOB=V1,V2,...: the values of one knob of one policy, instead of its "
                   "default grid (repeatable; knobs: keep_alive, concurrency_target, pool_idle, "

@@ -39,7 +39,8 @@ def number(x):
 def pair(x):
     return isinstance(x, list) and len(x) == 2 and all(number(v) for v in x) and x[0] <= x[1]
 
-assert set(doc) == {"slo_target", "policies", "at_equal_slo"}, sorted(doc)
+assert set(doc) == {"slo_target", "world", "policies", "at_equal_slo"}, sorted(doc)
+assert isinstance(doc["world"], str) and doc["world"], doc["world"]
 target = doc["slo_target"]
 assert number(target) and 0 < target <= 1, target
 assert list(doc["policies"]) == ["keepalive", "faaswap", "gshare"], list(doc["policies"])
@@ -149,6 +150,27 @@ expect_error late_warmup "after the last arrival" "${compare[@]}" --warmup 2h
 expect_error bad_noise "exec-noise" "${compare[@]}" --exec-noise lognormal:9
 expect_error negative_cap "max-gpus" "${compare[@]}" --max-gpus -1
 expect_error bad_gpu "unknown GPU type 'v100'" "${compare[@]}" --gpu-type v100
+expect_error ideal_and_prior "excludes" "${compare[@]}" --ideal --prior-error 0.1
+expect_error zero_host "host-bandwidth: '0' is not a positive size" "${compare[@]}" --host-bandwidth 0
+expect_error bad_restore_noise "restore-noise" "${compare[@]}" --restore-noise lognormal:9
+expect_error big_prior "prior-error" "${compare[@]}" --prior-error 0.95
+expect_error zero_nodes "gpus-per-node" "${compare[@]}" --gpus-per-node 0
+
+# The ideal world reproduces, figure for figure, what the simulator gave before the fair world
+# existed (the 100-function workload, 2 minutes, seed 1; testdata written by that build).
+if run ideal_world "$gshare" sim --quiet --ideal --generate functions=100,duration=2m --seed 1 \
+  --policy keepalive,faaswap,gshare,faascache --out "$work/ideal"; then
+  check ideal_figures_unchanged diff "$2/src/gshare/sim/testdata/ideal_100fn_2m_seed1.csv" \
+    "$work/ideal/policies.csv"
+  check ideal_world_named grep -q '"world": "ideal"' "$work/ideal/summary.json"
+fi
+# The default world is the fair one, and says so.
+if run fair_world "$gshare" sim --quiet --generate functions=20,duration=1m --seed 1 \
+  --policy gshare --out "$work/fair"; then
+  check fair_world_named grep -q '"world": "gpus-per-node=8,host-bandwidth=50GB/s' \
+    "$work/fair/summary.json"
+fi
+
 expect_error no_trace "cannot open the file" compare --quiet --catalog "$work/w/catalog.yaml" --trace "$work/none.csv"
 
 finish

@@ -21,6 +21,7 @@ namespace {
 
 struct SimFlags {
   TraceSource source;
+  WorldFlags world;
   std::vector<std::string> policies = {"keepalive", "faaswap", "gshare"};
   std::uint64_t seed = 1;
   std::string out = "out/sim";
@@ -76,6 +77,10 @@ int RunSim(const SimFlags& flags) {
 
   auto noise = ParseExecNoise(flags.exec_noise);
   if (!noise.ok()) return Fail(noise.status().WithContext("--exec-noise"));
+  auto world = MakeWorld(flags.world);
+  if (!world.ok()) return Fail(world.status());
+  options.executor.world = *world;
+  options.executor.world.seed = flags.seed;
 
   auto reader = WorkloadReader::Open(flags.source);
   if (!reader.ok()) return Fail(reader.status());
@@ -86,8 +91,8 @@ int RunSim(const SimFlags& flags) {
     for (Request& request : workload->requests) request.latest_start = request.deadline;
   }
 
-  RunInfo info{flags.seed, workload->trace_path, workload->trace_format, reader->gpu().name,
-               FormatExecNoise(*noise)};
+  RunInfo info{flags.seed,         workload->trace_path,    workload->trace_format,
+               reader->gpu().name, FormatExecNoise(*noise), world->Describe()};
   const double span =
       workload->requests.empty() ? 0 : SinceEpochSeconds(workload->requests.back().arrival);
   const bool show_progress = !flags.quiet && isatty(STDERR_FILENO);
@@ -140,6 +145,7 @@ void AddSimCommand(CLI::App& app, CommandContext& context) {
   CLI::App* cmd = app.add_subcommand(
       "sim", "Replay a trace under each policy and compare GPU usage, SLO attainment and cost");
   AddTraceSourceOptions(cmd, flags->source, flags->policies);
+  AddWorldOptions(cmd, flags->world);
   cmd->add_option("--seed", flags->seed, "Seed for every random draw")
       ->check(WholeIn(0, kMaxSeed))
       ->capture_default_str();

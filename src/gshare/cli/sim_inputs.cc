@@ -35,6 +35,56 @@ void AddTraceSourceOptions(CLI::App* cmd, TraceSource& source, std::vector<std::
       ->capture_default_str();
 }
 
+void AddWorldOptions(CLI::App* cmd, WorldFlags& world) {
+  CLI::Option* nodes =
+      cmd->add_option("--gpus-per-node", world.gpus_per_node,
+                      "GPUs per host node: the copies on a node share its host bandwidth")
+          ->check(CLI::Range(1, 1024))
+          ->capture_default_str();
+  CLI::Option* host =
+      cmd->add_option("--host-bandwidth", world.host_bandwidth,
+                      "Host-memory bandwidth of a node, shared by its concurrent restores and "
+                      "checkpoints (each also bounded by its GPU's link)")
+          ->capture_default_str();
+  CLI::Option* noise = cmd->add_option("--restore-noise", world.restore_noise,
+                                       "Noise on each restore and checkpoint time: none, "
+                                       "lognormal:SIGMA[,straggler:P:X] (drawn with the seed)")
+                           ->capture_default_str();
+  CLI::Option* prior =
+      cmd->add_option("--prior-error", world.prior_error,
+                      "Each function's profile, as the policies see it, is off by a factor "
+                      "uniform in [1-E, 1+E] drawn per function and seed; they learn from runs")
+          ->check(CLI::Range(0.0, 0.9))
+          ->capture_default_str();
+  cmd->add_flag("--ideal", world.ideal,
+                "The ideal world instead: exact restore times, no host contention, exact priors "
+                "(for comparison with earlier figures; never the default)")
+      ->excludes(nodes)
+      ->excludes(host)
+      ->excludes(noise)
+      ->excludes(prior);
+}
+
+Result<WorldModel> MakeWorld(const WorldFlags& flags) {
+  if (flags.ideal) return WorldModel{};
+  WorldModel world;
+  world.gpus_per_node = flags.gpus_per_node;
+  std::string_view host = flags.host_bandwidth;
+  if (host.ends_with("/s")) host.remove_suffix(2);
+  auto bytes = ParseBytes(host);
+  if (!bytes.ok() || *bytes == 0) {
+    return InvalidArgument(
+        fmt::format("--host-bandwidth: '{}' is not a positive size per second (e.g. 50GB/s)",
+                    flags.host_bandwidth));
+  }
+  world.host_bytes_per_second = static_cast<double>(*bytes);
+  auto noise = ParseExecNoise(flags.restore_noise);
+  if (!noise.ok()) return noise.status().WithContext("--restore-noise");
+  world.restore_noise = *noise;
+  world.prior_error = flags.prior_error;
+  return world;
+}
+
 Status CheckPolicyNames(const std::vector<std::string>& policies) {
   for (const auto& policy : policies) {
     bool known = false;

@@ -15,6 +15,7 @@
 #include "gshare/sim/workload/generator.h"
 #include "gshare/sim/workload/trace_reader.h"
 #include "gshare/sim/workload/workload.h"
+#include "gshare/sim/world_model.h"
 
 namespace gshare::cli {
 
@@ -33,6 +34,25 @@ struct TraceSource {
 // Adds --catalog, --trace, --trace-format, --function, --gpu-type, --generate and --policy to a
 // command (gshare sim, gshare compare), bound to `source` and `policies`.
 void AddTraceSourceOptions(CLI::App* cmd, TraceSource& source, std::vector<std::string>& policies);
+
+// The simulated world's departures from the ideal (world_model.h), as the flags give them; the
+// defaults are WorldModel::Fair().
+struct WorldFlags {
+  bool ideal = false;
+  int gpus_per_node = 8;
+  std::string host_bandwidth = "50GB/s";
+  std::string restore_noise = "lognormal:0.1";
+  double prior_error = 0.3;
+};
+
+// Adds --ideal, --gpus-per-node, --host-bandwidth, --restore-noise and --prior-error (--ideal
+// excludes the others) to a command (gshare sim, gshare compare), bound to `world`.
+void AddWorldOptions(CLI::App* cmd, WorldFlags& world);
+
+// The world the flags describe, with seed 1 (each run sets its own). InvalidArgument naming the
+// flag at fault: a bandwidth that is not a positive size per second ("50GB/s", "25Gi/s"), a noise
+// that ParseExecNoise refuses.
+Result<WorldModel> MakeWorld(const WorldFlags& flags);
 
 // NotFound naming the first of `policies` that PolicyNames does not know (and listing those it
 // knows); Ok when it knows them all.

@@ -398,6 +398,7 @@ Result<NodeReplayResult> RunNodeReplay(const NodeReplayOptions& options) {
   info.trace_path = options.trace_path;
   info.trace_format = options.trace_format;
   info.gpu_type = gpu.name;
+  info.world = "live";  // a real node, not a simulated world
   auto summary = nlohmann::json::parse(SummaryJson(info, workload, {live}));
   summary["wrong_outputs"] = replay.wrong;
   summary["answered"] = replay.answered;

@@ -363,6 +363,7 @@ Result<ServerReplayOutcome> ServerReplay::Run() {
   info.trace_path = options_.trace;
   info.trace_format = workload.trace_format;
   info.gpu_type = inputs.gpu_type;
+  info.world = "live";  // a real node, not a simulated world
   Json summary = MakeSummary(options_, inputs, info, report, counts, usage, usage_missing);
   if (prediction) {
     summary["prediction"] = Json::parse(SummaryJson(info, workload, {*prediction}))["policies"];

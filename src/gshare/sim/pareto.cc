@@ -174,6 +174,7 @@ void SelectAtSlo(CompareSummary& summary) {
 std::string ParetoJson(const CompareSummary& summary) {
   Json doc;
   doc["slo_target"] = summary.slo_target;
+  doc["world"] = summary.world;
   Json policies = Json::object();
   Json gpu_seconds = Json::object();
   Json cost = Json::object();
@@ -241,10 +242,10 @@ std::string ParetoCsv(const CompareSummary& summary) {
 std::string ParetoTable(const CompareInfo& info, const CompareSummary& summary) {
   std::string out = fmt::format(
       "trace {} ({}): {} requests, {} functions; GPU type {}; seeds {}; warm-up {:.0f} s; "
-      "execution noise {}\n",
+      "execution noise {}; world {}\n",
       info.trace_path, info.trace_format, info.requests, info.functions, info.gpu_type,
       info.seeds == 1 ? std::string("1") : fmt::format("1..{}", info.seeds), info.warmup_seconds,
-      info.exec_noise);
+      info.exec_noise, summary.world);
   std::size_t knob_width = 10;
   for (const PolicyPoints& policy : summary.policies) {
     for (const ComparePoint& point : policy.points) {

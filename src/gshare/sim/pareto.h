@@ -90,6 +90,7 @@ struct CompareInfo {
 
 struct CompareSummary {
   double slo_target = 0.99;
+  std::string world = "ideal";  // WorldModel::Describe of every run
   std::vector<PolicyPoints> policies;
 };
 

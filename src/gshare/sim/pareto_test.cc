@@ -104,8 +104,9 @@ CompareSummary TwoPolicies(bool intervals) {
 TEST(ParetoTest, JsonFollowsTheContract) {
   const CompareSummary summary = TwoPolicies(false);
   const auto doc = nlohmann::json::parse(ParetoJson(summary));
-  ASSERT_EQ(doc.size(), 3u);
+  ASSERT_EQ(doc.size(), 4u);
   EXPECT_DOUBLE_EQ(doc["slo_target"].get<double>(), 0.99);
+  EXPECT_EQ(doc["world"], "ideal");
   ASSERT_EQ(doc["policies"].size(), 2u);
   const auto& points = doc["policies"]["keepalive"];
   ASSERT_EQ(points.size(), 2u);

@@ -65,6 +65,7 @@ std::string SummaryJson(const RunInfo& info, const Workload& workload,
                         const std::vector<PolicyReport>& reports) {
   Json doc;
   doc["seed"] = info.seed;
+  doc["world"] = info.world;
   Json trace;
   trace["path"] = info.trace_path;
   trace["format"] = info.trace_format;
@@ -109,6 +110,7 @@ std::string SummaryTable(const RunInfo& info, const Workload& workload,
       fmt::format("trace {} ({}): {} requests, {} functions, {:.1f} s; GPU type {}\n",
                   info.trace_path, info.trace_format, workload.requests.size(),
                   workload.functions.size(), TraceSpanSeconds(workload), info.gpu_type);
+  out += fmt::format("world {}\n", info.world);
   out += fmt::format(
       "{:<20} {:>9} {:>8} {:>9} {:>9} {:>9} {:>11} {:>8} {:>5} {:>12} {:>9} {:>10} {:>10}\n",
       "policy", "requests", "SLO", "p50 ms", "p95 ms", "p99 ms", "GPU-s", "avg GPU", "peak",

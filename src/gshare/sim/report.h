@@ -22,6 +22,7 @@ struct RunInfo {
   std::string trace_format;
   std::string gpu_type;
   std::string exec_noise = "none";  // FormatExecNoise; written to the summary when not "none"
+  std::string world = "ideal";      // WorldModel::Describe
 };
 
 // The summary document as JSON text (2-space indent, trailing newline).

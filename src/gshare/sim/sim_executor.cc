@@ -9,15 +9,42 @@
 #include <cstdint>
 
 namespace gshare {
+namespace {
+
+// The profiles the policy is given: each function's execution times off by a factor drawn
+// uniformly in [1 - error, 1 + error] per function (its own stream of the seed).
+std::vector<ResolvedFunction> PolicyProfiles(const std::vector<ResolvedFunction>& truth,
+                                             const WorldModel& world) {
+  std::vector<ResolvedFunction> profiles = truth;
+  if (world.prior_error <= 0) return profiles;
+  Random random(world.seed ^ 0x7072696f72ull);
+  for (ResolvedFunction& f : profiles) {
+    const double factor = random.Uniform(1 - world.prior_error, 1 + world.prior_error);
+    for (Duration& d : f.exec_by_batch) {
+      d = Duration(
+          std::max<std::int64_t>(1, std::llround(static_cast<double>(d.count()) * factor)));
+    }
+  }
+  return profiles;
+}
+
+Duration ScaleDuration(Duration d, double factor) {
+  // Clamped to 30 days, as execution noise is: a straggler stays a representable time.
+  const double ns = std::min(static_cast<double>(d.count()) * factor, 30 * 86400e9);
+  return Duration(std::max<std::int64_t>(0, std::llround(ns)));
+}
+
+}  // namespace
 
 SimulatedExecutor::SimulatedExecutor(const Workload& workload, Options options)
     : workload_(workload),
-      functions_(workload.functions),
+      functions_(PolicyProfiles(workload.functions, options.world)),
       options_(options),
       completion_(workload.requests.size(), TimePoint::max()),
       answered_(workload.requests.size(), false),
       started_(workload.requests.size(), false),
       instances_(workload.functions.size()),
+      restore_random_(options.world.seed ^ 0x72657374ull),
       meter_({&workload.gpu, 1}, options.accounting_start) {
   if (options_.quantum <= Duration::zero()) options_.quantum = kDefaultComputeQuantum;
   // Each function starts with its min_instances warm (started before the replay).
@@ -110,6 +137,14 @@ Result<GpuId> SimulatedExecutor::AcquireGpu(GpuTypeId type, Duration startup) {
   Gpu& gpu = gpus_.back();
   gpu.held = true;
   gpu.ready = startup <= Duration::zero();
+  if (options_.world.contended()) {
+    // The first node with room (nodes are filled as a cluster packs its machines).
+    std::size_t node = 0;
+    while (node < nodes_.size() && nodes_[node].gpus >= options_.world.gpus_per_node) ++node;
+    if (node == nodes_.size()) nodes_.emplace_back();
+    nodes_[node].gpus += 1;
+    gpu.node = node;
+  }
   meter_.GpuAcquired(now_, 0);
   if (!gpu.ready) events_.Push(now_ + startup, Event{EventType::kGpuReady, id, 0, 0});
   return id;
@@ -124,6 +159,7 @@ void SimulatedExecutor::ReleaseGpu(GpuId gpu_id) {
     return;
   }
   gpu->held = false;
+  if (options_.world.contended()) nodes_[gpu->node].gpus -= 1;
   gpu->residents = {};
   gpu->waiting = {};
   gpus_held_ -= 1;
@@ -178,14 +214,30 @@ void SimulatedExecutor::Restore(GpuId gpu_id, FunctionId function, std::uint64_t
   }
   pool.bound += 1;
 
-  const TimePoint start = std::max(now_ + bind_delay, gpu->h2d_free_at);
-  const TimePoint done = start + workload_.gpu.RestoreTime(spec.model_bytes);
   Residency& placed = gpu->residents.at(function);
+  gpu->copies_in_flight += 1;
+  if (options_.world.contended()) {
+    const double factor = options_.world.restore_noise.none()
+                              ? 1.0
+                              : DrawNoiseFactor(options_.world.restore_noise, restore_random_);
+    QueueTransfer(
+        gpu_id, kToDevice,
+        Transfer{function, static_cast<double>(spec.model_bytes) * factor, now_ + bind_delay,
+                 ScaleDuration(workload_.gpu.restore_overhead, factor), false});
+    return;
+  }
+  const TimePoint start = std::max(now_ + bind_delay, gpu->h2d_free_at);
+  const TimePoint done = start + Noisy(workload_.gpu.RestoreTime(spec.model_bytes));
   placed.copy_start = start;
   placed.copy_done = done;
+  placed.copy_started = true;
   gpu->h2d_free_at = done;
-  gpu->copies_in_flight += 1;
   events_.Push(done, Event{EventType::kRestoreDone, gpu_id, function, 0});
+}
+
+Duration SimulatedExecutor::Noisy(Duration d) {
+  if (options_.world.restore_noise.none()) return d;
+  return ScaleDuration(d, DrawNoiseFactor(options_.world.restore_noise, restore_random_));
 }
 
 EvictOutcome SimulatedExecutor::Evict(GpuId gpu_id, FunctionId function, EvictHint hint) {
@@ -213,10 +265,19 @@ EvictOutcome SimulatedExecutor::Evict(GpuId gpu_id, FunctionId function, EvictHi
   it->second.state = ResidencyState::kEvicting;
   const std::uint64_t model_bytes = functions_[function].model_bytes;
   meter_.Checkpointed(now_, function, model_bytes);
-  const TimePoint start = std::max(now_, gpu->d2h_free_at);
-  const TimePoint done = start + TransferTime(model_bytes, workload_.gpu.h2d_bytes_per_second);
-  gpu->d2h_free_at = done;
   gpu->copies_in_flight += 1;
+  if (options_.world.contended()) {
+    const double factor = options_.world.restore_noise.none()
+                              ? 1.0
+                              : DrawNoiseFactor(options_.world.restore_noise, restore_random_);
+    QueueTransfer(gpu_id, kToHost,
+                  Transfer{function, static_cast<double>(model_bytes) * factor, now_, {}, false});
+    return EvictOutcome::kCopying;
+  }
+  const TimePoint start = std::max(now_, gpu->d2h_free_at);
+  const TimePoint done =
+      start + Noisy(TransferTime(model_bytes, workload_.gpu.h2d_bytes_per_second));
+  gpu->d2h_free_at = done;
   events_.Push(done, Event{EventType::kEvictDone, gpu_id, function, 0});
   return EvictOutcome::kCopying;
 }
@@ -277,7 +338,9 @@ void SimulatedExecutor::StartRun(GpuId gpu_id, FunctionId function,
         "Run: a batch of {} of '{}' needs {} more than its GPU memory; its slice on GPU {} is {}",
         batch.size(), spec.name, FormatBytes(batch_bytes), gpu_id, FormatBytes(it->second.bytes))));
   }
-  Duration exec = spec.ExecLatency(static_cast<int>(batch.size()));
+  // The run follows the truth; the policy was given spec's profile (functions()).
+  const ResolvedFunction& truth = workload_.functions[function];
+  Duration exec = truth.ExecLatency(static_cast<int>(batch.size()));
   Duration longest_override{};
   double factor_sum = 0;
   for (RequestId id : batch) {
@@ -294,7 +357,7 @@ void SimulatedExecutor::StartRun(GpuId gpu_id, FunctionId function,
   if (longest_override > Duration::zero()) {
     // The trace gave this request's execution time: scale the batch latency by it.
     const double scale = static_cast<double>(longest_override.count()) /
-                         static_cast<double>(spec.ExecLatency(1).count());
+                         static_cast<double>(truth.ExecLatency(1).count());
     exec = Duration(static_cast<std::int64_t>(static_cast<double>(exec.count()) * scale));
   }
   if (!workload_.exec_factors.empty()) {
@@ -331,18 +394,32 @@ void SimulatedExecutor::StartRun(GpuId gpu_id, FunctionId function,
   if (it->second.runs_in_flight++ == 0) ChangeActive(function, it->second.bytes, true);
 
   if (pipelined) {
-    // Ten layer groups: the run's compute starts when its first group is on the GPU, and late
-    // enough that it never waits for a group: alone on the GPU it ends max(L, E) + min(L, E) / 10
-    // after the copy starts.
-    const Duration load = it->second.copy_done - it->second.copy_start;
-    const Duration group = load / Executor::kPipelineGroups;
-    const Duration wait_for_bytes = load - exec + exec / Executor::kPipelineGroups;
-    const TimePoint enter = it->second.copy_start + std::max(group, wait_for_bytes);
-    if (enter > now_) {
-      events_.Push(enter, Event{EventType::kEnterCompute, gpu_id, function,
-                                static_cast<std::uint64_t>(index)});
+    if (!it->second.copy_started) {
+      // Contended world: the copy's speed is known when it starts.
+      it->second.pipelined_waiting.push_back(index);
       return;
     }
+    return TimePipelined(gpu_id, index);
+  }
+  EnterCompute(gpu_id, index);
+}
+
+void SimulatedExecutor::TimePipelined(GpuId gpu_id, std::int32_t index) {
+  // Ten layer groups: the run's compute starts when its first group is on the GPU, and late
+  // enough that it never waits for a group: alone on the GPU it ends max(L, E) + min(L, E) / 10
+  // after the copy starts. (In the contended world L is the copy's time at the speed it started
+  // with; a run whose compute ends before its copy is answered when the copy ends.)
+  const Execution& execution = executions_[static_cast<std::size_t>(index)];
+  const Residency& residency = gpus_[gpu_id].residents.at(execution.function);
+  const Duration exec = execution.remaining;
+  const Duration load = residency.copy_done - residency.copy_start;
+  const Duration group = load / Executor::kPipelineGroups;
+  const Duration wait_for_bytes = load - exec + exec / Executor::kPipelineGroups;
+  const TimePoint enter = residency.copy_start + std::max(group, wait_for_bytes);
+  if (enter > now_) {
+    events_.Push(enter, Event{EventType::kEnterCompute, gpu_id, execution.function,
+                              static_cast<std::uint64_t>(index)});
+    return;
   }
   EnterCompute(gpu_id, index);
 }
@@ -424,6 +501,12 @@ void SimulatedExecutor::CompleteExecution(GpuId gpu_id, std::int32_t index) {
     }
   }
   Residency& residency = gpus_[gpu_id].residents.at(function);
+  if (residency.state == ResidencyState::kRestoring) {
+    // Contended world: a pipelined run outran its copy; it ends with the copy.
+    batch.swap(execution.batch);
+    residency.ended_before_restore.push_back(index);
+    return;
+  }
   residency.batch_bytes_in_flight -= execution.batch_bytes;
   if (--residency.runs_in_flight == 0) ChangeActive(function, residency.bytes, false);
   for (RequestId id : batch) Answer(id, AnswerOutcome::kOk);
@@ -441,28 +524,10 @@ void SimulatedExecutor::Dispatch(const Event& event) {
         scheduler_->OnGpuReady(event.gpu);
       }
       return;
-    case EventType::kRestoreDone: {
-      Gpu& gpu = gpus_[event.gpu];
-      gpu.copies_in_flight -= 1;
-      Residency& residency = gpu.residents.at(event.function);
-      residency.state = ResidencyState::kResident;
-      if (options_.record_schedule) log_.residencies[residency.record].ready = now_;
-      scheduler_->OnRestoreDone(event.gpu, event.function, Status::Ok());
-      return;
-    }
-    case EventType::kEvictDone: {
-      Gpu& gpu = gpus_[event.gpu];
-      gpu.copies_in_flight -= 1;
-      auto it = gpu.residents.find(event.function);
-      const std::uint64_t bytes = it->second.bytes;
-      if (options_.record_schedule) log_.residencies[it->second.record].released = now_;
-      gpu.memory_used -= bytes;
-      gpu.residents.erase(it);
-      meter_.Reserved(now_, event.function, -static_cast<double>(bytes));
-      UnbindInstance(event.function);
-      scheduler_->OnEvictDone(event.gpu, event.function, Status::Ok());
-      return;
-    }
+    case EventType::kRestoreDone:
+      return FinishRestore(event.gpu, event.function);
+    case EventType::kEvictDone:
+      return FinishCheckpoint(event.gpu, event.function);
     case EventType::kSliceEnd:
       OnSliceEnd(event.gpu, event.value);
       return;
@@ -475,6 +540,124 @@ void SimulatedExecutor::Dispatch(const Event& event) {
     case EventType::kLatestStart:
       LatestStartPassed(event.value);
       return;
+    case EventType::kTransferStep:
+      OnTransferStep(event.gpu, static_cast<int>(event.function), event.value);
+      return;
+  }
+}
+
+void SimulatedExecutor::FinishRestore(GpuId gpu_id, FunctionId function) {
+  Gpu& gpu = gpus_[gpu_id];
+  gpu.copies_in_flight -= 1;
+  Residency& residency = gpu.residents.at(function);
+  residency.state = ResidencyState::kResident;
+  if (options_.record_schedule) log_.residencies[residency.record].ready = now_;
+  std::vector<std::int32_t> ended;
+  ended.swap(residency.ended_before_restore);
+  scheduler_->OnRestoreDone(gpu_id, function, Status::Ok());
+  for (const std::int32_t index : ended) CompleteExecution(gpu_id, index);
+}
+
+void SimulatedExecutor::FinishCheckpoint(GpuId gpu_id, FunctionId function) {
+  Gpu& gpu = gpus_[gpu_id];
+  gpu.copies_in_flight -= 1;
+  auto it = gpu.residents.find(function);
+  const std::uint64_t bytes = it->second.bytes;
+  if (options_.record_schedule) log_.residencies[it->second.record].released = now_;
+  gpu.memory_used -= bytes;
+  gpu.residents.erase(it);
+  meter_.Reserved(now_, function, -static_cast<double>(bytes));
+  UnbindInstance(function);
+  scheduler_->OnEvictDone(gpu_id, function, Status::Ok());
+}
+
+// The contended world's copies: a fluid model. Each GPU has a FIFO engine per direction; the
+// front copy waits for its instance, pays its fixed overhead, then moves bytes. Every copy moving
+// bytes on a node gets an equal share of the node's host bandwidth, at most its GPU's link; when
+// one starts or ends, the others on its node are brought up to date and re-timed (the events
+// they had pending go stale by generation).
+void SimulatedExecutor::QueueTransfer(GpuId gpu_id, int direction, Transfer transfer) {
+  CopyEngine& engine = gpus_[gpu_id].engines[direction];
+  engine.queue.push_back(transfer);
+  if (engine.queue.size() == 1) StartFront(gpu_id, direction);
+}
+
+void SimulatedExecutor::StartFront(GpuId gpu_id, int direction) {
+  Gpu& gpu = gpus_[gpu_id];
+  CopyEngine& engine = gpu.engines[direction];
+  const Transfer& front = engine.queue.front();
+  const TimePoint start = std::max(now_, front.ready_at);
+  if (direction == kToDevice) {
+    // Pipelined runs are timed on the speed the copy would have if it started moving now.
+    Residency& residency = gpu.residents.at(front.function);
+    const auto& moving = nodes_[gpu.node].moving;
+    const double rate =
+        std::min(workload_.gpu.h2d_bytes_per_second,
+                 options_.world.host_bytes_per_second / static_cast<double>(moving.size() + 1));
+    residency.copy_start = start;
+    residency.copy_done =
+        start + front.overhead + Duration(std::llround(front.bytes_left / rate * 1e9));
+    residency.copy_started = true;
+    std::vector<std::int32_t> waiting;
+    waiting.swap(residency.pipelined_waiting);
+    for (const std::int32_t index : waiting) TimePipelined(gpu_id, index);
+  }
+  events_.Push(start + front.overhead,
+               Event{EventType::kTransferStep, gpu_id, static_cast<FunctionId>(direction),
+                     ++engine.generation});
+}
+
+void SimulatedExecutor::OnTransferStep(GpuId gpu_id, int direction, std::uint64_t generation) {
+  Gpu& gpu = gpus_[gpu_id];
+  CopyEngine& engine = gpu.engines[direction];
+  if (generation != engine.generation || engine.queue.empty()) return;  // re-timed since
+  Node& node = nodes_[gpu.node];
+  CatchUpNode(gpu.node);
+  Transfer& front = engine.queue.front();
+  if (!front.moving) {
+    front.moving = true;
+    node.moving.emplace_back(gpu_id, direction);
+    PaceNode(gpu.node);
+    return;
+  }
+  // Its bytes are all moved.
+  const FunctionId function = front.function;
+  node.moving.erase(
+      std::find(node.moving.begin(), node.moving.end(), std::pair<GpuId, int>(gpu_id, direction)));
+  engine.queue.pop_front();
+  PaceNode(gpu.node);
+  if (!engine.queue.empty()) StartFront(gpu_id, direction);
+  if (direction == kToDevice) {
+    FinishRestore(gpu_id, function);
+  } else {
+    FinishCheckpoint(gpu_id, function);
+  }
+}
+
+void SimulatedExecutor::CatchUpNode(std::size_t node) {
+  for (const auto& [gpu_id, direction] : nodes_[node].moving) {
+    CopyEngine& engine = gpus_[gpu_id].engines[direction];
+    Transfer& front = engine.queue.front();
+    front.bytes_left =
+        std::max(0.0, front.bytes_left - engine.rate * ToSeconds(now_ - engine.since));
+    engine.since = now_;
+  }
+}
+
+void SimulatedExecutor::PaceNode(std::size_t node) {
+  const auto& moving = nodes_[node].moving;
+  if (moving.empty()) return;
+  const double rate =
+      std::min(workload_.gpu.h2d_bytes_per_second,
+               options_.world.host_bytes_per_second / static_cast<double>(moving.size()));
+  for (const auto& [gpu_id, direction] : moving) {
+    CopyEngine& engine = gpus_[gpu_id].engines[direction];
+    engine.rate = rate;
+    engine.since = now_;
+    const double ns = std::ceil(engine.queue.front().bytes_left / rate * 1e9);
+    events_.Push(now_ + Duration(static_cast<std::int64_t>(ns)),
+                 Event{EventType::kTransferStep, gpu_id, static_cast<FunctionId>(direction),
+                       ++engine.generation});
   }
 }
 

@@ -12,6 +12,10 @@
 //    over the link bandwidth; one device-to-host engine for checkpoints, likewise; a device copy
 //    never diverges from its host snapshot (inference runs write no model state), so an eviction
 //    hinted kDiscardIfClean always discards;
+//  - Options::world departs from that ideal (world_model.h): copies on one host node share its
+//    host-memory bandwidth (AcquireGpu places a GPU on the first node with room), restores and
+//    checkpoints take a noise factor, and functions() gives the policy profiles that are off from
+//    the truth the runs follow;
 //  - compute shared by time slicing: runs in flight take exclusive quanta in round-robin order;
 //    a quantum is never cut short by a newcomer (kernels are not preempted), a run alone on the
 //    GPU runs to completion;
@@ -29,6 +33,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "gshare/common/random.h"
 #include "gshare/common/status.h"
 #include "gshare/common/timer_queue.h"
 #include "gshare/model/compute_quantum.h"
@@ -38,6 +43,7 @@
 #include "gshare/sched/scheduler.h"
 #include "gshare/sim/schedule_log.h"
 #include "gshare/sim/workload/workload.h"
+#include "gshare/sim/world_model.h"
 
 namespace gshare {
 
@@ -57,13 +63,16 @@ class SimulatedExecutor final : public Executor {
     Duration instance_cold_start{};
     // An instance without a slice stops after this long, down to the function's min_instances.
     Duration instance_keep = std::chrono::minutes(10);
+    // How far the world departs from the ideal (world_model.h); the default is the ideal one.
+    WorldModel world{};
   };
 
   SimulatedExecutor(const Workload& workload, Options options);
 
   // The scheduler that receives events. Must be set before Run.
   void set_scheduler(Scheduler* scheduler) { scheduler_ = scheduler; }
-  // The functions of the workload, for the scheduler's context.
+  // The functions of the workload as the scheduler sees them (its context): their profiles carry
+  // the world's prior error; the runs follow the workload's own.
   const FunctionRegistry& functions() const { return functions_; }
 
   // Executor interface.
@@ -106,7 +115,9 @@ class SimulatedExecutor final : public Executor {
     kSliceEnd,
     kTimer,
     kEnterCompute,  // a pipelined run's first layer group is on the GPU
-    kLatestStart    // a request's latest start (value: its id)
+    kLatestStart,   // a request's latest start (value: its id)
+    kTransferStep   // contended world: a copy engine's front starts moving or ends (value:
+                    // generation; function: the direction)
   };
   struct Event {
     EventType type;
@@ -124,7 +135,33 @@ class SimulatedExecutor final : public Executor {
     std::uint64_t batch_bytes_in_flight = 0;
     std::size_t record = 0;  // index into log_.residencies when recording
     TimePoint copy_start{};  // the restore's copy on the host-to-device engine
-    TimePoint copy_done{};
+    TimePoint copy_done{};   // contended world: as predicted when the copy started
+    bool copy_started = false;
+    // Contended world: pipelined runs waiting for the copy to start (to time their layers), and
+    // runs whose compute ended before the restore did (answered when it ends).
+    std::vector<std::int32_t> pipelined_waiting{};
+    std::vector<std::int32_t> ended_before_restore{};
+  };
+  // Contended world: one copy on a GPU's engine, a restore (host to device) or a checkpoint.
+  struct Transfer {
+    FunctionId function = 0;
+    double bytes_left = 0;  // noise-scaled bytes still to move
+    TimePoint ready_at{};   // a restore's instance is started
+    Duration overhead{};    // fixed cost before the bytes move
+    bool moving = false;
+  };
+  // Contended world: one direction of a GPU's link, FIFO; its front is in progress.
+  struct CopyEngine {
+    std::deque<Transfer> queue;
+    double rate = 0;  // bytes per second of the front while it moves
+    TimePoint since{};
+    std::uint64_t generation = 0;  // of the front's pending kTransferStep
+  };
+  static constexpr int kToDevice = 0;
+  static constexpr int kToHost = 1;
+  struct Node {
+    int gpus = 0;                               // held GPUs placed on it
+    std::vector<std::pair<GpuId, int>> moving;  // (GPU, direction) of copies moving bytes
   };
   struct InstancePool {
     int bound = 0;
@@ -152,6 +189,8 @@ class SimulatedExecutor final : public Executor {
     TimePoint slice_start{};
     TimePoint slice_end{};
     std::uint64_t slice_generation = 0;
+    std::size_t node = 0;   // contended world
+    CopyEngine engines[2];  // contended world: kToDevice, kToHost
   };
 
   Gpu* CheckGpu(GpuId gpu, const char* call);
@@ -170,10 +209,22 @@ class SimulatedExecutor final : public Executor {
   void Answer(RequestId id, AnswerOutcome outcome);
   void LatestStartPassed(RequestId id);
   int ExpiredInstances(FunctionId function) const;
+  // The ends of a restore's and a checkpoint's copy, in either world.
+  void FinishRestore(GpuId gpu_id, FunctionId function);
+  void FinishCheckpoint(GpuId gpu_id, FunctionId function);
+  // A restore's or checkpoint's copy time times a noise draw (unchanged without restore noise).
+  Duration Noisy(Duration d);
+  // Contended world: the fluid model of the copy engines (sim_executor.cc).
+  void QueueTransfer(GpuId gpu_id, int direction, Transfer transfer);
+  void StartFront(GpuId gpu_id, int direction);
+  void OnTransferStep(GpuId gpu_id, int direction, std::uint64_t generation);
+  void CatchUpNode(std::size_t node);
+  void PaceNode(std::size_t node);
+  void TimePipelined(GpuId gpu_id, std::int32_t index);
   void UnbindInstance(FunctionId function);
 
   const Workload& workload_;
-  FunctionRegistry functions_;
+  FunctionRegistry functions_;  // as the policy sees them: with the world's prior error
   Options options_;
   Scheduler* scheduler_ = nullptr;
   TimePoint now_{};
@@ -187,6 +238,8 @@ class SimulatedExecutor final : public Executor {
   std::uint64_t completed_ = 0;  // requests answered, OK or not
   int gpus_held_ = 0;
   std::vector<InstancePool> instances_;
+  std::vector<Node> nodes_;  // contended world
+  Random restore_random_;    // restore noise
   std::uint64_t events_processed_ = 0;
   Status error_;
 

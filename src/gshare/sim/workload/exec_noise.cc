@@ -65,16 +65,20 @@ void DrawExecNoise(const ExecNoise& noise, std::uint64_t seed, Workload& workloa
   // of anything else seeded the same.
   Random random(seed ^ 0x6e6f697365ull);
   workload.exec_factors.reserve(workload.requests.size());
-  const double mu = -0.5 * noise.sigma * noise.sigma;  // mean 1
   for (std::size_t i = 0; i < workload.requests.size(); ++i) {
-    // Box-Muller from two uniforms in (0, 1].
-    const double u1 = 1.0 - random.Uniform();
-    const double u2 = random.Uniform();
-    const double z = std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
-    double factor = std::exp(mu + noise.sigma * z);
-    if (noise.straggler_p > 0 && random.Uniform() < noise.straggler_p) factor *= noise.straggler_x;
-    workload.exec_factors.push_back(static_cast<float>(factor));
+    workload.exec_factors.push_back(static_cast<float>(DrawNoiseFactor(noise, random)));
   }
+}
+
+double DrawNoiseFactor(const ExecNoise& noise, Random& random) {
+  const double mu = -0.5 * noise.sigma * noise.sigma;  // mean 1
+  // Box-Muller from two uniforms in (0, 1].
+  const double u1 = 1.0 - random.Uniform();
+  const double u2 = random.Uniform();
+  const double z = std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
+  double factor = std::exp(mu + noise.sigma * z);
+  if (noise.straggler_p > 0 && random.Uniform() < noise.straggler_p) factor *= noise.straggler_x;
+  return factor;
 }
 
 }  // namespace gshare

@@ -11,6 +11,7 @@
 #include <string>
 #include <string_view>
 
+#include "gshare/common/random.h"
 #include "gshare/common/status.h"
 #include "gshare/sim/workload/workload.h"
 
@@ -31,5 +32,8 @@ std::string FormatExecNoise(const ExecNoise& noise);
 // Draws one factor per request of `workload` (seeded: the same seed gives the same draws) into
 // workload.exec_factors; clears them when `noise` is none.
 void DrawExecNoise(const ExecNoise& noise, std::uint64_t seed, Workload& workload);
+
+// One factor of `noise` (a lognormal of mean 1, times X with probability P) from `random`.
+double DrawNoiseFactor(const ExecNoise& noise, Random& random);
 
 }  // namespace gshare

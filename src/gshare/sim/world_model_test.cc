@@ -1,0 +1,259 @@
+// The simulated world's departures from the ideal (world_model.h): each one changes what a run
+// measures, and the ideal world is what the executor did before they existed.
+#include "gshare/sim/world_model.h"
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <functional>
+
+#include "gshare/model/gpu_type.h"
+#include "gshare/sched/testing/null_scheduler.h"
+#include "gshare/sim/sim_executor.h"
+#include "gshare/sim/sim_test_util.h"
+#include "gshare/sim/simulator.h"
+#include "gshare/sim/workload/generator.h"
+#include "gshare/sim/workload/model_catalog.h"
+
+namespace gshare {
+namespace {
+
+using std::chrono::milliseconds;
+using testing::AddRequest;
+using testing::MakeFunction;
+using testing::RoundGpu;
+
+// Scripts an executor from its callbacks and records when each restore and run ended.
+class Script : public testing::NullScheduler {
+ public:
+  void OnRequest(const Request& r) override {
+    if (on_request) on_request(r);
+  }
+  void OnTimer(std::uint64_t token) override {
+    if (on_timer) on_timer(token);
+  }
+  void OnRestoreDone(GpuId g, FunctionId f, const Status& status) override {
+    EXPECT_TRUE(status.ok());
+    events.push_back(fmt::format("restored {} on {}", f, g));
+    restored_at.push_back(ToSeconds(executor->Now() - TimePoint{}));
+  }
+  void OnRunDone(GpuId g, FunctionId f, std::span<const RequestId>, const RunResult&) override {
+    events.push_back(fmt::format("ran {} on {}", f, g));
+    ran_at.push_back(ToSeconds(executor->Now() - TimePoint{}));
+  }
+
+  SimulatedExecutor* executor = nullptr;
+  std::function<void(const Request&)> on_request;
+  std::function<void(std::uint64_t)> on_timer;
+  std::vector<std::string> events;
+  std::vector<double> restored_at;
+  std::vector<double> ran_at;
+};
+
+// One function of 100 MB (GPU memory 256 MiB, 50 ms a run) on the round GPU (1 GB/s link, 1 ms
+// restore overhead): a restore alone takes 101 ms. One request at t = 0.
+Workload OneFunction() {
+  Workload w;
+  w.gpu = RoundGpu();
+  w.functions.push_back(
+      MakeFunction("a", 100'000'000, 256 * kMiB, milliseconds(50), milliseconds(500)));
+  AddRequest(w, 0, 0.0);
+  return w;
+}
+
+WorldModel Contended(int gpus_per_node, double host_bytes_per_second) {
+  WorldModel world;
+  world.gpus_per_node = gpus_per_node;
+  world.host_bytes_per_second = host_bytes_per_second;
+  return world;
+}
+
+// Restores `a` on two GPUs: the first at t = 0, the second `second_at` later.
+std::vector<double> TwoRestores(const WorldModel& world, Duration second_at) {
+  const Workload w = OneFunction();
+  SimulatedExecutor::Options options;
+  options.world = world;
+  SimulatedExecutor executor(w, options);
+  Script script;
+  script.executor = &executor;
+  std::vector<GpuId> gpus;
+  script.on_request = [&](const Request&) {
+    gpus.push_back(*executor.AcquireGpu(0, Duration::zero()));
+    gpus.push_back(*executor.AcquireGpu(0, Duration::zero()));
+    executor.Restore(gpus[0], 0, 256 * kMiB);
+    executor.SetTimer(executor.Now() + second_at, 1);
+  };
+  script.on_timer = [&](std::uint64_t) { executor.Restore(gpus[1], 0, 256 * kMiB); };
+  executor.set_scheduler(&script);
+  // The request is never run: the run ends with it unanswered, which is not this test's point.
+  EXPECT_FALSE(executor.RunToEnd(nullptr).ok());
+  return script.restored_at;
+}
+
+TEST(WorldModelTest, IdealIsTheDefaultAndFairDescribesItself) {
+  EXPECT_TRUE(WorldModel{}.ideal());
+  EXPECT_EQ(WorldModel{}.Describe(), "ideal");
+  EXPECT_FALSE(WorldModel::Fair().ideal());
+  EXPECT_EQ(WorldModel::Fair().Describe(),
+            "gpus-per-node=8,host-bandwidth=50GB/s,restore-noise=lognormal:0.1,prior-error=0.3");
+}
+
+TEST(WorldModelTest, RestoresAtOnceOnOneNodeShareItsHostBandwidth) {
+  // Host bandwidth of one link: two copies at once move at half speed each.
+  const auto shared = TwoRestores(Contended(2, 1e9), Duration::zero());
+  ASSERT_EQ(shared.size(), 2u);
+  EXPECT_NEAR(shared[0], 0.201, 1e-6);
+  EXPECT_NEAR(shared[1], 0.201, 1e-6);
+  // On nodes of one GPU each, nothing is shared.
+  const auto apart = TwoRestores(Contended(1, 1e9), Duration::zero());
+  ASSERT_EQ(apart.size(), 2u);
+  EXPECT_NEAR(apart[0], 0.101, 1e-6);
+  EXPECT_NEAR(apart[1], 0.101, 1e-6);
+  // The ideal world: each at its link's speed.
+  const auto ideal = TwoRestores(WorldModel{}, Duration::zero());
+  ASSERT_EQ(ideal.size(), 2u);
+  EXPECT_NEAR(ideal[1], 0.101, 1e-6);
+}
+
+TEST(WorldModelTest, ACopyThatStartsLaterSlowsTheOneInFlight) {
+  // The first moves alone from 1 ms; at 51 ms (50 MB moved) the second starts moving and both
+  // get 0.5 GB/s: the first's last 50 MB end at 151 ms; the second then has 50 MB left alone,
+  // done at 201 ms.
+  const auto times = TwoRestores(Contended(2, 1e9), milliseconds(50));
+  ASSERT_EQ(times.size(), 2u);
+  EXPECT_NEAR(times[0], 0.151, 1e-6);
+  EXPECT_NEAR(times[1], 0.201, 1e-6);
+}
+
+TEST(WorldModelTest, RestoreNoiseIsDrawnPerRestoreFromTheSeed) {
+  WorldModel world;
+  world.restore_noise.sigma = 0.5;
+  world.seed = 7;
+  const auto first = TwoRestores(world, Duration::zero());
+  const auto again = TwoRestores(world, Duration::zero());
+  world.seed = 8;
+  const auto other = TwoRestores(world, Duration::zero());
+  ASSERT_EQ(first.size(), 2u);
+  ASSERT_EQ(other.size(), 2u);
+  // Two GPUs: each restore is its own draw of 101 ms times a factor.
+  EXPECT_NE(first[0], 0.101);
+  EXPECT_NE(first[0], first[1]);
+  EXPECT_EQ(first, again);
+  EXPECT_NE(first, other);
+}
+
+TEST(WorldModelTest, ThePolicySeesAnOffProfileAndTheRunFollowsTheTruth) {
+  const Workload w = OneFunction();
+  SimulatedExecutor::Options options;
+  options.world.prior_error = 0.3;
+  options.world.seed = 3;
+  SimulatedExecutor executor(w, options);
+  const double seen = ToMilliseconds(executor.functions()[0].ExecLatency(1));
+  EXPECT_NE(seen, 50.0);
+  EXPECT_GE(seen, 35.0);
+  EXPECT_LE(seen, 65.0);
+  // Restores the function for the request and runs it once its slice is resident.
+  class RunOnRestore : public Script {
+   public:
+    void OnRestoreDone(GpuId g, FunctionId f, const Status& s) override {
+      Script::OnRestoreDone(g, f, s);
+      const RequestId r = 0;
+      executor->Run(g, f, std::span(&r, 1));
+    }
+  } runner;
+  runner.executor = &executor;
+  runner.on_request = [&](const Request&) {
+    executor.Restore(*executor.AcquireGpu(0, Duration::zero()), 0, 256 * kMiB);
+  };
+  executor.set_scheduler(&runner);
+  ASSERT_TRUE(executor.RunToEnd(nullptr).ok());
+  ASSERT_EQ(runner.ran_at.size(), 1u);
+  EXPECT_NEAR(runner.ran_at[0], 0.101 + 0.050, 1e-9);
+}
+
+TEST(WorldModelTest, APipelinedRunThatOutrunsItsSlowedCopyEndsAfterTheRestore) {
+  // GPU 0's copy is timed at 1 GB/s when it starts, but GPU 1's copy joins it on the node and
+  // both move at 0.5 GB/s: the pipelined run's compute ends before its copy; it is answered when
+  // the copy ends, after OnRestoreDone, as the Executor contract says.
+  Workload w = OneFunction();
+  SimulatedExecutor::Options options;
+  options.world = Contended(2, 1e9);
+  SimulatedExecutor executor(w, options);
+  Script script;
+  script.executor = &executor;
+  script.on_request = [&](const Request&) {
+    const GpuId g0 = *executor.AcquireGpu(0, Duration::zero());
+    const GpuId g1 = *executor.AcquireGpu(0, Duration::zero());
+    executor.Restore(g0, 0, 256 * kMiB);
+    const RequestId r = 0;
+    executor.RunPipelined(g0, 0, std::span(&r, 1));
+    executor.Restore(g1, 0, 256 * kMiB);
+  };
+  executor.set_scheduler(&script);
+  ASSERT_TRUE(executor.RunToEnd(nullptr).ok());
+  ASSERT_EQ(script.events.size(), 3u);
+  const auto at = [&](const std::string& event) {
+    return std::find(script.events.begin(), script.events.end(), event) - script.events.begin();
+  };
+  EXPECT_LT(at("restored 0 on 0"), at("ran 0 on 0"));
+  EXPECT_LT(at("ran 0 on 0"), 3);
+  ASSERT_EQ(script.ran_at.size(), 1u);
+  EXPECT_NEAR(script.ran_at[0], 0.201, 1e-6);
+}
+
+// The 100-function generated workload (30 s of it) under gshare: every departure from the
+// ideal changes a figure the report gives.
+class WorldOnGeneratedWorkload : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    GeneratorOptions options;
+    options.functions = 100;
+    options.duration = std::chrono::seconds(30);
+    options.seed = 1;
+    auto generated = GenerateWorkload(options);
+    ASSERT_TRUE(generated.ok()) << generated.status().ToString();
+    auto builtin = BuiltinModelCatalog();
+    ASSERT_TRUE(builtin.ok());
+    const GpuType* gpu = builtin->FindGpuType("a100-40gb");
+    ASSERT_NE(gpu, nullptr);
+    auto workload = BuildWorkload(generated->catalog, generated->trace, *gpu);
+    ASSERT_TRUE(workload.ok()) << workload.status().ToString();
+    workload_ = new Workload(std::move(workload).value());
+  }
+  static void TearDownTestSuite() {
+    delete workload_;
+    workload_ = nullptr;
+  }
+
+  static PolicyReport Run(const WorldModel& world) {
+    SimulationOptions options;
+    options.executor.world = world;
+    auto report = Simulate(*workload_, "gshare", options);
+    EXPECT_TRUE(report.ok()) << report.status().ToString();
+    return report.ok() ? std::move(report).value() : PolicyReport{};
+  }
+  static bool Differ(const PolicyReport& a, const PolicyReport& b) {
+    return a.gpu_seconds != b.gpu_seconds || a.slo_attainment != b.slo_attainment ||
+           a.latency.p99_ms != b.latency.p99_ms || a.vgpu_gib_seconds != b.vgpu_gib_seconds;
+  }
+
+  static Workload* workload_;
+};
+Workload* WorldOnGeneratedWorkload::workload_ = nullptr;
+
+TEST_F(WorldOnGeneratedWorkload, EachDepartureChangesAFigure) {
+  const PolicyReport ideal = Run(WorldModel{});
+  EXPECT_FALSE(Differ(ideal, Run(WorldModel{})));  // deterministic
+  WorldModel contention = Contended(8, 10e9);
+  EXPECT_TRUE(Differ(ideal, Run(contention)));
+  WorldModel noise;
+  noise.restore_noise.sigma = 0.1;
+  EXPECT_TRUE(Differ(ideal, Run(noise)));
+  WorldModel prior;
+  prior.prior_error = 0.3;
+  EXPECT_TRUE(Differ(ideal, Run(prior)));
+}
+
+}  // namespace
+}  // namespace gshare
