@@ -112,19 +112,20 @@ ComparePoint AggregateRuns(std::vector<std::pair<std::string, std::string>> knob
                            const std::vector<RunFigures>& runs) {
   ComparePoint point;
   point.knobs = std::move(knobs);
-  std::vector<double> attainment, gpu_seconds, cost, p99;
+  std::vector<double> attainment, gpu_seconds, cost, p99, utilisation;
   for (const RunFigures& run : runs) {
     attainment.push_back(run.slo_attainment);
     gpu_seconds.push_back(run.gpu_seconds);
     cost.push_back(run.cost_usd);
     p99.push_back(run.p99_ms);
+    utilisation.push_back(run.utilisation);
   }
   const auto mean = [](const std::vector<double>& v) {
     double sum = 0;
     for (const double x : v) sum += x;
     return v.empty() ? 0 : sum / static_cast<double>(v.size());
   };
-  point.mean = {mean(attainment), mean(gpu_seconds), mean(cost), mean(p99)};
+  point.mean = {mean(attainment), mean(gpu_seconds), mean(cost), mean(p99), mean(utilisation)};
   if (runs.size() >= 2) {
     const auto within = [](Interval i, double lo, double hi) {
       return Interval{std::clamp(i.lo, lo, hi), std::clamp(i.hi, lo, hi)};
@@ -189,6 +190,7 @@ std::string ParetoJson(const CompareSummary& summary) {
       p["gpu_seconds"] = point.mean.gpu_seconds;
       p["cost_usd"] = point.mean.cost_usd;
       p["p99_ms"] = point.mean.p99_ms;
+      p["utilisation"] = point.mean.utilisation;
       if (point.ci_slo_attainment) {
         p["ci95"] = {{"slo_attainment", IntervalJson(*point.ci_slo_attainment)},
                      {"gpu_seconds", IntervalJson(*point.ci_gpu_seconds)},
@@ -213,7 +215,8 @@ std::string ParetoJson(const CompareSummary& summary) {
 
 std::string ParetoCsv(const CompareSummary& summary) {
   const bool intervals = HasIntervals(summary);
-  std::string out = "policy,knobs,slo_attainment,gpu_seconds,cost_usd,p99_ms,pareto,chosen";
+  std::string out =
+      "policy,knobs,slo_attainment,gpu_seconds,cost_usd,p99_ms,utilisation,pareto,chosen";
   if (intervals) {
     out +=
         ",slo_attainment_lo,slo_attainment_hi,gpu_seconds_lo,gpu_seconds_hi,cost_usd_lo,"
@@ -223,9 +226,10 @@ std::string ParetoCsv(const CompareSummary& summary) {
   for (const PolicyPoints& policy : summary.policies) {
     for (std::size_t i = 0; i < policy.points.size(); ++i) {
       const ComparePoint& p = policy.points[i];
-      out += fmt::format("{},{},{:.6f},{:.3f},{:.4f},{:.4f},{},{}", policy.policy, KnobText(p, ";"),
-                         p.mean.slo_attainment, p.mean.gpu_seconds, p.mean.cost_usd, p.mean.p99_ms,
-                         p.pareto ? 1 : 0, policy.chosen == i ? 1 : 0);
+      out += fmt::format("{},{},{:.6f},{:.3f},{:.4f},{:.4f},{:.6f},{},{}", policy.policy,
+                         KnobText(p, ";"), p.mean.slo_attainment, p.mean.gpu_seconds,
+                         p.mean.cost_usd, p.mean.p99_ms, p.mean.utilisation, p.pareto ? 1 : 0,
+                         policy.chosen == i ? 1 : 0);
       if (intervals && p.ci_slo_attainment) {
         out += fmt::format(",{:.6f},{:.6f},{:.3f},{:.3f},{:.4f},{:.4f}", p.ci_slo_attainment->lo,
                            p.ci_slo_attainment->hi, p.ci_gpu_seconds->lo, p.ci_gpu_seconds->hi,
@@ -258,15 +262,16 @@ std::string ParetoTable(const CompareInfo& info, const CompareSummary& summary) 
   };
   const bool intervals = HasIntervals(summary);
   out += "\nPareto points (SLO attainment against GPU-seconds; every point is in pareto.csv):\n";
-  out += fmt::format("{:<20} {:<{}} {:>8} {:>11} {:>10} {:>9}", "policy", "knobs", knob_width,
-                     "SLO met", "GPU-s", "cost USD", "p99 ms");
+  out += fmt::format("{:<20} {:<{}} {:>8} {:>11} {:>6} {:>10} {:>9}", "policy", "knobs", knob_width,
+                     "SLO met", "GPU-s", "util", "cost USD", "p99 ms");
   if (intervals) out += fmt::format("  {:<18} {}", "SLO met 95% CI", "GPU-s 95% CI");
   out += "\n";
   for (const PolicyPoints& policy : summary.policies) {
     for (const ComparePoint* p : FrontByGpuSeconds(policy)) {
-      out += fmt::format("{:<20} {:<{}} {:>7.2f}% {:>11.1f} {:>10.2f} {:>9.2f}", policy.policy,
-                         knobs(*p), knob_width, 100 * p->mean.slo_attainment, p->mean.gpu_seconds,
-                         p->mean.cost_usd, p->mean.p99_ms);
+      out += fmt::format("{:<20} {:<{}} {:>7.2f}% {:>11.1f} {:>5.1f}% {:>10.2f} {:>9.2f}",
+                         policy.policy, knobs(*p), knob_width, 100 * p->mean.slo_attainment,
+                         p->mean.gpu_seconds, 100 * p->mean.utilisation, p->mean.cost_usd,
+                         p->mean.p99_ms);
       if (p->ci_slo_attainment) {
         out += fmt::format("  {:<18} {:.1f}-{:.1f}",
                            fmt::format("{:.2f}-{:.2f}%", 100 * p->ci_slo_attainment->lo,
@@ -279,14 +284,15 @@ std::string ParetoTable(const CompareInfo& info, const CompareSummary& summary) 
   out +=
       fmt::format("\nAt equal SLO (each policy's cheapest point with SLO attainment >= {:.2f}%):\n",
                   100 * summary.slo_target);
-  out += fmt::format("{:<20} {:<{}} {:>8} {:>11} {:>10} {:>9}\n", "policy", "knobs", knob_width,
-                     "SLO met", "GPU-s", "cost USD", "p99 ms");
+  out += fmt::format("{:<20} {:<{}} {:>8} {:>11} {:>6} {:>10} {:>9}\n", "policy", "knobs",
+                     knob_width, "SLO met", "GPU-s", "util", "cost USD", "p99 ms");
   for (const PolicyPoints& policy : summary.policies) {
     if (policy.chosen) {
       const ComparePoint& p = policy.points[*policy.chosen];
-      out += fmt::format("{:<20} {:<{}} {:>7.2f}% {:>11.1f} {:>10.2f} {:>9.2f}\n", policy.policy,
-                         knobs(p), knob_width, 100 * p.mean.slo_attainment, p.mean.gpu_seconds,
-                         p.mean.cost_usd, p.mean.p99_ms);
+      out +=
+          fmt::format("{:<20} {:<{}} {:>7.2f}% {:>11.1f} {:>5.1f}% {:>10.2f} {:>9.2f}\n",
+                      policy.policy, knobs(p), knob_width, 100 * p.mean.slo_attainment,
+                      p.mean.gpu_seconds, 100 * p.mean.utilisation, p.mean.cost_usd, p.mean.p99_ms);
       continue;
     }
     double best = 0;

@@ -6,6 +6,7 @@
 //   {"slo_target": float,
 //    "policies": {"<name>": [{"knobs": {"<knob>": str}, "slo_attainment": float,
 //                             "gpu_seconds": float, "cost_usd": float, "p99_ms": float,
+//                             "utilisation": float,
 //                             "ci95": {"slo_attainment": [lo, hi], "gpu_seconds": [lo, hi],
 //                                      "cost_usd": [lo, hi]}}]},     (ci95 only with 2+ seeds)
 //    "at_equal_slo": {"slo": float, "gpu_seconds": {"<name>": float|null},
@@ -30,6 +31,7 @@ struct RunFigures {
   double gpu_seconds = 0;
   double cost_usd = 0;
   double p99_ms = 0;
+  double utilisation = 0;  // the trace's compute GPU-seconds / gpu_seconds
 };
 
 struct Interval {

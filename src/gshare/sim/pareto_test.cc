@@ -117,7 +117,8 @@ TEST(ParetoTest, JsonFollowsTheContract) {
   EXPECT_DOUBLE_EQ(points[1]["cost_usd"].get<double>(), 2.0);
   EXPECT_DOUBLE_EQ(points[1]["p99_ms"].get<double>(), 10);
   EXPECT_FALSE(points[1].contains("ci95"));  // one seed: no interval
-  EXPECT_EQ(points[1].size(), 5u);
+  EXPECT_DOUBLE_EQ(points[1]["utilisation"].get<double>(), 0);
+  EXPECT_EQ(points[1].size(), 6u);
 
   const auto& at = doc["at_equal_slo"];
   EXPECT_DOUBLE_EQ(at["slo"].get<double>(), 0.99);
@@ -137,11 +138,13 @@ TEST(ParetoTest, JsonFollowsTheContract) {
 TEST(ParetoTest, CsvAndTableMarkTheChosenPoint) {
   const CompareSummary summary = TwoPolicies(false);
   EXPECT_EQ(ParetoCsv(summary),
-            "policy,knobs,slo_attainment,gpu_seconds,cost_usd,p99_ms,pareto,chosen\n"
-            "keepalive,keep_alive=1m;concurrency_target=0.5,0.900000,100.000,1.0000,10.0000,1,0\n"
-            "keepalive,keep_alive=15m;concurrency_target=0.5,0.950000,200.000,2.0000,10.0000,1,0\n"
-            "gshare,safety_margin=0.2,0.992000,60.000,0.6000,10.0000,1,1\n"
-            "gshare,safety_margin=0.8,0.999000,90.000,0.9000,10.0000,1,0\n");
+            "policy,knobs,slo_attainment,gpu_seconds,cost_usd,p99_ms,utilisation,pareto,chosen\n"
+            "keepalive,keep_alive=1m;concurrency_target=0.5,0.900000,100.000,1.0000,10.0000,0."
+            "000000,1,0\n"
+            "keepalive,keep_alive=15m;concurrency_target=0.5,0.950000,200.000,2.0000,10.0000,0."
+            "000000,1,0\n"
+            "gshare,safety_margin=0.2,0.992000,60.000,0.6000,10.0000,0.000000,1,1\n"
+            "gshare,safety_margin=0.8,0.999000,90.000,0.9000,10.0000,0.000000,1,0\n");
   CompareInfo info;
   info.trace_path = "t.csv";
   info.trace_format = "invocations";

@@ -47,6 +47,9 @@ struct PolicyReport {
   double vgpu_gib_seconds = 0;  // GPU memory reserved by functions x seconds (GiB-s)
   std::uint64_t swaps = 0;      // restores of a model onto a GPU (cold loads included)
   std::uint64_t swap_bytes = 0;
+  // The trace's own compute in the window (ComputeGpuSeconds): no policy can change it.
+  double compute_gpu_seconds = 0;
+  double utilisation = 0;     // compute_gpu_seconds / gpu_seconds (0 without GPU time)
   double cost_usd = 0;        // gpu_seconds x the GPU type's hourly price / 3600
   double serverless_usd = 0;  // the tenants' bill at serverless GB-second prices
   std::uint64_t events = 0;   // simulated events (arrivals, completions, timers, ...)

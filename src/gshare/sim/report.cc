@@ -94,6 +94,8 @@ std::string SummaryJson(const RunInfo& info, const Workload& workload,
     p["swaps"] = r.swaps;
     p["swap_bytes"] = r.swap_bytes;
     p["cost_usd"] = r.cost_usd;
+    p["compute_gpu_seconds"] = r.compute_gpu_seconds;
+    p["utilisation"] = r.utilisation;
     p["serverless_usd"] = r.serverless_usd;
     p["accounting_start_seconds"] = r.accounting_start_seconds;
     p["horizon_seconds"] = r.horizon_seconds;
@@ -112,17 +114,16 @@ std::string SummaryTable(const RunInfo& info, const Workload& workload,
                   workload.functions.size(), TraceSpanSeconds(workload), info.gpu_type);
   out += fmt::format("world {}\n", info.world);
   out += fmt::format(
-      "{:<20} {:>9} {:>8} {:>9} {:>9} {:>9} {:>11} {:>8} {:>5} {:>12} {:>9} {:>10} {:>10}\n",
-      "policy", "requests", "SLO", "p50 ms", "p95 ms", "p99 ms", "GPU-s", "avg GPU", "peak",
+      "{:<20} {:>9} {:>8} {:>9} {:>9} {:>9} {:>11} {:>6} {:>8} {:>5} {:>12} {:>9} {:>10} {:>10}\n",
+      "policy", "requests", "SLO", "p50 ms", "p95 ms", "p99 ms", "GPU-s", "util", "avg GPU", "peak",
       "vGPU GiB-s", "swaps", "cost USD", "bill USD");
   for (const PolicyReport& r : reports) {
     out += fmt::format(
-        "{:<20} {:>9} {:>7.2f}% {:>9.2f} {:>9.2f} {:>9.2f} {:>11.1f} {:>8.2f} {:>5} {:>12.1f} "
-        "{:>9} "
-        "{:>10.2f} {:>10.2f}\n",
+        "{:<20} {:>9} {:>7.2f}% {:>9.2f} {:>9.2f} {:>9.2f} {:>11.1f} {:>5.1f}% {:>8.2f} {:>5} "
+        "{:>12.1f} {:>9} {:>10.2f} {:>10.2f}\n",
         r.policy, r.requests, 100.0 * r.slo_attainment, r.latency.p50_ms, r.latency.p95_ms,
-        r.latency.p99_ms, r.gpu_seconds, r.avg_gpus, r.peak_gpus, r.vgpu_gib_seconds, r.swaps,
-        r.cost_usd, r.serverless_usd);
+        r.latency.p99_ms, r.gpu_seconds, 100.0 * r.utilisation, r.avg_gpus, r.peak_gpus,
+        r.vgpu_gib_seconds, r.swaps, r.cost_usd, r.serverless_usd);
   }
   // Requests cancelled before they started (their latest start passed): misses that never ran.
   std::string never_ran;
@@ -149,16 +150,18 @@ Status WriteReports(const std::string& dir, const RunInfo& info, const Workload&
 
   std::string policies_csv =
       "policy,requests,slo_attainment,p50_ms,p95_ms,p99_ms,gpu_seconds,avg_gpus,peak_gpus,"
-      "vgpu_gib_seconds,swaps,swap_bytes,cost_usd,serverless_usd\n";
+      "vgpu_gib_seconds,swaps,swap_bytes,cost_usd,serverless_usd,compute_gpu_seconds,"
+      "utilisation\n";
   std::string functions_csv =
       "policy,function,tenant,requests,slo_ms,slo_attainment,p50_ms,p99_ms,swaps,swap_bytes,"
       "vgpu_gib_seconds,active_gib_seconds,serverless_usd\n";
   for (const PolicyReport& r : reports) {
     policies_csv += fmt::format(
-        "{},{},{:.6f},{:.4f},{:.4f},{:.4f},{:.3f},{:.4f},{},{:.3f},{},{},{:.4f},{:.4f}\n", r.policy,
-        r.requests, r.slo_attainment, r.latency.p50_ms, r.latency.p95_ms, r.latency.p99_ms,
-        r.gpu_seconds, r.avg_gpus, r.peak_gpus, r.vgpu_gib_seconds, r.swaps, r.swap_bytes,
-        r.cost_usd, r.serverless_usd);
+        "{},{},{:.6f},{:.4f},{:.4f},{:.4f},{:.3f},{:.4f},{},{:.3f},{},{},{:.4f},{:.4f},{:.3f},"
+        "{:.6f}\n",
+        r.policy, r.requests, r.slo_attainment, r.latency.p50_ms, r.latency.p95_ms,
+        r.latency.p99_ms, r.gpu_seconds, r.avg_gpus, r.peak_gpus, r.vgpu_gib_seconds, r.swaps,
+        r.swap_bytes, r.cost_usd, r.serverless_usd, r.compute_gpu_seconds, r.utilisation);
     for (const FunctionReport& f : r.functions) {
       functions_csv +=
           fmt::format("{},{},{},{},{:.4f},{:.6f},{:.4f},{:.4f},{},{},{:.3f},{:.3f},{:.6f}\n",

@@ -41,6 +41,29 @@ double Percentile(const std::vector<float>& sorted, double p) {
   return sorted[index];
 }
 
+double ComputeGpuSeconds(const Workload& workload, TimePoint start) {
+  std::vector<double> best(workload.functions.size(), 0);
+  for (std::size_t f = 0; f < workload.functions.size(); ++f) {
+    const ResolvedFunction& spec = workload.functions[f];
+    best[f] = ToSeconds(spec.ExecLatency(1));
+    for (int b = 2; b <= spec.max_batch; ++b) {
+      best[f] = std::min(best[f], ToSeconds(spec.ExecLatency(b)) / b);
+    }
+  }
+  double total = 0;
+  for (const Request& r : workload.requests) {
+    if (r.arrival < start) continue;
+    double seconds = best[r.function];
+    if (!workload.exec_times.empty() && workload.exec_times[r.id] > Duration::zero()) {
+      seconds *= static_cast<double>(workload.exec_times[r.id].count()) /
+                 static_cast<double>(workload.functions[r.function].ExecLatency(1).count());
+    }
+    if (!workload.exec_factors.empty()) seconds *= workload.exec_factors[r.id];
+    total += seconds;
+  }
+  return total;
+}
+
 PolicyReport MakePolicyReport(std::string policy, const Meter& meter, MeterTotals totals,
                               std::span<const ResolvedFunction> functions, const GpuType& gpu,
                               TimePoint start, std::uint64_t events) {
@@ -127,6 +150,8 @@ Result<PolicyReport> Simulate(const Workload& workload, std::string_view policy,
   PolicyReport report =
       MakePolicyReport(std::string(scheduler->name()), executor.meter(), executor.totals(),
                        workload.functions, workload.gpu, start, executor.events_processed());
+  report.compute_gpu_seconds = ComputeGpuSeconds(workload, start);
+  report.utilisation = report.gpu_seconds > 0 ? report.compute_gpu_seconds / report.gpu_seconds : 0;
   report.schedule = executor.schedule_log();
   report.decision_ns = executor.decision_ns();
   return report;

@@ -33,6 +33,13 @@ PolicyReport MakePolicyReport(std::string policy, const Meter& meter, MeterTotal
                               std::span<const ResolvedFunction> functions, const GpuType& gpu,
                               TimePoint start, std::uint64_t events);
 
+// The trace's compute in GPU-seconds: the sum over the requests that arrive at or after `start`
+// of their function's execution time at its most efficient batch size b divided by b (the least
+// GPU time a request can cost, so no policy can raise it by batching worse), scaled as the
+// executor scales a run by the trace's duration and the execution noise of the request.
+// Utilisation is this over a policy's GPU-seconds.
+double ComputeGpuSeconds(const Workload& workload, TimePoint start);
+
 // Nearest-rank percentile (0 < p <= 100) of sorted values; 0 when empty.
 double Percentile(const std::vector<float>& sorted, double p);
 

@@ -97,3 +97,41 @@ TEST(PercentileTest, NearestRank) {
 
 }  // namespace
 }  // namespace gshare
+
+namespace gshare {
+namespace {
+
+TEST(ComputeGpuSecondsTest, EachRequestCostsItsFunctionsMostEfficientBatchShare) {
+  Workload w;
+  w.gpu = testing::RoundGpu();
+  ResolvedFunction f =
+      testing::MakeFunction("f", 1'000'000, 128 * kMiB, milliseconds(10), milliseconds(100), 4);
+  // Batches of 1..4 take 10, 16, 18 and 40 ms: per request 10, 8, 6 and 10 ms; 6 ms is the best.
+  f.exec_by_batch = {milliseconds(10), milliseconds(16), milliseconds(18), milliseconds(40)};
+  w.functions.push_back(f);
+  for (double t : {0.5, 1.0, 2.0, 3.0}) testing::AddRequest(w, 0, t);
+  EXPECT_NEAR(ComputeGpuSeconds(w, TimePoint{}), 4 * 0.006, 1e-12);
+  // The window leaves out what arrived before its start.
+  EXPECT_NEAR(ComputeGpuSeconds(w, AtSeconds(1.0)), 3 * 0.006, 1e-12);
+  // The trace's durations and the execution noise scale a request as they scale its runs.
+  w.exec_times = {milliseconds(20), Duration::zero(), Duration::zero(), Duration::zero()};
+  w.exec_factors = {1.0f, 0.5f, 1.0f, 1.0f};
+  EXPECT_NEAR(ComputeGpuSeconds(w, TimePoint{}), 0.012 + 0.003 + 0.006 + 0.006, 1e-9);
+}
+
+TEST(ComputeGpuSecondsTest, TheReportsUtilisationIsItOverTheGpuSeconds) {
+  Workload w;
+  w.gpu = testing::RoundGpu();
+  w.functions.push_back(
+      testing::MakeFunction("f", 1'000'000, 128 * kMiB, milliseconds(10), milliseconds(500)));
+  for (int i = 0; i < 20; ++i) testing::AddRequest(w, 0, 0.1 * i);
+  auto report = Simulate(w, "gshare", SimulationOptions{});
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  EXPECT_NEAR(report->compute_gpu_seconds, 20 * 0.010, 1e-12);
+  ASSERT_GT(report->gpu_seconds, 0);
+  EXPECT_DOUBLE_EQ(report->utilisation, report->compute_gpu_seconds / report->gpu_seconds);
+  EXPECT_LT(report->utilisation, 1.0);
+}
+
+}  // namespace
+}  // namespace gshare

@@ -37,7 +37,7 @@ Result<std::vector<RunFigures>> RunSweep(const Workload& workload,
       auto report = Simulate(workload, point.policy, sim);
       if (report.ok()) {
         figures[i] = {report->slo_attainment, report->gpu_seconds, report->cost_usd,
-                      report->latency.p99_ms};
+                      report->latency.p99_ms, report->utilisation};
       } else {
         status = report.status();
       }
