@@ -136,12 +136,16 @@ bool KeepAlivePolicy::ScaleOut(FunctionId function) {
     Starve(function);  // an instance is still bound (copying its state back)
     return false;
   }
-  auto gpu = AcquireFirstAvailable(*context_.executor, options_.instance_start,
-                                   spec.MemoryForBatch(spec.max_batch));
-  if (!gpu.ok() && greedy_dual_ && EvictForGpu(function)) {
-    gpu = AcquireFirstAvailable(*context_.executor, options_.instance_start,
-                                spec.MemoryForBatch(spec.max_batch));
-  }
+  const auto acquire = [&]() -> Result<GpuId> {
+    if (AtCapacity()) {
+      return ResourceExhausted(
+          fmt::format("faascache holds the {} GPUs of its capacity", Capacity()));
+    }
+    return AcquireFirstAvailable(*context_.executor, options_.instance_start,
+                                 spec.MemoryForBatch(spec.max_batch));
+  };
+  auto gpu = acquire();
+  if (!gpu.ok() && greedy_dual_ && EvictForGpu(function)) gpu = acquire();
   if (!gpu.ok()) {
     if (state.ready + state.starting == 0 && instance_of_gpu_.empty()) {
       // No instance anywhere will give a GPU back: nothing to wait for.
@@ -158,6 +162,16 @@ bool KeepAlivePolicy::ScaleOut(FunctionId function) {
   state.starting_ready.push_back(context_.executor->Now() + ColdStart(function));
   if (options_.instance_start <= Duration::zero()) OnGpuReady(*gpu);
   return true;
+}
+
+std::size_t KeepAlivePolicy::Capacity() const {
+  const double gpus =
+      std::ceil(options_.gpus_per_function * static_cast<double>(context_.functions->held()));
+  return std::max<std::size_t>(1, static_cast<std::size_t>(gpus));
+}
+
+bool KeepAlivePolicy::AtCapacity() const {
+  return greedy_dual_ && options_.gpus_per_function > 0 && instance_of_gpu_.size() >= Capacity();
 }
 
 bool KeepAlivePolicy::EvictForGpu(FunctionId function) {

@@ -25,7 +25,8 @@
 // function with the lowest GreedyDual priority gives its GPU up: priority = clock + frequency x
 // cost / size, with frequency the function's requests so far, cost its cold start (seconds) and
 // size its GPU memory (GiB); the clock rises to each evicted priority. Without a cap nothing is
-// evicted and faascache behaves as keepalive.
+// evicted and faascache behaves as keepalive; PolicyOptions::gpus_per_function gives it a capacity
+// of its own (a GPU beyond it counts as refused), which `gshare compare` sweeps.
 //
 // Failures: a refused GPU leaves the requests queued, and scaling out is tried again when another
 // instance gives its GPU back; with no instance at all and none to be had, the queue is answered
@@ -108,6 +109,9 @@ class KeepAlivePolicy final : public Scheduler {
   bool ScaleOut(FunctionId function);
   // faascache: gives up the GPU of the idle instance (not of `function`) with the lowest
   // priority; false when there is none.
+  // faascache: whether its instances hold all the GPUs its capacity allows, and that capacity.
+  bool AtCapacity() const;
+  std::size_t Capacity() const;
   bool EvictForGpu(FunctionId function);
   void SampleConcurrency(FunctionId function);
   void RemoveIdle(std::uint32_t instance);

@@ -178,6 +178,34 @@ TEST(FaasCachePolicyTest, EvictsTheLowestPriorityIdleInstanceUnderACap) {
   EXPECT_GT(plain->latency.max_ms, 7000.0);
 }
 
+TEST(FaasCachePolicyTest, ItsOwnCapacityEvictsWithoutAClusterCap) {
+  // The same calls with no cluster cap: a capacity of 2/3 GPU per function (2 GPUs for 3
+  // functions) gives the same schedule as the cap of 2 above; without a capacity faascache is
+  // keepalive.
+  Workload w;
+  w.gpu = RoundGpu();
+  for (const char* name : {"a", "b", "c"}) {
+    w.functions.push_back(MakeFunction(name, 100'000'000, kGiB, milliseconds(10), seconds(3)));
+  }
+  for (int i = 0; i < 5; ++i) AddRequest(w, 0, 0.2 * i);
+  AddRequest(w, 1, 0.1);
+  AddRequest(w, 2, 5.0);
+  SimulationOptions options = HandOptions();
+  options.policy.gpus_per_function = 2.0 / 3.0;
+  auto cache = Simulate(w, "faascache", options);
+  ASSERT_TRUE(cache.ok()) << cache.status().ToString();
+  EXPECT_DOUBLE_EQ(cache->slo_attainment, 1.0);
+  EXPECT_NEAR(cache->latency.max_ms, 1111.0, 1e-3);
+  EXPECT_EQ(cache->peak_gpus, 2);
+  options.policy.gpus_per_function = 0;
+  auto uncapped = Simulate(w, "faascache", options);
+  ASSERT_TRUE(uncapped.ok()) << uncapped.status().ToString();
+  EXPECT_EQ(uncapped->peak_gpus, 3);  // c gets a third GPU at once
+  auto plain = Simulate(w, "keepalive", options);
+  ASSERT_TRUE(plain.ok()) << plain.status().ToString();
+  EXPECT_EQ(uncapped->gpu_seconds, plain->gpu_seconds);
+}
+
 TEST(FaaSwapPolicyTest, MatchesTheHandComputedSchedule) {
   const Workload w = HandWorkload();
   auto report = Simulate(w, "faaswap", HandOptions());

@@ -33,6 +33,11 @@ struct PolicyOptions {
   // optimality-gap study gives the online policy exactly the exact solver's GPUs). A cluster cap
   // that every policy obeys is the executor's (gshare sim --max-gpus).
   int max_gpus = 0;
+  // faascache: the capacity of its cache, the most GPUs its instances hold at once, as GPUs per
+  // function deployed (rounded up, at least one GPU); beyond it the GreedyDual victim gives its
+  // GPU up. 0: no capacity of its own, so only a refused GPU (a cluster cap, gshare sim
+  // --max-gpus) makes it evict, and it behaves as keepalive. `gshare compare` sweeps it.
+  double gpus_per_function = 0;
   // Time from asking for a new GPU (a function instance, a pool GPU) until it can take a restore:
   // VM or container start plus CUDA context creation. Not counting the model load, which the
   // simulator charges as a restore over the link.

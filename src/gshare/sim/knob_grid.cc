@@ -12,8 +12,9 @@
 namespace gshare {
 namespace {
 
-constexpr Knob kAllKnobs[] = {Knob::kKeepAlive, Knob::kConcurrencyTarget, Knob::kPoolIdle,
-                              Knob::kProxyOverhead, Knob::kSafetyMargin};
+constexpr Knob kAllKnobs[] = {Knob::kKeepAlive,    Knob::kConcurrencyTarget,
+                              Knob::kPoolIdle,     Knob::kProxyOverhead,
+                              Knob::kSafetyMargin, Knob::kGpusPerFunction};
 
 bool IsDurationKnob(Knob knob) { return knob == Knob::kKeepAlive || knob == Knob::kPoolIdle; }
 
@@ -26,6 +27,8 @@ std::pair<double, double> Bounds(Knob knob) {
       return {0, 100};
     case Knob::kSafetyMargin:
       return {0, 10};
+    case Knob::kGpusPerFunction:
+      return {0, 1000};
     case Knob::kKeepAlive:
     case Knob::kPoolIdle:
       break;
@@ -101,6 +104,8 @@ std::string_view KnobName(Knob knob) {
       return "proxy_overhead";
     case Knob::kSafetyMargin:
       return "safety_margin";
+    case Knob::kGpusPerFunction:
+      return "gpus_per_function";
   }
   return "?";
 }
@@ -108,7 +113,12 @@ std::string_view KnobName(Knob knob) {
 PolicyGrid DefaultGrid(std::string_view policy) {
   PolicyGrid grid;
   grid.policy = std::string(policy);
-  if (policy == "keepalive" || policy == "faascache") {
+  if (policy == "faascache") {
+    // GreedyDual keep-alive under its cache's capacity; without one it is keepalive.
+    grid.axes = {{Knob::kKeepAlive, {"10s", "1m", "15m"}},
+                 {Knob::kConcurrencyTarget, {"1.0", "4.0"}},
+                 {Knob::kGpusPerFunction, {"1", "2", "4", "8"}}};
+  } else if (policy == "keepalive") {
     // Targets above 1 let an instance's queue grow past one batch before another starts: the
     // cheap end of the curve, where attainment falls.
     grid.axes = {{Knob::kKeepAlive, {"10s", "1m", "5m", "15m"}},
@@ -166,6 +176,9 @@ Status SetKnob(Knob knob, std::string_view text, PolicyOptions& options) {
       break;
     case Knob::kSafetyMargin:
       options.gshare.safety_margin = std::get<double>(*parsed);
+      break;
+    case Knob::kGpusPerFunction:
+      options.gpus_per_function = std::get<double>(*parsed);
       break;
   }
   return Status::Ok();

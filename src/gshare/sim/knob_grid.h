@@ -2,7 +2,10 @@
 // values, and how a `--knob POLICY.KNOB=V1,V2,...` flag replaces a knob's values.
 //
 // Default grids (values as a user types them; the first knob is the outer loop):
-//   keepalive, faascache       keep_alive {10s, 1m, 5m, 15m} x concurrency_target {0.7, 1, 2, 4}
+//   keepalive                  keep_alive {10s, 1m, 5m, 15m} x concurrency_target {0.7, 1, 2, 4}
+//   faascache                  keep_alive {10s, 1m, 15m} x concurrency_target {1, 4}
+//                              x gpus_per_function {1, 2, 4, 8} (its cache's capacity: without
+//                              one it is keepalive)
 //   faaswap                    pool_idle {5s, 10s, 1m} x proxy_overhead {0, 0.2, 0.4}
 //   gshare and its variants    safety_margin {0.2, 0.4, 0.8} x pool_idle {5s, 10s, 1m}
 //   (fifo and the gshare-no-* and gshare-adaptive-margin variants: the same algorithm, so the same
@@ -24,7 +27,14 @@
 
 namespace gshare {
 
-enum class Knob { kKeepAlive, kConcurrencyTarget, kPoolIdle, kProxyOverhead, kSafetyMargin };
+enum class Knob {
+  kKeepAlive,
+  kConcurrencyTarget,
+  kPoolIdle,
+  kProxyOverhead,
+  kSafetyMargin,
+  kGpusPerFunction
+};
 
 // The PolicyOptions field each knob sets:
 //   keep_alive          keep_alive                 a duration ("15m")
@@ -32,6 +42,7 @@ enum class Knob { kKeepAlive, kConcurrencyTarget, kPoolIdle, kProxyOverhead, kSa
 //   pool_idle           pool_idle                  a duration
 //   proxy_overhead      proxy_overhead_fraction    a number in [0, 100]
 //   safety_margin       gshare.safety_margin       a number in [0, 10]
+//   gpus_per_function   gpus_per_function          a number in [0, 1000] (faascache)
 // (the bounds of the matching `gshare sim` flags).
 std::string_view KnobName(Knob knob);
 

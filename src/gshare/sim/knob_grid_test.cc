@@ -21,7 +21,7 @@ TEST(KnobGridTest, DefaultGridsSweepEachPolicysOwnKnobs) {
   EXPECT_EQ(settings[0], first);
   EXPECT_EQ(settings[1], second);
   EXPECT_EQ(settings[15], last);
-  EXPECT_EQ(GridSettings(DefaultGrid("faascache")).size(), 16u);
+  EXPECT_EQ(GridSettings(DefaultGrid("faascache")).size(), 24u);
   EXPECT_EQ(GridSettings(DefaultGrid("faaswap")).size(), 9u);
   EXPECT_EQ(GridSettings(DefaultGrid("gshare")).size(), 9u);
   // The variants of gshare run its algorithm: the same knobs.
@@ -34,7 +34,10 @@ TEST(KnobGridTest, DefaultGridsSweepEachPolicysOwnKnobs) {
   const auto none = GridSettings(DefaultGrid("other"));
   ASSERT_EQ(none.size(), 1u);
   EXPECT_TRUE(none[0].empty());
-  EXPECT_EQ(KnobsOf("other").size(), 5u);
+  EXPECT_EQ(KnobsOf("other").size(), 6u);
+  // faascache sweeps its cache's capacity, without which it is keepalive.
+  EXPECT_EQ(KnobsOf("faascache"), (std::vector<Knob>{Knob::kKeepAlive, Knob::kConcurrencyTarget,
+                                                     Knob::kGpusPerFunction}));
 }
 
 TEST(KnobGridTest, SettingsSetTheirPolicyOptions) {
@@ -43,9 +46,11 @@ TEST(KnobGridTest, SettingsSetTheirPolicyOptions) {
                             {Knob::kConcurrencyTarget, "1.0"},
                             {Knob::kPoolIdle, "10s"},
                             {Knob::kProxyOverhead, "0.2"},
-                            {Knob::kSafetyMargin, "0.8"}},
+                            {Knob::kSafetyMargin, "0.8"},
+                            {Knob::kGpusPerFunction, "2.5"}},
                            options)
                   .ok());
+  EXPECT_DOUBLE_EQ(options.gpus_per_function, 2.5);
   EXPECT_EQ(options.keep_alive, minutes(5));
   EXPECT_DOUBLE_EQ(options.concurrency_target, 1.0);
   EXPECT_EQ(options.pool_idle, seconds(10));
@@ -58,6 +63,7 @@ TEST(KnobGridTest, SettingsSetTheirPolicyOptions) {
                                                  {Knob::kConcurrencyTarget, "0.01"},
                                                  {Knob::kProxyOverhead, "nan"},
                                                  {Knob::kSafetyMargin, "inf"},
+                                                 {Knob::kGpusPerFunction, "-1"},
                                                  {Knob::kSafetyMargin, "0.4x"},
                                                  {Knob::kSafetyMargin, ""}}) {
     const Status s = SetKnob(knob, bad, options);
