@@ -22,9 +22,10 @@ void AddTraceSourceOptions(CLI::App* cmd, TraceSource& source, std::vector<std::
       "--function", source.function,
       "azure-llm: the catalog function the arrivals belong to (default: the first)");
   cmd->add_option("--generate", source.generate,
-                  "Instead of --catalog and --trace: functions=N,duration=D[,slo-factor=F], the "
-                  "workload `gshare workload --functions N --duration D --slo-factor F --seed S` "
-                  "writes, generated for each seed S")
+                  "Instead of --catalog and --trace: functions=N,duration=D[,slo-factor=F]"
+                  "[,regime=R][,batching=off], the workload `gshare workload --functions N "
+                  "--duration D --slo-factor F --regime R [--no-batching] --seed S` writes, "
+                  "generated for each seed S")
       ->excludes(catalog)
       ->excludes(trace)
       ->excludes(format)
@@ -107,6 +108,8 @@ Result<GeneratorOptions> ParseGenerateSpec(std::string_view spec) {
   bool functions = false;
   bool duration = false;
   bool slo_factor = false;
+  bool regime = false;
+  bool batching = false;
   while (!spec.empty()) {
     const std::size_t comma = spec.find(',');
     const std::string_view item = spec.substr(0, comma);
@@ -118,7 +121,8 @@ Result<GeneratorOptions> ParseGenerateSpec(std::string_view spec) {
     const std::string_view key = item.substr(0, eq);
     const std::string value(item.substr(eq + 1));
     if ((key == "functions" && functions) || (key == "duration" && duration) ||
-        (key == "slo-factor" && slo_factor)) {
+        (key == "slo-factor" && slo_factor) || (key == "regime" && regime) ||
+        (key == "batching" && batching)) {
       return InvalidArgument(fmt::format("'{}' is given twice", key));
     }
     if (key == "functions") {
@@ -149,13 +153,25 @@ Result<GeneratorOptions> ParseGenerateSpec(std::string_view spec) {
       }
       options.slo_factor = f;
       slo_factor = true;
+    } else if (key == "regime") {
+      auto parsed = ParseWorkloadRegime(value);
+      if (!parsed.ok()) return parsed.status().WithContext("regime");
+      options.regime = *parsed;
+      regime = true;
+    } else if (key == "batching") {
+      if (value != "on" && value != "off") {
+        return InvalidArgument(fmt::format("batching: '{}' is neither on nor off", value));
+      }
+      options.batching = value == "on";
+      batching = true;
     } else {
-      return InvalidArgument(
-          fmt::format("unknown key '{}' (known: functions, duration, slo-factor)", key));
+      return InvalidArgument(fmt::format(
+          "unknown key '{}' (known: functions, duration, slo-factor, regime, batching)", key));
     }
   }
   if (!functions || !duration) {
-    return InvalidArgument("expected functions=N,duration=D[,slo-factor=F]");
+    return InvalidArgument(
+        "expected functions=N,duration=D[,slo-factor=F][,regime=compute|memory][,batching=on|off]");
   }
   return options;
 }

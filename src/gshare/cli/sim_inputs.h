@@ -26,7 +26,8 @@ struct TraceSource {
   std::string trace_format = "invocations";  // a TraceFormatName
   std::string function;                      // azure-llm: the arrivals' function ("": the first)
   std::string gpu_type = "a100-40gb";        // the type of every GPU
-  // Instead of catalog and trace: "functions=N,duration=D[,slo-factor=F]", a workload that
+  // Instead of catalog and trace: "functions=N,duration=D[,slo-factor=F][,regime=R]
+  // [,batching=on|off]", a workload that
   // `gshare workload` would write, generated anew for each seed.
   std::string generate;
 };

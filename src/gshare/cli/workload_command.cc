@@ -26,6 +26,8 @@ struct WorkloadFlags {
   double start_hour = 6;
   std::uint64_t target_invocations = 0;
   double slo_factor = 0;
+  std::string regime = "compute";
+  bool no_batching = false;
   bool quiet = false;
   std::string catalog;  // a trace over this catalog's functions instead of generated ones
   double rps = 0;       // with --catalog: the mean total request rate; 0: the default
@@ -82,6 +84,10 @@ int RunWorkload(const WorkloadFlags& flags) {
   options.tenants = flags.tenants;
   options.target_invocations = flags.target_invocations;
   options.slo_factor = flags.slo_factor;
+  auto regime = ParseWorkloadRegime(flags.regime);
+  if (!regime.ok()) return Fail(regime.status().WithContext("--regime"));
+  options.regime = *regime;
+  options.batching = !flags.no_batching;
   if (!flags.quiet) {
     options.progress = [](int done, int total) {
       std::fprintf(stderr, "\rgenerating arrivals: %d/%d functions", done, total);
@@ -107,14 +113,22 @@ int RunWorkload(const WorkloadFlags& flags) {
       static_cast<std::size_t>(options.tenants > 0 ? options.tenants
                                                    : std::max(1, options.functions / 10)),
       flags.out.c_str(), workload->trace.invocations.size(), static_cast<long long>(invoked));
-  std::printf(
-      "mean rates: %.1f%% of functions <= 1/hour, %.1f%% <= 1/minute (targets 45%%, 81%%)%s\n",
-      100 * FractionAtMost(rates, 1.0 / 3600), 100 * FractionAtMost(rates, 1.0 / 60),
-      workload->rate_scale != 1
-          ? fmt::format("; rates scaled by {:.4g}", workload->rate_scale).c_str()
-          : "");
-  std::printf("model sizes: %.1f%% of functions < 1 GB, %.1f%% < 4 GB (targets 66.4%%, 78.1%%)\n",
-              100 * FractionAtMost(sizes, 1e9 - 1), 100 * FractionAtMost(sizes, 4e9 - 1));
+  const bool memory = options.regime == WorkloadRegime::kMemory;
+  std::printf("mean rates: %.1f%% of functions <= 1/hour, %.1f%% <= 1/minute (%s)%s\n",
+              100 * FractionAtMost(rates, 1.0 / 3600), 100 * FractionAtMost(rates, 1.0 / 60),
+              memory ? "memory regime: every rate between 1/hour and 4/minute" : "targets 45%, 81%",
+              workload->rate_scale != 1
+                  ? fmt::format("; rates scaled by {:.4g}", workload->rate_scale).c_str()
+                  : "");
+  std::printf("model sizes: %.1f%% of functions < 1 GB, %.1f%% < 4 GB (targets %s)\n",
+              100 * FractionAtMost(sizes, 1e9 - 1), 100 * FractionAtMost(sizes, 4e9 - 1),
+              memory ? "20%, 50%" : "66.4%, 78.1%");
+  if (options.batching) {
+    std::vector<double> batches;
+    for (const auto& f : functions) batches.push_back(f.max_batch);
+    std::printf("batching: %.1f%% of functions at max_batch 1, %.1f%% at 8 or more\n",
+                100 * FractionAtMost(batches, 1), 100 * (1 - FractionAtMost(batches, 7)));
+  }
   return 0;
 }
 
@@ -179,7 +193,17 @@ void AddWorkloadCommand(CLI::App& app, CommandContext& context) {
          "that keeps one GPU half busy at the functions' batch-1 latencies)")
       ->check(FiniteIn(1e-6, kMaxCatalogRatePerSecond))
       ->needs(catalog);
-  for (CLI::Option* option : {functions, profiles, tenants, target, slo_factor}) {
+  CLI::Option* regime =
+      cmd->add_option("--regime", flags->regime,
+                      "compute: the published rate and size statistics; memory: many large, "
+                      "rarely called models, so memory bounds the GPUs")
+          ->capture_default_str();
+  CLI::Option* no_batching = cmd->add_flag(
+      "--no-batching", flags->no_batching,
+      "Every function at max_batch 1 with one latency (as earlier versions generated), instead "
+      "of a drawn max_batch and sublinear batch curve");
+  for (CLI::Option* option :
+       {functions, profiles, tenants, target, slo_factor, regime, no_batching}) {
     catalog->excludes(option);
   }
   cmd->add_flag("--quiet", flags->quiet, "No progress on stderr");

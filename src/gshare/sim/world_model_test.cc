@@ -255,5 +255,39 @@ TEST_F(WorldOnGeneratedWorkload, EachDepartureChangesAFigure) {
   EXPECT_TRUE(Differ(ideal, Run(prior)));
 }
 
+// The generator's batching (max_batch and batch curves drawn per function) changes what the
+// policies report on the 100-function workload; the regimes give different workloads.
+TEST(GeneratedBatchingTest, BatchingAndTheRegimeChangeTheFigures) {
+  auto simulate = [](bool batching, WorkloadRegime regime) {
+    GeneratorOptions options;
+    options.functions = 100;
+    options.duration = std::chrono::seconds(30);
+    options.batching = batching;
+    options.regime = regime;
+    auto generated = GenerateWorkload(options);
+    EXPECT_TRUE(generated.ok()) << generated.status().ToString();
+    const GpuType* gpu = generated->catalog.FindGpuType("a100-40gb");
+    auto workload = BuildWorkload(generated->catalog, generated->trace, *gpu);
+    EXPECT_TRUE(workload.ok()) << workload.status().ToString();
+    std::vector<PolicyReport> reports;
+    for (const char* policy : {"keepalive", "gshare"}) {
+      auto report = Simulate(*workload, policy, SimulationOptions{});
+      EXPECT_TRUE(report.ok()) << report.status().ToString();
+      reports.push_back(std::move(report).value());
+    }
+    return reports;
+  };
+  const auto batched = simulate(true, WorkloadRegime::kCompute);
+  const auto single = simulate(false, WorkloadRegime::kCompute);
+  for (std::size_t p = 0; p < batched.size(); ++p) {
+    EXPECT_EQ(batched[p].requests, single[p].requests);
+    EXPECT_NE(batched[p].gpu_seconds, single[p].gpu_seconds) << batched[p].policy;
+    // Batching lowers what a request costs at best, so the trace's compute falls.
+    EXPECT_LT(batched[p].compute_gpu_seconds, single[p].compute_gpu_seconds);
+  }
+  const auto memory = simulate(true, WorkloadRegime::kMemory);
+  EXPECT_LT(memory[0].requests * 10, batched[0].requests);
+}
+
 }  // namespace
 }  // namespace gshare

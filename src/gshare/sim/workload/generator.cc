@@ -31,6 +31,11 @@ double DrawRatePerSecond(Random& random) {
   return std::pow(10.0, log_rate) / kSecondsPerDay;
 }
 
+// The memory regime's mean rates: log-uniform between 1 per hour and 4 per minute.
+double DrawRareRatePerSecond(Random& random) {
+  return std::exp(random.Uniform(std::log(1.0 / 3600), std::log(4.0 / 60)));
+}
+
 int SizeClass(std::uint64_t model_bytes) {
   if (model_bytes < kSmallModelLimitBytes) return 0;
   if (model_bytes < kMediumModelLimitBytes) return 1;
@@ -138,6 +143,36 @@ Duration Batch1Latency(const FunctionSpec& spec) {
   return batch1 == it->second.by_batch.end() ? Duration::zero() : batch1->second;
 }
 
+// How `spec` batches (generator.h): max_batch, the latency curve on its reference GPU type and
+// one request's batch memory, drawn from `random`.
+void DrawBatching(Random& random, std::uint64_t gpu_memory_limit, FunctionSpec& spec) {
+  static constexpr int kMaxBatches[3][4] = {{4, 8, 16, 32}, {2, 4, 8, 16}, {1, 2, 4, 8}};
+  spec.max_batch = kMaxBatches[SizeClass(spec.model_bytes)][random.Below(4)];
+  const double alpha = random.Uniform(0.45, 0.85);
+  constexpr std::uint64_t kWorkspace = 256 * kMiB;
+  const std::uint64_t fixed = spec.model_bytes + kWorkspace;
+  const std::uint64_t activations =
+      spec.gpu_memory_bytes > fixed ? spec.gpu_memory_bytes - fixed : 0;
+  spec.batch_memory_bytes = std::max<std::uint64_t>(activations, 16 * kMiB);
+  // A full batch needs at most four times the function's memory (or 4 GiB), and fits its
+  // reference GPU: the profile's activations count every layer's at once, an upper bound.
+  const std::uint64_t limit =
+      std::min(std::max<std::uint64_t>(4 * spec.gpu_memory_bytes, 4 * kGiB), gpu_memory_limit);
+  while (spec.max_batch > 1 &&
+         spec.gpu_memory_bytes +
+                 spec.batch_memory_bytes * static_cast<std::uint64_t>(spec.max_batch - 1) >
+             limit) {
+    spec.max_batch /= 2;
+  }
+  const Duration batch1 = Batch1Latency(spec);
+  BatchLatency curve;
+  for (int b = 1; b <= spec.max_batch; b *= 2) {
+    curve.by_batch[b] = Duration(std::llround(static_cast<double>(batch1.count()) *
+                                              std::pow(static_cast<double>(b), alpha)));
+  }
+  spec.exec_latency[spec.reference_gpu] = curve;
+}
+
 // A name invocations.csv can hold: the trace reader splits on commas and lines, and trims.
 bool CsvSafeName(std::string_view name) {
   if (name.empty() || name.front() == ' ' || name.back() == ' ') return false;
@@ -152,6 +187,16 @@ std::string Padded(std::string_view prefix, int index, int count) {
 }
 
 }  // namespace
+
+Result<WorkloadRegime> ParseWorkloadRegime(std::string_view text) {
+  if (text == "compute") return WorkloadRegime::kCompute;
+  if (text == "memory") return WorkloadRegime::kMemory;
+  return InvalidArgument(fmt::format("unknown regime '{}' (known: compute, memory)", text));
+}
+
+std::string_view WorkloadRegimeName(WorkloadRegime regime) {
+  return regime == WorkloadRegime::kMemory ? "memory" : "compute";
+}
 
 Result<GeneratedWorkload> GenerateWorkload(const GeneratorOptions& options) {
   GSHARE_RETURN_IF_ERROR(CheckOptions(options));
@@ -169,6 +214,11 @@ Result<GeneratedWorkload> GenerateWorkload(const GeneratorOptions& options) {
   GeneratedWorkload out;
   out.catalog.gpu_types = profiles->gpu_types;
   Random master(options.seed);
+  // Batching draws from streams of their own: with it on or off, the rest is the same.
+  Random batching_master(options.seed ^ 0x6261746368ull);
+  const bool memory = options.regime == WorkloadRegime::kMemory;
+  const double under_1gb = memory ? 0.2 : kFractionUnder1GB;
+  const double under_4gb = memory ? 0.5 : kFractionUnder4GB;
   struct Stream {
     Random random;
     double rate;
@@ -177,8 +227,9 @@ Result<GeneratedWorkload> GenerateWorkload(const GeneratorOptions& options) {
   streams.reserve(static_cast<std::size_t>(options.functions));
   for (int f = 0; f < options.functions; ++f) {
     Random random = master.Fork();
+    Random batching = batching_master.Fork();
     const double u = random.Uniform();
-    int size_class = u < kFractionUnder1GB ? 0 : (u < kFractionUnder4GB ? 1 : 2);
+    int size_class = u < under_1gb ? 0 : (u < under_4gb ? 1 : 2);
     // A class the catalog lacks: the nearest one it has (larger first, then smaller).
     for (const int step : {0, 1, -1, 2, -2}) {
       const int candidate = size_class + step;
@@ -198,8 +249,12 @@ Result<GeneratedWorkload> GenerateWorkload(const GeneratorOptions& options) {
     }
     spec.tenant = Padded(
         "tenant-", static_cast<int>(random.Below(static_cast<std::uint64_t>(tenants))), tenants);
+    if (options.batching) {
+      const GpuType* reference = profiles->FindGpuType(spec.reference_gpu);
+      DrawBatching(batching, reference != nullptr ? reference->memory_bytes : UINT64_MAX, spec);
+    }
     GSHARE_RETURN_IF_ERROR(out.catalog.AddFunction(std::move(spec)));
-    const double rate = DrawRatePerSecond(random);
+    const double rate = memory ? DrawRareRatePerSecond(random) : DrawRatePerSecond(random);
     out.rate_per_second.push_back(rate);
     streams.push_back(Stream{random.Fork(), rate});
   }
@@ -227,10 +282,11 @@ Result<GeneratedWorkload> GenerateCatalogWorkload(const Catalog& catalog,
                                                   const GeneratorOptions& options) {
   GSHARE_RETURN_IF_ERROR(CheckOptions(options));
   if (options.tenants != 0 || !options.profile_catalog_path.empty() ||
-      options.target_invocations != 0 || options.slo_factor != 0) {
+      options.target_invocations != 0 || options.slo_factor != 0 ||
+      options.regime != WorkloadRegime::kCompute) {
     return InvalidArgument(
         "a catalog's trace keeps its functions as they are: tenants, profiles, target "
-        "invocations and SLO factor do not apply");
+        "invocations, SLO factor and regime do not apply");
   }
   if (!(std::isfinite(options.rate_per_second) && options.rate_per_second >= 0 &&
         options.rate_per_second <= kMaxCatalogRatePerSecond)) {

@@ -12,6 +12,18 @@
 //   4. arrivals: a renewal process with hyper-exponential inter-arrival times of coefficient of
 //      variation `burst_cv` (bursty when > 1), thinned by a diurnal factor
 //      1 + diurnal_amplitude x cos(2 pi (clock - 12h) / 24h), whose daily mean is 1.
+// With `batching` (the default), each function also draws, from a stream of its own (so the
+// draws above and the arrivals do not depend on it), how it batches: a max_batch that shrinks
+// with the model's size class ({4, 8, 16, 32} under 1 GB, {2, 4, 8, 16} to 4 GB, {1, 2, 4, 8}
+// above, uniformly), a sublinear latency curve L(b) = L(1) x b^alpha with alpha uniform in
+// [0.45, 0.85] (around the 0.64 of the measured ResNet-50 curve, data/models.yaml), written for
+// batches 1, 2, 4, ..., max_batch (ResolveFunction interpolates between them), and a batch memory
+// of one request's activations (its profile's gpu_memory less model_size and the 256 MiB
+// workspace, at least 16 MiB), max_batch halved until a full batch needs at most four times the
+// function's GPU memory (or 4 GiB) and fits its reference GPU type.
+// The `memory` regime draws many large, rarely called models instead: size classes with
+// probabilities 0.2 / 0.3 / 0.5, and mean rates log-uniform between 1 per hour and 4 per minute,
+// so that GPU memory, not compute, bounds the GPUs a trace needs.
 // The result is a pure function of the options: the same seed gives the same catalog and trace.
 #pragma once
 
@@ -26,6 +38,14 @@
 #include "gshare/sim/workload/trace_reader.h"
 
 namespace gshare {
+
+enum class WorkloadRegime {
+  kCompute,  // the published statistics above
+  kMemory,   // many large, rarely called models
+};
+// "compute" or "memory"; InvalidArgument naming the known regimes otherwise.
+Result<WorkloadRegime> ParseWorkloadRegime(std::string_view text);
+std::string_view WorkloadRegimeName(WorkloadRegime regime);
 
 struct GeneratorOptions {
   int functions = 100;
@@ -46,6 +66,10 @@ struct GeneratorOptions {
   // When > 0, every function's SLO is this x its p90 execution latency (catalog slo_factor);
   // 0 leaves the catalog default (1.5). Larger factors give requests slack to wait in.
   double slo_factor = 0;
+  WorkloadRegime regime = WorkloadRegime::kCompute;
+  // Each function draws a max_batch and a batch-latency curve (above); off: every function at
+  // max_batch 1 with its profile's one latency, as earlier versions generated.
+  bool batching = true;
   // GenerateCatalogWorkload only: the mean total request rate over the window, in (0,
   // kMaxCatalogRatePerSecond]; 0: the default (kDefaultCatalogLoad).
   double rate_per_second = 0;
@@ -80,11 +104,11 @@ Result<GeneratedWorkload> GenerateWorkload(const GeneratorOptions& options);
 // mean total rate over the window is `rate_per_second`; its default is the rate at which every
 // request's batch-1 latency (on its reference GPU type) keeps one GPU busy kDefaultCatalogLoad of
 // the time, at most kMaxCatalogRatePerSecond. Uses duration, seed, burst_cv, diurnal_amplitude,
-// start_hour, rate_per_second and progress; `functions` is ignored, and tenants, profiles,
-// target_invocations and slo_factor must be left unset. The result's rate_per_second holds each
-// function's mean rate (rate_scale 1). Deterministic for the options and the catalog.
-// Errors (InvalidArgument): bad options, an empty catalog, a function name invocations.csv cannot
-// hold, more than kMaxCatalogInvocations expected, no arrival at all.
+// start_hour, rate_per_second and progress; `functions` and `batching` are ignored, and tenants,
+// profiles, target_invocations, slo_factor and regime must be left unset. The result's
+// rate_per_second holds each function's mean rate (rate_scale 1). Deterministic for the options and
+// the catalog. Errors (InvalidArgument): bad options, an empty catalog, a function name
+// invocations.csv cannot hold, more than kMaxCatalogInvocations expected, no arrival at all.
 Result<GeneratedWorkload> GenerateCatalogWorkload(const Catalog& catalog,
                                                   const GeneratorOptions& options);
 

@@ -121,6 +121,86 @@ TEST(GeneratorTest, RatesAndSizesMatchThePublishedFractions) {
   EXPECT_EQ(std::unique(tenants.begin(), tenants.end()) - tenants.begin(), 2000);
 }
 
+TEST(GeneratorTest, FunctionsBatchSublinearlyAndBatchingChangesNothingElse) {
+  GeneratorOptions options;
+  options.functions = 400;
+  options.duration = std::chrono::minutes(1);
+  auto batched = GenerateWorkload(options);
+  ASSERT_TRUE(batched.ok()) << batched.status().ToString();
+  options.batching = false;
+  auto plain = GenerateWorkload(options);
+  ASSERT_TRUE(plain.ok()) << plain.status().ToString();
+  // The draws of sizes, tenants, rates and arrivals do not depend on batching.
+  ASSERT_EQ(batched->trace.invocations.size(), plain->trace.invocations.size());
+  for (std::size_t i = 0; i < plain->trace.invocations.size(); ++i) {
+    ASSERT_EQ(batched->trace.invocations[i].function, plain->trace.invocations[i].function);
+    ASSERT_EQ(batched->trace.invocations[i].arrival_seconds,
+              plain->trace.invocations[i].arrival_seconds);
+  }
+  const GpuType& gpu = *batched->catalog.FindGpuType("a100-40gb");
+  int above_one = 0;
+  int large_above_eight = 0;
+  for (std::size_t f = 0; f < batched->catalog.functions.size(); ++f) {
+    const FunctionSpec& spec = batched->catalog.functions[f];
+    const FunctionSpec& before = plain->catalog.functions[f];
+    EXPECT_EQ(before.max_batch, 1);
+    EXPECT_EQ(spec.model_bytes, before.model_bytes);
+    EXPECT_EQ(spec.tenant, before.tenant);
+    ASSERT_GE(spec.max_batch, 1);
+    ASSERT_LE(spec.max_batch, 32);
+    EXPECT_EQ(spec.max_batch & (spec.max_batch - 1), 0) << spec.name;  // a power of two
+    above_one += spec.max_batch > 1;
+    large_above_eight += spec.model_bytes >= kMediumModelLimitBytes && spec.max_batch > 8;
+    auto resolved = ResolveFunction(spec, gpu, batched->catalog.gpu_types);
+    ASSERT_TRUE(resolved.ok()) << resolved.status().ToString();
+    // A full batch fits the GPU; batch 1 is the profile's; the curve grows, sublinearly.
+    EXPECT_LE(resolved->MemoryForBatch(spec.max_batch), gpu.memory_bytes) << spec.name;
+    EXPECT_GE(resolved->batch_memory_bytes, 16 * kMiB);
+    auto profile = ResolveFunction(before, gpu, plain->catalog.gpu_types);
+    ASSERT_TRUE(profile.ok());
+    EXPECT_EQ(resolved->ExecLatency(1), profile->ExecLatency(1)) << spec.name;
+    for (int b = 2; b <= spec.max_batch; ++b) {
+      EXPECT_GT(resolved->ExecLatency(b), resolved->ExecLatency(b - 1)) << spec.name << " " << b;
+      EXPECT_LT(resolved->ExecLatency(b), resolved->ExecLatency(1) * b) << spec.name << " " << b;
+    }
+    if (spec.max_batch >= 2) {
+      // alpha in [0.45, 0.85]: batch 2 takes 2^0.45 to 2^0.85 of batch 1.
+      const double ratio = static_cast<double>(resolved->ExecLatency(2).count()) /
+                           static_cast<double>(resolved->ExecLatency(1).count());
+      EXPECT_GE(ratio, std::pow(2.0, 0.45) - 1e-6) << spec.name;
+      EXPECT_LE(ratio, std::pow(2.0, 0.85) + 1e-6) << spec.name;
+    }
+  }
+  EXPECT_GT(above_one, 300);        // most functions batch
+  EXPECT_EQ(large_above_eight, 0);  // large models batch at most 8
+}
+
+TEST(GeneratorTest, TheMemoryRegimeDrawsLargeRarelyCalledModels) {
+  GeneratorOptions options;
+  options.functions = 1000;
+  options.duration = std::chrono::minutes(10);
+  options.regime = WorkloadRegime::kMemory;
+  auto memory = GenerateWorkload(options);
+  ASSERT_TRUE(memory.ok()) << memory.status().ToString();
+  options.regime = WorkloadRegime::kCompute;
+  auto compute = GenerateWorkload(options);
+  ASSERT_TRUE(compute.ok()) << compute.status().ToString();
+  std::vector<double> sizes;
+  for (const auto& f : memory->catalog.functions)
+    sizes.push_back(static_cast<double>(f.model_bytes));
+  EXPECT_NEAR(FractionAtMost(sizes, kSmallModelLimitBytes - 1), 0.2, 0.04);
+  EXPECT_NEAR(FractionAtMost(sizes, kMediumModelLimitBytes - 1), 0.5, 0.05);
+  for (const double rate : memory->rate_per_second) {
+    EXPECT_GE(rate, 1.0 / 3600 - 1e-12);
+    EXPECT_LE(rate, 4.0 / 60 + 1e-12);
+  }
+  // Far fewer calls than the compute regime's, of far more bytes each.
+  EXPECT_LT(memory->trace.invocations.size() * 10, compute->trace.invocations.size());
+  EXPECT_EQ(ParseWorkloadRegime("memory").value(), WorkloadRegime::kMemory);
+  EXPECT_EQ(WorkloadRegimeName(WorkloadRegime::kMemory), "memory");
+  EXPECT_FALSE(ParseWorkloadRegime("disk").ok());
+}
+
 TEST(GeneratorTest, ArrivalsAreBurstyAndFollowTheRates) {
   GeneratorOptions options;
   options.functions = 200;
