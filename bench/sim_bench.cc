@@ -101,6 +101,12 @@ BENCHMARK_CAPTURE(BM_Simulate, faaswap, "faaswap", false)
 BENCHMARK_CAPTURE(BM_Simulate, faaswap_fair, "faaswap", true)
     ->Unit(benchmark::kMillisecond)
     ->Iterations(3);
+BENCHMARK_CAPTURE(BM_Simulate, faaswap_fifo, "faaswap-fifo", false)
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(3);
+BENCHMARK_CAPTURE(BM_Simulate, faaswap_fifo_fair, "faaswap-fifo", true)
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(3);
 BENCHMARK_CAPTURE(BM_Simulate, gshare, "gshare", false)
     ->Unit(benchmark::kMillisecond)
     ->Iterations(3);

@@ -1,5 +1,7 @@
-// FaaSwapPolicy: the proxy-and-swap baseline (FaaSwap-like; Yu et al., "FaaSwap: SLO-Aware,
-// GPU-Efficient Serverless Inference via Model Swapping", arXiv:2306.03622).
+// FaaSwapPolicy ("faaswap-fifo"): the proxy-and-swap baseline as first built (FaaSwap-like; Yu et
+// al., "FaaSwap: SLO-Aware, GPU-Efficient Serverless Inference via Model Swapping",
+// arXiv:2306.03622): early binding to one GPU's FIFO queue. "faaswap" is the same platform at its
+// best (faaswap_edf.h): late binding, deadline order, batching of every queued request.
 //
 // A pool of GPUs shared by every function. Models live in host memory and are swapped onto a GPU
 // on demand; a GPU keeps the models it has loaded until memory is needed (LRU eviction). Every
@@ -42,7 +44,7 @@ class FaaSwapPolicy final : public Scheduler {
  public:
   FaaSwapPolicy(const SchedulerContext& context, const PolicyOptions& options);
 
-  std::string_view name() const override { return "faaswap"; }
+  std::string_view name() const override { return "faaswap-fifo"; }
   void OnFunctionAdded(FunctionId function) override;
   void OnFunctionRemoved(FunctionId function) override;
   void OnFunctionDrained(FunctionId function) override;

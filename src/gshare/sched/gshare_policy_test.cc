@@ -320,7 +320,7 @@ TEST(GSharePolicyTest, ASliceGrowsForABatchAndShrinksAfterIt) {
   EXPECT_NEAR(report->vgpu_gib_seconds, 0.25 * 0.011 + 1.25 * 0.010, 1e-9);
   EXPECT_NEAR(report->functions[0].active_gib_seconds, 1.25 * 0.010, 1e-9);
   // faaswap reserves for its largest batch (4: 1792 MiB) from the start.
-  auto faaswap = Simulate(w, "faaswap", options);
+  auto faaswap = Simulate(w, "faaswap-fifo", options);
   ASSERT_TRUE(faaswap.ok()) << faaswap.status().ToString();
   EXPECT_GT(faaswap->vgpu_gib_seconds, report->vgpu_gib_seconds);
 }

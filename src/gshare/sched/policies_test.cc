@@ -206,9 +206,16 @@ TEST(FaasCachePolicyTest, ItsOwnCapacityEvictsWithoutAClusterCap) {
   EXPECT_EQ(uncapped->gpu_seconds, plain->gpu_seconds);
 }
 
-TEST(FaaSwapPolicyTest, MatchesTheHandComputedSchedule) {
+// Both versions of the proxy-and-swap baseline (late binding changes nothing in these schedules).
+class FaaSwapPolicyTest : public ::testing::TestWithParam<const char*> {};
+INSTANTIATE_TEST_SUITE_P(BothVersions, FaaSwapPolicyTest,
+                         ::testing::Values("faaswap", "faaswap-fifo"), [](const auto& param_info) {
+                           return std::string(param_info.param) == "faaswap" ? "edf" : "fifo";
+                         });
+
+TEST_P(FaaSwapPolicyTest, MatchesTheHandComputedSchedule) {
   const Workload w = HandWorkload();
-  auto report = Simulate(w, "faaswap", HandOptions());
+  auto report = Simulate(w, GetParam(), HandOptions());
   ASSERT_TRUE(report.ok()) << report.status().ToString();
   // Every request first waits 4 ms in the proxy.
   // r0 reaches the pool at 0.004: no GPU, one starts (ready 1.004); the restore takes 1.004-1.105
@@ -232,7 +239,7 @@ TEST(FaaSwapPolicyTest, MatchesTheHandComputedSchedule) {
   EXPECT_NEAR(report->vgpu_gib_seconds, 0.25 * (14.010 + 0.102), 1e-6);
 }
 
-TEST(FaaSwapPolicyTest, PipelinedLoadingOverlapsALongRunWithItsCopy) {
+TEST_P(FaaSwapPolicyTest, PipelinedLoadingOverlapsALongRunWithItsCopy) {
   // A 1 GB model (1.001 s to copy) and a 2 s run: the run starts when the first tenth of the
   // model is on the GPU and ends max(1.001, 2) + 1.001 / 10 s after the copy starts.
   Workload w;
@@ -242,12 +249,12 @@ TEST(FaaSwapPolicyTest, PipelinedLoadingOverlapsALongRunWithItsCopy) {
   SimulationOptions options = HandOptions();
   options.policy.instance_start = Duration::zero();
   options.policy.proxy_overhead_fraction = 0;
-  auto report = Simulate(w, "faaswap", options);
+  auto report = Simulate(w, GetParam(), options);
   ASSERT_TRUE(report.ok()) << report.status().ToString();
   EXPECT_NEAR(report->latency.max_ms, 2000.0 + 100.1, 1e-3);
 }
 
-TEST(FaaSwapPolicyTest, SwapsModelsInLruOrderWhenMemoryIsShort) {
+TEST_P(FaaSwapPolicyTest, SwapsModelsInLruOrderWhenMemoryIsShort) {
   // Three 16 GiB functions on one 40 GiB GPU: only two fit. Calls a, b, c, a: the last a must be
   // restored again after c evicted it (the least recently used), so 4 swaps.
   Workload w;
@@ -261,11 +268,40 @@ TEST(FaaSwapPolicyTest, SwapsModelsInLruOrderWhenMemoryIsShort) {
   AddRequest(w, 0, 6.0);
   SimulationOptions options = HandOptions();
   options.policy.instance_start = Duration::zero();
-  auto report = Simulate(w, "faaswap", options);
+  auto report = Simulate(w, GetParam(), options);
   ASSERT_TRUE(report.ok()) << report.status().ToString();
   EXPECT_EQ(report->swaps, 4u);
   EXPECT_EQ(report->peak_gpus, 1);
   EXPECT_DOUBLE_EQ(report->slo_attainment, 1.0);
+}
+
+TEST(FaaSwapEdfTest, ServesByDeadlineAndBatchesEveryQueuedRequestOfAFunction) {
+  // One GPU (a cluster cap), two functions of 100 ms runs that batch up to 4, arrivals a b a b a
+  // 10 ms apart while a's first run holds the GPU. faaswap-fifo runs consecutive requests of one
+  // function only: a | b | a | b | a, five runs. faaswap takes by deadline and batches a
+  // function's whole queue: a | b b | a a, three runs, so the last request ends 200 ms sooner.
+  Workload w;
+  w.gpu = RoundGpu();
+  for (const char* name : {"a", "b"}) {
+    w.functions.push_back(
+        MakeFunction(name, 1'000'000, 256 * kMiB, milliseconds(100), seconds(10), 4));
+  }
+  for (int i = 0; i < 5; ++i) AddRequest(w, static_cast<FunctionId>(i % 2), 0.01 * i);
+  SimulationOptions options = HandOptions();
+  options.policy.instance_start = Duration::zero();
+  options.policy.proxy_overhead_fraction = 0;
+  options.executor.max_gpus = 1;
+  auto edf = Simulate(w, "faaswap", options);
+  ASSERT_TRUE(edf.ok()) << edf.status().ToString();
+  auto fifo = Simulate(w, "faaswap-fifo", options);
+  ASSERT_TRUE(fifo.ok()) << fifo.status().ToString();
+  EXPECT_EQ(edf->peak_gpus, 1);
+  // A restore of 1 MB takes 2 ms (1 ms overhead), and a run pipelined with it ends 100.2 ms after
+  // it starts. faaswap: a 0-0.1002, then b's restore and [b b] to 0.2004, [a a] to 0.3004.
+  // faaswap-fifo prefetches b during a's first run: a, b, a, b, a of 100 ms each from 0.1002.
+  EXPECT_NEAR(edf->horizon_seconds, 0.3004, 1e-9);
+  EXPECT_NEAR(fifo->horizon_seconds, 0.5002, 1e-9);
+  EXPECT_LT(edf->latency.max_ms + 150, fifo->latency.max_ms);
 }
 
 TEST(PoliciesTest, UnknownPolicyIsAClearError) {

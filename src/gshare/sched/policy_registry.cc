@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "gshare/sched/faaswap.h"
+#include "gshare/sched/faaswap_edf.h"
 #include "gshare/sched/gshare_policy.h"
 #include "gshare/sched/keepalive.h"
 
@@ -12,6 +13,7 @@ const std::vector<std::string_view>& PolicyNames() {
   static const std::vector<std::string_view> names = {"keepalive",
                                                       "faascache",
                                                       "faaswap",
+                                                      "faaswap-fifo",
                                                       "gshare",
                                                       "fifo",
                                                       "gshare-no-lazy",
@@ -36,6 +38,9 @@ Result<std::unique_ptr<Scheduler>> MakePolicy(std::string_view name,
         std::make_unique<KeepAlivePolicy>(context, options, /*greedy_dual=*/true));
   }
   if (name == "faaswap") {
+    return std::unique_ptr<Scheduler>(std::make_unique<FaaSwapEdfPolicy>(context, options));
+  }
+  if (name == "faaswap-fifo") {
     return std::unique_ptr<Scheduler>(std::make_unique<FaaSwapPolicy>(context, options));
   }
   if (name == "gshare" || name == "fifo" || name == "gshare-no-lazy" ||

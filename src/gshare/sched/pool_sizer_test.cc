@@ -141,7 +141,8 @@ TEST_P(PooledGrowthTest, ABacklogLongerThanAStartGrowsThePool) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Pooled, PooledGrowthTest,
-                         ::testing::Values("faaswap", "gshare", "gshare-adaptive-margin"),
+                         ::testing::Values("faaswap", "faaswap-fifo", "gshare",
+                                           "gshare-adaptive-margin"),
                          testing::PolicyParamName);
 
 }  // namespace

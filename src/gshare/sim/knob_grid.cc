@@ -123,7 +123,7 @@ PolicyGrid DefaultGrid(std::string_view policy) {
     // cheap end of the curve, where attainment falls.
     grid.axes = {{Knob::kKeepAlive, {"10s", "1m", "5m", "15m"}},
                  {Knob::kConcurrencyTarget, {"0.7", "1.0", "2.0", "4.0"}}};
-  } else if (policy == "faaswap") {
+  } else if (policy == "faaswap" || policy == "faaswap-fifo") {
     grid.axes = {{Knob::kPoolIdle, {"5s", "10s", "1m"}},
                  {Knob::kProxyOverhead, {"0", "0.2", "0.4"}}};
   } else if (IsGShareFamily(policy)) {

@@ -6,7 +6,7 @@
 //   faascache                  keep_alive {10s, 1m, 15m} x concurrency_target {1, 4}
 //                              x gpus_per_function {1, 2, 4, 8} (its cache's capacity: without
 //                              one it is keepalive)
-//   faaswap                    pool_idle {5s, 10s, 1m} x proxy_overhead {0, 0.2, 0.4}
+//   faaswap, faaswap-fifo      pool_idle {5s, 10s, 1m} x proxy_overhead {0, 0.2, 0.4}
 //   gshare and its variants    safety_margin {0.2, 0.4, 0.8} x pool_idle {5s, 10s, 1m}
 //   (fifo and the gshare-no-* and gshare-adaptive-margin variants: the same algorithm, so the same
 //   knobs, and ablations compare at equal SLO on the same footing)
