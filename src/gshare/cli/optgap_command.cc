@@ -21,6 +21,7 @@ struct OptGapFlags {
   std::string catalog;
   std::string gpu_type = "a100-40gb";
   std::string time_limit = "10s";
+  std::string instance_class = "default";
   std::vector<std::string> sizes;  // --sizes: empty (or one empty value) means the default ladder
   int size_instances = 5;
   std::string size_time_limit = "60s";
@@ -55,6 +56,11 @@ int RunOptGap(OptGapFlags& flags, bool with_sizes) {
   auto limit = ParseDuration(flags.time_limit);
   if (!limit.ok()) return Fail(limit.status().WithContext("--time-limit"));
   flags.options.exact.time_limit = *limit;
+  if (flags.instance_class != "default" && flags.instance_class != "hot") {
+    return Fail(InvalidArgument(
+        fmt::format("--class: unknown class '{}' (known: default, hot)", flags.instance_class)));
+  }
+  flags.options.generator.hot = flags.instance_class == "hot";
   if (flags.options.requests < 1 || flags.options.gpus < 1) {
     return Fail(InvalidArgument("--requests and --gpus must be at least 1"));
   }
@@ -135,6 +141,10 @@ void AddOptGapCommand(CLI::App& app, CommandContext& context) {
       ->capture_default_str();
   cmd->add_option("--load", flags->options.generator.load, "Offered load of the instances")
       ->check(FiniteIn(0.001, 100))
+      ->capture_default_str();
+  cmd->add_option("--class", flags->instance_class,
+                  "default: every deadline admits two cold starts; hot: a hot function and "
+                  "at-risk ones whose deadlines admit under two (the cache queue is scored)")
       ->capture_default_str();
   cmd->add_option("--catalog", flags->catalog,
                   "Catalog the profiles are drawn from (default: the shipped data/models.yaml)");

@@ -55,7 +55,8 @@ Workload ToWorkload(const exact::ExactInstance& instance, std::vector<std::size_
 }
 
 // The online schedule scored against the row's exact solution.
-OnlineScore Score(const OptGapRow& row, const std::string& name, const OnlineSchedule& online) {
+OnlineScore Score(const exact::ExactInstance& instance, const OptGapRow& row,
+                  const std::string& name, const OnlineSchedule& online) {
   OnlineScore score;
   score.name = name;
   score.objective = online.objective;
@@ -63,6 +64,7 @@ OnlineScore Score(const OptGapRow& row, const std::string& name, const OnlineSch
   if (!score.valid) score.violation = online.validity.message();
   score.seconds = ToSeconds(online.wall_time);
   score.gpus = exact::PeakGpus(online.schedule);
+  score.held = BreakDownHeld(instance, online.schedule);
   if (row.status == exact::SolveStatus::kOptimal && score.valid) {
     // A valid schedule holds memory for at least its restores and runs: objective > 0.
     score.quality_ratio = score.objective > 0 ? row.exact_objective / score.objective : 1.0;
@@ -71,6 +73,52 @@ OnlineScore Score(const OptGapRow& row, const std::string& name, const OnlineSch
 }
 
 }  // namespace
+
+HeldBreakdown& HeldBreakdown::operator+=(const HeldBreakdown& other) {
+  restore += other.restore;
+  execution += other.execution;
+  idle_before_first += other.idle_before_first;
+  between_runs += other.between_runs;
+  after_last += other.after_last;
+  return *this;
+}
+
+HeldBreakdown BreakDownHeld(const exact::ExactInstance& instance,
+                            const exact::ExactSchedule& schedule) {
+  std::vector<std::vector<const exact::Execution*>> runs(schedule.residencies.size());
+  for (const exact::Execution& e : schedule.executions) {
+    if (e.residency < runs.size()) runs[e.residency].push_back(&e);
+  }
+  HeldBreakdown held;
+  for (std::size_t r = 0; r < schedule.residencies.size(); ++r) {
+    const exact::Residency& residency = schedule.residencies[r];
+    if (residency.function >= instance.functions.size()) continue;
+    const std::uint64_t slices = instance.Slices(residency.function);
+    const auto part = [&](TimePoint from, TimePoint to) {
+      return to > from ? exact::SliceSeconds(slices, to - from) : 0.0;
+    };
+    const TimePoint end = residency.end;
+    const TimePoint ready =
+        std::min(residency.restore_start + instance.RestoreTime(residency.function), end);
+    held.restore += part(residency.restore_start, ready);
+    auto& mine = runs[r];
+    std::sort(mine.begin(), mine.end(), [](const exact::Execution* a, const exact::Execution* b) {
+      return a->start < b->start;
+    });
+    TimePoint cursor = ready;
+    bool first = true;
+    for (const exact::Execution* e : mine) {
+      const TimePoint start = std::clamp(e->start, cursor, end);
+      const TimePoint stop = std::clamp(e->end, cursor, end);
+      (first ? held.idle_before_first : held.between_runs) += part(cursor, start);
+      held.execution += part(start, stop);
+      cursor = std::max(cursor, stop);
+      first = false;
+    }
+    (first ? held.idle_before_first : held.after_last) += part(cursor, end);
+  }
+  return held;
+}
 
 Result<OnlineSchedule> ScheduleOnline(const exact::ExactInstance& instance,
                                       const std::string& policy) {
@@ -143,10 +191,11 @@ Result<OptGapRow> RunOptGapInstance(const exact::ExactInstance& instance,
   row.exact_seconds = ToSeconds(solution.solve_time);
   if (solution.schedule) row.exact_gpus = exact::PeakGpus(*solution.schedule);
   GSHARE_ASSIGN_OR_RETURN(OnlineSchedule online, ScheduleOnline(instance, options.policy));
-  row.online = Score(row, options.policy, online);
+  if (solution.schedule) row.exact_held = BreakDownHeld(instance, *solution.schedule);
+  row.online = Score(instance, row, options.policy, online);
   for (const std::string& baseline : options.baselines) {
     GSHARE_ASSIGN_OR_RETURN(OnlineSchedule other, ScheduleOnline(instance, baseline));
-    row.baselines.push_back(Score(row, baseline, other));
+    row.baselines.push_back(Score(instance, row, baseline, other));
   }
   if (row.status == exact::SolveStatus::kOptimal && row.online.gpus > 0) {
     row.gpu_ratio = static_cast<double>(row.exact_gpus) / row.online.gpus;
@@ -158,6 +207,7 @@ OptGapSummary SummarizeOptGap(std::vector<OptGapRow> rows) {
   OptGapSummary summary;
   summary.instances = static_cast<int>(rows.size());
   double ratio_sum = 0, gpu_ratio_sum = 0, speedup_sum = 0;
+  double optimum_sum = 0, online_sum = 0;
   int timed = 0;
   for (const OptGapRow& row : rows) {
     if (row.status != exact::SolveStatus::kOptimal) continue;
@@ -172,12 +222,17 @@ OptGapSummary SummarizeOptGap(std::vector<OptGapRow> rows) {
       summary.online_misses += 1;
       continue;
     }
+    optimum_sum += row.exact_objective;
+    online_sum += row.online.objective;
+    summary.held += row.online.held;
+    summary.optimum_held += row.exact_held;
     summary.min_quality_ratio = summary.optimal_with_valid_online == 0
                                     ? row.online.quality_ratio
                                     : std::min(summary.min_quality_ratio, row.online.quality_ratio);
     summary.optimal_with_valid_online += 1;
   }
   summary.not_solved = summary.instances - summary.solved_optimally;
+  if (online_sum > 0) summary.aggregate_quality_ratio = optimum_sum / online_sum;
   if (summary.solved_optimally > 0) {
     summary.mean_quality_ratio = ratio_sum / summary.solved_optimally;
     summary.mean_gpu_ratio = gpu_ratio_sum / summary.solved_optimally;
@@ -187,12 +242,21 @@ OptGapSummary SummarizeOptGap(std::vector<OptGapRow> rows) {
     for (std::size_t b = 0; b < rows.front().baselines.size(); ++b) {
       BaselineSummary baseline;
       baseline.name = rows.front().baselines[b].name;
-      double sum = 0;
+      double sum = 0, optimum = 0, online = 0;
       for (const OptGapRow& row : rows) {
         if (row.status != exact::SolveStatus::kOptimal || b >= row.baselines.size()) continue;
-        sum += row.baselines[b].quality_ratio;
-        if (!row.baselines[b].valid) baseline.online_misses += 1;
+        const OnlineScore& score = row.baselines[b];
+        sum += score.quality_ratio;
+        if (!score.valid) {
+          baseline.online_misses += 1;
+          continue;
+        }
+        optimum += row.exact_objective;
+        online += score.objective;
+        baseline.held += score.held;
+        baseline.optimum_held += row.exact_held;
       }
+      if (online > 0) baseline.aggregate_quality_ratio = optimum / online;
       if (summary.solved_optimally > 0)
         baseline.mean_quality_ratio = sum / summary.solved_optimally;
       summary.baselines.push_back(baseline);
@@ -266,27 +330,47 @@ Result<std::vector<SizeReach>> RunSizeLadder(
   return out;
 }
 
+namespace {
+
+nlohmann::ordered_json HeldJson(const HeldBreakdown& held) {
+  return {{"restore", held.restore},
+          {"execution", held.execution},
+          {"idle_before_first_run", held.idle_before_first},
+          {"between_runs", held.between_runs},
+          {"after_last_run", held.after_last},
+          {"total", held.total()}};
+}
+
+}  // namespace
+
 std::string OptGapJson(const OptGapOptions& options, const OptGapSummary& summary) {
   nlohmann::ordered_json doc;
   doc["instances"] = summary.instances;
   doc["solved_optimally"] = summary.solved_optimally;
   doc["not_solved"] = summary.not_solved;
   doc["mean_quality_ratio"] = summary.mean_quality_ratio;
+  doc["aggregate_quality_ratio"] = summary.aggregate_quality_ratio;
   doc["online_misses"] = summary.online_misses;
   doc["min_quality_ratio"] = summary.min_quality_ratio;
   doc["mean_gpu_ratio"] = summary.mean_gpu_ratio;
   doc["mean_speedup"] = summary.mean_speedup;
   doc["optimal_with_valid_online"] = summary.optimal_with_valid_online;
+  doc["held_gib_s"] = HeldJson(summary.held);
+  doc["optimum_held_gib_s"] = HeldJson(summary.optimum_held);
   auto baselines = nlohmann::ordered_json::object();
   for (const BaselineSummary& b : summary.baselines) {
     baselines[b.name] = {{"mean_quality_ratio", b.mean_quality_ratio},
-                         {"online_misses", b.online_misses}};
+                         {"aggregate_quality_ratio", b.aggregate_quality_ratio},
+                         {"online_misses", b.online_misses},
+                         {"held_gib_s", HeldJson(b.held)},
+                         {"optimum_held_gib_s", HeldJson(b.optimum_held)}};
   }
   doc["baselines"] = baselines;
   doc["policy"] = options.policy;
   doc["seed"] = options.seed;
   doc["requests"] = options.requests;
   doc["gpus"] = options.gpus;
+  doc["class"] = options.generator.hot ? "hot" : "default";
   doc["time_limit_seconds"] = ToSeconds(options.exact.time_limit);
   auto rows = nlohmann::ordered_json::array();
   for (const OptGapRow& r : summary.rows) {
@@ -363,9 +447,21 @@ std::string OptGapTable(const OptGapSummary& summary) {
       summary.instances, summary.solved_optimally, summary.not_solved, summary.mean_quality_ratio,
       summary.online_misses, summary.min_quality_ratio, summary.mean_gpu_ratio,
       summary.mean_speedup);
+  const auto held = [](const HeldBreakdown& h) {
+    return fmt::format(
+        "GiB-s {:.3f}: restore {:.3f}, execution {:.3f}, idle before the first run {:.3f}, "
+        "between runs {:.3f}, after the last run {:.3f}",
+        h.total(), h.restore, h.execution, h.idle_before_first, h.between_runs, h.after_last);
+  };
+  out +=
+      fmt::format("policy: aggregate quality ratio {:.3f}; {} (the optimum's {})\n",
+                  summary.aggregate_quality_ratio, held(summary.held), held(summary.optimum_held));
   for (const BaselineSummary& b : summary.baselines) {
-    out += fmt::format("baseline {}: mean quality ratio {:.3f}, misses {}\n", b.name,
-                       b.mean_quality_ratio, b.online_misses);
+    out += fmt::format(
+        "baseline {}: mean quality ratio {:.3f}, aggregate {:.3f}, misses {}; {} (the "
+        "optimum's {})\n",
+        b.name, b.mean_quality_ratio, b.aggregate_quality_ratio, b.online_misses, held(b.held),
+        held(b.optimum_held));
   }
   if (!summary.sizes.empty()) {
     out += fmt::format("{:>9} {:>5} {:>17} {:>14}\n", "requests", "GPUs", "solved optimally",

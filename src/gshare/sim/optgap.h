@@ -37,6 +37,24 @@
 
 namespace gshare {
 
+// Where a schedule's GiB-seconds go (the held-time rule): per residency, the slice's memory times
+// its restore (reservation to the end of the copy), the time a run of it is in progress, the idle
+// time before its first run (all of it after the restore when it serves none), between runs and
+// after its last run. The parts sum to ScheduleObjective.
+struct HeldBreakdown {
+  double restore = 0;
+  double execution = 0;
+  double idle_before_first = 0;
+  double between_runs = 0;
+  double after_last = 0;
+  double total() const {
+    return restore + execution + idle_before_first + between_runs + after_last;
+  }
+  HeldBreakdown& operator+=(const HeldBreakdown& other);
+};
+HeldBreakdown BreakDownHeld(const exact::ExactInstance& instance,
+                            const exact::ExactSchedule& schedule);
+
 struct OnlineSchedule {
   exact::ExactSchedule schedule;
   double objective = 0;  // exact::ScheduleObjective: memory-time held (the held-time rule)
@@ -82,6 +100,7 @@ struct OnlineScore {
   int gpus = 0;              // exact::PeakGpus of its schedule
   double quality_ratio = 0;  // exact / online objective when the instance was solved to
                              // optimality and the online schedule is valid; otherwise 0
+  HeldBreakdown held;        // of its schedule
 };
 
 struct OptGapRow {
@@ -91,6 +110,7 @@ struct OptGapRow {
   double exact_objective = 0;  // GiB-s, when a schedule was found
   double exact_seconds = 0;
   int exact_gpus = 0;                  // exact::PeakGpus of the exact schedule, when one was found
+  HeldBreakdown exact_held;            // of the exact schedule, when one was found
   OnlineScore online;                  // the policy of OptGapOptions::policy
   std::vector<OnlineScore> baselines;  // in the order of OptGapOptions::baselines
   double gpu_ratio = 0;  // exact_gpus / online.gpus for an optimally solved instance; else 0
@@ -104,12 +124,21 @@ struct OptGapRow {
 //  - min_quality_ratio: the least ratio among the valid online schedules (0 if none);
 //  - mean_gpu_ratio: the mean of exact_gpus / online.gpus, valid or not;
 //  - mean_speedup: the mean of exact solve time / online run time;
-//  - baselines: mean_quality_ratio and online_misses of each baseline, by the same rules.
+//  - aggregate_quality_ratio: the sum of the optima over the sum of the online objectives, over
+//    the instances solved optimally whose online schedule is valid (a few large instances weigh
+//    as much as they cost; the mean weighs every instance alike);
+//  - held: each schedule's GiB-seconds broken down (HeldBreakdown), summed over the instances
+//    solved optimally whose online schedule is valid, beside the optimum's over the same ones;
+//  - baselines: mean_quality_ratio, aggregate_quality_ratio (over the instances where the
+//    baseline's schedule is valid), online_misses and held of each baseline, by the same rules.
 // With no instance solved to optimality every mean is 0 (not NaN): read it with the counts.
 struct BaselineSummary {
   std::string name;
   double mean_quality_ratio = 0;
+  double aggregate_quality_ratio = 0;
   int online_misses = 0;
+  HeldBreakdown held;
+  HeldBreakdown optimum_held;  // the optimum's, over the same instances
 };
 
 // The exact solver's reach at one instance size (--sizes).
@@ -130,7 +159,10 @@ struct OptGapSummary {
   int optimal_with_valid_online = 0;  // solved_optimally - online_misses
   int online_misses = 0;
   double mean_quality_ratio = 0;
+  double aggregate_quality_ratio = 0;
   double min_quality_ratio = 0;
+  HeldBreakdown held;          // the policy's
+  HeldBreakdown optimum_held;  // the optimum's, over the same instances
   double mean_gpu_ratio = 0;
   double mean_speedup = 0;
   std::vector<BaselineSummary> baselines;  // in the rows' order of baselines

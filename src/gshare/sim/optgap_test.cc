@@ -192,6 +192,46 @@ TEST(OptGapTest, AnOnlineMissCountsZeroInTheMeanAndOneInTheMisses) {
   EXPECT_EQ(summary.baselines[1].name, "best-fit");
   EXPECT_NEAR(summary.baselines[1].mean_quality_ratio, summary.mean_quality_ratio, 1e-12);
   EXPECT_EQ(summary.baselines[1].online_misses, 1);
+  // The aggregate is over the valid instance only: 70 / 115 here too.
+  EXPECT_NEAR(summary.aggregate_quality_ratio, 70.0 / 115.0, 1e-9);
+  EXPECT_NEAR(summary.baselines[1].aggregate_quality_ratio, 70.0 / 115.0, 1e-9);
+
+  // Where the GiB-seconds go. Best-fit's valid schedule: a held [0, 55): restore 5, run 50; b
+  // held [5, 65): restore 5, idle 45 ms waiting for a's run, run 10. The optimum: a [0, 55) the
+  // same; b restored at 50, run [55, 65): restore 5, idle 0, run 10.
+  const HeldBreakdown& online = valid->online.held;
+  EXPECT_NEAR(online.restore, SliceMs(2, 10), 1e-12);
+  EXPECT_NEAR(online.execution, SliceMs(2, 60), 1e-12);
+  EXPECT_NEAR(online.idle_before_first, SliceMs(2, 45), 1e-12);
+  EXPECT_NEAR(online.between_runs + online.after_last, 0.0, 1e-12);
+  EXPECT_NEAR(online.total(), valid->online.objective, 1e-12);
+  EXPECT_NEAR(valid->exact_held.total(), valid->exact_objective, 1e-12);
+  EXPECT_NEAR(valid->exact_held.idle_before_first, 0.0, 1e-12);
+  EXPECT_NEAR(summary.held.total(), valid->online.objective, 1e-12);  // the valid instance only
+  EXPECT_NEAR(summary.optimum_held.total(), valid->exact_objective, 1e-12);
+}
+
+TEST(OptGapTest, HeldBreakdownSplitsEachResidencyAroundItsRuns) {
+  using exact::fixtures::SliceMs;
+  // One residency of a (2 slices, 5 ms restore, 50 ms runs) held [0, 200) serving runs at
+  // [10, 60) and [100, 150): restore 5, idle before 5, runs 100, between 40, after 50.
+  exact::ExactInstance instance = LongThenShort(200);
+  exact::ExactSchedule schedule;
+  schedule.residencies = {{0, 0, TimePoint{}, AtSeconds(0.2)}};
+  schedule.executions = {{0, AtSeconds(0.1), AtSeconds(0.15)},
+                         {0, AtSeconds(0.01), AtSeconds(0.06)}};
+  const HeldBreakdown held = BreakDownHeld(instance, schedule);
+  EXPECT_NEAR(held.restore, SliceMs(2, 5), 1e-12);
+  EXPECT_NEAR(held.idle_before_first, SliceMs(2, 5), 1e-12);
+  EXPECT_NEAR(held.execution, SliceMs(2, 100), 1e-12);
+  EXPECT_NEAR(held.between_runs, SliceMs(2, 40), 1e-12);
+  EXPECT_NEAR(held.after_last, SliceMs(2, 50), 1e-12);
+  EXPECT_NEAR(held.total(), exact::ScheduleObjective(instance, schedule), 1e-12);
+  // A residency that serves nothing is all restore and idle before a first run.
+  schedule.executions.clear();
+  const HeldBreakdown unused = BreakDownHeld(instance, schedule);
+  EXPECT_NEAR(unused.idle_before_first, SliceMs(2, 195), 1e-12);
+  EXPECT_NEAR(unused.total(), SliceMs(2, 200), 1e-12);
 }
 
 TEST(OptGapTest, JsonHasEveryContractField) {
@@ -224,6 +264,9 @@ TEST(OptGapTest, JsonHasEveryContractField) {
     ASSERT_TRUE(b["mean_quality_ratio"].is_number_float()) << name;
     EXPECT_TRUE(std::isfinite(b["mean_quality_ratio"].get<double>())) << name;
     EXPECT_TRUE(b["online_misses"].is_number_integer()) << name;
+    EXPECT_TRUE(std::isfinite(b["aggregate_quality_ratio"].get<double>())) << name;
+    EXPECT_TRUE(b["held_gib_s"].contains("after_last_run")) << name;
+    EXPECT_TRUE(b["optimum_held_gib_s"].contains("total")) << name;
   }
   EXPECT_FALSE(doc.contains("sizes"));  // only with --sizes
   OptGapSummary with_sizes = *summary;

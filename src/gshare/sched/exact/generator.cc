@@ -92,6 +92,12 @@ Result<ExactInstance> GenerateExactInstance(std::uint64_t seed, int num_requests
     mean_cold_start_s += ToSeconds(cold_start) / static_cast<double>(count);
   }
 
+  if (options.hot) {
+    for (std::size_t k = 0; k < count; k += 2) {
+      const Duration cold_start = instance.RestoreTime(k) + instance.functions[k].exec;
+      slo[k] = FromSeconds(random.Uniform(1.2, 1.8) * ToSeconds(cold_start));
+    }
+  }
   const double rate_per_s = options.load * num_gpus / mean_cold_start_s;
   TimePoint now{};
   for (int i = 0; i < num_requests; ++i) {
@@ -99,7 +105,8 @@ Result<ExactInstance> GenerateExactInstance(std::uint64_t seed, int num_requests
     // Round releases to whole microseconds: readable instances, exact arithmetic.
     const TimePoint release(
         std::chrono::duration_cast<std::chrono::microseconds>(now.time_since_epoch()));
-    const std::size_t f = static_cast<std::size_t>(random.Below(count));
+    const std::size_t f =
+        options.hot && random.Bernoulli(0.5) ? 0 : static_cast<std::size_t>(random.Below(count));
     instance.requests.push_back(ExactRequest{f, release, release + slo[f]});
   }
   GSHARE_RETURN_IF_ERROR(ValidateInstance(instance));

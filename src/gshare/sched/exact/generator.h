@@ -27,6 +27,14 @@ struct GeneratorOptions {
   // A request's deadline is release + max(SLO, slo_floor x (restore + execution)): an SLO tighter
   // than a cold start would make the instance infeasible whenever no copy is resident.
   double slo_floor = 2.0;
+  // The "hot" class (gshare optgap --class hot): the first drawn function is hot (each request
+  // calls it with probability 1/2, else one of all the drawn functions uniformly), and every
+  // other drawn function, the hot one first, is at risk: its deadline is release + x (restore +
+  // execution) with x uniform in [1.2, 1.8] drawn per function, under slo_floor's two cold
+  // starts, so a request of it meets its deadline only if its slice is resident or its restore
+  // starts at once: the cache queue of DQLS (keeping at-risk slices) is scored. The default
+  // class draws nothing more, so its instances are as before.
+  bool hot = false;
 };
 
 // Errors: InvalidArgument when num_requests < 1, num_gpus < 1, no profiles, a profile without a

@@ -48,6 +48,44 @@ TEST(GenerateExactInstanceTest, ShapeAndDeadlines) {
   }
 }
 
+TEST(GenerateExactInstanceTest, TheHotClassHasAHotFunctionAndDeadlinesUnderTwoColdStarts) {
+  GeneratorOptions options;
+  options.hot = true;
+  int hot_requests = 0;
+  int requests = 0;
+  int at_risk = 0;
+  for (std::uint64_t seed = 1; seed <= 20; ++seed) {
+    const auto instance =
+        GenerateExactInstance(seed, 40, 2, SampleFunctions(), SampleGpu(), options);
+    ASSERT_TRUE(instance.ok()) << instance.status().ToString();
+    for (const ExactRequest& r : instance->requests) {
+      const Duration cold =
+          instance->RestoreTime(r.function) + instance->functions[r.function].exec;
+      const double slack = ToSeconds(r.deadline - r.release) / ToSeconds(cold);
+      if (r.function % 2 == 0) {
+        // At risk: a cold start fits, two do not.
+        EXPECT_GE(slack, 1.2 - 1e-6) << seed;
+        EXPECT_LE(slack, 1.8 + 1e-6) << seed;
+        at_risk += 1;
+      } else {
+        EXPECT_GE(slack, 2.0 - 1e-6) << seed;
+      }
+      hot_requests += r.function == 0;
+      requests += 1;
+    }
+  }
+  // The hot function: 1/2 + 1/2 x 1/4 of the requests with four functions drawn.
+  EXPECT_NEAR(static_cast<double>(hot_requests) / requests, 0.625, 0.06);
+  EXPECT_GT(at_risk, requests / 2);
+  // The default class is as before: no deadline under two cold starts.
+  const auto plain = GenerateExactInstance(1, 40, 2, SampleFunctions(), SampleGpu());
+  ASSERT_TRUE(plain.ok());
+  for (const ExactRequest& r : plain->requests) {
+    const Duration cold = plain->RestoreTime(r.function) + plain->functions[r.function].exec;
+    EXPECT_GE(ToSeconds(r.deadline - r.release), 2.0 * ToSeconds(cold) - 1e-9);
+  }
+}
+
 TEST(GenerateExactInstanceTest, RejectsBadInput) {
   EXPECT_FALSE(GenerateExactInstance(1, 0, 1, SampleFunctions(), SampleGpu()).ok());
   EXPECT_FALSE(GenerateExactInstance(1, 5, 0, SampleFunctions(), SampleGpu()).ok());
