@@ -158,6 +158,7 @@ expect_error zero_host "host-bandwidth: '0' is not a positive size" "${compare[@
 expect_error bad_restore_noise "restore-noise" "${compare[@]}" --restore-noise lognormal:9
 expect_error big_prior "prior-error" "${compare[@]}" --prior-error 0.95
 expect_error zero_nodes "gpus-per-node" "${compare[@]}" --gpus-per-node 0
+expect_error bad_fragmentation "fragmentation: 'maybe' is neither on nor off" "${compare[@]}" --fragmentation maybe
 
 # The ideal world reproduces, figure for figure, what the simulator gave before the fair world
 # existed (the 100-function workload, 2 minutes, seed 1, generated without batching as it was
@@ -174,7 +175,7 @@ fi
 # The default world is the fair one, and says so.
 if run fair_world "$gshare" sim --quiet --generate functions=20,duration=1m --seed 1 \
   --policy gshare --out "$work/fair"; then
-  check fair_world_named grep -q '"world": "gpus-per-node=8,host-bandwidth=50GB/s' \
+  check fair_world_named grep -q '"world": "gpus-per-node=8,host-bandwidth=50GB/s.*,fragmentation"' \
     "$work/fair/summary.json"
 fi
 

@@ -57,13 +57,20 @@ void AddWorldOptions(CLI::App* cmd, WorldFlags& world) {
                       "uniform in [1-E, 1+E] drawn per function and seed; they learn from runs")
           ->check(CLI::Range(0.0, 0.9))
           ->capture_default_str();
+  CLI::Option* fragmentation =
+      cmd->add_option("--fragmentation", world.fragmentation,
+                      "on: a slice occupies a contiguous range of its GPU's memory (first fit; "
+                      "growth in place, else a move, else refused); off: any free memory holds it")
+          ->capture_default_str();
   cmd->add_flag("--ideal", world.ideal,
-                "The ideal world instead: exact restore times, no host contention, exact priors "
+                "The ideal world instead: exact restore times, no host contention, exact priors, "
+                "memory never fragmented "
                 "(for comparison with earlier figures; never the default)")
       ->excludes(nodes)
       ->excludes(host)
       ->excludes(noise)
-      ->excludes(prior);
+      ->excludes(prior)
+      ->excludes(fragmentation);
 }
 
 Result<WorldModel> MakeWorld(const WorldFlags& flags) {
@@ -83,6 +90,11 @@ Result<WorldModel> MakeWorld(const WorldFlags& flags) {
   if (!noise.ok()) return noise.status().WithContext("--restore-noise");
   world.restore_noise = *noise;
   world.prior_error = flags.prior_error;
+  if (flags.fragmentation != "on" && flags.fragmentation != "off") {
+    return InvalidArgument(
+        fmt::format("--fragmentation: '{}' is neither on nor off", flags.fragmentation));
+  }
+  world.fragmentation = flags.fragmentation == "on";
   return world;
 }
 

@@ -44,15 +44,17 @@ struct WorldFlags {
   std::string host_bandwidth = "50GB/s";
   std::string restore_noise = "lognormal:0.1";
   double prior_error = 0.3;
+  std::string fragmentation = "on";
 };
 
-// Adds --ideal, --gpus-per-node, --host-bandwidth, --restore-noise and --prior-error (--ideal
-// excludes the others) to a command (gshare sim, gshare compare), bound to `world`.
+// Adds --ideal, --gpus-per-node, --host-bandwidth, --restore-noise, --prior-error and
+// --fragmentation (--ideal excludes the others) to a command (gshare sim, gshare compare), bound to
+// `world`.
 void AddWorldOptions(CLI::App* cmd, WorldFlags& world);
 
 // The world the flags describe, with seed 1 (each run sets its own). InvalidArgument naming the
 // flag at fault: a bandwidth that is not a positive size per second ("50GB/s", "25Gi/s"), a noise
-// that ParseExecNoise refuses.
+// that ParseExecNoise refuses, a fragmentation neither on nor off.
 Result<WorldModel> MakeWorld(const WorldFlags& flags);
 
 // NotFound naming the first of `policies` that PolicyNames does not know (and listing those it

@@ -770,20 +770,22 @@ void LiveExecutor::RetryWaitingMemory(GpuId id) {
   for (const FunctionId function : waiting) StartSliceMemory(id, function);
 }
 
-void LiveExecutor::Resize(GpuId id, FunctionId function, std::uint64_t new_bytes) {
+bool LiveExecutor::Resize(GpuId id, FunctionId function, std::uint64_t new_bytes) {
   Gpu* gpu = CheckGpu(id, "Resize");
-  if (gpu == nullptr) return;
+  if (gpu == nullptr) return false;
   Slice* slice = CheckSlice(*gpu, id, function, "Resize");
-  if (slice == nullptr) return;
+  if (slice == nullptr) return false;
   const ResolvedFunction& spec = functions_[function];
   if (new_bytes < spec.gpu_memory_bytes ||
       ScheduledBytes(*gpu) - slice->reserve_bytes + new_bytes > options_.gpu_type.memory_bytes) {
-    return Violation(Internal(
+    Violation(Internal(
         fmt::format("Resize: '{}' to {} on GPU {}", spec.name, FormatBytes(new_bytes), id)));
+    return false;
   }
   if (const Status quota = SetSliceQuota(*gpu, *slice, new_bytes); !quota.ok()) {
-    return Violation(Internal(fmt::format("Resize: '{}' to {} on GPU {}: {}", spec.name,
-                                          FormatBytes(new_bytes), id, quota.ToString())));
+    Violation(Internal(fmt::format("Resize: '{}' to {} on GPU {}: {}", spec.name,
+                                   FormatBytes(new_bytes), id, quota.ToString())));
+    return false;
   }
   const double delta = static_cast<double>(new_bytes) - static_cast<double>(slice->reserve_bytes);
   slice->reserve_bytes = new_bytes;
@@ -792,6 +794,7 @@ void LiveExecutor::Resize(GpuId id, FunctionId function, std::uint64_t new_bytes
   // The function's allocations follow the new quota, within the slice's segment.
   instances_.at(slice->instance)
       .switcher->SetQuota(std::min<std::uint64_t>(new_bytes, slice->memory->segment_bytes()));
+  return true;
 }
 
 void LiveExecutor::Run(GpuId id, FunctionId function, std::span<const RequestId> batch) {

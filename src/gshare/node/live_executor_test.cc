@@ -173,7 +173,7 @@ TEST(LiveExecutorVGpu, AResizeThatDoesNotFitTheGpuIsRefusedAndLeaksNothing) {
   s.on_restore = [&](GpuId, FunctionId, const Status& status) {
     ASSERT_TRUE(status.ok()) << status.ToString();
     if (++restored < 2) return;
-    e.Resize(gpu, 1, 1000 * kMiB);  // quota 1 GiB
+    EXPECT_TRUE(e.Resize(gpu, 1, 1000 * kMiB));  // quota 1 GiB
     EXPECT_TRUE(e.violation().ok()) << e.violation().ToString();
     grown = vgpus.slices();
     usage_grown = vgpus.gpu(0).value();
@@ -181,7 +181,7 @@ TEST(LiveExecutorVGpu, AResizeThatDoesNotFitTheGpuIsRefusedAndLeaksNothing) {
     const TimePoint instant = e.Now();
     reserved_grown = h.meter().Totals(instant).reserved_byte_seconds;
     // 300 MiB + 3796 MiB is the GPU's 4 GiB; 384 MiB + 3840 MiB is more.
-    e.Resize(gpu, 1, 4 * kGiB - 300 * kMiB);
+    EXPECT_FALSE(e.Resize(gpu, 1, 4 * kGiB - 300 * kMiB));
     refused = vgpus.slices();
     usage_refused = vgpus.gpu(0).value();
     reserved_refused = h.meter().Totals(instant).reserved_byte_seconds;

@@ -100,9 +100,22 @@ class Executor {
   virtual EvictOutcome Evict(GpuId gpu, FunctionId function, EvictHint hint) = 0;
 
   // Changes the slice's memory to `new_bytes`, at once: an elastic slice grows or shrinks in
-  // place. Preconditions: the slice is resident; `new_bytes` is at least the function's GPU
-  // memory and what its runs in flight need; growth fits in free memory.
-  virtual void Resize(GpuId gpu, FunctionId function, std::uint64_t new_bytes) = 0;
+  // place. Where slices occupy contiguous ranges (the simulator's fragmentation model) a slice
+  // that cannot grow in place moves to a free range that holds it (a copy on the GPU's memory,
+  // which delays its next run), and growth is refused when no free range holds it: then it
+  // returns false and changes nothing. Shrinking always succeeds. Preconditions: the slice is
+  // resident; `new_bytes` is at least the function's GPU memory and what its runs in flight
+  // need; growth fits in free memory.
+  [[nodiscard]] virtual bool Resize(GpuId gpu, FunctionId function, std::uint64_t new_bytes) = 0;
+
+  // The largest contiguous free range of the GPU's memory, where slices occupy contiguous ranges
+  // (the simulator's fragmentation model: a Restore or a growth that no free range holds fails
+  // although the memory is free in total); UINT64_MAX where memory is mapped in pages, so that
+  // any free memory holds a slice (the live node). Precondition: the GPU is held.
+  virtual std::uint64_t LargestFreeRange(GpuId gpu) const {
+    (void)gpu;
+    return UINT64_MAX;
+  }
 
   // Runs a batch of requests of `function` on its slice; the GPU's compute is time-sliced among
   // the runs in flight. OnRunDone fires with the same batch when it ends: with an OK status the

@@ -376,8 +376,22 @@ bool FaaSwapPolicy::MakeRoom(std::size_t slot, std::uint64_t bytes, bool for_hea
     EvictModel(slot, victim);
     evicted = true;
   }
+  // Where slices occupy contiguous ranges, the memory may be free in pieces: evict on until a
+  // free range holds the model.
+  while (gpu.memory_used + bytes <= capacity &&
+         context_.executor->LargestFreeRange(gpu.gpu) < bytes && it != gpu.lru.end()) {
+    const FunctionId victim = *it;
+    if (keep(victim)) {
+      ++it;
+      continue;
+    }
+    it = gpu.lru.erase(it);
+    EvictModel(slot, victim);
+    evicted = true;
+  }
   if (evicted) RetryBlocked();
-  return gpu.memory_used + bytes <= capacity;
+  return gpu.memory_used + bytes <= capacity &&
+         context_.executor->LargestFreeRange(gpu.gpu) >= bytes;
 }
 
 void FaaSwapPolicy::Advance(std::size_t slot) {

@@ -480,7 +480,20 @@ bool FaaSwapEdfPolicy::MakeRoom(std::size_t slot, std::uint64_t bytes) {
     it = gpu.lru.erase(it);
     EvictModel(slot, victim);
   }
-  return gpu.memory_used + bytes <= gpu.capacity;
+  // Where slices occupy contiguous ranges, the memory may be free in pieces: evict on until a
+  // free range holds the model.
+  while (gpu.memory_used + bytes <= gpu.capacity &&
+         context_.executor->LargestFreeRange(gpu.gpu) < bytes && it != gpu.lru.end()) {
+    const FunctionId victim = *it;
+    if (keep(victim)) {
+      ++it;
+      continue;
+    }
+    it = gpu.lru.erase(it);
+    EvictModel(slot, victim);
+  }
+  return gpu.memory_used + bytes <= gpu.capacity &&
+         context_.executor->LargestFreeRange(gpu.gpu) >= bytes;
 }
 
 void FaaSwapEdfPolicy::EvictModel(std::size_t slot, FunctionId function) {

@@ -610,15 +610,45 @@ void GSharePolicy::StartRestore(std::size_t slot, FunctionId function) {
 
 void GSharePolicy::IssueRestore(std::size_t slot) {
   GpuState& gpu = gpus_[slot];
-  if (!gpu.ready || !gpu.evicting.empty() || gpu.restoring || gpu.deferred_restores.empty()) {
+  while (gpu.ready && gpu.evicting.empty() && !gpu.restoring && !gpu.deferred_restores.empty()) {
+    const FunctionId function = gpu.deferred_restores.front();
+    const std::uint64_t bytes = gpu.slices.at(function).bytes;
+    if (context_.executor->LargestFreeRange(gpu.gpu) < bytes) {
+      // The memory is free in total but in pieces (slices in contiguous ranges): evict idle
+      // slices until a range holds it; a copy back in flight frees memory first (OnEvictDone);
+      // with nothing to evict, the function is placed again when memory frees.
+      MakeContiguous(slot, bytes, function);
+      if (!gpu.evicting.empty()) return;
+      if (context_.executor->LargestFreeRange(gpu.gpu) < bytes) {
+        DropSlice(slot, function);
+        Unplaced(function);
+        continue;
+      }
+    }
+    gpu.deferred_restores.erase(gpu.deferred_restores.begin());
+    functions_[function].deferred -= 1;
+    gpu.restoring = true;
+    gpu.restoring_function = function;
+    context_.executor->Restore(gpu.gpu, function, bytes);
     return;
   }
-  const FunctionId function = gpu.deferred_restores.front();
-  gpu.deferred_restores.erase(gpu.deferred_restores.begin());
-  functions_[function].deferred -= 1;
-  gpu.restoring = true;
-  gpu.restoring_function = function;
-  context_.executor->Restore(gpu.gpu, function, gpu.slices.at(function).bytes);
+}
+
+void GSharePolicy::MakeContiguous(std::size_t slot, std::uint64_t bytes, FunctionId asker) {
+  GpuState& gpu = gpus_[slot];
+  std::vector<std::pair<TimePoint, FunctionId>> victims;
+  for (const auto& [f, slice] : gpu.slices) {
+    if (f != asker && EvictableFor(gpu, f, slice, asker, bytes)) {
+      victims.emplace_back(slice.last_used, f);
+    }
+  }
+  std::sort(victims.begin(), victims.end());  // least recently used first
+  for (const auto& [last_used, f] : victims) {
+    if (context_.executor->LargestFreeRange(gpu.gpu) >= bytes || !gpu.evicting.empty()) return;
+    EvictSlice(slot, f);
+    // A slice taken back with requests waiting: they are bound again when memory frees.
+    if (!functions_[f].pending.empty() && functions_[f].slots.empty()) Unplaced(f);
+  }
 }
 
 void GSharePolicy::Dispatch(std::size_t slot) {
@@ -653,9 +683,13 @@ void GSharePolicy::Dispatch(std::size_t slot) {
     while (batch > 1 && SliceBytes(function, batch) > slice.bytes + growable) --batch;
     if (knobs_.slack_order && now + PredictExec(function, batch) > must_start_by) continue;
     if (const std::uint64_t need = SliceBytes(function, batch); need > slice.bytes) {
-      SetFree(slot, gpu.free_bytes - (need - slice.bytes));
-      slice.bytes = need;
-      context_.executor->Resize(gpu.gpu, function, need);
+      if (context_.executor->Resize(gpu.gpu, function, need)) {
+        SetFree(slot, gpu.free_bytes - (need - slice.bytes));
+        slice.bytes = need;
+      } else {
+        // Refused (no free range holds the grown slice): the batch is what the slice holds.
+        while (batch > 1 && SliceBytes(function, batch) > slice.bytes) --batch;
+      }
     }
     batch_.clear();
     while (batch_.size() < batch) {
@@ -745,7 +779,7 @@ void GSharePolicy::OnRunDone(GpuId id, FunctionId function, std::span<const Requ
     if (it->second.bytes > base) {
       SetFree(slot, gpu.free_bytes + (it->second.bytes - base));
       it->second.bytes = base;
-      context_.executor->Resize(gpu.gpu, function, base);
+      static_cast<void>(context_.executor->Resize(gpu.gpu, function, base));  // shrinks in place
     }
   }
   if (!context_.functions->active(function)) {

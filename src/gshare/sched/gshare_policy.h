@@ -167,6 +167,9 @@ class GSharePolicy final : public Scheduler {
   bool GrowPoolIfShort(const Request& request, Duration exec, TimePoint best_finish);
   void SetCheck(FunctionId function, TimePoint at);
   void EvictSlice(std::size_t slot, FunctionId function);
+  // Evicts idle slices of the GPU, least recently used first, until a free range holds `bytes`
+  // (Executor::LargestFreeRange) or a copy back is in flight.
+  void MakeContiguous(std::size_t slot, std::uint64_t bytes, FunctionId asker);
   void IssueRestore(std::size_t slot);
   void MaybeRelease(std::size_t slot, FunctionId function);
   // How long an idle slice of the function is held before it is released.

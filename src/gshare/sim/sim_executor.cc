@@ -192,8 +192,21 @@ void SimulatedExecutor::Restore(GpuId gpu_id, FunctionId function, std::uint64_t
                                      spec.name, FormatBytes(reserve_bytes), gpu_id,
                                      FormatBytes(workload_.gpu.memory_bytes - gpu->memory_used))));
   }
+  std::uint64_t offset = 0;
+  if (options_.world.fragmentation) {
+    const std::optional<std::uint64_t> range = FirstFit(*gpu, reserve_bytes);
+    if (!range) {
+      // The memory is free in total, but in pieces: the restore fails, as an allocator that
+      // needs a contiguous range would.
+      events_.Push(now_, Event{EventType::kRestoreFailed, gpu_id, function, reserve_bytes});
+      return;
+    }
+    offset = *range;
+    gpu->ranges.emplace(offset, reserve_bytes);
+  }
   gpu->memory_used += reserve_bytes;
   Residency residency{reserve_bytes, ResidencyState::kRestoring, 0, 0, 0};
+  residency.offset = offset;
   if (options_.record_schedule) {
     residency.record = log_.residencies.size();
     log_.residencies.push_back({gpu_id, function, now_, TimePoint::max(), TimePoint::max()});
@@ -235,6 +248,37 @@ void SimulatedExecutor::Restore(GpuId gpu_id, FunctionId function, std::uint64_t
   events_.Push(done, Event{EventType::kRestoreDone, gpu_id, function, 0});
 }
 
+std::optional<std::uint64_t> SimulatedExecutor::FirstFit(const Gpu& gpu,
+                                                         std::uint64_t bytes) const {
+  std::uint64_t cursor = 0;
+  for (const auto& [offset, size] : gpu.ranges) {
+    if (offset - cursor >= bytes) return cursor;
+    cursor = offset + size;
+  }
+  if (workload_.gpu.memory_bytes >= cursor && workload_.gpu.memory_bytes - cursor >= bytes) {
+    return cursor;
+  }
+  return std::nullopt;
+}
+
+std::uint64_t SimulatedExecutor::LargestGap(const Gpu& gpu) const {
+  std::uint64_t cursor = 0;
+  std::uint64_t largest = 0;
+  for (const auto& [offset, size] : gpu.ranges) {
+    largest = std::max(largest, offset - cursor);
+    cursor = offset + size;
+  }
+  if (workload_.gpu.memory_bytes > cursor) {
+    largest = std::max(largest, workload_.gpu.memory_bytes - cursor);
+  }
+  return largest;
+}
+
+std::uint64_t SimulatedExecutor::LargestFreeRange(GpuId gpu) const {
+  if (!options_.world.fragmentation) return UINT64_MAX;
+  return gpu < gpus_.size() ? LargestGap(gpus_[gpu]) : 0;
+}
+
 Duration SimulatedExecutor::Noisy(Duration d) {
   if (options_.world.restore_noise.none()) return d;
   return ScaleDuration(d, DrawNoiseFactor(options_.world.restore_noise, restore_random_));
@@ -255,6 +299,7 @@ EvictOutcome SimulatedExecutor::Evict(GpuId gpu_id, FunctionId function, EvictHi
   // The device copy is always clean here: a kDiscardIfClean hint discards.
   if (hint == EvictHint::kDiscardIfClean) {
     const std::uint64_t bytes = it->second.bytes;
+    if (options_.world.fragmentation) gpu->ranges.erase(it->second.offset);
     if (options_.record_schedule) log_.residencies[it->second.record].released = now_;
     gpu->memory_used -= bytes;
     gpu->residents.erase(it);
@@ -282,31 +327,60 @@ EvictOutcome SimulatedExecutor::Evict(GpuId gpu_id, FunctionId function, EvictHi
   return EvictOutcome::kCopying;
 }
 
-void SimulatedExecutor::Resize(GpuId gpu_id, FunctionId function, std::uint64_t new_bytes) {
+bool SimulatedExecutor::Resize(GpuId gpu_id, FunctionId function, std::uint64_t new_bytes) {
   Gpu* gpu = CheckGpu(gpu_id, "Resize");
-  if (gpu == nullptr) return;
+  if (gpu == nullptr) return false;
   auto it = gpu->residents.find(function);
   if (it == gpu->residents.end() || it->second.state != ResidencyState::kResident) {
-    return Fail(
-        Internal(fmt::format("Resize: function {} is not resident on GPU {}", function, gpu_id)));
+    Fail(Internal(fmt::format("Resize: function {} is not resident on GPU {}", function, gpu_id)));
+    return false;
   }
   const ResolvedFunction& spec = functions_[function];
   Residency& residency = it->second;
   if (new_bytes < spec.gpu_memory_bytes + residency.batch_bytes_in_flight) {
-    return Fail(Internal(fmt::format("Resize: {} is below what '{}' needs on GPU {}",
-                                     FormatBytes(new_bytes), spec.name, gpu_id)));
+    Fail(Internal(fmt::format("Resize: {} is below what '{}' needs on GPU {}",
+                              FormatBytes(new_bytes), spec.name, gpu_id)));
+    return false;
   }
   if (new_bytes > residency.bytes &&
       gpu->memory_used + (new_bytes - residency.bytes) > workload_.gpu.memory_bytes) {
-    return Fail(Internal(fmt::format("Resize: '{}' cannot grow to {} on GPU {}, which has {} free",
-                                     spec.name, FormatBytes(new_bytes), gpu_id,
-                                     FormatBytes(workload_.gpu.memory_bytes - gpu->memory_used))));
+    Fail(Internal(fmt::format("Resize: '{}' cannot grow to {} on GPU {}, which has {} free",
+                              spec.name, FormatBytes(new_bytes), gpu_id,
+                              FormatBytes(workload_.gpu.memory_bytes - gpu->memory_used))));
+    return false;
+  }
+  if (options_.world.fragmentation && new_bytes != residency.bytes) {
+    auto range = gpu->ranges.find(residency.offset);
+    const auto next = std::next(range);
+    const std::uint64_t limit =
+        next == gpu->ranges.end() ? workload_.gpu.memory_bytes : next->first;
+    if (new_bytes <= residency.bytes || residency.offset + new_bytes <= limit) {
+      range->second = new_bytes;  // in place
+    } else {
+      // Not in place: move to a free range that holds it (its own range counts as free), or
+      // refuse. A move copies the slice within the GPU's memory; its next run waits for it. A
+      // slice with a run in flight cannot move.
+      if (residency.runs_in_flight > 0) return false;
+      gpu->ranges.erase(range);
+      const std::optional<std::uint64_t> moved = FirstFit(*gpu, new_bytes);
+      if (!moved) {
+        gpu->ranges.emplace(residency.offset, residency.bytes);
+        return false;
+      }
+      gpu->ranges.emplace(*moved, new_bytes);
+      residency.offset = *moved;
+      const double seconds =
+          static_cast<double>(residency.bytes) / options_.world.move_bytes_per_second;
+      residency.moved_until =
+          std::max(now_, residency.moved_until) + Duration(std::llround(seconds * 1e9));
+    }
   }
   const double delta = static_cast<double>(new_bytes) - static_cast<double>(residency.bytes);
   gpu->memory_used = gpu->memory_used + new_bytes - residency.bytes;
   residency.bytes = new_bytes;
   meter_.Reserved(now_, function, delta);
   if (residency.runs_in_flight > 0) meter_.Active(now_, function, delta);
+  return true;
 }
 
 void SimulatedExecutor::Run(GpuId gpu_id, FunctionId function, std::span<const RequestId> batch) {
@@ -393,6 +467,12 @@ void SimulatedExecutor::StartRun(GpuId gpu_id, FunctionId function,
   }
   if (it->second.runs_in_flight++ == 0) ChangeActive(function, it->second.bytes, true);
 
+  if (it->second.moved_until > now_) {
+    // The slice is being moved within the GPU's memory (a Resize): its run waits for the copy.
+    events_.Push(it->second.moved_until, Event{EventType::kEnterCompute, gpu_id, function,
+                                               static_cast<std::uint64_t>(index)});
+    return;
+  }
   if (pipelined) {
     if (!it->second.copy_started) {
       // Contended world: the copy's speed is known when it starts.
@@ -543,6 +623,14 @@ void SimulatedExecutor::Dispatch(const Event& event) {
     case EventType::kTransferStep:
       OnTransferStep(event.gpu, static_cast<int>(event.function), event.value);
       return;
+    case EventType::kRestoreFailed:
+      scheduler_->OnRestoreDone(
+          event.gpu, event.function,
+          ResourceExhausted(fmt::format("no free range of GPU {} holds {} (its memory is "
+                                        "fragmented: the largest free range is {})",
+                                        event.gpu, FormatBytes(event.value),
+                                        FormatBytes(LargestGap(gpus_[event.gpu])))));
+      return;
   }
 }
 
@@ -564,6 +652,7 @@ void SimulatedExecutor::FinishCheckpoint(GpuId gpu_id, FunctionId function) {
   auto it = gpu.residents.find(function);
   const std::uint64_t bytes = it->second.bytes;
   if (options_.record_schedule) log_.residencies[it->second.record].released = now_;
+  if (options_.world.fragmentation) gpu.ranges.erase(it->second.offset);
   gpu.memory_used -= bytes;
   gpu.residents.erase(it);
   meter_.Reserved(now_, function, -static_cast<double>(bytes));

@@ -14,8 +14,8 @@
 //    hinted kDiscardIfClean always discards;
 //  - Options::world departs from that ideal (world_model.h): copies on one host node share its
 //    host-memory bandwidth (AcquireGpu places a GPU on the first node with room), restores and
-//    checkpoints take a noise factor, and functions() gives the policy profiles that are off from
-//    the truth the runs follow;
+//    checkpoints take a noise factor, functions() gives the policy profiles that are off from
+//    the truth the runs follow, and slices occupy contiguous ranges of their GPU's memory;
 //  - compute shared by time slicing: runs in flight take exclusive quanta in round-robin order;
 //    a quantum is never cut short by a newcomer (kernels are not preempted), a run alone on the
 //    GPU runs to completion;
@@ -29,6 +29,8 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <map>
+#include <optional>
 #include <span>
 #include <unordered_map>
 #include <vector>
@@ -83,7 +85,8 @@ class SimulatedExecutor final : public Executor {
   void ReleaseGpu(GpuId gpu) override;
   void Restore(GpuId gpu, FunctionId function, std::uint64_t reserve_bytes) override;
   EvictOutcome Evict(GpuId gpu, FunctionId function, EvictHint hint) override;
-  void Resize(GpuId gpu, FunctionId function, std::uint64_t new_bytes) override;
+  bool Resize(GpuId gpu, FunctionId function, std::uint64_t new_bytes) override;
+  std::uint64_t LargestFreeRange(GpuId gpu) const override;
   void Run(GpuId gpu, FunctionId function, std::span<const RequestId> batch) override;
   bool pipelines_loading() const override { return true; }
   void RunPipelined(GpuId gpu, FunctionId function, std::span<const RequestId> batch) override;
@@ -116,8 +119,9 @@ class SimulatedExecutor final : public Executor {
     kTimer,
     kEnterCompute,  // a pipelined run's first layer group is on the GPU
     kLatestStart,   // a request's latest start (value: its id)
-    kTransferStep   // contended world: a copy engine's front starts moving or ends (value:
+    kTransferStep,  // contended world: a copy engine's front starts moving or ends (value:
                     // generation; function: the direction)
+    kRestoreFailed  // fragmented world: no free range held a restore
   };
   struct Event {
     EventType type;
@@ -137,6 +141,8 @@ class SimulatedExecutor final : public Executor {
     TimePoint copy_start{};  // the restore's copy on the host-to-device engine
     TimePoint copy_done{};   // contended world: as predicted when the copy started
     bool copy_started = false;
+    std::uint64_t offset = 0;  // fragmented world: where its range starts
+    TimePoint moved_until{};   // fragmented world: a move's copy ends then
     // Contended world: pipelined runs waiting for the copy to start (to time their layers), and
     // runs whose compute ended before the restore did (answered when it ends).
     std::vector<std::int32_t> pipelined_waiting{};
@@ -189,7 +195,9 @@ class SimulatedExecutor final : public Executor {
     TimePoint slice_start{};
     TimePoint slice_end{};
     std::uint64_t slice_generation = 0;
-    std::size_t node = 0;   // contended world
+    std::size_t node = 0;  // contended world
+    // Fragmented world: the slices' ranges, offset -> bytes.
+    std::map<std::uint64_t, std::uint64_t> ranges;
     CopyEngine engines[2];  // contended world: kToDevice, kToHost
   };
 
@@ -212,6 +220,9 @@ class SimulatedExecutor final : public Executor {
   // The ends of a restore's and a checkpoint's copy, in either world.
   void FinishRestore(GpuId gpu_id, FunctionId function);
   void FinishCheckpoint(GpuId gpu_id, FunctionId function);
+  // Fragmented world: the first free range of `bytes` (first fit), and the largest free range.
+  std::optional<std::uint64_t> FirstFit(const Gpu& gpu, std::uint64_t bytes) const;
+  std::uint64_t LargestGap(const Gpu& gpu) const;
   // A restore's or checkpoint's copy time times a noise draw (unchanged without restore noise).
   Duration Noisy(Duration d);
   // Contended world: the fluid model of the copy engines (sim_executor.cc).

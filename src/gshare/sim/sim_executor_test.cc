@@ -241,12 +241,14 @@ TEST(SimulatedExecutorTest, ResizeAccountsExactlyAndRefusesWhatDoesNotFit) {
       }
     }
     void OnRestoreDone(GpuId g, FunctionId f, const Status&) override {
-      if (grow) e->Resize(g, f, 256 * kMiB + kGiB);  // room for a batch of two
+      if (grow) {
+        EXPECT_TRUE(e->Resize(g, f, 256 * kMiB + kGiB));  // room for a batch of two
+      }
       const RequestId batch[] = {0, 1};
       e->Run(g, f, batch);
     }
     void OnRunDone(GpuId g, FunctionId f, std::span<const RequestId>, const RunResult&) override {
-      e->Resize(g, f, 256 * kMiB);
+      EXPECT_TRUE(e->Resize(g, f, 256 * kMiB));
     }
   } script;
   script.e = &executor;

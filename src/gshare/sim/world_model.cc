@@ -10,6 +10,7 @@ WorldModel WorldModel::Fair() {
   world.host_bytes_per_second = 50e9;
   world.restore_noise.sigma = 0.1;
   world.prior_error = 0.3;
+  world.fragmentation = true;
   return world;
 }
 
@@ -23,6 +24,7 @@ std::string WorldModel::Describe() const {
   }
   if (!restore_noise.none()) add("restore-noise=" + FormatExecNoise(restore_noise));
   if (prior_error > 0) add(fmt::format("prior-error={}", prior_error));
+  if (fragmentation) add("fragmentation");
   return out;
 }
 

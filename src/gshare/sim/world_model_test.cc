@@ -20,6 +20,7 @@ namespace gshare {
 namespace {
 
 using std::chrono::milliseconds;
+using std::chrono::seconds;
 using testing::AddRequest;
 using testing::MakeFunction;
 using testing::RoundGpu;
@@ -96,7 +97,8 @@ TEST(WorldModelTest, IdealIsTheDefaultAndFairDescribesItself) {
   EXPECT_EQ(WorldModel{}.Describe(), "ideal");
   EXPECT_FALSE(WorldModel::Fair().ideal());
   EXPECT_EQ(WorldModel::Fair().Describe(),
-            "gpus-per-node=8,host-bandwidth=50GB/s,restore-noise=lognormal:0.1,prior-error=0.3");
+            "gpus-per-node=8,host-bandwidth=50GB/s,restore-noise=lognormal:0.1,prior-error=0.3,"
+            "fragmentation");
 }
 
 TEST(WorldModelTest, RestoresAtOnceOnOneNodeShareItsHostBandwidth) {
@@ -202,6 +204,111 @@ TEST(WorldModelTest, APipelinedRunThatOutrunsItsSlowedCopyEndsAfterTheRestore) {
   EXPECT_NEAR(script.ran_at[0], 0.201, 1e-6);
 }
 
+// Fragmentation on a 40 GiB GPU: three 10 GiB slices a, b, c at 0, 10 and 20 GiB; b leaves, so
+// 20 GiB are free in two ranges of 10 GiB.
+TEST(WorldModelTest, FragmentedMemoryPlacesFirstFitGrowsInPlaceMovesOrRefuses) {
+  Workload w;
+  w.gpu = RoundGpu();
+  for (const char* name : {"a", "b", "c", "d"}) {
+    w.functions.push_back(MakeFunction(name, 1'000'000, 10 * kGiB, milliseconds(10), seconds(10)));
+  }
+  AddRequest(w, 0, 0.0);
+  SimulatedExecutor::Options options;
+  options.world.fragmentation = true;
+  SimulatedExecutor executor(w, options);
+  class Steps : public Script {
+   public:
+    void OnRestoreDone(GpuId g, FunctionId f, const Status& status) override {
+      results.push_back(status);
+      if (on_restored) on_restored(g, f, status);
+    }
+    std::vector<Status> results;
+    std::function<void(GpuId, FunctionId, const Status&)> on_restored;
+  } script;
+  script.executor = &executor;
+  GpuId gpu = 0;
+  std::vector<std::string> log;
+  script.on_request = [&](const Request&) {
+    gpu = *executor.AcquireGpu(0, Duration::zero());
+    EXPECT_EQ(executor.LargestFreeRange(gpu), 40 * kGiB);
+    for (FunctionId f : {0u, 1u, 2u}) executor.Restore(gpu, f, 10 * kGiB);
+  };
+  int restored = 0;
+  script.on_restored = [&](GpuId g, FunctionId f, const Status& status) {
+    if (!status.ok()) {
+      log.push_back(fmt::format("{} refused", f));
+      return;
+    }
+    if (++restored < 3) return;
+    if (f == 3) return;
+    // a [0, 10), b [10, 20), c [20, 30): 10 GiB free at the end.
+    EXPECT_EQ(executor.LargestFreeRange(g), 10 * kGiB);
+    EXPECT_EQ(executor.Evict(g, 1, EvictHint::kDiscardIfClean), EvictOutcome::kDiscarded);
+    // 20 GiB free in two ranges of 10: a 15 GiB slice fits in neither.
+    EXPECT_EQ(executor.LargestFreeRange(g), 10 * kGiB);
+    executor.Restore(g, 3, 15 * kGiB);  // fails, asynchronously
+    // c grows in place to 18 GiB ([20, 38)); a grows in place to 12 GiB ([0, 12)): free are
+    // [12, 20) and [38, 40).
+    EXPECT_TRUE(executor.Resize(g, 2, 18 * kGiB));
+    EXPECT_TRUE(executor.Resize(g, 0, 12 * kGiB));
+    EXPECT_EQ(executor.LargestFreeRange(g), 8 * kGiB);
+    // a to 21 GiB: not in place (c starts at 20), and no free range holds 21 GiB (its own
+    // counted free: [0, 20) and [38, 40)), although 9 GiB more are free in total: refused,
+    // nothing changes.
+    EXPECT_FALSE(executor.Resize(g, 0, 21 * kGiB));
+    EXPECT_EQ(executor.LargestFreeRange(g), 8 * kGiB);
+    // Shrinking is always in place.
+    EXPECT_TRUE(executor.Resize(g, 2, 10 * kGiB));
+    EXPECT_EQ(executor.LargestFreeRange(g), 10 * kGiB);
+    log.push_back("resized");
+  };
+  executor.set_scheduler(&script);
+  EXPECT_FALSE(executor.RunToEnd(nullptr).ok());  // the request is never run
+  EXPECT_EQ(log, (std::vector<std::string>{"resized", "3 refused"}));
+  ASSERT_EQ(script.results.size(), 4u);
+  EXPECT_EQ(script.results[3].code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(script.results[3].message().find("fragmented"), std::string::npos);
+}
+
+TEST(WorldModelTest, ASliceThatMovesDelaysItsNextRunByTheCopy) {
+  // a [0, 10), b [10, 20); a grows to 15 GiB: not in place (b is next), so it moves to [20, 35)
+  // at 500 GB/s: 10 GiB take 21.47 ms, and a's run (10 ms) starts after that.
+  Workload w;
+  w.gpu = RoundGpu();
+  for (const char* name : {"a", "b"}) {
+    w.functions.push_back(MakeFunction(name, 1'000'000, 10 * kGiB, milliseconds(10), seconds(10)));
+  }
+  AddRequest(w, 0, 0.0);
+  SimulatedExecutor::Options options;
+  options.world.fragmentation = true;
+  SimulatedExecutor executor(w, options);
+  class Steps : public Script {
+   public:
+    void OnRestoreDone(GpuId g, FunctionId f, const Status& status) override {
+      Script::OnRestoreDone(g, f, status);
+      if (++restored < 2) return;
+      moved_at = ToSeconds(executor->Now() - TimePoint{});
+      EXPECT_TRUE(executor->Resize(g, 0, 15 * kGiB));
+      EXPECT_EQ(executor->LargestFreeRange(g), 10 * kGiB);  // a's old range
+      const RequestId r = 0;
+      executor->Run(g, 0, std::span(&r, 1));
+    }
+    int restored = 0;
+    double moved_at = 0;
+  } script;
+  script.executor = &executor;
+  script.on_request = [&](const Request&) {
+    const GpuId g = *executor.AcquireGpu(0, Duration::zero());
+    executor.Restore(g, 0, 10 * kGiB);
+    executor.Restore(g, 1, 10 * kGiB);
+  };
+  executor.set_scheduler(&script);
+  ASSERT_TRUE(executor.RunToEnd(nullptr).ok());
+  ASSERT_EQ(script.ran_at.size(), 1u);
+  const double move = 10.0 * static_cast<double>(kGiB) / 500e9;
+  EXPECT_NEAR(script.ran_at[0], script.moved_at + move + 0.010, 1e-6);
+}
+
 // The 100-function generated workload (30 s of it) under gshare: every departure from the
 // ideal changes a figure the report gives.
 class WorldOnGeneratedWorkload : public ::testing::Test {
@@ -253,6 +360,9 @@ TEST_F(WorldOnGeneratedWorkload, EachDepartureChangesAFigure) {
   WorldModel prior;
   prior.prior_error = 0.3;
   EXPECT_TRUE(Differ(ideal, Run(prior)));
+  WorldModel fragmented;
+  fragmented.fragmentation = true;
+  EXPECT_TRUE(Differ(ideal, Run(fragmented)));
 }
 
 // The generator's batching (max_batch and batch curves drawn per function) changes what the

@@ -203,22 +203,25 @@ EvictOutcome FakeExecutor::Evict(GpuId gpu_id, FunctionId function, EvictHint hi
   return EvictOutcome::kCopying;
 }
 
-void FakeExecutor::Resize(GpuId gpu_id, FunctionId function, std::uint64_t new_bytes) {
+bool FakeExecutor::Resize(GpuId gpu_id, FunctionId function, std::uint64_t new_bytes) {
   Gpu* gpu = Check(gpu_id, "Resize");
-  if (gpu == nullptr) return;
+  if (gpu == nullptr) return false;
   auto it = gpu->slices.find(function);
   if (it == gpu->slices.end() || it->second.state != SliceState::kResident) {
-    return Violation(
-        fmt::format("Resize: function {} is not resident on GPU {}", function, gpu_id));
+    Violation(fmt::format("Resize: function {} is not resident on GPU {}", function, gpu_id));
+    return false;
   }
   if (new_bytes < functions_->Get(function).gpu_memory_bytes + it->second.batch_bytes) {
-    return Violation("Resize: below what the function and its runs in flight need");
+    Violation("Resize: below what the function and its runs in flight need");
+    return false;
   }
   if (gpu->used - it->second.bytes + new_bytes > gpu_types_[gpu->type].memory_bytes) {
-    return Violation("Resize: does not fit");
+    Violation("Resize: does not fit");
+    return false;
   }
   gpu->used = gpu->used - it->second.bytes + new_bytes;
   it->second.bytes = new_bytes;
+  return true;
 }
 
 void FakeExecutor::Run(GpuId gpu_id, FunctionId function, std::span<const RequestId> batch) {

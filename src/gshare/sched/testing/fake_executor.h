@@ -72,7 +72,7 @@ class FakeExecutor final : public Executor {
   void ReleaseGpu(GpuId gpu) override;
   void Restore(GpuId gpu, FunctionId function, std::uint64_t reserve_bytes) override;
   EvictOutcome Evict(GpuId gpu, FunctionId function, EvictHint hint) override;
-  void Resize(GpuId gpu, FunctionId function, std::uint64_t new_bytes) override;
+  bool Resize(GpuId gpu, FunctionId function, std::uint64_t new_bytes) override;
   void Run(GpuId gpu, FunctionId function, std::span<const RequestId> batch) override;
   void FailRequest(RequestId request, const Status& status) override;
   InstanceView Instances(FunctionId function) const override;
