@@ -30,6 +30,15 @@ class ExecTimeEstimator {
     return functions_->Get(function).ExecLatency(b);
   }
 
+  // The largest batch (1..max_batch) whose estimate, and every smaller batch's, is within
+  // `budget`; 1 when even one request's estimate exceeds it.
+  int LargestBatchWithin(FunctionId function, Duration budget) const {
+    const int max_batch = functions_->Get(function).max_batch;
+    int b = 1;
+    while (b < max_batch && Estimate(function, b + 1) <= budget) ++b;
+    return b;
+  }
+
   // A run of `batch` requests of `function` took `elapsed`.
   void Observe(FunctionId function, int batch, Duration elapsed) {
     if (elapsed <= Duration::zero()) return;

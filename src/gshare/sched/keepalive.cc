@@ -93,6 +93,10 @@ void KeepAlivePolicy::Autoscale(FunctionId function) {
   }
 }
 
+int KeepAlivePolicy::BatchCap(FunctionId function) const {
+  return estimator_.LargestBatchWithin(function, (*context_.functions)[function].slo);
+}
+
 bool KeepAlivePolicy::ShouldScaleOut(FunctionId function) const {
   const FunctionState& state = functions_.at(function);
   const ResolvedFunction& spec = (*context_.functions)[function];
@@ -101,7 +105,8 @@ bool KeepAlivePolicy::ShouldScaleOut(FunctionId function) const {
   if (state.starved) return false;  // retried when a GPU is given back
   if (servers == 0) return !state.queue.empty();
   // The concurrency target: Knative's desired instances.
-  const double per_instance = options_.concurrency_target * spec.max_batch;
+  const int batch_cap = BatchCap(function);
+  const double per_instance = options_.concurrency_target * batch_cap;
   if (state.average_concurrency > per_instance * servers) return true;
   if (state.queue.empty()) return false;
   // The SLO: the instances there are (ready now, or starting and ready soon) serve the queue in
@@ -119,10 +124,10 @@ bool KeepAlivePolicy::ShouldScaleOut(FunctionId function) const {
     }
     if (first_free == TimePoint::max()) return false;  // no instance will serve: none to wait for
   }
-  const auto max_batch = static_cast<std::size_t>(spec.max_batch);
-  const auto batches = (state.queue.size() + max_batch - 1) / max_batch;
+  const auto cap = static_cast<std::size_t>(batch_cap);
+  const auto batches = (state.queue.size() + cap - 1) / cap;
   const auto rounds = static_cast<std::int64_t>((batches + servers - 1) / servers);
-  const Duration run = estimator_.Estimate(function, spec.max_batch);
+  const Duration run = estimator_.Estimate(function, batch_cap);
   const Request& newest = requests_.Get(state.queue.back());
   const TimePoint finish = first_free + run * rounds;
   // Only when it misses, and an instance started now would serve it sooner.
@@ -313,7 +318,7 @@ void KeepAlivePolicy::BecomeIdle(std::uint32_t id) {
 
 void KeepAlivePolicy::Dispatch(FunctionId function) {
   FunctionState& state = functions_[function];
-  const auto max_batch = static_cast<std::size_t>((*context_.functions)[function].max_batch);
+  const auto max_batch = static_cast<std::size_t>(BatchCap(function));
   while (!state.queue.empty() && !state.idle.empty()) {
     const std::uint32_t id = state.idle.back();  // most recently used: lets the others expire
     RemoveIdle(id);

@@ -3,15 +3,16 @@
 // Stands for today's serverless GPU platforms (a function instance is a VM or container bound to
 // a dedicated GPU, as in the gShare paper's keep-alive baseline). Each instance holds one whole
 // GPU from its start until it has been idle for PolicyOptions::keep_alive. An instance serves one
-// batch at a time (up to the function's max_batch), from the function's FIFO queue; whichever
-// instance frees first serves the queue head. A cold start pays instance_start plus the model
-// load.
+// batch at a time from the function's FIFO queue, up to the batch cap: the largest batch whose
+// estimated latency is within the function's SLO (at most max_batch), as an operator at its best
+// configures a serving system's batcher; whichever instance frees first serves the queue head. A
+// cold start pays instance_start plus the model load.
 //
 // The autoscaler is Knative's, at its best for latency: it adds instances
 //  - while the function's concurrency (requests queued and running; queued ones only once an
 //    instance is ready, so a cold start's backlog does not size the function), averaged over
-//    Knative's 60-second stable window, exceeds PolicyOptions::concurrency_target x max_batch per
-//    instance;
+//    Knative's 60-second stable window, exceeds PolicyOptions::concurrency_target x the batch cap
+//    per instance;
 //  - and at once when the backlog would make the newest request miss its deadline on the
 //    instances there are (starting ones counted from when they will be ready) and an instance
 //    started now would serve it sooner.
@@ -104,6 +105,8 @@ class KeepAlivePolicy final : public Scheduler {
   void Dispatch(FunctionId function);
   // Samples the concurrency and adds the instances the autoscaler asks for.
   void Autoscale(FunctionId function);
+  // The largest batch whose estimate is within the function's SLO (1..max_batch).
+  int BatchCap(FunctionId function) const;
   bool ShouldScaleOut(FunctionId function) const;
   // Starts one instance; false when no GPU or instance could be had (the function starves).
   bool ScaleOut(FunctionId function);

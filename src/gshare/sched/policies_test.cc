@@ -1,6 +1,8 @@
 // The baselines against schedules computed by hand (docs/simulator.md walks through them).
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "gshare/sim/sim_test_util.h"
 #include "gshare/sim/simulator.h"
 
@@ -149,6 +151,38 @@ TEST(KeepAlivePolicyTest, ScalesOutWhileConcurrencyExceedsItsTarget) {
   ASSERT_TRUE(loose.ok()) << loose.status().ToString();
   EXPECT_EQ(loose->peak_gpus, 1);
   EXPECT_GE(tight->peak_gpus, 2);
+}
+
+TEST(KeepAlivePolicyTest, CapsItsBatchAtTheLargestThatMeetsTheSlo) {
+  // max_batch 8; a batch of b runs 10 ms x sqrt(b): 10, 14.1, 17.3, 20, ..., 28.3 ms. One
+  // instance (max_instances 1), ready at 0.101 s; eight requests at 0. With a 21 ms SLO the
+  // batcher takes at most 4 (20 ms; 5 would take 22.4): two runs of four, ending at 121 and
+  // 141 ms. With a 30 ms SLO one batch of eight ends at 129.3 ms.
+  auto run = [](Duration slo) {
+    Workload w;
+    w.gpu = RoundGpu();
+    ResolvedFunction f = MakeFunction("f", 100'000'000, 256 * kMiB, milliseconds(10), slo, 8);
+    for (int b = 1; b <= 8; ++b) {
+      f.exec_by_batch[static_cast<std::size_t>(b - 1)] =
+          Duration(std::llround(10e6 * std::sqrt(static_cast<double>(b))));
+    }
+    f.max_instances = 1;
+    w.functions.push_back(f);
+    for (int i = 0; i < 8; ++i) AddRequest(w, 0, 0.0);
+    SimulationOptions options = HandOptions();
+    options.policy.instance_start = Duration::zero();
+    auto report = Simulate(w, "keepalive", options);
+    EXPECT_TRUE(report.ok()) << report.status().ToString();
+    return report->sorted_latency_ms;
+  };
+  const auto capped = run(milliseconds(21));
+  ASSERT_EQ(capped.size(), 8u);
+  EXPECT_NEAR(capped.front(), 121.0, 1e-3);
+  EXPECT_NEAR(capped.back(), 141.0, 1e-3);
+  const auto whole = run(milliseconds(30));
+  ASSERT_EQ(whole.size(), 8u);
+  EXPECT_NEAR(whole.front(), 101.0 + 10 * std::sqrt(8.0), 1e-3);
+  EXPECT_NEAR(whole.back(), 101.0 + 10 * std::sqrt(8.0), 1e-3);
 }
 
 TEST(FaasCachePolicyTest, EvictsTheLowestPriorityIdleInstanceUnderACap) {

@@ -374,6 +374,9 @@ TEST(GeneratedBatchingTest, BatchingAndTheRegimeChangeTheFigures) {
     options.duration = std::chrono::seconds(30);
     options.batching = batching;
     options.regime = regime;
+    // At SLO factor 3 keepalive's batcher (capped by the SLO) batches; at 1.5 a batch of two
+    // already misses for most functions.
+    options.slo_factor = 3;
     auto generated = GenerateWorkload(options);
     EXPECT_TRUE(generated.ok()) << generated.status().ToString();
     const GpuType* gpu = generated->catalog.FindGpuType("a100-40gb");
