@@ -366,20 +366,13 @@ bool FaaSwapPolicy::MakeRoom(std::size_t slot, std::uint64_t bytes, bool for_hea
   if (gpu.memory_used + bytes > capacity + evictable) return false;
   bool evicted = false;
   auto it = gpu.lru.begin();
-  while (gpu.memory_used + bytes > capacity && it != gpu.lru.end()) {
-    const FunctionId victim = *it;
-    if (keep(victim)) {
-      ++it;
-      continue;
-    }
-    it = gpu.lru.erase(it);
-    EvictModel(slot, victim);
-    evicted = true;
-  }
-  // Where slices occupy contiguous ranges, the memory may be free in pieces: evict on until a
-  // free range holds the model.
-  while (gpu.memory_used + bytes <= capacity &&
-         context_.executor->LargestFreeRange(gpu.gpu) < bytes && it != gpu.lru.end()) {
+  // Where slices occupy contiguous ranges the memory may be free in pieces: evict until the
+  // model fits in total and a free range holds it (a discard frees its range at once).
+  const auto room = [&] {
+    return gpu.memory_used + bytes <= capacity &&
+           context_.executor->LargestFreeRange(gpu.gpu) >= bytes;
+  };
+  while (!room() && it != gpu.lru.end()) {
     const FunctionId victim = *it;
     if (keep(victim)) {
       ++it;
@@ -390,8 +383,7 @@ bool FaaSwapPolicy::MakeRoom(std::size_t slot, std::uint64_t bytes, bool for_hea
     evicted = true;
   }
   if (evicted) RetryBlocked();
-  return gpu.memory_used + bytes <= capacity &&
-         context_.executor->LargestFreeRange(gpu.gpu) >= bytes;
+  return room();
 }
 
 void FaaSwapPolicy::Advance(std::size_t slot) {

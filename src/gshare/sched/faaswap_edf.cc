@@ -471,7 +471,13 @@ bool FaaSwapEdfPolicy::MakeRoom(std::size_t slot, std::uint64_t bytes) {
   }
   if (gpu.memory_used + bytes > gpu.capacity + evictable) return false;
   auto it = gpu.lru.begin();
-  while (gpu.memory_used + bytes > gpu.capacity && it != gpu.lru.end()) {
+  // Where slices occupy contiguous ranges the memory may be free in pieces: evict until the
+  // model fits in total and a free range holds it (a discard frees its range at once).
+  const auto room = [&] {
+    return gpu.memory_used + bytes <= gpu.capacity &&
+           context_.executor->LargestFreeRange(gpu.gpu) >= bytes;
+  };
+  while (!room() && it != gpu.lru.end()) {
     const FunctionId victim = *it;
     if (keep(victim)) {
       ++it;
@@ -480,20 +486,7 @@ bool FaaSwapEdfPolicy::MakeRoom(std::size_t slot, std::uint64_t bytes) {
     it = gpu.lru.erase(it);
     EvictModel(slot, victim);
   }
-  // Where slices occupy contiguous ranges, the memory may be free in pieces: evict on until a
-  // free range holds the model.
-  while (gpu.memory_used + bytes <= gpu.capacity &&
-         context_.executor->LargestFreeRange(gpu.gpu) < bytes && it != gpu.lru.end()) {
-    const FunctionId victim = *it;
-    if (keep(victim)) {
-      ++it;
-      continue;
-    }
-    it = gpu.lru.erase(it);
-    EvictModel(slot, victim);
-  }
-  return gpu.memory_used + bytes <= gpu.capacity &&
-         context_.executor->LargestFreeRange(gpu.gpu) >= bytes;
+  return room();
 }
 
 void FaaSwapEdfPolicy::EvictModel(std::size_t slot, FunctionId function) {

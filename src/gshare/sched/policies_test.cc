@@ -185,10 +185,8 @@ TEST(KeepAlivePolicyTest, CapsItsBatchAtTheLargestThatMeetsTheSlo) {
   EXPECT_NEAR(whole.back(), 101.0 + 10 * std::sqrt(8.0), 1e-3);
 }
 
-TEST(FaasCachePolicyTest, EvictsTheLowestPriorityIdleInstanceUnderACap) {
-  // Two GPUs at most. a is called often, b once, then c needs a GPU while a and b are idle:
-  // GreedyDual evicts b (frequency 1) rather than a (frequency 5); keepalive waits for a
-  // keep-alive to expire instead.
+// Three functions of 1 GiB: a is called five times (0 to 0.8 s), b once (0.1 s), c once (5 s).
+Workload CacheWorkload() {
   Workload w;
   w.gpu = RoundGpu();
   for (const char* name : {"a", "b", "c"}) {
@@ -197,6 +195,14 @@ TEST(FaasCachePolicyTest, EvictsTheLowestPriorityIdleInstanceUnderACap) {
   for (int i = 0; i < 5; ++i) AddRequest(w, 0, 0.2 * i);
   AddRequest(w, 1, 0.1);
   AddRequest(w, 2, 5.0);
+  return w;
+}
+
+TEST(FaasCachePolicyTest, EvictsTheLowestPriorityIdleInstanceUnderACap) {
+  // Two GPUs at most. a is called often, b once, then c needs a GPU while a and b are idle:
+  // GreedyDual evicts b (frequency 1) rather than a (frequency 5); keepalive waits for a
+  // keep-alive to expire instead.
+  const Workload w = CacheWorkload();
   SimulationOptions options = HandOptions();
   options.executor.max_gpus = 2;
   auto cache = Simulate(w, "faascache", options);
@@ -216,14 +222,7 @@ TEST(FaasCachePolicyTest, ItsOwnCapacityEvictsWithoutAClusterCap) {
   // The same calls with no cluster cap: a capacity of 2/3 GPU per function (2 GPUs for 3
   // functions) gives the same schedule as the cap of 2 above; without a capacity faascache is
   // keepalive.
-  Workload w;
-  w.gpu = RoundGpu();
-  for (const char* name : {"a", "b", "c"}) {
-    w.functions.push_back(MakeFunction(name, 100'000'000, kGiB, milliseconds(10), seconds(3)));
-  }
-  for (int i = 0; i < 5; ++i) AddRequest(w, 0, 0.2 * i);
-  AddRequest(w, 1, 0.1);
-  AddRequest(w, 2, 5.0);
+  const Workload w = CacheWorkload();
   SimulationOptions options = HandOptions();
   options.policy.gpus_per_function = 2.0 / 3.0;
   auto cache = Simulate(w, "faascache", options);

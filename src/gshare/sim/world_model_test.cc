@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <string>
 
 #include "gshare/model/gpu_type.h"
 #include "gshare/sched/testing/null_scheduler.h"
@@ -204,18 +205,29 @@ TEST(WorldModelTest, APipelinedRunThatOutrunsItsSlowedCopyEndsAfterTheRestore) {
   EXPECT_NEAR(script.ran_at[0], 0.201, 1e-6);
 }
 
+// `count` functions of 10 GiB (a, b, ...; 10 ms runs) on a 40 GiB GPU, one request of a at 0.
+Workload TenGiBFunctions(int count) {
+  Workload w;
+  w.gpu = RoundGpu();
+  for (int i = 0; i < count; ++i) {
+    w.functions.push_back(MakeFunction(std::string(1, static_cast<char>('a' + i)), 1'000'000,
+                                       10 * kGiB, milliseconds(10), seconds(10)));
+  }
+  AddRequest(w, 0, 0.0);
+  return w;
+}
+
+SimulatedExecutor::Options Fragmented() {
+  SimulatedExecutor::Options options;
+  options.world.fragmentation = true;
+  return options;
+}
+
 // Fragmentation on a 40 GiB GPU: three 10 GiB slices a, b, c at 0, 10 and 20 GiB; b leaves, so
 // 20 GiB are free in two ranges of 10 GiB.
 TEST(WorldModelTest, FragmentedMemoryPlacesFirstFitGrowsInPlaceMovesOrRefuses) {
-  Workload w;
-  w.gpu = RoundGpu();
-  for (const char* name : {"a", "b", "c", "d"}) {
-    w.functions.push_back(MakeFunction(name, 1'000'000, 10 * kGiB, milliseconds(10), seconds(10)));
-  }
-  AddRequest(w, 0, 0.0);
-  SimulatedExecutor::Options options;
-  options.world.fragmentation = true;
-  SimulatedExecutor executor(w, options);
+  const Workload w = TenGiBFunctions(4);
+  SimulatedExecutor executor(w, Fragmented());
   class Steps : public Script {
    public:
     void OnRestoreDone(GpuId g, FunctionId f, const Status& status) override {
@@ -273,15 +285,8 @@ TEST(WorldModelTest, FragmentedMemoryPlacesFirstFitGrowsInPlaceMovesOrRefuses) {
 TEST(WorldModelTest, ASliceThatMovesDelaysItsNextRunByTheCopy) {
   // a [0, 10), b [10, 20); a grows to 15 GiB: not in place (b is next), so it moves to [20, 35)
   // at 500 GB/s: 10 GiB take 21.47 ms, and a's run (10 ms) starts after that.
-  Workload w;
-  w.gpu = RoundGpu();
-  for (const char* name : {"a", "b"}) {
-    w.functions.push_back(MakeFunction(name, 1'000'000, 10 * kGiB, milliseconds(10), seconds(10)));
-  }
-  AddRequest(w, 0, 0.0);
-  SimulatedExecutor::Options options;
-  options.world.fragmentation = true;
-  SimulatedExecutor executor(w, options);
+  const Workload w = TenGiBFunctions(2);
+  SimulatedExecutor executor(w, Fragmented());
   class Steps : public Script {
    public:
     void OnRestoreDone(GpuId g, FunctionId f, const Status& status) override {
