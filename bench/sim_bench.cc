@@ -3,7 +3,8 @@
 // requests simulated per second and its ratio to the target of 500,000 requests/s (counter
 // `vs_target`; requests, not events, so that a policy that adds events is not credited for them),
 // and the events per second beside it. Each policy runs in the ideal world and in the fair one
-// (`gshare sim`'s default: host contention, restore noise, priors off; world_model.h), whose
+// (`gshare sim`'s default: host contention, restore noise, priors off, fragmentation;
+// world_model.h), whose
 // target is 1,000,000 events/s.
 //
 //   ./build/bench/gshare_sim_bench [--benchmark_filter=keepalive]

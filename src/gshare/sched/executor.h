@@ -116,6 +116,15 @@ class Executor {
     (void)gpu;
     return UINT64_MAX;
   }
+  // The largest contiguous free range there would be if the resident slices of `released` were
+  // gone (UINT64_MAX where memory is mapped in pages): lets a policy check that evicting them
+  // makes room before it evicts anything. Precondition: the GPU is held.
+  virtual std::uint64_t LargestFreeRangeWithout(GpuId gpu,
+                                                std::span<const FunctionId> released) const {
+    (void)gpu;
+    (void)released;
+    return UINT64_MAX;
+  }
 
   // Runs a batch of requests of `function` on its slice; the GPU's compute is time-sliced among
   // the runs in flight. OnRunDone fires with the same batch when it ends: with an OK status the

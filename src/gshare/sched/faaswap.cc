@@ -358,12 +358,17 @@ bool FaaSwapPolicy::MakeRoom(std::size_t slot, std::uint64_t bytes, bool for_hea
   auto keep = [&](FunctionId f) {
     return (gpu.running && f == gpu.running_function) || (!for_head && gpu.queued.contains(f));
   };
-  // Only when it can succeed: evicting and then failing would drop models for nothing.
+  // Only when it can succeed (in total, and in one free range where slices hold contiguous
+  // ranges): evicting and then failing would drop models for nothing.
   std::uint64_t evictable = 0;
+  evictable_.clear();
   for (FunctionId f : gpu.lru) {
-    if (!keep(f)) evictable += ReserveBytes(f);
+    if (keep(f)) continue;
+    evictable += ReserveBytes(f);
+    evictable_.push_back(f);
   }
   if (gpu.memory_used + bytes > capacity + evictable) return false;
+  if (context_.executor->LargestFreeRangeWithout(gpu.gpu, evictable_) < bytes) return false;
   bool evicted = false;
   auto it = gpu.lru.begin();
   // Where slices occupy contiguous ranges the memory may be free in pieces: evict until the

@@ -157,8 +157,9 @@ class FaaSwapPolicy final : public Scheduler {
   // By function, while some GPU holds its model (an entry is dropped when it empties).
   std::unordered_map<FunctionId, ModelIndex> models_;
   PoolSizer sizer_;
-  std::vector<std::size_t> blocked_;  // GPUs whose queue head waits for an instance
-  std::vector<RequestId> batch_;      // scratch
+  std::vector<std::size_t> blocked_;   // GPUs whose queue head waits for an instance
+  std::vector<RequestId> batch_;       // scratch
+  std::vector<FunctionId> evictable_;  // scratch
 };
 
 }  // namespace gshare

@@ -464,12 +464,17 @@ void FaaSwapEdfPolicy::RunBatch(std::size_t slot, FunctionId function, bool pipe
 bool FaaSwapEdfPolicy::MakeRoom(std::size_t slot, std::uint64_t bytes) {
   PoolGpu& gpu = pool_[slot];
   const auto keep = [&](FunctionId f) { return gpu.running && f == gpu.running_function; };
-  // Only when it can succeed: evicting and then failing would drop models for nothing.
+  // Only when it can succeed (in total, and in one free range where slices hold contiguous
+  // ranges): evicting and then failing would drop models for nothing.
   std::uint64_t evictable = 0;
+  evictable_.clear();
   for (FunctionId f : gpu.lru) {
-    if (!keep(f)) evictable += ReserveBytes(f);
+    if (keep(f)) continue;
+    evictable += ReserveBytes(f);
+    evictable_.push_back(f);
   }
   if (gpu.memory_used + bytes > gpu.capacity + evictable) return false;
+  if (context_.executor->LargestFreeRangeWithout(gpu.gpu, evictable_) < bytes) return false;
   auto it = gpu.lru.begin();
   // Where slices occupy contiguous ranges the memory may be free in pieces: evict until the
   // model fits in total and a free range holds it (a discard frees its range at once).

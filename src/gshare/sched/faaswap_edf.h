@@ -148,7 +148,8 @@ class FaaSwapEdfPolicy final : public Scheduler {
   // Slots that hold each function's model (resident or being restored).
   std::unordered_map<FunctionId, std::vector<std::size_t>> holders_;
   PoolSizer sizer_;
-  std::vector<RequestId> batch_;  // scratch
+  std::vector<RequestId> batch_;       // scratch
+  std::vector<FunctionId> evictable_;  // scratch
 };
 
 }  // namespace gshare

@@ -413,7 +413,7 @@ GSharePolicy::Placement GSharePolicy::FindNewSlice(FunctionId function, const Re
        it != by_free_.end() && examined < kMaxCandidates; ++it) {
     const std::size_t slot = it->second;
     const GpuState& gpu = gpus_[slot];
-    if (gpu.slices.contains(function)) continue;
+    if (gpu.slices.contains(function) || !OneRangeHolds(gpu, bytes)) continue;
     ++examined;
     const TimePoint finish = PredictFinishNewSlice(gpu, function, restore, key, exec);
     if (finish <= head.deadline) return Placement{true, slot, false, finish};
@@ -424,7 +424,7 @@ GSharePolicy::Placement GSharePolicy::FindNewSlice(FunctionId function, const Re
   if (!by_free_.empty() && by_free_.rbegin()->first >= bytes) {
     const std::size_t slot = by_free_.lower_bound({by_free_.rbegin()->first, 0})->second;
     const GpuState& gpu = gpus_[slot];
-    if (!gpu.slices.contains(function)) {
+    if (!gpu.slices.contains(function) && OneRangeHolds(gpu, bytes)) {
       const TimePoint finish = PredictFinishNewSlice(gpu, function, restore, key, exec);
       if (finish < best.finish) best = Placement{true, slot, false, finish};
     }
@@ -439,10 +439,16 @@ GSharePolicy::Placement GSharePolicy::FindNewSlice(FunctionId function, const Re
     ++examined;
     if (gpu.slices.contains(function)) continue;
     std::uint64_t available = free_bytes;
+    evictable_.clear();
     for (const auto& [f, slice] : gpu.slices) {
-      if (EvictableFor(gpu, f, slice, function, bytes)) available += slice.bytes;
+      if (EvictableFor(gpu, f, slice, function, bytes)) {
+        available += slice.bytes;
+        evictable_.push_back(f);
+      }
     }
     if (available < bytes) continue;
+    // Where slices hold contiguous ranges, evicting them must also leave one that holds it.
+    if (context_.executor->LargestFreeRangeWithout(gpu.gpu, evictable_) < bytes) continue;
     const TimePoint finish = PredictFinishNewSlice(gpu, function, restore, key, exec);
     if (finish < best.finish) best = Placement{true, slot, true, finish};
     if (finish <= head.deadline) break;
@@ -634,14 +640,22 @@ void GSharePolicy::IssueRestore(std::size_t slot) {
   }
 }
 
+bool GSharePolicy::OneRangeHolds(const GpuState& gpu, std::uint64_t bytes) const {
+  return context_.executor->LargestFreeRange(gpu.gpu) >= bytes;
+}
+
 void GSharePolicy::MakeContiguous(std::size_t slot, std::uint64_t bytes, FunctionId asker) {
   GpuState& gpu = gpus_[slot];
   std::vector<std::pair<TimePoint, FunctionId>> victims;
+  evictable_.clear();
   for (const auto& [f, slice] : gpu.slices) {
     if (f != asker && EvictableFor(gpu, f, slice, asker, bytes)) {
       victims.emplace_back(slice.last_used, f);
+      evictable_.push_back(f);
     }
   }
+  // Only when evicting them all would leave a range that holds it: else evict nothing.
+  if (context_.executor->LargestFreeRangeWithout(gpu.gpu, evictable_) < bytes) return;
   std::sort(victims.begin(), victims.end());  // least recently used first
   for (const auto& [last_used, f] : victims) {
     if (context_.executor->LargestFreeRange(gpu.gpu) >= bytes || !gpu.evicting.empty()) return;

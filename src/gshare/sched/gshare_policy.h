@@ -1,9 +1,10 @@
 // GSharePolicy: gShare's online algorithm, dual-queue lazy scheduling over elastic vGPUs.
 //
 // A GPU is cut into slices: a function's slice reserves its GPU memory rounded up to the slice
-// granularity (PolicyOptions::slice_granularity), is created by a restore, grows in place to hold a
-// batch (batch_memory) while the GPU has memory free and shrinks back after it, and is released by
-// an eviction. The policy:
+// granularity (PolicyOptions::slice_granularity), is created by a restore, grows to hold a
+// batch (batch_memory) while the GPU has memory free (in place, or moved where slices hold
+// contiguous ranges; a refused growth runs a smaller batch) and shrinks back after it, and is
+// released by an eviction. The policy:
 //  - predicts each request's restore time (zero where its model has a slice on the GPU; plus an
 //    instance's cold start where none is idle) and its execution time (ExecTimeEstimator,
 //    learned online from runs that ended, x (1 + margin));
@@ -168,8 +169,11 @@ class GSharePolicy final : public Scheduler {
   void SetCheck(FunctionId function, TimePoint at);
   void EvictSlice(std::size_t slot, FunctionId function);
   // Evicts idle slices of the GPU, least recently used first, until a free range holds `bytes`
-  // (Executor::LargestFreeRange) or a copy back is in flight.
+  // (Executor::LargestFreeRange) or a copy back is in flight; nothing when evicting every idle
+  // slice would not leave such a range (Executor::LargestFreeRangeWithout).
   void MakeContiguous(std::size_t slot, std::uint64_t bytes, FunctionId asker);
+  // Whether one free range of the GPU holds `bytes` (always, where memory is mapped in pages).
+  bool OneRangeHolds(const GpuState& gpu, std::uint64_t bytes) const;
   void IssueRestore(std::size_t slot);
   void MaybeRelease(std::size_t slot, FunctionId function);
   // How long an idle slice of the function is held before it is released.
@@ -248,8 +252,9 @@ class GSharePolicy final : public Scheduler {
   std::size_t retiring_ = 0;  // GPUs out of the pool whose copies back still run
   Status last_refusal_;       // the executor's answer when it last refused a GPU
   double margin_;
-  double recent_attainment_ = 1.0;  // exponentially weighted
-  std::vector<RequestId> batch_;    // scratch
+  double recent_attainment_ = 1.0;     // exponentially weighted
+  std::vector<RequestId> batch_;       // scratch
+  std::vector<FunctionId> evictable_;  // scratch
   // Functions with requests but no slice, waiting for memory because the pool is at max_gpus.
   std::vector<FunctionId> unplaced_;
   // Tenants' shares: tenants by name (interned ids, kept for the policy's life: a node has few),

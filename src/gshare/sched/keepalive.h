@@ -110,11 +110,11 @@ class KeepAlivePolicy final : public Scheduler {
   bool ShouldScaleOut(FunctionId function) const;
   // Starts one instance; false when no GPU or instance could be had (the function starves).
   bool ScaleOut(FunctionId function);
-  // faascache: gives up the GPU of the idle instance (not of `function`) with the lowest
-  // priority; false when there is none.
   // faascache: whether its instances hold all the GPUs its capacity allows, and that capacity.
   bool AtCapacity() const;
   std::size_t Capacity() const;
+  // faascache: gives up the GPU of the idle instance (not of `function`) with the lowest
+  // priority; false when there is none.
   bool EvictForGpu(FunctionId function);
   void SampleConcurrency(FunctionId function);
   void RemoveIdle(std::uint32_t instance);

@@ -173,7 +173,7 @@ TEST(KeepAlivePolicyTest, CapsItsBatchAtTheLargestThatMeetsTheSlo) {
     options.policy.instance_start = Duration::zero();
     auto report = Simulate(w, "keepalive", options);
     EXPECT_TRUE(report.ok()) << report.status().ToString();
-    return report->sorted_latency_ms;
+    return report.ok() ? report->sorted_latency_ms : decltype(report->sorted_latency_ms){};
   };
   const auto capped = run(milliseconds(21));
   ASSERT_EQ(capped.size(), 8u);

@@ -228,7 +228,6 @@ void SimulatedExecutor::Restore(GpuId gpu_id, FunctionId function, std::uint64_t
   pool.bound += 1;
 
   Residency& placed = gpu->residents.at(function);
-  gpu->copies_in_flight += 1;
   if (options_.world.contended()) {
     const double factor = options_.world.restore_noise.none()
                               ? 1.0
@@ -261,22 +260,35 @@ std::optional<std::uint64_t> SimulatedExecutor::FirstFit(const Gpu& gpu,
   return std::nullopt;
 }
 
-std::uint64_t SimulatedExecutor::LargestGap(const Gpu& gpu) const {
+std::uint64_t SimulatedExecutor::LargestGap(const std::map<std::uint64_t, std::uint64_t>& ranges,
+                                            std::uint64_t memory_bytes) {
   std::uint64_t cursor = 0;
   std::uint64_t largest = 0;
-  for (const auto& [offset, size] : gpu.ranges) {
+  for (const auto& [offset, size] : ranges) {
     largest = std::max(largest, offset - cursor);
     cursor = offset + size;
   }
-  if (workload_.gpu.memory_bytes > cursor) {
-    largest = std::max(largest, workload_.gpu.memory_bytes - cursor);
-  }
+  if (memory_bytes > cursor) largest = std::max(largest, memory_bytes - cursor);
   return largest;
 }
 
 std::uint64_t SimulatedExecutor::LargestFreeRange(GpuId gpu) const {
   if (!options_.world.fragmentation) return UINT64_MAX;
-  return gpu < gpus_.size() ? LargestGap(gpus_[gpu]) : 0;
+  return gpu < gpus_.size() ? LargestGap(gpus_[gpu].ranges, workload_.gpu.memory_bytes) : 0;
+}
+
+std::uint64_t SimulatedExecutor::LargestFreeRangeWithout(
+    GpuId gpu, std::span<const FunctionId> released) const {
+  if (!options_.world.fragmentation) return UINT64_MAX;
+  if (gpu >= gpus_.size()) return 0;
+  std::map<std::uint64_t, std::uint64_t> ranges = gpus_[gpu].ranges;
+  for (FunctionId f : released) {
+    auto it = gpus_[gpu].residents.find(f);
+    if (it != gpus_[gpu].residents.end() && it->second.state == ResidencyState::kResident) {
+      ranges.erase(it->second.offset);
+    }
+  }
+  return LargestGap(ranges, workload_.gpu.memory_bytes);
 }
 
 Duration SimulatedExecutor::Noisy(Duration d) {
@@ -310,7 +322,6 @@ EvictOutcome SimulatedExecutor::Evict(GpuId gpu_id, FunctionId function, EvictHi
   it->second.state = ResidencyState::kEvicting;
   const std::uint64_t model_bytes = functions_[function].model_bytes;
   meter_.Checkpointed(now_, function, model_bytes);
-  gpu->copies_in_flight += 1;
   if (options_.world.contended()) {
     const double factor = options_.world.restore_noise.none()
                               ? 1.0
@@ -468,7 +479,9 @@ void SimulatedExecutor::StartRun(GpuId gpu_id, FunctionId function,
   if (it->second.runs_in_flight++ == 0) ChangeActive(function, it->second.bytes, true);
 
   if (it->second.moved_until > now_) {
-    // The slice is being moved within the GPU's memory (a Resize): its run waits for the copy.
+    // The slice is being moved within the GPU's memory (a Resize): its run waits for the copy,
+    // which is not the run's execution time (what the policy learns from).
+    execution.started = it->second.moved_until;
     events_.Push(it->second.moved_until, Event{EventType::kEnterCompute, gpu_id, function,
                                                static_cast<std::uint64_t>(index)});
     return;
@@ -629,14 +642,13 @@ void SimulatedExecutor::Dispatch(const Event& event) {
           ResourceExhausted(fmt::format("no free range of GPU {} holds {} (its memory is "
                                         "fragmented: the largest free range is {})",
                                         event.gpu, FormatBytes(event.value),
-                                        FormatBytes(LargestGap(gpus_[event.gpu])))));
+                                        FormatBytes(LargestFreeRange(event.gpu)))));
       return;
   }
 }
 
 void SimulatedExecutor::FinishRestore(GpuId gpu_id, FunctionId function) {
   Gpu& gpu = gpus_[gpu_id];
-  gpu.copies_in_flight -= 1;
   Residency& residency = gpu.residents.at(function);
   residency.state = ResidencyState::kResident;
   if (options_.record_schedule) log_.residencies[residency.record].ready = now_;
@@ -648,7 +660,6 @@ void SimulatedExecutor::FinishRestore(GpuId gpu_id, FunctionId function) {
 
 void SimulatedExecutor::FinishCheckpoint(GpuId gpu_id, FunctionId function) {
   Gpu& gpu = gpus_[gpu_id];
-  gpu.copies_in_flight -= 1;
   auto it = gpu.residents.find(function);
   const std::uint64_t bytes = it->second.bytes;
   if (options_.record_schedule) log_.residencies[it->second.record].released = now_;

@@ -1,8 +1,10 @@
 // SimulatedExecutor: the simulator's world behind the Executor interface.
 //
 // A discrete-event model of GPUs of one type (the workload's):
-//  - memory: exact per-GPU accounting of reservations; a reservation that does not fit is a
-//    scheduler bug (the run fails with an Internal status naming the call);
+//  - memory: exact per-GPU accounting of reservations; a reservation that does not fit in total is
+//    a scheduler bug (the run fails with an Internal status naming the call); with fragmentation
+//    (below) a restore that fits in total but in no free range fails softly (OnRestoreDone with
+//    ResourceExhausted) and a growth no range holds is refused (Resize returns false);
 //  - GPUs: AcquireGpu refuses (ResourceExhausted) beyond Options::max_gpus held at once;
 //  - instances: each function starts with min_instances warm instances; a restore binds an idle
 //    one, or starts one (Options::instance_cold_start before its copy) while the function is
@@ -87,6 +89,8 @@ class SimulatedExecutor final : public Executor {
   EvictOutcome Evict(GpuId gpu, FunctionId function, EvictHint hint) override;
   bool Resize(GpuId gpu, FunctionId function, std::uint64_t new_bytes) override;
   std::uint64_t LargestFreeRange(GpuId gpu) const override;
+  std::uint64_t LargestFreeRangeWithout(GpuId gpu,
+                                        std::span<const FunctionId> released) const override;
   void Run(GpuId gpu, FunctionId function, std::span<const RequestId> batch) override;
   bool pipelines_loading() const override { return true; }
   void RunPipelined(GpuId gpu, FunctionId function, std::span<const RequestId> batch) override;
@@ -188,7 +192,6 @@ class SimulatedExecutor final : public Executor {
     std::unordered_map<FunctionId, Residency> residents;
     TimePoint h2d_free_at{};
     TimePoint d2h_free_at{};
-    int copies_in_flight = 0;
     // Compute: the run holding the GPU, the round-robin queue, the current quantum.
     std::int32_t current = -1;  // index into executions_, or -1 when compute is idle
     std::deque<std::int32_t> waiting;
@@ -222,7 +225,8 @@ class SimulatedExecutor final : public Executor {
   void FinishCheckpoint(GpuId gpu_id, FunctionId function);
   // Fragmented world: the first free range of `bytes` (first fit), and the largest free range.
   std::optional<std::uint64_t> FirstFit(const Gpu& gpu, std::uint64_t bytes) const;
-  std::uint64_t LargestGap(const Gpu& gpu) const;
+  static std::uint64_t LargestGap(const std::map<std::uint64_t, std::uint64_t>& ranges,
+                                  std::uint64_t memory_bytes);
   // A restore's or checkpoint's copy time times a noise draw (unchanged without restore noise).
   Duration Noisy(Duration d);
   // Contended world: the fluid model of the copy engines (sim_executor.cc).

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <functional>
 #include <string>
+#include <string_view>
 
 #include "gshare/model/gpu_type.h"
 #include "gshare/sched/testing/null_scheduler.h"
@@ -255,6 +256,11 @@ TEST(WorldModelTest, FragmentedMemoryPlacesFirstFitGrowsInPlaceMovesOrRefuses) {
     if (f == 3) return;
     // a [0, 10), b [10, 20), c [20, 30): 10 GiB free at the end.
     EXPECT_EQ(executor.LargestFreeRange(g), 10 * kGiB);
+    // Were b gone, [10, 20) and [30, 40) would be free; were b and c gone, [10, 40).
+    const FunctionId b_only[] = {1};
+    const FunctionId b_and_c[] = {1, 2};
+    EXPECT_EQ(executor.LargestFreeRangeWithout(g, b_only), 10 * kGiB);
+    EXPECT_EQ(executor.LargestFreeRangeWithout(g, b_and_c), 30 * kGiB);
     EXPECT_EQ(executor.Evict(g, 1, EvictHint::kDiscardIfClean), EvictOutcome::kDiscarded);
     // 20 GiB free in two ranges of 10: a 15 GiB slice fits in neither.
     EXPECT_EQ(executor.LargestFreeRange(g), 10 * kGiB);
@@ -338,10 +344,12 @@ class WorldOnGeneratedWorkload : public ::testing::Test {
     workload_ = nullptr;
   }
 
-  static PolicyReport Run(const WorldModel& world) {
+  static PolicyReport Run(const WorldModel& world, const char* policy = "gshare",
+                          int max_gpus = 0) {
     SimulationOptions options;
     options.executor.world = world;
-    auto report = Simulate(*workload_, "gshare", options);
+    options.executor.max_gpus = max_gpus;
+    auto report = Simulate(*workload_, policy, options);
     EXPECT_TRUE(report.ok()) << report.status().ToString();
     return report.ok() ? std::move(report).value() : PolicyReport{};
   }
@@ -368,6 +376,24 @@ TEST_F(WorldOnGeneratedWorkload, EachDepartureChangesAFigure) {
   WorldModel fragmented;
   fragmented.fragmentation = true;
   EXPECT_TRUE(Differ(ideal, Run(fragmented)));
+}
+
+// Fragmented memory under a cluster cap, where memory is scarce: every policy still answers every
+// request (restores that no free range holds are retried, not lost), and the figures differ from
+// the same cap without fragmentation.
+TEST_F(WorldOnGeneratedWorkload, UnderFragmentationEveryPolicyAnswersEveryRequest) {
+  WorldModel fragmented;
+  fragmented.fragmentation = true;
+  for (const char* policy : {"gshare", "faaswap", "faaswap-fifo", "keepalive", "faascache"}) {
+    const PolicyReport whole = Run(WorldModel{}, policy, 12);
+    const PolicyReport pieces = Run(fragmented, policy, 12);
+    EXPECT_EQ(pieces.requests, whole.requests) << policy;
+    EXPECT_EQ(pieces.failed_requests, 0u) << policy;
+    // A whole-GPU instance never fragments its GPU: keepalive and faascache are unmoved.
+    const bool whole_gpus =
+        std::string_view(policy).starts_with("keep") || std::string_view(policy) == "faascache";
+    EXPECT_EQ(Differ(whole, pieces), !whole_gpus) << policy;
+  }
 }
 
 // The generator's batching (max_batch and batch curves drawn per function) changes what the
