@@ -87,14 +87,7 @@ void FaaSwapPolicy::AnswerQueued(std::size_t slot, FunctionId function, const St
 
 void FaaSwapPolicy::EvictModel(std::size_t slot, FunctionId function) {
   // The caller has taken the model out of the LRU list.
-  PoolGpu& gpu = pool_[slot];
-  if (context_.executor->Evict(gpu.gpu, function, EvictHint::kDiscardIfClean) ==
-      EvictOutcome::kDiscarded) {
-    gpu.memory_used -= ReserveBytes(function);
-  } else {
-    gpu.evicting[function] = ReserveBytes(function);  // freed by OnEvictDone
-  }
-  gpu.resident.erase(function);
+  pool_[slot].Evict(*context_.executor, function, ReserveBytes(function));
   DropModel(slot, function);
 }
 
@@ -353,42 +346,20 @@ void FaaSwapPolicy::Unqueued(PoolGpu& gpu, FunctionId function) {
 
 bool FaaSwapPolicy::MakeRoom(std::size_t slot, std::uint64_t bytes, bool for_head) {
   PoolGpu& gpu = pool_[slot];
-  const std::uint64_t capacity = gpu.capacity;
   // Never the running model; for a prefetch, never a model that a queued request needs.
-  auto keep = [&](FunctionId f) {
+  const auto keep = [&](FunctionId f) {
     return (gpu.running && f == gpu.running_function) || (!for_head && gpu.queued.contains(f));
   };
-  // Only when it can succeed (in total, and in one free range where slices hold contiguous
-  // ranges): evicting and then failing would drop models for nothing.
-  std::uint64_t evictable = 0;
-  evictable_.clear();
-  for (FunctionId f : gpu.lru) {
-    if (keep(f)) continue;
-    evictable += ReserveBytes(f);
-    evictable_.push_back(f);
-  }
-  if (gpu.memory_used + bytes > capacity + evictable) return false;
-  if (context_.executor->LargestFreeRangeWithout(gpu.gpu, evictable_) < bytes) return false;
   bool evicted = false;
-  auto it = gpu.lru.begin();
-  // Where slices occupy contiguous ranges the memory may be free in pieces: evict until the
-  // model fits in total and a free range holds it (a discard frees its range at once).
-  const auto room = [&] {
-    return gpu.memory_used + bytes <= capacity &&
-           context_.executor->LargestFreeRange(gpu.gpu) >= bytes;
-  };
-  while (!room() && it != gpu.lru.end()) {
-    const FunctionId victim = *it;
-    if (keep(victim)) {
-      ++it;
-      continue;
-    }
-    it = gpu.lru.erase(it);
-    EvictModel(slot, victim);
-    evicted = true;
-  }
+  const bool room = gpu.MakeRoom(
+      *context_.executor, bytes, keep, [&](FunctionId f) { return ReserveBytes(f); },
+      [&](FunctionId f) {
+        DropModel(slot, f);
+        evicted = true;
+      },
+      evictable_);
   if (evicted) RetryBlocked();
-  return room();
+  return room;
 }
 
 void FaaSwapPolicy::Advance(std::size_t slot) {
@@ -497,26 +468,14 @@ void FaaSwapPolicy::OnGpuReady(GpuId id) {
 
 void FaaSwapPolicy::OnRestoreDone(GpuId id, FunctionId function, const Status& status) {
   const std::size_t slot = slot_of_gpu_.at(id);
-  PoolGpu& gpu = pool_[slot];
-  gpu.restoring = false;
+  const bool give_up = pool_[slot].RestoreEnded(function, status.ok(), ReserveBytes(function),
+                                                RequestTable::kMaxAttempts);
   if (!status.ok()) {
     // The slice is gone. Try again; after kMaxAttempts failures in a row, answer the function's
     // requests queued here with the failure.
-    gpu.memory_used -= ReserveBytes(function);
     DropModel(slot, function);
-    if (gpu.failing_function != function) gpu.restore_failures = 0;
-    gpu.failing_function = function;
-    if (++gpu.restore_failures >= RequestTable::kMaxAttempts) {
-      gpu.restore_failures = 0;
-      AnswerQueued(slot, function, status);
-    }
-    Advance(slot);
-    MaybeIdle(slot);
-    return;
+    if (give_up) AnswerQueued(slot, function, status);
   }
-  gpu.restore_failures = 0;
-  gpu.lru.push_back(function);
-  gpu.resident[function] = std::prev(gpu.lru.end());
   Advance(slot);
   MaybeIdle(slot);
 }
@@ -557,18 +516,9 @@ void FaaSwapPolicy::Requeue(std::size_t slot, std::span<const RequestId> request
 void FaaSwapPolicy::Unload(std::size_t slot, FunctionId function) {
   // The function's slice on the GPU is gone (its instance died).
   PoolGpu& gpu = pool_[slot];
-  if (auto it = gpu.resident.find(function); it != gpu.resident.end()) {
-    gpu.lru.erase(it->second);
-    gpu.resident.erase(it);
-    gpu.memory_used -= ReserveBytes(function);
+  const GpuModelCache::Lost lost = gpu.Forget(function, ReserveBytes(function));
+  if (lost == GpuModelCache::Lost::kResident || lost == GpuModelCache::Lost::kRestoring) {
     DropModel(slot, function);
-  } else if (gpu.restoring && gpu.restoring_function == function) {
-    gpu.restoring = false;
-    gpu.memory_used -= ReserveBytes(function);
-    DropModel(slot, function);
-  } else if (auto e = gpu.evicting.find(function); e != gpu.evicting.end()) {
-    gpu.memory_used -= e->second;
-    gpu.evicting.erase(e);
   }
   if (gpu.running && gpu.running_function == function) {
     gpu.running = false;
@@ -588,11 +538,7 @@ void FaaSwapPolicy::OnInstanceDied(GpuId id, FunctionId function, std::span<cons
 
 void FaaSwapPolicy::OnEvictDone(GpuId id, FunctionId function, const Status&) {
   const std::size_t slot = slot_of_gpu_.at(id);
-  PoolGpu& gpu = pool_[slot];
-  if (auto e = gpu.evicting.find(function); e != gpu.evicting.end()) {
-    gpu.memory_used -= e->second;
-    gpu.evicting.erase(e);
-  }
+  pool_[slot].EvictDone(function);
   Advance(slot);
   MaybeIdle(slot);
   RetryBlocked();

@@ -26,13 +26,13 @@
 
 #include <cstdint>
 #include <deque>
-#include <list>
 #include <set>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
 
 #include "gshare/sched/exec_estimator.h"
+#include "gshare/sched/model_cache.h"
 #include "gshare/sched/policy_options.h"
 #include "gshare/sched/pool_sizer.h"
 #include "gshare/sched/request_table.h"
@@ -68,8 +68,9 @@ class FaaSwapPolicy final : public Scheduler {
     bool idle = false;
     TimePoint busy_key{};
   };
-  struct PoolGpu {
-    GpuId gpu = 0;
+  // The models it holds (GpuModelCache: gpu, capacity, memory_used, restoring, lru, resident,
+  // evicting), and its queue and run.
+  struct PoolGpu : GpuModelCache {
     bool alive = true;
     bool ready = false;
     TimePoint ready_at{};
@@ -78,18 +79,9 @@ class FaaSwapPolicy final : public Scheduler {
     bool running = false;
     FunctionId running_function = 0;
     bool running_pipelined = false;  // the run overlaps its model's copy
-    bool restoring = false;
-    FunctionId restoring_function = 0;
-    std::uint64_t capacity = 0;                              // memory of its GPU type
-    std::uint64_t memory_used = 0;                           // evictions still copying included
-    std::unordered_map<FunctionId, std::uint64_t> evicting;  // copying back: bytes
-    int restore_failures = 0;  // failed restores of failing_function in a row
-    FunctionId failing_function = 0;
-    std::list<FunctionId> lru;  // resident models, least recently used first
-    std::unordered_map<FunctionId, std::list<FunctionId>::iterator> resident;
-    TimePoint predicted_free_at{};  // when the queued work is predicted to be done
-    TimePoint indexed_key{};        // FreeKey when it was last indexed
-    bool indexed_idle = false;      // indexed as free (its key has passed)
+    TimePoint predicted_free_at{};   // when the queued work is predicted to be done
+    TimePoint indexed_key{};         // FreeKey when it was last indexed
+    bool indexed_idle = false;       // indexed as free (its key has passed)
     std::unordered_map<FunctionId, HolderEntry> holder_entries;  // by model held
     std::uint32_t idle_generation = 0;
   };

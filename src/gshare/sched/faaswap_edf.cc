@@ -199,23 +199,13 @@ void FaaSwapEdfPolicy::OnGpuReady(GpuId id) {
 
 void FaaSwapEdfPolicy::OnRestoreDone(GpuId id, FunctionId function, const Status& status) {
   const std::size_t slot = slot_of_gpu_.at(id);
-  PoolGpu& gpu = pool_[slot];
-  gpu.restoring = false;
+  const bool give_up = pool_[slot].RestoreEnded(function, status.ok(), ReserveBytes(function),
+                                                RequestTable::kMaxAttempts);
   if (!status.ok()) {
     // The slice is gone. Try again; after kMaxAttempts failures in a row here, answer the
     // function's queued requests with the failure.
-    gpu.memory_used -= ReserveBytes(function);
     DropHolder(slot, function);
-    if (gpu.failing_function != function) gpu.restore_failures = 0;
-    gpu.failing_function = function;
-    if (++gpu.restore_failures >= RequestTable::kMaxAttempts) {
-      gpu.restore_failures = 0;
-      AnswerQueue(function, status);
-    }
-  } else {
-    gpu.restore_failures = 0;
-    gpu.lru.push_back(function);
-    gpu.resident[function] = std::prev(gpu.lru.end());
+    if (give_up) AnswerQueue(function, status);
   }
   StartWork(slot);
   Kick();
@@ -244,11 +234,7 @@ void FaaSwapEdfPolicy::OnRunDone(GpuId id, FunctionId function, std::span<const 
 
 void FaaSwapEdfPolicy::OnEvictDone(GpuId id, FunctionId function, const Status& /*status*/) {
   const std::size_t slot = slot_of_gpu_.at(id);
-  PoolGpu& gpu = pool_[slot];
-  if (auto e = gpu.evicting.find(function); e != gpu.evicting.end()) {
-    gpu.memory_used -= e->second;
-    gpu.evicting.erase(e);
-  }
+  pool_[slot].EvictDone(function);
   StartWork(slot);
   Kick();
   MaybeIdle(slot);
@@ -257,18 +243,9 @@ void FaaSwapEdfPolicy::OnEvictDone(GpuId id, FunctionId function, const Status& 
 void FaaSwapEdfPolicy::Unload(std::size_t slot, FunctionId function) {
   // The function's slice on the GPU is gone (its instance died).
   PoolGpu& gpu = pool_[slot];
-  if (auto it = gpu.resident.find(function); it != gpu.resident.end()) {
-    gpu.lru.erase(it->second);
-    gpu.resident.erase(it);
-    gpu.memory_used -= ReserveBytes(function);
+  const GpuModelCache::Lost lost = gpu.Forget(function, ReserveBytes(function));
+  if (lost == GpuModelCache::Lost::kResident || lost == GpuModelCache::Lost::kRestoring) {
     DropHolder(slot, function);
-  } else if (gpu.restoring && gpu.restoring_function == function) {
-    gpu.restoring = false;
-    gpu.memory_used -= ReserveBytes(function);
-    DropHolder(slot, function);
-  } else if (auto e = gpu.evicting.find(function); e != gpu.evicting.end()) {
-    gpu.memory_used -= e->second;
-    gpu.evicting.erase(e);
   }
   if (gpu.running && gpu.running_function == function) {
     gpu.running = false;
@@ -464,46 +441,14 @@ void FaaSwapEdfPolicy::RunBatch(std::size_t slot, FunctionId function, bool pipe
 bool FaaSwapEdfPolicy::MakeRoom(std::size_t slot, std::uint64_t bytes) {
   PoolGpu& gpu = pool_[slot];
   const auto keep = [&](FunctionId f) { return gpu.running && f == gpu.running_function; };
-  // Only when it can succeed (in total, and in one free range where slices hold contiguous
-  // ranges): evicting and then failing would drop models for nothing.
-  std::uint64_t evictable = 0;
-  evictable_.clear();
-  for (FunctionId f : gpu.lru) {
-    if (keep(f)) continue;
-    evictable += ReserveBytes(f);
-    evictable_.push_back(f);
-  }
-  if (gpu.memory_used + bytes > gpu.capacity + evictable) return false;
-  if (context_.executor->LargestFreeRangeWithout(gpu.gpu, evictable_) < bytes) return false;
-  auto it = gpu.lru.begin();
-  // Where slices occupy contiguous ranges the memory may be free in pieces: evict until the
-  // model fits in total and a free range holds it (a discard frees its range at once).
-  const auto room = [&] {
-    return gpu.memory_used + bytes <= gpu.capacity &&
-           context_.executor->LargestFreeRange(gpu.gpu) >= bytes;
-  };
-  while (!room() && it != gpu.lru.end()) {
-    const FunctionId victim = *it;
-    if (keep(victim)) {
-      ++it;
-      continue;
-    }
-    it = gpu.lru.erase(it);
-    EvictModel(slot, victim);
-  }
-  return room();
+  return gpu.MakeRoom(
+      *context_.executor, bytes, keep, [&](FunctionId f) { return ReserveBytes(f); },
+      [&](FunctionId f) { DropHolder(slot, f); }, evictable_);
 }
 
 void FaaSwapEdfPolicy::EvictModel(std::size_t slot, FunctionId function) {
   // The caller has taken the model out of the LRU list.
-  PoolGpu& gpu = pool_[slot];
-  if (context_.executor->Evict(gpu.gpu, function, EvictHint::kDiscardIfClean) ==
-      EvictOutcome::kDiscarded) {
-    gpu.memory_used -= ReserveBytes(function);
-  } else {
-    gpu.evicting[function] = ReserveBytes(function);  // freed by OnEvictDone
-  }
-  gpu.resident.erase(function);
+  pool_[slot].Evict(*context_.executor, function, ReserveBytes(function));
   DropHolder(slot, function);
 }
 

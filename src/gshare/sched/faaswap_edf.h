@@ -30,13 +30,13 @@
 
 #include <cstdint>
 #include <deque>
-#include <list>
 #include <set>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
 
 #include "gshare/sched/exec_estimator.h"
+#include "gshare/sched/model_cache.h"
 #include "gshare/sched/policy_options.h"
 #include "gshare/sched/pool_sizer.h"
 #include "gshare/sched/request_table.h"
@@ -70,8 +70,9 @@ class FaaSwapEdfPolicy final : public Scheduler {
   static constexpr std::size_t kLookAhead = 16;
 
  private:
-  struct PoolGpu {
-    GpuId gpu = 0;
+  // The models it holds (GpuModelCache: gpu, capacity, memory_used, restoring, lru, resident,
+  // evicting), and its run.
+  struct PoolGpu : GpuModelCache {
     bool alive = true;
     bool ready = false;
     TimePoint ready_at{};
@@ -80,16 +81,7 @@ class FaaSwapEdfPolicy final : public Scheduler {
     bool running_pipelined = false;
     TimePoint running_ends{};  // predicted
     std::vector<RequestId> running_batch;
-    bool restoring = false;
-    FunctionId restoring_function = 0;
     TimePoint restore_ends{};  // predicted
-    std::uint64_t capacity = 0;
-    std::uint64_t memory_used = 0;  // evictions still copying included
-    std::list<FunctionId> lru;      // resident models, least recently used first
-    std::unordered_map<FunctionId, std::list<FunctionId>::iterator> resident;
-    std::unordered_map<FunctionId, std::uint64_t> evicting;  // copying back: bytes
-    int restore_failures = 0;  // failed restores of failing_function in a row
-    FunctionId failing_function = 0;
     std::uint32_t idle_generation = 0;
   };
   // A function's requests waiting for a GPU, oldest first (its deadlines are in that order).
