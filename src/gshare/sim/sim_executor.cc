@@ -203,6 +203,7 @@ void SimulatedExecutor::Restore(GpuId gpu_id, FunctionId function, std::uint64_t
     }
     offset = *range;
     gpu->ranges.emplace(offset, reserve_bytes);
+    RangesChanged(*gpu);
   }
   gpu->memory_used += reserve_bytes;
   Residency residency{reserve_bytes, ResidencyState::kRestoring, 0, 0, 0};
@@ -260,35 +261,46 @@ std::optional<std::uint64_t> SimulatedExecutor::FirstFit(const Gpu& gpu,
   return std::nullopt;
 }
 
-std::uint64_t SimulatedExecutor::LargestGap(const std::map<std::uint64_t, std::uint64_t>& ranges,
-                                            std::uint64_t memory_bytes) {
+void SimulatedExecutor::RangesChanged(Gpu& gpu) const {
+  gpu.largest_gap = LargestGapWithout(gpu, {});
+}
+
+std::uint64_t SimulatedExecutor::LargestGapWithout(const Gpu& gpu,
+                                                   std::span<const std::uint64_t> skipped) const {
+  // `skipped`: offsets of ranges counted as free, sorted.
   std::uint64_t cursor = 0;
   std::uint64_t largest = 0;
-  for (const auto& [offset, size] : ranges) {
+  for (const auto& [offset, size] : gpu.ranges) {
+    if (std::binary_search(skipped.begin(), skipped.end(), offset)) continue;
     largest = std::max(largest, offset - cursor);
     cursor = offset + size;
   }
-  if (memory_bytes > cursor) largest = std::max(largest, memory_bytes - cursor);
+  const std::uint64_t memory = workload_.gpu.memory_bytes;
+  if (memory > cursor) largest = std::max(largest, memory - cursor);
   return largest;
 }
 
 std::uint64_t SimulatedExecutor::LargestFreeRange(GpuId gpu) const {
   if (!options_.world.fragmentation) return UINT64_MAX;
-  return gpu < gpus_.size() ? LargestGap(gpus_[gpu].ranges, workload_.gpu.memory_bytes) : 0;
+  if (gpu >= gpus_.size()) return 0;
+  return gpus_[gpu].ranges.empty() ? workload_.gpu.memory_bytes : gpus_[gpu].largest_gap;
 }
 
 std::uint64_t SimulatedExecutor::LargestFreeRangeWithout(
     GpuId gpu, std::span<const FunctionId> released) const {
   if (!options_.world.fragmentation) return UINT64_MAX;
   if (gpu >= gpus_.size()) return 0;
-  std::map<std::uint64_t, std::uint64_t> ranges = gpus_[gpu].ranges;
+  const Gpu& g = gpus_[gpu];
+  skipped_.clear();
   for (FunctionId f : released) {
-    auto it = gpus_[gpu].residents.find(f);
-    if (it != gpus_[gpu].residents.end() && it->second.state == ResidencyState::kResident) {
-      ranges.erase(it->second.offset);
+    auto it = g.residents.find(f);
+    if (it != g.residents.end() && it->second.state == ResidencyState::kResident) {
+      skipped_.push_back(it->second.offset);
     }
   }
-  return LargestGap(ranges, workload_.gpu.memory_bytes);
+  if (skipped_.empty()) return LargestFreeRange(gpu);
+  std::sort(skipped_.begin(), skipped_.end());
+  return LargestGapWithout(g, skipped_);
 }
 
 Duration SimulatedExecutor::Noisy(Duration d) {
@@ -311,7 +323,10 @@ EvictOutcome SimulatedExecutor::Evict(GpuId gpu_id, FunctionId function, EvictHi
   // The device copy is always clean here: a kDiscardIfClean hint discards.
   if (hint == EvictHint::kDiscardIfClean) {
     const std::uint64_t bytes = it->second.bytes;
-    if (options_.world.fragmentation) gpu->ranges.erase(it->second.offset);
+    if (options_.world.fragmentation) {
+      gpu->ranges.erase(it->second.offset);
+      RangesChanged(*gpu);
+    }
     if (options_.record_schedule) log_.residencies[it->second.record].released = now_;
     gpu->memory_used -= bytes;
     gpu->residents.erase(it);
@@ -385,6 +400,7 @@ bool SimulatedExecutor::Resize(GpuId gpu_id, FunctionId function, std::uint64_t 
       residency.moved_until =
           std::max(now_, residency.moved_until) + Duration(std::llround(seconds * 1e9));
     }
+    RangesChanged(*gpu);
   }
   const double delta = static_cast<double>(new_bytes) - static_cast<double>(residency.bytes);
   gpu->memory_used = gpu->memory_used + new_bytes - residency.bytes;
@@ -663,7 +679,10 @@ void SimulatedExecutor::FinishCheckpoint(GpuId gpu_id, FunctionId function) {
   auto it = gpu.residents.find(function);
   const std::uint64_t bytes = it->second.bytes;
   if (options_.record_schedule) log_.residencies[it->second.record].released = now_;
-  if (options_.world.fragmentation) gpu.ranges.erase(it->second.offset);
+  if (options_.world.fragmentation) {
+    gpu.ranges.erase(it->second.offset);
+    RangesChanged(gpu);
+  }
   gpu.memory_used -= bytes;
   gpu.residents.erase(it);
   meter_.Reserved(now_, function, -static_cast<double>(bytes));

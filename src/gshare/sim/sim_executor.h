@@ -201,7 +201,8 @@ class SimulatedExecutor final : public Executor {
     std::size_t node = 0;  // contended world
     // Fragmented world: the slices' ranges, offset -> bytes.
     std::map<std::uint64_t, std::uint64_t> ranges;
-    CopyEngine engines[2];  // contended world: kToDevice, kToHost
+    std::uint64_t largest_gap = 0;  // of `ranges` (the whole memory when there are none)
+    CopyEngine engines[2];          // contended world: kToDevice, kToHost
   };
 
   Gpu* CheckGpu(GpuId gpu, const char* call);
@@ -225,8 +226,10 @@ class SimulatedExecutor final : public Executor {
   void FinishCheckpoint(GpuId gpu_id, FunctionId function);
   // Fragmented world: the first free range of `bytes` (first fit), and the largest free range.
   std::optional<std::uint64_t> FirstFit(const Gpu& gpu, std::uint64_t bytes) const;
-  static std::uint64_t LargestGap(const std::map<std::uint64_t, std::uint64_t>& ranges,
-                                  std::uint64_t memory_bytes);
+  // The largest free range if the ranges at `skipped` (sorted offsets) were free too.
+  std::uint64_t LargestGapWithout(const Gpu& gpu, std::span<const std::uint64_t> skipped) const;
+  // Keeps Gpu::largest_gap up to date after its ranges change.
+  void RangesChanged(Gpu& gpu) const;
   // A restore's or checkpoint's copy time times a noise draw (unchanged without restore noise).
   Duration Noisy(Duration d);
   // Contended world: the fluid model of the copy engines (sim_executor.cc).
@@ -247,6 +250,7 @@ class SimulatedExecutor final : public Executor {
   std::vector<Gpu> gpus_;
   std::vector<Execution> executions_;
   std::vector<std::int32_t> free_executions_;
+  mutable std::vector<std::uint64_t> skipped_;  // scratch of LargestFreeRangeWithout
   std::vector<TimePoint> completion_;
   std::vector<bool> answered_;
   std::vector<bool> started_;    // in a run (in flight or done)
