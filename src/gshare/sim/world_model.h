@@ -15,7 +15,8 @@
 //    fit; growing in place needs the range after it free, else the slice moves to a free range
 //    that holds it (a copy on the GPU's memory at move_bytes_per_second, which delays its next
 //    run), else the growth is refused; a restore that no free range holds fails
-//    (ResourceExhausted). Policies see the largest free range (Executor::LargestFreeRange).
+//    (ResourceExhausted). Policies see the largest free range, now and were some slices evicted
+//    (Executor::LargestFreeRange, LargestFreeRangeWithout).
 // Every draw comes from `seed`, so a run stays reproducible.
 #pragma once
 
