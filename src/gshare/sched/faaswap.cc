@@ -358,8 +358,10 @@ bool FaaSwapPolicy::MakeRoom(std::size_t slot, std::uint64_t bytes, bool for_hea
         evicted = true;
       },
       evictable_);
-  if (evicted) RetryBlocked();
-  return room;
+  if (!evicted) return room;
+  // The GPUs retried may take the memory just freed (this one included): look again.
+  RetryBlocked();
+  return pool_[slot].HasRoom(*context_.executor, bytes);
 }
 
 void FaaSwapPolicy::Advance(std::size_t slot) {

@@ -413,8 +413,9 @@ GSharePolicy::Placement GSharePolicy::FindNewSlice(FunctionId function, const Re
        it != by_free_.end() && examined < kMaxCandidates; ++it) {
     const std::size_t slot = it->second;
     const GpuState& gpu = gpus_[slot];
-    if (gpu.slices.contains(function) || !OneRangeHolds(gpu, bytes)) continue;
+    if (gpu.slices.contains(function)) continue;
     ++examined;
+    if (!OneRangeHolds(gpu, bytes)) continue;
     const TimePoint finish = PredictFinishNewSlice(gpu, function, restore, key, exec);
     if (finish <= head.deadline) return Placement{true, slot, false, finish};
     if (finish < best.finish) best = Placement{true, slot, false, finish};

@@ -58,7 +58,7 @@ struct GpuModelCache {
   bool MakeRoom(Executor& executor, std::uint64_t bytes, Keep keep, BytesOf bytes_of,
                 OnEvict on_evict, std::vector<FunctionId>& scratch);
 
- private:
+  // Whether `bytes` fit now, in total and in one free range.
   bool HasRoom(const Executor& executor, std::uint64_t bytes) const {
     return memory_used + bytes <= capacity && executor.LargestFreeRange(gpu) >= bytes;
   }
