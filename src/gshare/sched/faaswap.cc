@@ -548,17 +548,11 @@ void FaaSwapPolicy::OnEvictDone(GpuId id, FunctionId function, const Status&) {
 
 void FaaSwapPolicy::Retire(std::size_t slot) {
   PoolGpu& gpu = pool_[slot];
-  for (FunctionId function : gpu.lru) DropModel(slot, function);
-  if (gpu.restoring) DropModel(slot, gpu.restoring_function);
+  gpu.Clear([&](FunctionId f) { DropModel(slot, f); });
   IndexErase(slot);
-  gpu.lru.clear();
-  gpu.resident.clear();
-  gpu.evicting.clear();
-  gpu.memory_used = 0;
   gpu.alive = false;
   gpu.running = false;
   gpu.running_pipelined = false;
-  gpu.restoring = false;
   slot_of_gpu_.erase(gpu.gpu);
   alive_.erase(std::find(alive_.begin(), alive_.end(), slot));
   sizer_.Removed(gpu.ready);
@@ -599,12 +593,11 @@ void FaaSwapPolicy::OnTimer(std::uint64_t token) {
   }
   // Discard what is clean; a model that must be copied back first keeps the GPU until then
   // (OnEvictDone sets the idle timer again).
-  while (!gpu.lru.empty()) {
-    const FunctionId function = gpu.lru.front();
-    gpu.lru.pop_front();
-    EvictModel(slot, function);
+  if (!gpu.EvictAll(
+          *context_.executor, [&](FunctionId f) { return ReserveBytes(f); },
+          [&](FunctionId f) { DropModel(slot, f); })) {
+    return;
   }
-  if (!gpu.evicting.empty()) return;
   const GpuId gpu_id = gpu.gpu;
   Retire(slot);
   context_.executor->ReleaseGpu(gpu_id);

@@ -287,12 +287,11 @@ void FaaSwapEdfPolicy::OnTimer(std::uint64_t token) {
   }
   // Discard what is clean; a model that must be copied back first keeps the GPU until then
   // (OnEvictDone sets the idle timer again).
-  while (!gpu.lru.empty()) {
-    const FunctionId function = gpu.lru.front();
-    gpu.lru.pop_front();
-    EvictModel(slot, function);
+  if (!gpu.EvictAll(
+          *context_.executor, [&](FunctionId f) { return ReserveBytes(f); },
+          [&](FunctionId f) { DropHolder(slot, f); })) {
+    return;
   }
-  if (!gpu.evicting.empty()) return;
   const GpuId gpu_id = gpu.gpu;
   Retire(slot);
   context_.executor->ReleaseGpu(gpu_id);
@@ -524,17 +523,11 @@ void FaaSwapEdfPolicy::AddGpu(GpuId id) {
 
 void FaaSwapEdfPolicy::Retire(std::size_t slot) {
   PoolGpu& gpu = pool_[slot];
-  for (const FunctionId function : gpu.lru) DropHolder(slot, function);
-  if (gpu.restoring) DropHolder(slot, gpu.restoring_function);
-  gpu.lru.clear();
-  gpu.resident.clear();
-  gpu.evicting.clear();
-  gpu.memory_used = 0;
+  gpu.Clear([&](FunctionId f) { DropHolder(slot, f); });
   gpu.alive = false;
   gpu.running = false;
   gpu.running_pipelined = false;
   gpu.running_batch.clear();
-  gpu.restoring = false;
   SetFree(slot, false);
   slot_of_gpu_.erase(gpu.gpu);
   alive_count_ -= 1;

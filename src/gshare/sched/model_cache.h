@@ -58,6 +58,32 @@ struct GpuModelCache {
   bool MakeRoom(Executor& executor, std::uint64_t bytes, Keep keep, BytesOf bytes_of,
                 OnEvict on_evict, std::vector<FunctionId>& scratch);
 
+  // Evicts every resident model, least recently used first; `on_evict(f)` hears of each. Whether
+  // none is left copying back (then the GPU holds nothing).
+  template <typename BytesOf, typename OnEvict>
+  bool EvictAll(Executor& executor, BytesOf bytes_of, OnEvict on_evict) {
+    while (!lru.empty()) {
+      const FunctionId function = lru.front();
+      lru.pop_front();
+      Evict(executor, function, bytes_of(function));
+      on_evict(function);
+    }
+    return evicting.empty();
+  }
+
+  // Forgets everything (its GPU left the pool or was lost); `on_drop(f)` hears of each model
+  // resident or restoring.
+  template <typename OnDrop>
+  void Clear(OnDrop on_drop) {
+    for (FunctionId function : lru) on_drop(function);
+    if (restoring) on_drop(restoring_function);
+    lru.clear();
+    resident.clear();
+    evicting.clear();
+    memory_used = 0;
+    restoring = false;
+  }
+
   // Whether `bytes` fit now, in total and in one free range.
   bool HasRoom(const Executor& executor, std::uint64_t bytes) const {
     return memory_used + bytes <= capacity && executor.LargestFreeRange(gpu) >= bytes;
