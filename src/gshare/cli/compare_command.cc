@@ -199,7 +199,7 @@ void AddCompareCommand(CLI::App& app, CommandContext& context) {
   cmd->add_option("--knob", flags->knobs,
                   "POLICY.KNOB=V1,V2,...: the values of one knob of one policy, instead of its "
                   "default grid (repeatable; knobs: keep_alive, concurrency_target, pool_idle, "
-                  "proxy_overhead, safety_margin, gpus_per_function)");
+                  "proxy_overhead, safety_margin, gpus_per_function, protect_horizon)");
   cmd->add_option("--slo-target", flags->slo_target,
                   "SLO attainment the policies are compared at: each policy's cheapest point "
                   "that reaches it, in (0, 1]")

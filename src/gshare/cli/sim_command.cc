@@ -27,10 +27,11 @@ struct SimFlags {
   std::string out = "out/sim";
   std::string keep_alive = "15m";
   std::string pool_idle = "1m";
+  std::string protect_horizon = "0s";
   std::string instance_start = "2s";
   double proxy_overhead = 0.40;
   double concurrency_target = 0.70;
-  double safety_margin = 0.40;
+  double safety_margin = 0.0;
   std::string quantum = FormatDuration(kDefaultComputeQuantum);
   std::string warmup = "0s";
   std::string slice_granularity = SliceGranularity().ToText();
@@ -52,6 +53,8 @@ int RunSim(const SimFlags& flags) {
   for (const auto& [text, target, what] :
        {std::tuple{flags.keep_alive, &options.policy.keep_alive, "--keep-alive"},
         std::tuple{flags.pool_idle, &options.policy.pool_idle, "--pool-idle"},
+        std::tuple{flags.protect_horizon, &options.policy.gshare.protect_horizon,
+                   "--protect-horizon"},
         std::tuple{flags.instance_start, &options.policy.instance_start, "--instance-start"},
         std::tuple{flags.quantum, &options.executor.quantum, "--quantum"},
         std::tuple{flags.warmup, &warmup, "--warmup"}}) {
@@ -156,6 +159,11 @@ void AddSimCommand(CLI::App& app, CommandContext& context) {
   cmd->add_option("--pool-idle", flags->pool_idle,
                   "Idle time before a pooled GPU (faaswap, gshare) leaves the pool")
       ->capture_default_str();
+  cmd->add_option("--protect-horizon", flags->protect_horizon,
+                  "gshare: below the pool's cap, a slice of a function at risk that is expected "
+                  "back within this time is not evicted for another (which gets a GPU), and its "
+                  "GPU is not released when idle; 0s: off")
+      ->capture_default_str();
   cmd->add_option("--instance-start", flags->instance_start,
                   "Start time of a new instance or pool GPU, before the model load")
       ->capture_default_str();
@@ -169,9 +177,9 @@ void AddSimCommand(CLI::App& app, CommandContext& context) {
       ->check(FiniteIn(0.05, 10))
       ->capture_default_str();
   cmd->add_option("--safety-margin", flags->safety_margin,
-                  "gshare: safety margin on predicted execution (x (1 + margin)); fixed, except in "
-                  "gshare-adaptive-margin, where it is the starting margin and adapts toward 0.99 "
-                  "attainment")
+                  "gshare: safety margin on predicted execution, the learned 99th percentile "
+                  "(x (1 + margin)); fixed, except in gshare-adaptive-margin, where it is the "
+                  "starting margin and adapts toward 0.99 attainment")
       ->check(FiniteIn(0, 10))
       ->capture_default_str();
   cmd->add_option("--quantum", flags->quantum, "Time-slice quantum of GPU compute")

@@ -35,6 +35,9 @@ GSharePolicy::GSharePolicy(std::string name, const SchedulerContext& context,
       estimator_(context.functions),
       pool_(options),
       margin_(options.gshare.safety_margin) {
+  if (knobs_.exec_quantile > 0.0 && knobs_.exec_quantile < 1.0) {
+    z_ = NormalQuantile(knobs_.exec_quantile);
+  }
   // The functions registered before the policy starts (the simulator's workload): their events
   // come without an OnFunctionAdded.
   for (FunctionId f = 0; f < context.functions->size(); ++f) {
@@ -96,15 +99,24 @@ std::uint64_t GSharePolicy::SliceBytes(FunctionId function, std::size_t batch) c
 }
 
 Duration GSharePolicy::PredictExec(FunctionId function, std::size_t batch) const {
-  const Duration estimate = estimator_.Estimate(function, static_cast<int>(batch));
+  const Duration estimate = knobs_.exec_quantile > 0.0
+                                ? estimator_.Quantile(function, static_cast<int>(batch), z_)
+                                : estimator_.Estimate(function, static_cast<int>(batch));
   return Duration(
       static_cast<std::int64_t>(static_cast<double>(estimate.count()) * (1.0 + margin_)));
 }
 
-Duration GSharePolicy::PredictRestore(FunctionId function) const {
+Duration GSharePolicy::ProfileRestore(FunctionId function) const {
   return context_.executor->gpu_types()[0].RestoreTime(
              (*context_.functions)[function].model_bytes) +
          context_.executor->Instances(function).BindDelay();
+}
+
+Duration GSharePolicy::PredictRestore(FunctionId function) const {
+  const Duration profile = ProfileRestore(function);
+  if (knobs_.exec_quantile <= 0.0) return profile;
+  // The measured bandwidth: the mean of what restores took over their profile's time.
+  return Scale(profile, restore_ratio_.Quantile(0.0));
 }
 
 TimePoint GSharePolicy::KeyOf(const Request& request) const {
@@ -165,6 +177,31 @@ bool GSharePolicy::AtRisk(FunctionId function) const {
          (*context_.functions)[function].slo;
 }
 
+double GSharePolicy::RecentRate(FunctionId function) const {
+  const FunctionState& fs = functions_.at(function);
+  double observed = ToSeconds(context_.executor->Now() - fs.last_arrival);
+  for (std::size_t i = 0; i < fs.gap_count; ++i) observed += ToSeconds(fs.gaps[i]);
+  return observed > 0.0 ? static_cast<double>(fs.gap_count) / observed : 0.0;
+}
+
+bool GSharePolicy::Protected(FunctionId function) const {
+  // Off at the pool's cap, whether the policy's (max_gpus) or the executor's (a GPU refused):
+  // then memory goes least recently used first, and tenants' shares apply.
+  if (knobs_.protect_horizon <= Duration::zero() || !knobs_.cache_queue || pool_.AtCap() ||
+      gpus_refused_) {
+    return false;
+  }
+  // Called within the horizon, and at a recent rate, with a prior of one arrival more, of at least
+  // one per horizon (a function seen once: while it was called less than a horizon ago).
+  const FunctionState& fs = functions_.at(function);
+  const double horizon = ToSeconds(knobs_.protect_horizon);
+  const double open = ToSeconds(context_.executor->Now() - fs.last_arrival);
+  if (open >= horizon) return false;
+  double observed = open;
+  for (std::size_t i = 0; i < fs.gap_count; ++i) observed += ToSeconds(fs.gaps[i]);
+  return observed < horizon * (fs.gap_count + 1) && AtRisk(function);
+}
+
 bool GSharePolicy::EndRun(GpuState& gpu, FunctionId function) {
   bool shared = false;
   for (auto it = gpu.runs.begin(); it != gpu.runs.end(); ++it) {
@@ -192,6 +229,7 @@ bool GSharePolicy::EvictableFor(const GpuState& gpu, FunctionId function, const 
 bool GSharePolicy::EvictableAt(const GpuState& gpu, FunctionId function, const Slice& slice,
                                FunctionId asker, std::uint64_t bytes,
                                std::uint64_t victim_bytes) const {
+  if (Protected(function)) return false;  // the new slice gets a GPU instead
   if (!MemoryContended()) return Evictable(gpu, function, slice);
   const int victim = functions_.at(function).tenant;
   const int tenant = functions_.at(asker).tenant;
@@ -339,6 +377,27 @@ void GSharePolicy::Bind(FunctionId function) {
   }
   // At risk (or binding at once): a new slice where the request finishes in time, best fit.
   Placement placement = FindNewSlice(function, target, own_work);
+  // Lazy first restore: a function with no slice whose backlog is one batch is restored at the
+  // latest start that still finishes it in time on the chosen GPU, less a guard of one blocking
+  // run (work that may take the GPU meanwhile) and the restore's spread: the requests that arrive
+  // until then join the batch, and the slice is held no longer than it serves. Where the guard
+  // leaves no time, or the function was seen once, it is restored now.
+  if (knobs_.lazy && knobs_.lazy_first_restore && fs.slots.empty() && placement.found &&
+      fs.pending.size() <= max_batch) {
+    // The restore's spread too: the learned 99th percentile of its time over the mean.
+    const Duration spread =
+        Scale(restore, restore_ratio_.Quantile(z_) / restore_ratio_.Quantile(0.0) - 1.0);
+    const Duration guard = std::max(blocking_run_, exec) + spread;
+    // One batch serves the whole backlog: the head's deadline binds.
+    const TimePoint latest = head.deadline - (placement.finish - now) - guard;
+    // Only where a request may join (a function seen once is expected never again, as by the
+    // hold), and by at least one guard: a finish pinned to a busy copy engine or GPU does not move
+    // with the start, and re-checks in small steps would otherwise follow.
+    if (latest >= now + guard && RecentRate(function) > 0.0) {
+      SetCheck(function, latest);
+      return;
+    }
+  }
   if (!placement.found || placement.finish > target.deadline) {
     // A GPU added now (usable at once when instances start instantly) may serve it in time.
     if (GrowPoolIfShort(target, exec, std::min(placement.finish, target_existing))) {
@@ -636,6 +695,18 @@ void GSharePolicy::IssueRestore(std::size_t slot) {
     functions_[function].deferred -= 1;
     gpu.restoring = true;
     gpu.restoring_function = function;
+    gpu.restore_issued = context_.executor->Now();
+    gpu.restore_profile = ProfileRestore(function);
+    // The copy starts now: its end is predicted afresh (the copies before it may have ended
+    // sooner or later than predicted), and so is the end of the copies queued behind it.
+    Slice& slice = gpu.slices.at(function);
+    slice.ready_at = gpu.restore_issued + PredictRestore(function);
+    gpu.copy_free_at = slice.ready_at;
+    for (const FunctionId queued : gpu.deferred_restores) {
+      Slice& next = gpu.slices.at(queued);
+      next.ready_at = gpu.copy_free_at + PredictRestore(queued);
+      gpu.copy_free_at = next.ready_at;
+    }
     context_.executor->Restore(gpu.gpu, function, bytes);
     return;
   }
@@ -713,6 +784,7 @@ void GSharePolicy::Dispatch(std::size_t slot) {
     }
     gpu.runs.push_back({function, false});
     gpu.busy_until = now + PredictExec(function, batch_.size());
+    blocking_run_ = std::max(gpu.busy_until - now, blocking_run_ - blocking_run_ / 64);
     gpu.idle_generation += 1;
     slice.last_used = now;
     const FunctionId chosen = function;  // the loop's iterator dies in UpdateKey
@@ -809,7 +881,10 @@ void GSharePolicy::OnRunDone(GpuId id, FunctionId function, std::span<const Requ
   // a replica may have gone idle while requests were still pending).
   if (functions_[function].pending.empty()) {
     const std::vector<std::size_t> slots = functions_[function].slots;
-    for (std::size_t s : slots) MaybeRelease(s, function);
+    if (!slots.empty()) {
+      const Duration hold = HoldTime(function);  // once for all its slices
+      for (std::size_t s : slots) MaybeRelease(s, function, hold);
+    }
   }
   MaybeIdle(slot);
   RetryUnplaced();
@@ -852,22 +927,89 @@ void GSharePolicy::DropSlice(std::size_t slot, FunctionId function) {
   UpdateKey(function);
 }
 
-void GSharePolicy::MaybeRelease(std::size_t slot, FunctionId function) {
-  // A slice whose restore would break the SLO stays cached until memory or the pool needs it.
-  // Otherwise it is held for HoldTime (ski rental on the function's observed gaps), then released.
-  if (!functions_[function].pending.empty() || !gpus_[slot].slices.contains(function)) return;
-  if (knobs_.cache_queue && AtRisk(function)) return;
-  context_.executor->SetTimer(context_.executor->Now() + HoldTime(function),
-                              Token(kReleaseTag, slot, function));
+void GSharePolicy::MaybeRelease(std::size_t slot, FunctionId function, Duration hold) {
+  // An idle slice is held for HoldTime, then released; with the fixed hold, a slice whose restore
+  // would break the SLO stays cached until memory or the pool needs it.
+  if (!functions_[function].pending.empty()) return;
+  auto it = gpus_[slot].slices.find(function);
+  if (it == gpus_[slot].slices.end()) return;
+  if (!knobs_.cost_aware_hold && knobs_.cache_queue && AtRisk(function)) return;
+  // One timer per slice: one that fires no later looks at the hold again then.
+  Slice& slice = it->second;
+  if (hold == Duration::max()) return;  // no timer: held until needed or its GPU goes
+  const TimePoint due = context_.executor->Now() + hold;
+  if (slice.release_at <= due) return;
+  slice.release_at = due;
+  context_.executor->SetTimer(due, Token(kReleaseTag, slot, function));
 }
 
 Duration GSharePolicy::HoldTime(FunctionId function) const {
+  if (!knobs_.cost_aware_hold) return FixedHoldTime(function);
+  // Priced by the GPU: an idle slice costs nothing while its GPU stays up, and nothing keeps
+  // its GPU up (an idle GPU goes after pool_idle with its slices): held until its memory is
+  // needed (MakeRoom, least recently used first) or its GPU goes.
+  if (knobs_.hold_price == PolicyOptions::GShare::HoldPrice::kGpu) return Duration::max();
+  // The hold h minimises the expected cost, in seconds of the slice's memory, of holding it idle
+  // until the next request or for h, whichever is first, and of the restore that a request after
+  // h needs (its memory is held while it copies; for a function at risk the request also misses
+  // its deadline, priced at 1 / (1 - target) restores: the misses an attainment of target allows
+  // per request). The next arrival is drawn from the recent gaps, given that none has come since
+  // the last arrival (a gap shorter than that is out; each other weighs one), and from an
+  // exponential at the recent rate (weighing one: the rate prior; the gap still open counts in
+  // it, so a function not called for a while is expected less soon). A function seen once is
+  // expected never again: released at once. The candidates: zero, each gap, the cap
+  // (--pool-idle, looked at again then), and between gaps the minimum of the convex pieces.
+  const FunctionState& fs = functions_.at(function);
+  const double restore = ToSeconds(PredictRestore(function));
+  const double target = std::min(knobs_.target_attainment, 0.999);
+  const double restore_cost =
+      restore * (knobs_.cache_queue && AtRisk(function) ? 1.0 + 1.0 / (1.0 - target) : 1.0);
+  const double cap = ToSeconds(options_.pool_idle);
+  const auto k = static_cast<std::size_t>(fs.gap_count);
+  const double elapsed = ToSeconds(context_.executor->Now() - fs.last_arrival);
+  std::array<double, FunctionState::kGapHistory> residual{};  // of the gaps still possible
+  std::size_t n = 0;
+  double observed = elapsed;
+  for (std::size_t i = 0; i < k; ++i) {
+    const double g = ToSeconds(fs.gaps[i]);
+    observed += g;
+    if (g > elapsed) residual[n++] = g - elapsed;
+  }
+  const double rate = observed > 0.0 ? static_cast<double>(k) / observed : 0.0;
+  const auto expected = [&](double h) {
+    double cost = 0.0;
+    for (std::size_t i = 0; i < n; ++i) cost += residual[i] <= h ? residual[i] : h + restore_cost;
+    const double later = std::exp(-rate * h);
+    cost += (rate > 0.0 ? (1.0 - later) / rate : h) + later * restore_cost;
+    return cost;
+  };
+  double best = 0.0;
+  double best_cost = expected(0.0);
+  const auto consider = [&](double h) {
+    if (h <= 0.0 || h > cap) return;
+    if (const double c = expected(h); c < best_cost) {
+      best = h;
+      best_cost = c;
+    }
+  };
+  for (std::size_t i = 0; i < n; ++i) consider(residual[i]);
+  // Between two gaps, with m of them still ahead, the cost's slope is m + e^(-rate h) (1 - rate
+  // C): where rate C > 1 it is convex there, with its minimum at h = ln((rate C - 1) / m) / rate.
+  if (rate > 0.0 && rate * restore_cost > 1.0) {
+    for (std::size_t m = 1; m <= n; ++m) {
+      consider(std::log((rate * restore_cost - 1.0) / static_cast<double>(m)) / rate);
+    }
+  }
+  consider(cap);
+  return FromSeconds(best);
+}
+
+Duration GSharePolicy::FixedHoldTime(FunctionId function) const {
   // Ski rental on the real gap: when the function's recent gaps (the longest of the last
   // kGapHistory, about their 90th percentile) are shorter than the pool's idle time, the next
   // request is likely to come within that gap: hold the slice that long (and a little more), and
   // it runs without a restore. Functions called more rarely are held one restore time, at most
-  // twice the best slice-time in hindsight. An idle held slice is evicted at once when another
-  // slice needs its memory, so holding costs memory-time, not GPUs.
+  // twice the best slice-time in hindsight.
   const FunctionState& fs = functions_.at(function);
   const Duration restore = PredictRestore(function);
   if (fs.gap_count < FunctionState::kGapHistory) return restore;
@@ -896,6 +1038,10 @@ void GSharePolicy::OnRestoreDone(GpuId id, FunctionId function, const Status& st
     return;
   }
   functions_[function].restore_failures = 0;
+  if (const GpuState& gpu = gpus_[slot]; gpu.restore_profile > Duration::zero()) {
+    restore_ratio_.Observe(ToSeconds(context_.executor->Now() - gpu.restore_issued) /
+                           ToSeconds(gpu.restore_profile));
+  }
   IssueRestore(slot);
   if (!context_.functions->active(function)) {
     // Removed while its slice was restoring: the slice goes now.
@@ -912,7 +1058,7 @@ void GSharePolicy::OnRestoreDone(GpuId id, FunctionId function, const Status& st
   slice.last_used = slice.ready_at;
   Dispatch(slot);
   // A slice ready after its function's queue drained (a replica too late) starts its hold.
-  if (functions_[function].pending.empty()) MaybeRelease(slot, function);
+  if (functions_[function].pending.empty()) MaybeRelease(slot, function, HoldTime(function));
   MaybeIdle(slot);
   RetryUnplaced();
 }
@@ -1055,10 +1201,27 @@ void GSharePolicy::OnTimer(std::uint64_t token) {
     const FunctionId function = low;
     if (!gpu.alive) return;
     auto it = gpu.slices.find(function);
-    if (it == gpu.slices.end() || !Evictable(gpu, function, it->second)) return;
+    const TimePoint now = context_.executor->Now();
+    // A timer superseded by an earlier one, or of a slice since released and made again.
+    if (it == gpu.slices.end() || it->second.release_at != now) return;
+    it->second.release_at = TimePoint::max();
+    // Busy or wanted: MaybeRelease sets the timer again when its queue drains. A protected slice
+    // is looked at again after another hold.
+    if (!Evictable(gpu, function, it->second)) return;
+    if (Protected(function) && knobs_.cost_aware_hold &&
+        knobs_.hold_price == PolicyOptions::GShare::HoldPrice::kMemoryTime) {
+      it->second.release_at = now + knobs_.protect_horizon;
+      context_.executor->SetTimer(it->second.release_at, token);
+      return;
+    }
+    // The cost-aware hold is reckoned from now, given that no request came meanwhile; the fixed
+    // one from the slice's last use.
     const Duration hold = HoldTime(function);
-    if (const TimePoint due = it->second.last_used + hold; context_.executor->Now() < due) {
+    if (hold == Duration::max()) return;
+    const TimePoint due = knobs_.cost_aware_hold ? now + hold : it->second.last_used + hold;
+    if (now < due) {
       // Used since the timer was set, or the hold grew: look again when it runs out.
+      it->second.release_at = due;
       context_.executor->SetTimer(due, token);
       return;
     }
@@ -1073,6 +1236,12 @@ void GSharePolicy::OnTimer(std::uint64_t token) {
   }
   for (const auto& [f, slice] : gpu.slices) {
     if (!slice.ready) return;  // a restore is still in flight
+  }
+  for (const auto& [f, slice] : gpu.slices) {
+    if (Protected(f)) {
+      MaybeIdle(slot);  // look again after another pool_idle
+      return;
+    }
   }
   Release(slot);
   RetryUnplaced();  // the pool is below its cap again

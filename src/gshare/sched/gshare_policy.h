@@ -6,8 +6,9 @@
 // contiguous ranges; a refused growth runs a smaller batch) and shrinks back after it, and is
 // released by an eviction. The policy:
 //  - predicts each request's restore time (zero where its model has a slice on the GPU; plus an
-//    instance's cold start where none is idle) and its execution time (ExecTimeEstimator,
-//    learned online from runs that ended, x (1 + margin));
+//    instance's cold start where none is idle; times the measured mean ratio of restores to their
+//    profile) and its execution time (a learned 99th percentile of runs over their profile,
+//    ExecTimeEstimator::Quantile, x (1 + margin));
 //  - keeps unbound requests per function; a GPU whose compute frees serves the waiting function
 //    with the earliest deadline first (requests at risk are by construction the earliest: the
 //    cache queue), among the functions that have a slice on it (locality first), but starts no
@@ -18,8 +19,15 @@
 //    out; otherwise (at risk) it gets a new slice now, on the active GPU with the least free
 //    memory that still meets the deadline (best fit), else on a GPU where idle slices can be
 //    evicted, else on a new GPU;
+//  - restores a function with no slice at its latest start (less a guard) where a request may
+//    join it meanwhile (lazy first restore), else at once;
+//  - holds an idle slice for the time that minimises its expected cost (HoldTime: priced by the
+//    GPU, until its memory is needed; or by memory-time, over the function's recent gaps), one
+//    release timer per slice;
 //  - evicts idle slices least recently used first; with fast swap an eviction discards the
-//    device copy (the host snapshot is still valid) and costs no copy;
+//    device copy (the host snapshot is still valid) and costs no copy; below the pool's cap, a
+//    protected slice (at risk, expected back within protect_horizon) is not evicted for another,
+//    which gets a GPU, and keeps its GPU from the idle release;
 //  - shares the pool's memory between tenants while it is contended (the pool at its cap, or a
 //    GPU refused since one was last released; PolicyOptions::GShare::tenant_shares): each tenant
 //    holding a slice, and the one asking, gets an equal share of the alive GPUs' memory; a tenant
@@ -33,7 +41,7 @@
 //    attainment falls short and shrinks slowly otherwise;
 //  - grows the pool by one GPU when no choice (starting GPUs included) meets a request's deadline
 //    and a GPU asked for now would finish it sooner (PoolSizer);
-//    releases a GPU idle for PolicyOptions::pool_idle.
+//    releases a GPU idle for PolicyOptions::pool_idle (unless it holds a protected slice).
 // Work per event: O(log G) in the number of GPUs, plus at most 64 candidate GPUs examined for a
 // new slice (and their slices, on the eviction path); no scan over all functions or all GPUs.
 //
@@ -47,7 +55,8 @@
 //
 // Variants (PolicyOptions::GShare): `fifo` serves by arrival and binds every request at once;
 // no-lazy binds at once but keeps deadline order; no-fast-swap checkpoints before evicting;
-// no-cache-queue, no-timeslice and adaptive-margin change the part they name.
+// no-cache-queue, no-timeslice and adaptive-margin change the part they name; mean-margin predicts
+// from the learned mean, fixed-hold holds by the earlier rule, eager-restore restores at once.
 #pragma once
 
 #include <array>
@@ -61,6 +70,7 @@
 #include <vector>
 
 #include "gshare/sched/exec_estimator.h"
+#include "gshare/sched/log_stats.h"
 #include "gshare/sched/policy_options.h"
 #include "gshare/sched/pool_sizer.h"
 #include "gshare/sched/request_table.h"
@@ -99,6 +109,8 @@ class GSharePolicy final : public Scheduler {
     TimePoint ready_at{};  // predicted (restoring) or actual (ready) time the model is on the GPU
     TimePoint last_used{};
     std::uint64_t charged = 0;  // bytes counted to its tenant's share
+    // When its release timer fires (one at a time per slice); max: none is set.
+    TimePoint release_at = TimePoint::max();
   };
   struct GpuState {
     GpuId gpu = 0;
@@ -123,6 +135,8 @@ class GSharePolicy final : public Scheduler {
                                                 // checkpoints in flight; issued in order
     bool restoring = false;                     // a restore is on the copy engine
     FunctionId restoring_function = 0;
+    TimePoint restore_issued{};  // when it went to the copy engine
+    Duration restore_profile{};  // its profile's time (restore_ratio_ learns elapsed over it)
     // Evictions copying back (OnEvictDone frees them): function, bytes.
     std::vector<std::pair<FunctionId, std::uint64_t>> evicting;
     std::uint64_t copying_bytes = 0;  // their bytes, not yet free on the device
@@ -175,9 +189,12 @@ class GSharePolicy final : public Scheduler {
   // Whether one free range of the GPU holds `bytes` (always, where memory is mapped in pages).
   bool OneRangeHolds(const GpuState& gpu, std::uint64_t bytes) const;
   void IssueRestore(std::size_t slot);
-  void MaybeRelease(std::size_t slot, FunctionId function);
+  // Sets the slice's release timer `hold` (HoldTime) from now, unless one fires sooner.
+  void MaybeRelease(std::size_t slot, FunctionId function, Duration hold);
   // How long an idle slice of the function is held before it is released.
   Duration HoldTime(FunctionId function) const;
+  // The earlier rule (gshare-fixed-hold): the longest recent gap, else one restore time.
+  Duration FixedHoldTime(FunctionId function) const;
   // A new pool GPU's slot, or nullopt when the executor refused one.
   std::optional<std::size_t> AcquireGpu(FunctionId function);
   void Dispatch(std::size_t slot);
@@ -202,6 +219,8 @@ class GSharePolicy final : public Scheduler {
   std::uint64_t SliceBytes(FunctionId function, std::size_t batch = 1) const;
   Duration PredictExec(FunctionId function, std::size_t batch) const;
   Duration PredictRestore(FunctionId function) const;
+  // The restore time of the function's profile (plus an instance's cold start where none is idle).
+  Duration ProfileRestore(FunctionId function) const;
   Duration QueuedAhead(const GpuState& gpu, FunctionId function, TimePoint key) const;
   TimePoint PredictFinishOnSlice(const GpuState& gpu, const Slice& slice, FunctionId function,
                                  TimePoint key, Duration exec) const;
@@ -231,6 +250,11 @@ class GSharePolicy final : public Scheduler {
   // Requests of the function are at risk (the cacheQueue): a fresh restore plus the predicted
   // execution does not fit in its SLO, so they are served only where the model is resident.
   bool AtRisk(FunctionId function) const;
+  // At risk and expected back within PolicyOptions::GShare::protect_horizon, below the pool's cap:
+  // its slices are not evicted for others, and their GPU is not released when idle.
+  bool Protected(FunctionId function) const;
+  // The function's recent arrival rate (per second): its recent gaps and the one still open.
+  double RecentRate(FunctionId function) const;
   // Time slicing: starts a second run on a busy GPU for the first waiting function that would
   // miss its deadline behind the run in flight but not when sharing the compute.
   void DispatchShared(std::size_t slot);
@@ -252,6 +276,9 @@ class GSharePolicy final : public Scheduler {
   std::size_t retiring_ = 0;  // GPUs out of the pool whose copies back still run
   Status last_refusal_;       // the executor's answer when it last refused a GPU
   double margin_;
+  double z_ = 0.0;           // NormalQuantile(exec_quantile), when it is set
+  LogStats restore_ratio_;   // restores: elapsed over the profile's time
+  Duration blocking_run_{};  // a decaying maximum of the runs dispatched (lazy first restore)
   double recent_attainment_ = 1.0;     // exponentially weighted
   std::vector<RequestId> batch_;       // scratch
   std::vector<FunctionId> evictable_;  // scratch

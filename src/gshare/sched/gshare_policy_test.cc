@@ -14,14 +14,19 @@ using testing::AddRequest;
 using testing::MakeFunction;
 using testing::RoundGpu;
 
-// Predictions with the default 40% margin, held fixed so the schedules can be worked by hand.
+// Predictions from the learned mean with a fixed 40% margin, the fixed hold and eager first
+// restores, so that the schedules can be worked by hand; the tests of the quantile predictions,
+// the cost-aware hold and the lazy first restore (GShareRulesTest) turn each on.
 SimulationOptions HandOptions(int max_gpus = 0) {
   SimulationOptions options;
   options.policy.instance_start = Duration::zero();
   options.policy.pool_idle = seconds(10);
   options.policy.max_gpus = max_gpus;
+  options.policy.gshare.exec_quantile = 0.0;
   options.policy.gshare.safety_margin = 0.4;
   options.policy.gshare.adapt_margin = false;
+  options.policy.gshare.cost_aware_hold = false;
+  options.policy.gshare.lazy_first_restore = false;
   return options;
 }
 
@@ -247,23 +252,194 @@ TEST(GSharePolicyTest, NeverExceedsMemoryAndServesEveryRequest) {
 
 TEST(GSharePolicyTest, EveryVariantChangesSomeResult) {
   // A variant that never changes a result is dead code: each differs from gshare on crowded
-  // workloads (in GPU-seconds, swaps, memory-time or attainment) on at least one seed.
+  // workloads (in GPU-seconds, swaps, memory-time or attainment) on at least one seed, with the
+  // hold priced by the GPU (the simulator's default) or by memory-time (optgap's), at the
+  // lowest margin of `compare`'s grid. (gshare-eager-restore does not: these SLOs leave a first
+  // restore no time to wait. GShareRulesTest.ALazyFirstRestoreServesTheRequestsThatArriveMeanwhile
+  // shows what it changes.)
   auto signature = [](const PolicyReport& r) {
     return std::tuple(r.gpu_seconds, r.swaps, r.vgpu_gib_seconds, r.slo_attainment);
   };
   for (const char* variant :
        {"fifo", "gshare-no-lazy", "gshare-no-fast-swap", "gshare-no-cache-queue",
-        "gshare-no-timeslice", "gshare-adaptive-margin"}) {
+        "gshare-no-timeslice", "gshare-adaptive-margin", "gshare-mean-margin",
+        "gshare-fixed-hold"}) {
     bool differs = false;
-    for (std::uint64_t seed : {1, 2, 3}) {
-      const Workload w = CrowdedWorkload(seed);
-      auto base = Simulate(w, "gshare", SimulationOptions{});
-      auto other = Simulate(w, variant, SimulationOptions{});
-      ASSERT_TRUE(base.ok() && other.ok()) << variant;
-      differs = differs || signature(*base) != signature(*other);
+    for (const auto price :
+         {PolicyOptions::GShare::HoldPrice::kGpu, PolicyOptions::GShare::HoldPrice::kMemoryTime}) {
+      SimulationOptions options;
+      options.policy.gshare.hold_price = price;
+      options.policy.gshare.safety_margin = 0.4;
+      for (std::uint64_t seed : {1, 2, 3}) {
+        const Workload w = CrowdedWorkload(seed);
+        auto base = Simulate(w, "gshare", options);
+        auto other = Simulate(w, variant, options);
+        ASSERT_TRUE(base.ok() && other.ok()) << variant;
+        differs = differs || signature(*base) != signature(*other);
+      }
     }
     EXPECT_TRUE(differs) << variant << " gives gshare's results on every seed";
   }
+}
+
+// The defaults (quantile predictions, cost-aware hold, lazy first restore) with instant instance
+// starts, the hold priced by memory-time (as `gshare optgap` scores it), and `change` applied.
+template <typename Change>
+SimulationOptions RuleOptions(Change change) {
+  SimulationOptions options;
+  options.policy.instance_start = Duration::zero();
+  options.policy.pool_idle = seconds(10);
+  options.policy.gshare.hold_price = PolicyOptions::GShare::HoldPrice::kMemoryTime;
+  change(options.policy.gshare);
+  return options;
+}
+
+TEST(GShareRulesTest, TheCostAwareHoldReleasesAFunctionSeenOnceAtOnce) {
+  // One request of f and, later, one of g (each: restore 11 ms, run 10 ms, SLO 1 s). A function
+  // seen once is expected never again, so each slice is held for its restore and its run only
+  // (wherever the restore starts). The fixed hold keeps f's one restore time longer.
+  Workload w;
+  w.gpu = RoundGpu();
+  w.functions.push_back(MakeFunction("f", 10'000'000, 256 * kMiB, milliseconds(10), seconds(1)));
+  w.functions.push_back(MakeFunction("g", 10'000'000, 256 * kMiB, milliseconds(10), seconds(1)));
+  AddRequest(w, 0, 0.0);
+  AddRequest(w, 1, 2.0);
+  auto costed = Simulate(w, "gshare", RuleOptions([](auto&) {}));
+  auto fixed = Simulate(w, "gshare-fixed-hold", RuleOptions([](auto&) {}));
+  ASSERT_TRUE(costed.ok() && fixed.ok());
+  EXPECT_NEAR(costed->vgpu_gib_seconds, 0.25 * 0.042, 1e-9);
+  EXPECT_GT(fixed->vgpu_gib_seconds, 0.25 * 0.053);
+  EXPECT_DOUBLE_EQ(costed->slo_attainment, 1.0);
+}
+
+TEST(GShareRulesTest, TheCostAwareHoldWeighsTheGapsAgainstARestore) {
+  // f is called every `gap` (restore 11 ms, run 2 ms, SLO 1 s); eager first restores isolate the
+  // hold. After a run, the next request of a 40 ms rhythm is 38 ms away, longer than a restore:
+  // holding the slice costs more memory-time than restoring it, so the cost-aware hold releases
+  // it (one swap per request), where the fixed hold keeps it once it has seen 8 gaps (ski rental
+  // on the longest gap). In a 5 ms rhythm the next request is 3 ms away: both keep the slice
+  // (the cost-aware hold after the second request: the first, a function seen once, is not).
+  for (const double gap : {0.040, 0.005}) {
+    Workload w;
+    w.gpu = RoundGpu();
+    w.functions.push_back(MakeFunction("f", 10'000'000, 256 * kMiB, milliseconds(2), seconds(1)));
+    for (int i = 0; i < 40; ++i) AddRequest(w, 0, gap * i);
+    const auto eager = [](PolicyOptions::GShare& g) { g.lazy_first_restore = false; };
+    auto costed = Simulate(w, "gshare", RuleOptions(eager));
+    auto fixed = Simulate(w, "gshare-fixed-hold", RuleOptions(eager));
+    ASSERT_TRUE(costed.ok() && fixed.ok());
+    EXPECT_DOUBLE_EQ(costed->slo_attainment, 1.0) << gap;
+    if (gap > 0.01) {
+      EXPECT_EQ(costed->swaps, 40u) << gap;
+      EXPECT_LE(fixed->swaps, 10u) << gap;
+      EXPECT_LT(costed->vgpu_gib_seconds, fixed->vgpu_gib_seconds) << gap;
+    } else {
+      EXPECT_LE(costed->swaps, 2u) << gap;
+      EXPECT_EQ(fixed->swaps, 1u) << gap;
+    }
+  }
+}
+
+TEST(GShareRulesTest, AFunctionAtRiskIsHeldWhereARestoreWouldMissItsDeadline) {
+  // f's SLO (15 ms) admits its run (10 ms) but not a restore (11 ms) before it: a request is
+  // served in time only where the slice is resident, and a miss is priced at 1 / (1 - 0.99)
+  // restores, so once f has been seen twice its slice stays through gaps of 50 ms. The first
+  // two requests miss (a cold start; then a function seen once is released). Without the cache
+  // queue's pricing (gshare-no-cache-queue) a gap longer than a restore releases it, and every
+  // request misses.
+  Workload w;
+  w.gpu = RoundGpu();
+  w.functions.push_back(
+      MakeFunction("f", 10'000'000, 256 * kMiB, milliseconds(10), milliseconds(15)));
+  for (int i = 0; i < 20; ++i) AddRequest(w, 0, 0.05 * i);
+  auto held = Simulate(w, "gshare", RuleOptions([](auto&) {}));
+  auto unpriced = Simulate(w, "gshare-no-cache-queue", RuleOptions([](auto&) {}));
+  ASSERT_TRUE(held.ok() && unpriced.ok());
+  EXPECT_EQ(held->swaps, 2u);
+  EXPECT_NEAR(held->slo_attainment, 18.0 / 20.0, 1e-12);
+  EXPECT_EQ(unpriced->swaps, 20u);
+  EXPECT_DOUBLE_EQ(unpriced->slo_attainment, 0.0);
+}
+
+TEST(GShareRulesTest, PricedByTheGpuAnIdleSliceStaysUntilItsMemoryIsNeeded) {
+  // f every 40 ms (restore 11 ms, run 2 ms), as in the test above: priced by memory-time, the
+  // hold releases f's slice after each run; priced by the GPU (the default of `sim`), nothing
+  // is saved by releasing it while its GPU stays up, so it stays: one swap.
+  Workload w;
+  w.gpu = RoundGpu();
+  w.functions.push_back(MakeFunction("f", 10'000'000, 256 * kMiB, milliseconds(2), seconds(1)));
+  for (int i = 0; i < 40; ++i) AddRequest(w, 0, 0.040 * i);
+  const auto eager = [](PolicyOptions::GShare& g) { g.lazy_first_restore = false; };
+  auto memory_time = Simulate(w, "gshare", RuleOptions(eager));
+  auto gpu = Simulate(w, "gshare", RuleOptions([](PolicyOptions::GShare& g) {
+                        g.lazy_first_restore = false;
+                        g.hold_price = PolicyOptions::GShare::HoldPrice::kGpu;
+                      }));
+  ASSERT_TRUE(memory_time.ok() && gpu.ok());
+  EXPECT_EQ(memory_time->swaps, 40u);
+  EXPECT_EQ(gpu->swaps, 1u);
+  // It holds the memory longer: that is what it does not pay for.
+  EXPECT_GT(gpu->vgpu_gib_seconds, memory_time->vgpu_gib_seconds);
+}
+
+TEST(GShareRulesTest, ASliceAtRiskThatIsExpectedBackGetsItsOwnGpu) {
+  // GPUs of 1 GiB hold one slice of 768 MiB. f (SLO 15 ms: a restore, 11 ms, and its 10 ms run do
+  // not fit; at risk) is called at 0 and every 100 ms; g (SLO 60 ms) once at 50 ms, its restore
+  // lazily at about 74 ms. Protected, f's slice is not evicted for g's, which gets a second GPU:
+  // f misses only its cold start (--protect-horizon 15m). Without (the default), g evicts f
+  // (idle), and f's next request misses too.
+  Workload w;
+  w.gpu = RoundGpu();
+  w.gpu.memory_bytes = kGiB;
+  w.functions.push_back(
+      MakeFunction("f", 10'000'000, 768 * kMiB, milliseconds(10), milliseconds(15)));
+  w.functions.push_back(
+      MakeFunction("g", 10'000'000, 768 * kMiB, milliseconds(10), milliseconds(60)));
+  for (int i = 0; i < 10; ++i) {
+    AddRequest(w, 0, 0.1 * i);
+    if (i == 0) AddRequest(w, 1, 0.05);
+  }
+  // Priced by the GPU (the default): an idle slice stays until its memory is needed.
+  const auto gpu = [](PolicyOptions::GShare& g) {
+    g.hold_price = PolicyOptions::GShare::HoldPrice::kGpu;
+  };
+  auto kept = Simulate(w, "gshare", RuleOptions([&](PolicyOptions::GShare& g) {
+                         gpu(g);
+                         g.protect_horizon = std::chrono::minutes(15);
+                       }));
+  auto evicted = Simulate(w, "gshare", RuleOptions(gpu));
+  ASSERT_TRUE(kept.ok() && evicted.ok());
+  EXPECT_EQ(kept->peak_gpus, 2);
+  EXPECT_EQ(evicted->peak_gpus, 1);
+  EXPECT_NEAR(kept->slo_attainment, 10.0 / 11.0, 1e-12);
+  EXPECT_NEAR(evicted->slo_attainment, 9.0 / 11.0, 1e-12);
+}
+
+TEST(GShareRulesTest, ALazyFirstRestoreServesTheRequestsThatArriveMeanwhile) {
+  // A GPU is in the pool (w, called at 0). f (restore 11 ms, run 10 ms, batches of up to 4, SLO
+  // 200 ms) is called at 50, 100 and 140 ms. The first call is restored at once (a function seen
+  // once is expected never again: no request would join) and released after its run. Lazy: the
+  // second call's restore waits for its latest start (less one blocking run and the restore's
+  // spread), the third joins it, and one restore serves both in one batch. Eager: the slice is
+  // made at once, serves the second call and is released (the next call is expected 50 ms
+  // later, more than a restore away); the third needs another restore.
+  Workload w;
+  w.gpu = RoundGpu();
+  w.functions.push_back(MakeFunction("w", 1'000'000, 128 * kMiB, milliseconds(1), seconds(1)));
+  w.functions.push_back(MakeFunction("f", 10'000'000, 256 * kMiB, milliseconds(10),
+                                     milliseconds(200), /*max_batch=*/4));
+  AddRequest(w, 0, 0.0);
+  AddRequest(w, 1, 0.050);
+  AddRequest(w, 1, 0.100);
+  AddRequest(w, 1, 0.140);
+  auto lazy = Simulate(w, "gshare", RuleOptions([](auto&) {}));
+  auto eager = Simulate(w, "gshare-eager-restore", RuleOptions([](auto&) {}));
+  ASSERT_TRUE(lazy.ok() && eager.ok());
+  EXPECT_EQ(lazy->swaps + 1, eager->swaps);
+  EXPECT_DOUBLE_EQ(lazy->slo_attainment, 1.0);
+  EXPECT_DOUBLE_EQ(eager->slo_attainment, 1.0);
+  // f: one residency of a restore and one run of two, against two of a restore and a run each.
+  EXPECT_NEAR(eager->vgpu_gib_seconds - lazy->vgpu_gib_seconds, 0.25 * 0.021, 1e-9);
 }
 
 TEST(GSharePolicyTest, ARequestFeasibleAloneMeetsItsDeadlineOnAnIdleGpu) {

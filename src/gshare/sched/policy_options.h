@@ -67,12 +67,38 @@ struct PolicyOptions {
     // Tenants' shares of memory while it is contended (GSharePolicy): a tenant within its share
     // takes borrowed memory back first, even from a function with requests waiting.
     bool tenant_shares = true;
-    // Predicted execution = estimate x (1 + margin), the margin fixed at safety_margin (+40%, as
-    // in the paper). With adapt_margin (the variant gshare-adaptive-margin) it starts there and
-    // adapts toward target_attainment (grows when recent attainment falls short, shrinks slowly
-    // otherwise); the ablation in docs/evaluation.md compares the two.
-    double safety_margin = 0.40;
+    // Predictions from a learned high quantile (exec_quantile, e.g. 0.99) of what runs and
+    // restores took over their profile (LogStats: streaming log-mean and log-variance per function
+    // for runs, over the pool for restores); 0: the earlier predictor, the learned mean of runs and
+    // the profile's restore time. Either is then multiplied by (1 + margin), the margin fixed at
+    // safety_margin (0: the quantile is the margin). With adapt_margin (the variant
+    // gshare-adaptive-margin) the margin starts there and adapts toward target_attainment (grows
+    // when recent attainment falls short, shrinks slowly otherwise).
+    double exec_quantile = 0.99;
+    double safety_margin = 0.0;
     bool adapt_margin = false;
+    // Cost-aware release: an idle slice is held for the time that minimises its expected cost over
+    // the function's recent gaps and its recent rate (a slice's memory-time against the restore the
+    // next request would need, a miss priced at 1 / (1 - target_attainment) restores for a function
+    // at risk); else (the variant gshare-fixed-hold) the earlier rule: the longest recent gap, or
+    // one restore time, and slices of functions at risk never released by the hold.
+    bool cost_aware_hold = true;
+    // What an idle slice's time costs the cost-aware hold. kGpu (the default, what the simulator
+    // and a node are billed): nothing while its GPU stays up anyway, and a GPU whose only work is
+    // idle slices is released after pool_idle (its slices go with it), so the hold keeps a slice
+    // until its memory is needed or its GPU goes. kMemoryTime (what `gshare optgap` scores, the
+    // exact solver's objective): the slice's memory for as long as it is held.
+    enum class HoldPrice { kGpu, kMemoryTime };
+    HoldPrice hold_price = HoldPrice::kGpu;
+    // Lazy first restore: a function with no slice whose request can wait is restored at its
+    // latest start (less one blocking run and the restore's spread), so that the requests arriving
+    // meanwhile join it; else (gshare-eager-restore) at once.
+    bool lazy_first_restore = true;
+    // The pool grows ahead of memory: below max_gpus, a slice of a function at risk (a restore
+    // would miss its deadline) that is expected back within protect_horizon (its recent rate at
+    // least one per horizon) is not evicted for another slice, which gets a GPU instead, and a GPU
+    // holding one is not released when idle. Zero (the default): off; `compare` sweeps {0, 15m}.
+    Duration protect_horizon = Duration::zero();
     double target_attainment = 0.99;
   };
   GShare gshare;

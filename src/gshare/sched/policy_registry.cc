@@ -20,7 +20,10 @@ const std::vector<std::string_view>& PolicyNames() {
                                                       "gshare-no-fast-swap",
                                                       "gshare-no-cache-queue",
                                                       "gshare-no-timeslice",
-                                                      "gshare-adaptive-margin"};
+                                                      "gshare-adaptive-margin",
+                                                      "gshare-mean-margin",
+                                                      "gshare-fixed-hold",
+                                                      "gshare-eager-restore"};
   return names;
 }
 
@@ -45,7 +48,9 @@ Result<std::unique_ptr<Scheduler>> MakePolicy(std::string_view name,
   }
   if (name == "gshare" || name == "fifo" || name == "gshare-no-lazy" ||
       name == "gshare-no-fast-swap" || name == "gshare-no-cache-queue" ||
-      name == "gshare-no-timeslice" || name == "gshare-adaptive-margin") {
+      name == "gshare-no-timeslice" || name == "gshare-adaptive-margin" ||
+      name == "gshare-mean-margin" || name == "gshare-fixed-hold" ||
+      name == "gshare-eager-restore") {
     PolicyOptions variant = options;
     if (name == "fifo") {
       variant.gshare.lazy = false;
@@ -60,6 +65,13 @@ Result<std::unique_ptr<Scheduler>> MakePolicy(std::string_view name,
       variant.gshare.timeslice = false;
     } else if (name == "gshare-adaptive-margin") {
       variant.gshare.adapt_margin = true;
+    } else if (name == "gshare-mean-margin") {
+      // The earlier predictor: the learned mean x (1 + margin).
+      variant.gshare.exec_quantile = 0.0;
+    } else if (name == "gshare-fixed-hold") {
+      variant.gshare.cost_aware_hold = false;
+    } else if (name == "gshare-eager-restore") {
+      variant.gshare.lazy_first_restore = false;
     }
     return std::unique_ptr<Scheduler>(
         std::make_unique<GSharePolicy>(std::string(name), context, variant));

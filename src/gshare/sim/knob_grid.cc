@@ -12,11 +12,13 @@
 namespace gshare {
 namespace {
 
-constexpr Knob kAllKnobs[] = {Knob::kKeepAlive,    Knob::kConcurrencyTarget,
-                              Knob::kPoolIdle,     Knob::kProxyOverhead,
-                              Knob::kSafetyMargin, Knob::kGpusPerFunction};
+constexpr Knob kAllKnobs[] = {
+    Knob::kKeepAlive,    Knob::kConcurrencyTarget, Knob::kPoolIdle,      Knob::kProxyOverhead,
+    Knob::kSafetyMargin, Knob::kGpusPerFunction,   Knob::kProtectHorizon};
 
-bool IsDurationKnob(Knob knob) { return knob == Knob::kKeepAlive || knob == Knob::kPoolIdle; }
+bool IsDurationKnob(Knob knob) {
+  return knob == Knob::kKeepAlive || knob == Knob::kPoolIdle || knob == Knob::kProtectHorizon;
+}
 
 // The bounds of a number knob: those of the matching `gshare sim` flag.
 std::pair<double, double> Bounds(Knob knob) {
@@ -31,6 +33,7 @@ std::pair<double, double> Bounds(Knob knob) {
       return {0, 1000};
     case Knob::kKeepAlive:
     case Knob::kPoolIdle:
+    case Knob::kProtectHorizon:
       break;
   }
   return {0, 0};
@@ -106,6 +109,8 @@ std::string_view KnobName(Knob knob) {
       return "safety_margin";
     case Knob::kGpusPerFunction:
       return "gpus_per_function";
+    case Knob::kProtectHorizon:
+      return "protect_horizon";
   }
   return "?";
 }
@@ -127,8 +132,9 @@ PolicyGrid DefaultGrid(std::string_view policy) {
     grid.axes = {{Knob::kPoolIdle, {"5s", "10s", "1m"}},
                  {Knob::kProxyOverhead, {"0", "0.2", "0.4"}}};
   } else if (IsGShareFamily(policy)) {
-    grid.axes = {{Knob::kSafetyMargin, {"0.2", "0.4", "0.8"}},
-                 {Knob::kPoolIdle, {"5s", "10s", "1m"}}};
+    grid.axes = {{Knob::kSafetyMargin, {"0.4", "0.8", "1.2"}},
+                 {Knob::kPoolIdle, {"5s", "1m"}},
+                 {Knob::kProtectHorizon, {"0s", "15m"}}};
   }
   return grid;
 }
@@ -179,6 +185,9 @@ Status SetKnob(Knob knob, std::string_view text, PolicyOptions& options) {
       break;
     case Knob::kGpusPerFunction:
       options.gpus_per_function = std::get<double>(*parsed);
+      break;
+    case Knob::kProtectHorizon:
+      options.gshare.protect_horizon = std::get<Duration>(*parsed);
       break;
   }
   return Status::Ok();

@@ -7,7 +7,8 @@
 //                              x gpus_per_function {1, 2, 4, 8} (its cache's capacity: without
 //                              one it is keepalive)
 //   faaswap, faaswap-fifo      pool_idle {5s, 10s, 1m} x proxy_overhead {0, 0.2, 0.4}
-//   gshare and its variants    safety_margin {0.2, 0.4, 0.8} x pool_idle {5s, 10s, 1m}
+//   gshare and its variants    safety_margin {0.4, 0.8, 1.2} x pool_idle {5s, 1m}
+//                              x protect_horizon {0s, 15m}
 //   (fifo and the gshare-no-* and gshare-adaptive-margin variants: the same algorithm, so the same
 //   knobs, and ablations compare at equal SLO on the same footing)
 // The idle times reach below the points each policy chose on the 500-function workloads with an
@@ -33,7 +34,8 @@ enum class Knob {
   kPoolIdle,
   kProxyOverhead,
   kSafetyMargin,
-  kGpusPerFunction
+  kGpusPerFunction,
+  kProtectHorizon
 };
 
 // The PolicyOptions field each knob sets:
@@ -43,6 +45,7 @@ enum class Knob {
 //   proxy_overhead      proxy_overhead_fraction    a number in [0, 100]
 //   safety_margin       gshare.safety_margin       a number in [0, 10]
 //   gpus_per_function   gpus_per_function          a number in [0, 1000] (faascache)
+//   protect_horizon     gshare.protect_horizon     a duration ("0s": off)
 // (the bounds of the matching `gshare sim` flags).
 std::string_view KnobName(Knob knob);
 

@@ -23,18 +23,19 @@ TEST(KnobGridTest, DefaultGridsSweepEachPolicysOwnKnobs) {
   EXPECT_EQ(settings[15], last);
   EXPECT_EQ(GridSettings(DefaultGrid("faascache")).size(), 24u);
   EXPECT_EQ(GridSettings(DefaultGrid("faaswap")).size(), 9u);
-  EXPECT_EQ(GridSettings(DefaultGrid("gshare")).size(), 9u);
+  EXPECT_EQ(GridSettings(DefaultGrid("gshare")).size(), 12u);
   // The variants of gshare run its algorithm: the same knobs.
   for (const char* variant :
        {"fifo", "gshare-no-lazy", "gshare-no-fast-swap", "gshare-no-cache-queue",
-        "gshare-no-timeslice", "gshare-adaptive-margin"}) {
+        "gshare-no-timeslice", "gshare-adaptive-margin", "gshare-mean-margin", "gshare-fixed-hold",
+        "gshare-eager-restore"}) {
     EXPECT_EQ(KnobsOf(variant), KnobsOf("gshare")) << variant;
   }
   // A policy without a default grid runs once, at the defaults, and may take any knob.
   const auto none = GridSettings(DefaultGrid("other"));
   ASSERT_EQ(none.size(), 1u);
   EXPECT_TRUE(none[0].empty());
-  EXPECT_EQ(KnobsOf("other").size(), 6u);
+  EXPECT_EQ(KnobsOf("other").size(), 7u);
   // faascache sweeps its cache's capacity, without which it is keepalive.
   EXPECT_EQ(KnobsOf("faascache"), (std::vector<Knob>{Knob::kKeepAlive, Knob::kConcurrencyTarget,
                                                      Knob::kGpusPerFunction}));
@@ -47,9 +48,11 @@ TEST(KnobGridTest, SettingsSetTheirPolicyOptions) {
                             {Knob::kPoolIdle, "10s"},
                             {Knob::kProxyOverhead, "0.2"},
                             {Knob::kSafetyMargin, "0.8"},
-                            {Knob::kGpusPerFunction, "2.5"}},
+                            {Knob::kGpusPerFunction, "2.5"},
+                            {Knob::kProtectHorizon, "15m"}},
                            options)
                   .ok());
+  EXPECT_EQ(options.gshare.protect_horizon, minutes(15));
   EXPECT_DOUBLE_EQ(options.gpus_per_function, 2.5);
   EXPECT_EQ(options.keep_alive, minutes(5));
   EXPECT_DOUBLE_EQ(options.concurrency_target, 1.0);
@@ -81,7 +84,7 @@ TEST(KnobGridTest, KnobFlagReplacesTheValuesOfOneKnob) {
   EXPECT_EQ(settings[7][0].second, "2m");
   EXPECT_EQ(settings[7][1].second, "4.0");  // the other knob keeps its defaults
   ASSERT_TRUE(OverrideKnob("gshare.safety_margin=0.5", grids).ok());
-  EXPECT_EQ(GridSettings(grids[2]).size(), 3u);
+  EXPECT_EQ(GridSettings(grids[2]).size(), 4u);  // x pool_idle {5s, 1m} x protect_horizon
 }
 
 TEST(KnobGridTest, KnobFlagErrorsNameWhatIsWrong) {

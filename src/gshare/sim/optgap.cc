@@ -141,6 +141,8 @@ Result<OnlineSchedule> ScheduleOnline(const exact::ExactInstance& instance,
   options.policy.instance_start = Duration::zero();
   options.policy.pool_idle = std::chrono::hours(24);
   options.policy.max_gpus = instance.num_gpus;
+  // Scored on memory-time, the policy prices an idle slice by it.
+  options.policy.gshare.hold_price = PolicyOptions::GShare::HoldPrice::kMemoryTime;
   // The cap for every policy, the whole-GPU ones too: the executor refuses beyond it.
   options.executor.max_gpus = instance.num_gpus;
   const auto start = std::chrono::steady_clock::now();
