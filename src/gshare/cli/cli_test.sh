@@ -22,6 +22,7 @@ expect_error missing_catalog "cannot open the catalog file" sim --catalog "$work
 expect_error bad_format "unknown trace format 'azure'" sim --catalog "$catalog" --trace "$trace" --trace-format azure
 expect_error bad_duration "a duration needs a unit" "${sim[@]}" --warmup 5
 expect_error bad_policy "unknown policy 'magic'" "${sim[@]}" --policy magic
+expect_error bad_protect_horizon "--protect-horizon" "${sim[@]}" --protect-horizon 5
 expect_error bad_gpu "unknown GPU type 'v100'" "${sim[@]}" --gpu-type v100
 expect_error bad_granularity "slice-granularity" "${sim[@]}" --slice-granularity 12Qi
 expect_error odd_granularity "multiple of 2Mi" "${sim[@]}" --slice-granularity 3Mi

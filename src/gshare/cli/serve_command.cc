@@ -65,6 +65,7 @@ struct ServeFlags {
   std::string max_file = "4Gi";
   std::string drain = "30s";
   std::string instance_keep = "10m";
+  std::string protect_horizon = "0s";
   std::string snapshot_pool = "2Gi";
   std::string uid_ledger = std::string(kDefaultUidLedger);
 };
@@ -215,6 +216,9 @@ Result<serve::ServerOptions> MakeOptions(const ServeFlags& flags) {
       node.snapshot_pool_bytes,
       ParseSize(flags.snapshot_pool, "--snapshot-pool", 64 * kMiB, 1024 * kGiB));
   node.policy = flags.policy;
+  GSHARE_ASSIGN_OR_RETURN(node.policy_options.gshare.protect_horizon,
+                          ParseMillis(flags.protect_horizon, "--protect-horizon", Duration::zero(),
+                                      std::chrono::hours(24)));
   GSHARE_ASSIGN_OR_RETURN(
       node.executor.instance_keep,
       ParseMillis(flags.instance_keep, "--instance-keep", second, std::chrono::hours(24 * 7)));
@@ -388,6 +392,11 @@ void AddServeCommand(CLI::App& app, CommandContext& context) {
       ->capture_default_str();
   cmd->add_option("--instance-keep", flags->instance_keep,
                   "Idle instances beyond a function's warm one stay this long")
+      ->capture_default_str();
+  cmd->add_option("--protect-horizon", flags->protect_horizon,
+                  "gshare: a slice of a function at risk (a restore would miss its SLO) that is "
+                  "expected back within this time is not evicted for another, which gets a GPU "
+                  "while the node has one free; 0s: off")
       ->capture_default_str();
   cmd->add_option("--uid-ledger", flags->uid_ledger,
                   "As root: the host's record of each server's range of tenant uids (this data "
