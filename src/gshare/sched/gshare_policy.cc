@@ -177,11 +177,16 @@ bool GSharePolicy::AtRisk(FunctionId function) const {
          (*context_.functions)[function].slo;
 }
 
-double GSharePolicy::RecentRate(FunctionId function) const {
+double GSharePolicy::ObservedSeconds(FunctionId function) const {
   const FunctionState& fs = functions_.at(function);
   double observed = ToSeconds(context_.executor->Now() - fs.last_arrival);
   for (std::size_t i = 0; i < fs.gap_count; ++i) observed += ToSeconds(fs.gaps[i]);
-  return observed > 0.0 ? static_cast<double>(fs.gap_count) / observed : 0.0;
+  return observed;
+}
+
+double GSharePolicy::RecentRate(FunctionId function) const {
+  const double observed = ObservedSeconds(function);
+  return observed > 0.0 ? static_cast<double>(functions_.at(function).gap_count) / observed : 0.0;
 }
 
 bool GSharePolicy::Protected(FunctionId function) const {
@@ -197,9 +202,7 @@ bool GSharePolicy::Protected(FunctionId function) const {
   const double horizon = ToSeconds(knobs_.protect_horizon);
   const double open = ToSeconds(context_.executor->Now() - fs.last_arrival);
   if (open >= horizon) return false;
-  double observed = open;
-  for (std::size_t i = 0; i < fs.gap_count; ++i) observed += ToSeconds(fs.gaps[i]);
-  return observed < horizon * (fs.gap_count + 1) && AtRisk(function);
+  return ObservedSeconds(function) < horizon * (fs.gap_count + 1) && AtRisk(function);
 }
 
 bool GSharePolicy::EndRun(GpuState& gpu, FunctionId function) {
@@ -969,13 +972,11 @@ Duration GSharePolicy::HoldTime(FunctionId function) const {
   const double elapsed = ToSeconds(context_.executor->Now() - fs.last_arrival);
   std::array<double, FunctionState::kGapHistory> residual{};  // of the gaps still possible
   std::size_t n = 0;
-  double observed = elapsed;
   for (std::size_t i = 0; i < k; ++i) {
     const double g = ToSeconds(fs.gaps[i]);
-    observed += g;
     if (g > elapsed) residual[n++] = g - elapsed;
   }
-  const double rate = observed > 0.0 ? static_cast<double>(k) / observed : 0.0;
+  const double rate = RecentRate(function);
   const auto expected = [&](double h) {
     double cost = 0.0;
     for (std::size_t i = 0; i < n; ++i) cost += residual[i] <= h ? residual[i] : h + restore_cost;

@@ -253,7 +253,9 @@ class GSharePolicy final : public Scheduler {
   // At risk and expected back within PolicyOptions::GShare::protect_horizon, below the pool's cap:
   // its slices are not evicted for others, and their GPU is not released when idle.
   bool Protected(FunctionId function) const;
-  // The function's recent arrival rate (per second): its recent gaps and the one still open.
+  // Seconds spanned by the function's recent gaps and the one still open (since its last call).
+  double ObservedSeconds(FunctionId function) const;
+  // The function's recent arrival rate (per second): its recent gaps over ObservedSeconds.
   double RecentRate(FunctionId function) const;
   // Time slicing: starts a second run on a busy GPU for the first waiting function that would
   // miss its deadline behind the run in flight but not when sharing the compute.
