@@ -1203,8 +1203,9 @@ void GSharePolicy::OnTimer(std::uint64_t token) {
     if (!gpu.alive) return;
     auto it = gpu.slices.find(function);
     const TimePoint now = context_.executor->Now();
-    // A timer superseded by an earlier one, or of a slice since released and made again.
-    if (it == gpu.slices.end() || it->second.release_at != now) return;
+    // A timer superseded (the slice's timer is now due later), or of a slice since released and
+    // made again (none due). A live clock fires a timer at its time or a little after.
+    if (it == gpu.slices.end() || it->second.release_at > now) return;
     it->second.release_at = TimePoint::max();
     // Busy or wanted: MaybeRelease sets the timer again when its queue drains. A protected slice
     // is looked at again after another hold.

@@ -384,8 +384,8 @@ TEST(GShareRulesTest, PricedByTheGpuAnIdleSliceStaysUntilItsMemoryIsNeeded) {
 
 TEST(GShareRulesTest, ASliceAtRiskThatIsExpectedBackGetsItsOwnGpu) {
   // GPUs of 1 GiB hold one slice of 768 MiB. f (SLO 15 ms: a restore, 11 ms, and its 10 ms run do
-  // not fit; at risk) is called at 0 and every 100 ms; g (SLO 60 ms) once at 50 ms, its restore
-  // lazily at about 74 ms. Protected, f's slice is not evicted for g's, which gets a second GPU:
+  // not fit; at risk) is called at 0 and every 100 ms; g (SLO 60 ms) once at 50 ms (seen once,
+  // restored at once). Protected, f's slice is not evicted for g's, which gets a second GPU:
   // f misses only its cold start (--protect-horizon 15m). Without (the default), g evicts f
   // (idle), and f's next request misses too.
   Workload w;
