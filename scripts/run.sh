@@ -76,8 +76,10 @@ status=0
 for policy in gshare keepalive; do
   mkdir -p "$OUT/$policy"
   SERVER_STATUS=0
+  # Emulated GPUs even where the machine has NVIDIA GPUs: the pytorch and python runtimes keep
+  # their models in emulated device memory (on CUDA GPUs a node serves CUDA programs).
   "$DATA/bin/gshare" serve --data-dir "$DATA/data" --listen 127.0.0.1:0 --grpc-listen off \
-    --policy "$policy" --gpus "$FUNCTIONS" --gpu-memory 4Gi --link-bandwidth 12GB/s \
+    --device emulated --policy "$policy" --gpus "$FUNCTIONS" --gpu-memory 4Gi --link-bandwidth 12GB/s \
     --snapshot-pool 2Gi --python "$PYTHON" >"$OUT/$policy/serve.out" 2>"$OUT/$policy/serve.log" &
   SERVER=$!
   URL="$(serve_url "$SERVER" "$OUT/$policy/serve.out" "$OUT/$policy/serve.log")" || exit 1

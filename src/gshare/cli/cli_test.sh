@@ -154,6 +154,12 @@ else
   expect node_info_cuda_missing 1 "--device cuda: \(no NVIDIA driver\|no CUDA GPU\|this gshare was built without CUDA\)" \
     "$gshare" node info --device cuda --no-measure --json &&
     check node_info_cuda_no_json test ! -s "$work/node_info_cuda_missing.stdout"
+  # gshare serve --device cuda: the same refusal, naming the driver's library where it is missing,
+  # before anything listens (its data folder's parents open to the tenants' uids, as serve asks).
+  cuda_serve="$(mktemp -d)" && chmod 755 "$cuda_serve" &&
+    expect serve_cuda_missing 1 "--device cuda: \(no NVIDIA driver: libcuda.so.1\|no CUDA GPU\|this gshare was built without CUDA\)" \
+      "$gshare" serve --device cuda --data-dir "$cuda_serve/data" --listen 127.0.0.1:0 --grpc-listen off
+  rm -rf "$cuda_serve"
 fi
 
 # gshare bench timeslice: 1, 2 and 3 mlp processes on one emulated GPU, every answer checked;

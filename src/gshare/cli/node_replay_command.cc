@@ -62,8 +62,8 @@ int Fail(int code, const std::string& message) {
 int RunReplay(const ReplayFlags& flags) {
   if (flags.device == "cuda") {
     return Fail(2,
-                "--device cuda: the live node's executor starts functions on emulated GPUs only "
-                "(one CUDA function: gshare bench function); use --device emulated");
+                "--device cuda: node replay runs the bundled runtimes, which run on emulated "
+                "GPUs only (CUDA programs: gshare serve --device cuda); use --device emulated");
   }
   auto duration = ParseDuration(flags.duration);
   if (!duration.ok() || *duration <= Duration::zero() || *duration > std::chrono::hours(24)) {

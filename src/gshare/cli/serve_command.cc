@@ -241,6 +241,8 @@ Result<serve::ServerOptions> MakeOptions(const ServeFlags& flags) {
                           ParseSize(flags.max_file, "--max-file", kMiB, 1024 * kGiB));
   GSHARE_ASSIGN_OR_RETURN(const std::filesystem::path folder, ProgramFolder());
   options.backend.function_program = folder / "gshare-function";
+  node.executor.cuda_shim_library =
+      (folder / kCudaShimLibrary).string();  // CUDA GPUs' shim functions
   // Resolved now: the node starts programs with execve, which does not search PATH.
   auto python = FindProgram(flags.python);
   if (!python.ok()) return InvalidArgument("--python: " + python.status().message());

@@ -400,7 +400,6 @@ FunctionBenchReport RunFunctionBench(const FunctionBenchOptions& options) {
   }
   LiveNodeOptions node_options;
   node_options.devices = options.devices;
-  node_options.allow_cuda = true;  // this bench drives its switch itself
   node_options.policy = "";
   // Emulated segments prepared ahead within the live node's budget and by its rules, unless asked
   // for fresh ones, whose page faults a restore then pays; nothing waits for the preparer, and the

@@ -337,7 +337,7 @@ Status ParseProcessFields(const Where& where, const YAML::Node& item,
   }
   // The other process fields mean nothing without a process to start.
   for (const char* field : {"env", "working_dir", "model_files", "timeout", "host_memory", "inputs",
-                            "outputs", "threads"}) {
+                            "outputs", "threads", "switch"}) {
     if (const YAML::Node n = item[field]; n && !spec.IsLive()) {
       return FieldError(where, field, n,
                         "needs a command or a runtime (a function without either is "
@@ -414,6 +414,12 @@ Status ParseProcessFields(const Where& where, const YAML::Node& item,
       return FieldError(where, "threads", n,
                         fmt::format("must be between 1 and {}", kMaxRuntimeThreads));
     }
+  }
+  if (const YAML::Node n = item["switch"]) {
+    GSHARE_ASSIGN_OR_RETURN(const std::string text, NameText(where, "switch", n));
+    auto mechanism = ParseSwitchMechanism(text);
+    if (!mechanism.ok()) return FieldError(where, "switch", n, mechanism.status().message());
+    spec.switch_mechanism = *mechanism;
   }
   if (IsTenantCodeRuntime(spec.runtime)) {
     // The model is the tenant's files; what it takes and gives, the spec's.
@@ -904,6 +910,9 @@ std::string FunctionSpecToYaml(const FunctionSpec& spec) {
   }
   if (!spec.runtime.empty()) out += fmt::format("runtime: {}\n", YamlString(spec.runtime));
   if (spec.threads != 1) out += fmt::format("threads: {}\n", spec.threads);
+  if (spec.switch_mechanism != SwitchMechanism::kShim) {
+    out += fmt::format("switch: {}\n", SwitchMechanismName(spec.switch_mechanism));
+  }
   if (!spec.env.empty()) {
     out += "env:\n";
     for (const auto& [name, value] : spec.env) {

@@ -776,6 +776,38 @@ TEST(CatalogTest, TensorsAreParsedCheckedAndRoundTrip) {
 namespace gshare {
 namespace {
 
+// `switch:` names how a node on CUDA GPUs switches the function: shim unless given, written back
+// only when it is not; any other value, or one on a simulation-only function, is refused.
+TEST(CatalogTest, ASwitchMechanismIsShimUnlessTheSpecSaysCheckpoint) {
+  constexpr std::string_view kHead =
+      "name: app\nmodel_size: 1Mi\nexec_latency: 5ms\ncommand: [/bin/app]\n";
+  auto plain = ParseFunctionEntry(std::string(kHead), "f.yaml");
+  ASSERT_TRUE(plain.ok()) << plain.status().ToString();
+  EXPECT_EQ(plain->switch_mechanism, SwitchMechanism::kShim);
+  EXPECT_EQ(FunctionSpecToYaml(*plain).find("switch:"), std::string::npos);
+
+  auto checkpoint = ParseFunctionEntry(std::string(kHead) + "switch: checkpoint\n", "f.yaml");
+  ASSERT_TRUE(checkpoint.ok()) << checkpoint.status().ToString();
+  EXPECT_EQ(checkpoint->switch_mechanism, SwitchMechanism::kCheckpoint);
+  auto again = ParseFunctionEntry(FunctionSpecToYaml(*checkpoint), "again.yaml");
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(again->switch_mechanism, SwitchMechanism::kCheckpoint);
+
+  auto shim = ParseFunctionEntry(std::string(kHead) + "switch: shim\n", "f.yaml");
+  ASSERT_TRUE(shim.ok()) << shim.status().ToString();
+  EXPECT_EQ(shim->switch_mechanism, SwitchMechanism::kShim);
+
+  auto bad = ParseFunctionEntry(std::string(kHead) + "switch: criu\n", "f.yaml");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("unknown switch mechanism 'criu'"), std::string::npos)
+      << bad.status().ToString();
+  auto simulated =
+      ParseFunctionEntry("name: app\nmodel_size: 1Mi\nexec_latency: 5ms\nswitch: shim\n", "f.yaml");
+  ASSERT_FALSE(simulated.ok());
+  EXPECT_NE(simulated.status().message().find("needs a command or a runtime"), std::string::npos)
+      << simulated.status().ToString();
+}
+
 TEST(CatalogTest, APytorchFunctionNamesItsOneFileAndItsTensors) {
   constexpr std::string_view kHead =
       "name: net\nmodel_size: 1Mi\nexec_latency: 5ms\nruntime: pytorch\n";

@@ -21,6 +21,7 @@
 #include "gshare/common/status.h"
 #include "gshare/common/units.h"
 #include "gshare/model/gpu_type.h"
+#include "gshare/model/switch_mechanism.h"
 #include "gshare/tensor/tensor_spec.h"
 
 namespace gshare {
@@ -60,6 +61,10 @@ struct FunctionSpec {
   // Threads one instance computes with (the pytorch runtime's intra-op threads), 1 to
   // kMaxRuntimeThreads.
   int threads = 1;
+  // How a node on CUDA GPUs switches its instances (`switch:`): the allocator shim preloaded into
+  // its program (the default), or the driver's process checkpoint API. A node of emulated GPUs
+  // switches every instance through the function library (shim) and refuses `checkpoint`.
+  SwitchMechanism switch_mechanism = SwitchMechanism::kShim;
   std::optional<Duration> timeout;  // one request's run; unset: kDefaultRequestTimeout
   // Host memory one instance may use (its cgroup's memory.max, where the node has cgroups); unset:
   // no bound of its own. Between kMinHostMemory and kMaxHostMemory.

@@ -13,7 +13,9 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <span>
+#include <string>
 
 #include "gshare/common/status.h"
 #include "gshare/common/unique_fd.h"
@@ -26,10 +28,16 @@ using InstanceId = std::uint64_t;  // unique in one node run
 struct InstanceLaunch {
   InstanceId instance = 0;
   FunctionId function = 0;
-  UniqueFd control;                // the instance's end of its control channel
+  // The instance's end of its control channel; invalid: it has none (an unmodified CUDA program
+  // that the driver's checkpoint API switches), and no device range either.
+  UniqueFd control;
   std::uintptr_t device_base = 0;  // where its device memory is mapped
   std::uint64_t device_reserve_bytes = 0;
-  std::function<void()> on_ready;       // the instance answers its readiness check (once)
+  // Set by the node for this instance (CUDA_VISIBLE_DEVICES, LD_PRELOAD): over the command's own.
+  std::map<std::string, std::string> environment;
+  // The instance answers its readiness check (once), with its program's pid as the node sees it
+  // (a host whose instances are no processes of their own gives a stand-in, never 0).
+  std::function<void(std::int64_t pid)> on_ready;
   std::function<void(Status)> on_exit;  // the process ended (once; no callback after it)
 };
 

@@ -42,7 +42,9 @@ Result<FunctionLaunch> PlanLaunch(const FunctionSpec& spec, const GpuType& gpu,
                     "--max-batch",
                     std::to_string(spec.max_batch),
                     "--threads",
-                    std::to_string(spec.threads)};
+                    std::to_string(spec.threads),
+                    "--device",
+                    options.cuda_gpus ? "cuda" : "emulated"};
     for (const auto& [flag, tensors] :
          {std::pair{"--input", &spec.inputs}, std::pair{"--output", &spec.outputs}}) {
       for (const TensorSpec& tensor : *tensors) {
@@ -115,6 +117,7 @@ Result<FunctionLaunch> PlanLaunch(const FunctionSpec& spec, const GpuType& gpu,
   command.read_metadata = spec.inputs.empty() && spec.outputs.empty();
   command.batched = spec.max_batch > 1;
   launch.run_timeout = spec.RequestTimeout();
+  launch.mechanism = spec.switch_mechanism;
   return launch;
 }
 

@@ -25,6 +25,9 @@ struct LaunchPlanOptions {
   // The tenant's model folder, shown read-only in the sandbox of the function's processes when it
   // exists (with the runtime's programs, the model files' folders and the interpreter's prefix).
   std::filesystem::path model_folder{};
+  // The node's GPUs are CUDA GPUs: the Python runtimes run their models on the process's own CUDA
+  // device (--device cuda), not in the function library's emulated device memory.
+  bool cuda_gpus = false;
   // Instances the node keeps warm at least (a deployed model stays loaded: 1); the spec's
   // min_instances when larger.
   int min_instances = 0;

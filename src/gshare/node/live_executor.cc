@@ -8,6 +8,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/thread_pool.hpp>
+#include <filesystem>
 #include <utility>
 
 #include "gshare/common/units.h"
@@ -19,6 +20,11 @@ namespace {
 std::uint64_t PageBytes() { return static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE)); }
 
 std::uint64_t RoundUp(std::uint64_t value, std::uint64_t to) { return (value + to - 1) / to * to; }
+
+SwitchContext SwitchContextOf(const NodeResources& resources) {
+  return {resources.clock.loop(), resources.copies, resources.engine,
+          resources.snapshots,    resources.clock,  resources.driver_calls};
+}
 
 }  // namespace
 
@@ -81,6 +87,8 @@ LiveExecutor::LiveExecutor(NodeResources resources, const FunctionRegistry& func
     largest = std::max(largest, device->info().memory_bytes);
   }
   device_reserve_bytes_ = RoundUp(std::max<std::uint64_t>(largest, 1), PageBytes());
+  cuda_gpus_ =
+      !resources_.devices.empty() && resources_.devices.front()->info().kind == DeviceKind::kCuda;
   if (resources_.vgpus.gpu_count() != static_cast<int>(resources_.devices.size())) {
     violation_ = Internal(fmt::format("the vGPU manager has {} GPUs, the node {} devices",
                                       resources_.vgpus.gpu_count(), resources_.devices.size()));
@@ -220,6 +228,31 @@ void LiveExecutor::SetRunTimeout(FunctionId function, Duration timeout) {
   }
 }
 
+void LiveExecutor::SetSwitchMechanism(FunctionId function, SwitchMechanism mechanism) {
+  if (mechanism == SwitchMechanism::kShim) {
+    mechanisms_.erase(function);
+  } else {
+    mechanisms_[function] = mechanism;
+  }
+}
+
+SwitchMechanism LiveExecutor::MechanismOf(FunctionId function) const {
+  auto it = mechanisms_.find(function);
+  return it == mechanisms_.end() ? SwitchMechanism::kShim : it->second;
+}
+
+bool LiveExecutor::StartsOnGpu(FunctionId function) const {
+  return cuda_gpus_ || options_.start_on_first_slice ||
+         MechanismOf(function) == SwitchMechanism::kCheckpoint;
+}
+
+Status LiveExecutor::NotPreparedAhead(FunctionId function) const {
+  return FailedPrecondition(
+      fmt::format("'{}': its instances start on their first GPU slice (CUDA GPUs, or the "
+                  "checkpoint mechanism); none starts ahead of need",
+                  functions_[function].name));
+}
+
 void LiveExecutor::FunctionRemoved(FunctionId function) {
   removed_.insert(function);
   std::vector<InstanceId> idle;
@@ -254,6 +287,7 @@ void LiveExecutor::CheckDrained(FunctionId function) {
     cold_.erase(function);
     run_timeouts_.erase(function);
     start_failures_.erase(function);
+    mechanisms_.erase(function);
     if (scheduler_ != nullptr) scheduler_->OnFunctionDrained(function);
     if (options_.on_drained) options_.on_drained(function);
   });
@@ -284,6 +318,7 @@ void LiveExecutor::Prepare(FunctionId function, std::function<void(Status)> done
   if (!functions_.active(function)) {
     return fail(NotFound(fmt::format("Prepare: function {} is not served", function)));
   }
+  if (!PreparesAhead(function)) return fail(NotPreparedAhead(function));
   const InstanceId instance_id = next_instance_++;
   Instance& instance = instances_[instance_id];
   instance.id = instance_id;
@@ -420,12 +455,18 @@ void LiveExecutor::Restore(GpuId id, FunctionId function, std::uint64_t reserve_
     return;
   }
   // Bind an instance now, so that Instances() tells the truth from this call on.
+  // An idle instance before one still detaching; one that started on this GPU before another
+  // (a CUDA instance keeps the device it started on where it can).
   Instance* bound = nullptr;
+  const auto rank = [&](const Instance& instance) {
+    const bool home = !instance.home_device || *instance.home_device == gpu->device;
+    return (home ? 2 : 0) + (instance.state == InstanceState::kIdle ? 1 : 0);
+  };
   for (auto& [instance_id, instance] : instances_) {
     if (instance.function != function) continue;
     const bool idle = instance.state == InstanceState::kIdle ||
                       (instance.state == InstanceState::kDetaching && !instance.rebind);
-    if (idle && (bound == nullptr || bound->state != InstanceState::kIdle)) bound = &instance;
+    if (idle && (bound == nullptr || rank(instance) > rank(*bound))) bound = &instance;
   }
   if (bound == nullptr) {
     const InstanceId instance_id = next_instance_++;
@@ -503,46 +544,78 @@ void LiveExecutor::BindInstance(GpuId id, FunctionId function) {
 void LiveExecutor::StartInstance(GpuId id, FunctionId function) {
   Slice& slice = gpus_[id].slices.at(function);
   Instance& instance = instances_.at(slice.instance);
-  if (const Status launched = LaunchInstance(instance, slice.reserve_bytes); !launched.ok()) {
+  const std::optional<GpuId> on_gpu =
+      StartsOnGpu(function) ? std::optional<GpuId>(id) : std::nullopt;
+  if (const Status launched = LaunchInstance(instance, slice.reserve_bytes, on_gpu);
+      !launched.ok()) {
     return RestoreFinished(id, function, launched);  // the slice is gone and its memory free
   }
 }
 
-Status LiveExecutor::LaunchInstance(Instance& instance, std::uint64_t reserve_bytes) {
+Status LiveExecutor::LaunchInstance(Instance& instance, std::uint64_t reserve_bytes,
+                                    std::optional<GpuId> on_gpu) {
   const InstanceId instance_id = instance.id;
   const FunctionId function = instance.function;
-  auto pair = fn::ControlChannel::CreatePair();
-  if (!pair.ok()) {
+  const SwitchMechanism mechanism = MechanismOf(function);
+  const auto forget = [&](Status why) {
     instances_.erase(instance_id);
-    return pair.status();
+    return why;
+  };
+  if (StartsOnGpu(function) && !on_gpu) return forget(NotPreparedAhead(function));
+  if (mechanism == SwitchMechanism::kCheckpoint && resources_.checkpoint_api == nullptr) {
+    return forget(FailedPrecondition(
+        fmt::format("'{}' (switch: checkpoint): the driver's process checkpoint API is not "
+                    "available on this node: {}",
+                    functions_[function].name, resources_.checkpoint_api_note)));
   }
-  auto switcher = resources_.switches(
-      {resources_.clock.loop(), resources_.copies, resources_.engine, resources_.snapshots,
-       resources_.clock},
-      SwitchTarget{
-          .mechanism = SwitchMechanism::kShim,
-          .name = fmt::format("instance-{}", instance_id),
-          .pid = 0,
-          .channel = std::move(pair->first),
-          .checkpoint_api = nullptr,
-          .clock = &resources_.clock,
-          .on_failure = [this, instance_id](Status status) { InstanceLost(instance_id, status); }});
-  if (!switcher.ok()) {
-    instances_.erase(instance_id);
-    return switcher.status();
-  }
-  instance.switcher = std::move(switcher).value();
   InstanceLaunch launch;
   launch.instance = instance_id;
   launch.function = function;
-  launch.control = std::move(pair->second);
-  launch.device_base = DeviceBase(instance_id);
-  launch.device_reserve_bytes = device_reserve_bytes_;
-  launch.on_ready = [this, instance_id] {
+  if (on_gpu) {
+    const Device& device = *resources_.devices[gpus_[*on_gpu].device];
+    instance.home_device = gpus_[*on_gpu].device;
+    if (device.info().kind == DeviceKind::kCuda) {
+      launch.environment["CUDA_VISIBLE_DEVICES"] = device.info().uuid;
+      if (mechanism == SwitchMechanism::kShim) {
+        std::error_code error;
+        if (options_.cuda_shim_library.empty() ||
+            !std::filesystem::exists(options_.cuda_shim_library, error)) {
+          return forget(NotFound(fmt::format(
+              "'{}': the CUDA allocator shim that a shim function preloads is missing ({}); "
+              "install it beside gshare, or deploy the function with switch: checkpoint",
+              functions_[function].name,
+              options_.cuda_shim_library.empty() ? std::string(kCudaShimLibrary)
+                                                 : options_.cuda_shim_library)));
+        }
+        launch.environment["LD_PRELOAD"] = options_.cuda_shim_library;
+      }
+    }
+  }
+  if (mechanism == SwitchMechanism::kShim) {
+    auto pair = fn::ControlChannel::CreatePair();
+    if (!pair.ok()) return forget(pair.status());
+    auto switcher = resources_.switches(
+        SwitchContextOf(resources_), SwitchTarget{.mechanism = SwitchMechanism::kShim,
+                                                  .name = fmt::format("instance-{}", instance_id),
+                                                  .pid = 0,
+                                                  .channel = std::move(pair->first),
+                                                  .checkpoint_api = nullptr,
+                                                  .clock = &resources_.clock,
+                                                  .on_failure = [this, instance_id](Status status) {
+                                                    InstanceLost(instance_id, status);
+                                                  }});
+    if (!switcher.ok()) return forget(switcher.status());
+    instance.switcher = std::move(switcher).value();
+    launch.control = std::move(pair->second);
+    launch.device_base = DeviceBase(instance_id);
+    launch.device_reserve_bytes = device_reserve_bytes_;
+  }
+  launch.on_ready = [this, instance_id, mechanism](std::int64_t pid) {
     auto it = instances_.find(instance_id);
     if (it == instances_.end()) return;
     it->second.ready = true;
     start_failures_.erase(it->second.function);  // the count is of failures in a row
+    if (mechanism == SwitchMechanism::kCheckpoint) return AttachUnmodified(instance_id, pid);
     MaybeRestoreDone(it->second);
   };
   launch.on_exit = [this, instance_id](Status status) {
@@ -555,21 +628,31 @@ Status LiveExecutor::LaunchInstance(Instance& instance, std::uint64_t reserve_by
     InstanceLost(instance_id, status, /*exited=*/true);
   };
   if (const Status started = host_.Start(std::move(launch)); !started.ok()) {
-    instance.switcher->Close();
-    instances_.erase(instance_id);
-    return started;
+    if (instance.switcher) instance.switcher->Close();
+    return forget(started);
   }
-  auto staging = resources_.staging.Allocate(SliceBytes(reserve_bytes));
-  if (!staging.ok()) {
-    // Stopped, and forgotten at once: its exit finds no instance.
-    instance.switcher->Close();
-    host_.Stop(instance_id);
-    instances_.erase(instance_id);
-    return staging.status();
+  if (mechanism == SwitchMechanism::kCheckpoint) return Status::Ok();  // attached once ready
+  DeviceBuffer* buffer = nullptr;
+  ComputeArbiter* arbiter = &staging_compute_;
+  std::shared_ptr<void> keep_alive;
+  if (on_gpu) {
+    Slice& slice = gpus_[*on_gpu].slices.at(function);
+    buffer = &slice.memory->segment();
+    arbiter = gpus_[*on_gpu].arbiter.get();
+    keep_alive = slice.memory;
+  } else {
+    auto staging = resources_.staging.Allocate(SliceBytes(reserve_bytes));
+    if (!staging.ok()) {
+      // Stopped, and forgotten at once: its exit finds no instance.
+      instance.switcher->Close();
+      host_.Stop(instance_id);
+      return forget(staging.status());
+    }
+    instance.staging = std::move(staging).value();
+    buffer = instance.staging.get();
+    keep_alive = instance.staging;
   }
-  instance.staging = std::move(staging).value();
-  const std::shared_ptr<DeviceBuffer> keep_alive = instance.staging;
-  instance.switcher->Attach(*instance.staging, reserve_bytes, &staging_compute_,
+  instance.switcher->Attach(*buffer, reserve_bytes, arbiter,
                             [this, instance_id, keep_alive](Status status) {
                               if (shut_down_) return;
                               auto it = instances_.find(instance_id);
@@ -581,14 +664,53 @@ Status LiveExecutor::LaunchInstance(Instance& instance, std::uint64_t reserve_by
   return Status::Ok();
 }
 
+void LiveExecutor::AttachUnmodified(InstanceId instance_id, std::int64_t pid) {
+  Instance& instance = instances_.at(instance_id);
+  const FunctionId function = instance.function;
+  auto slice_it = gpus_[instance.gpu].slices.find(function);
+  if (instance.state != InstanceState::kStarting || slice_it == gpus_[instance.gpu].slices.end() ||
+      slice_it->second.instance != instance_id) {
+    return;  // its slice went meanwhile (InstanceLost or RestoreFinished handled it)
+  }
+  auto switcher = resources_.switches(SwitchContextOf(resources_),
+                                      SwitchTarget{.mechanism = SwitchMechanism::kCheckpoint,
+                                                   .name = fmt::format("instance-{}", instance_id),
+                                                   .pid = pid,
+                                                   .channel = fn::ControlChannel(),
+                                                   .checkpoint_api = resources_.checkpoint_api,
+                                                   .clock = &resources_.clock,
+                                                   .on_failure = {}});
+  if (!switcher.ok()) return InstanceLost(instance_id, switcher.status(), /*exited=*/false);
+  instance.switcher = std::move(switcher).value();
+  Slice& slice = slice_it->second;
+  const std::shared_ptr<SliceMemory> keep_alive = slice.memory;
+  instance.switcher->Attach(slice.memory->segment(), slice.reserve_bytes,
+                            gpus_[instance.gpu].arbiter.get(),
+                            [this, instance_id, keep_alive](Status status) {
+                              if (shut_down_) return;
+                              auto it = instances_.find(instance_id);
+                              if (it == instances_.end()) return;
+                              if (!status.ok()) return InstanceLost(instance_id, status);
+                              it->second.attached = true;
+                              MaybeRestoreDone(it->second);
+                            });
+}
+
 void LiveExecutor::MaybeRestoreDone(Instance& instance) {
   if ((instance.state != InstanceState::kStarting && instance.state != InstanceState::kPreparing) ||
       !instance.ready || !instance.attached) {
     return;
   }
+  const InstanceId instance_id = instance.id;
+  if (instance.home_device && instance.state == InstanceState::kStarting) {
+    // Started on its slice: resident there now.
+    instance.state = InstanceState::kBound;
+    observed_cold_start_total_ += Now() - instance.started;
+    ++observed_cold_starts_;
+    return RestoreFinished(instance.gpu, instance.function, Status::Ok());
+  }
   // Loaded in host memory: into its snapshot, then onto the GPU like any restore (or idle, when
   // prepared ahead of need).
-  const InstanceId instance_id = instance.id;
   const std::shared_ptr<DeviceBuffer> keep_alive = instance.staging;
   instance.switcher->Checkpoint(true, [this, instance_id, keep_alive](Status status) {
     if (shut_down_) return;

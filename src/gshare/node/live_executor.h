@@ -10,7 +10,8 @@
 //    mapped at the instance's addresses); otherwise a new process starts (its cold start) on a
 //    staging segment in host memory, loads its model there, answers its readiness check, is
 //    checkpointed into its snapshot and restored onto the slice like any other: a model reaches a
-//    GPU only over the GPU's link;
+//    GPU only over the GPU's link. Where a process cannot load in host memory (see "Switch
+//    mechanisms" below) it starts on the slice itself, and is resident once ready;
 //  - Evict checkpoints the instance away through its switch. A kDiscardIfClean eviction frees
 //    the reservation at once and returns kDiscarded (the instance counts as idle at once); the
 //    switch then locks and unmaps the instance, copying only if the function wrote its image, and
@@ -57,6 +58,18 @@
 // allocation past it fails in that request), and a shrink keeps the slice's quota at least the
 // segment (its memory comes back to the manager when the slice leaves).
 //
+// Switch mechanisms (model/switch_mechanism.h), by function (SetSwitchMechanism; shim unless
+// set). A shim instance has a control channel: on emulated GPUs the function library maps its
+// slices; on CUDA GPUs the allocator shim does (the executor sets LD_PRELOAD to
+// `cuda_shim_library`). A checkpoint instance has none: the driver's process checkpoint API
+// switches it by the pid its host reports at readiness (its switch is made then). On CUDA GPUs
+// every instance starts on its first slice (host staging is no memory a CUDA program can use),
+// with CUDA_VISIBLE_DEVICES set to that GPU, and so does every checkpoint instance; none of them is
+// prepared ahead (Prepare answers FailedPrecondition; PreparesAhead says so beforehand), and an
+// idle instance is bound to a slice of the GPU it started on first, where there is one.
+// A failed checkpoint stops the instance; a failed restore whose switch failed loses it; either
+// way the scheduler's next restore starts another.
+//
 // Threading: everything runs on the clock's loop; the restore engine's copies run on its copy
 // streams, the checkpoint API's blocking driver calls on `resources.copies`. The
 // resources, registry and host must outlive the executor, and the vGPU manager every slice the
@@ -69,13 +82,16 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <string>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
+#include "gshare/device/cuda/cuda_checkpoint.h"
 #include "gshare/device/device.h"
 #include "gshare/model/compute_quantum.h"
 #include "gshare/model/gpu_type.h"
+#include "gshare/model/switch_mechanism.h"
 #include "gshare/node/instance_host.h"
 #include "gshare/node/loop_clock.h"
 #include "gshare/node/restore_engine.h"
@@ -99,13 +115,19 @@ namespace gshare {
 // What the live executor drives; owned by the node.
 struct NodeResources {
   LoopClock& clock;               // the node's one clock, and its event loop
-  const SwitchFactory& switches;  // makes each instance's switch (mechanism shim)
+  const SwitchFactory& switches;  // makes each instance's switch, by its function's mechanism
   boost::asio::thread_pool& copies;
-  std::span<Device* const> devices;  // emulated GPUs, all of `gpu_type`
+  std::span<Device* const> devices;  // the GPUs (emulated or CUDA), all of `gpu_type`
   VGpuManager& vgpus;                // over `devices`: its GPU i is devices[i]
   Device& staging;                   // host memory where new instances load their models
   RestoreEngine& engine;             // over `devices` and `staging`
   SnapshotStore& snapshots;
+  // Where the checkpoint mechanism's blocking driver calls run (null: on `copies`).
+  boost::asio::thread_pool* driver_calls = nullptr;
+  // The driver's process checkpoint API; null where the node has none, `checkpoint_api_note`
+  // saying why (a function of the checkpoint mechanism then fails to start, saying it).
+  ProcessCheckpointApi* checkpoint_api = nullptr;
+  std::string checkpoint_api_note;
 };
 
 struct LiveExecutorOptions {
@@ -134,6 +156,12 @@ struct LiveExecutorOptions {
   // Called once a removed function is drained and forgotten here (after the scheduler's
   // OnFunctionDrained): the owner frees what it keeps for it (its registry entry, its command).
   std::function<void(FunctionId)> on_drained;
+  // Every new instance starts on its first slice instead of host staging (as on CUDA GPUs, where
+  // this is always so): its model is loaded straight into the slice, and it is not prepared ahead.
+  bool start_on_first_slice = false;
+  // The allocator shim a shim instance on a CUDA GPU preloads (LD_PRELOAD); the node's default
+  // lies beside gshare (kCudaShimLibrary). Unused on emulated GPUs.
+  std::string cuda_shim_library;
 };
 
 class LiveExecutor final : public Executor {
@@ -164,6 +192,11 @@ class LiveExecutor final : public Executor {
   // it is idle).
   // Not called after Shutdown.
   void Prepare(FunctionId function, std::function<void(Status)> done);
+  // How `function`'s instances switch (shim unless set); before its first restore.
+  void SetSwitchMechanism(FunctionId function, SwitchMechanism mechanism);
+  // Whether Prepare can start an instance of `function` ahead of need (not where its instances
+  // start on their first slice: see "Switch mechanisms").
+  bool PreparesAhead(FunctionId function) const { return !StartsOnGpu(function); }
   // Whether `function` keeps its idle instances (the default) or none: the server keeps cold the
   // functions whose room in the snapshot pool it lent out and took back (serve/pool_plan.h).
   // Cold, its idle instances stop now, and each later one as soon as it is idle, so the pool
@@ -189,7 +222,7 @@ class LiveExecutor final : public Executor {
   std::size_t waiting_for_pool() const { return waiting_pool_.size(); }
   // Per-function records held (tests: they come back to their size as functions come and go).
   std::size_t functions_held() const {
-    return run_timeouts_.size() + start_failures_.size() + cold_.size();
+    return run_timeouts_.size() + start_failures_.size() + cold_.size() + mechanisms_.size();
   }
   // What is in flight, for a stalled replay's diagnosis: GPUs, slices, runs, instances.
   std::string DebugState() const;
@@ -242,7 +275,9 @@ class LiveExecutor final : public Executor {
     std::function<void()> after_detach;
     std::shared_ptr<SliceMemory> orphan;  // the slice it held when a checkpoint failed
     GpuId orphan_gpu = 0;
-    std::shared_ptr<DeviceBuffer> staging;    // where it loads its model when it starts
+    std::shared_ptr<DeviceBuffer> staging;  // where it loads its model when it starts
+    // Started on its first slice (not in staging): on that GPU's device, which it keeps.
+    std::optional<std::size_t> home_device;
     std::function<void(Status)> on_prepared;  // kPreparing: Prepare's callback
     std::optional<Status> switch_failure;     // starting: what failed before its exit came
     LoopTimer exit_wait;                      // then: the stop, should the exit not come
@@ -281,9 +316,20 @@ class LiveExecutor final : public Executor {
   void StartSliceMemory(GpuId gpu, FunctionId function);
   void BindInstance(GpuId gpu, FunctionId function);
   void StartInstance(GpuId gpu, FunctionId function);
-  // Starts `instance`'s process on a new staging segment of `reserve_bytes` and attaches it there.
-  // On an error the instance is forgotten (and its process stopped).
-  Status LaunchInstance(Instance& instance, std::uint64_t reserve_bytes);
+  // Starts `instance`'s process and attaches it: on a new staging segment of `reserve_bytes`, or,
+  // with `on_gpu`, on its slice there (StartsOnGpu). On an error the instance is forgotten (and
+  // its process stopped).
+  Status LaunchInstance(Instance& instance, std::uint64_t reserve_bytes,
+                        std::optional<GpuId> on_gpu = std::nullopt);
+  // The switch of a checkpoint instance, made once its host told its pid, and attached to its
+  // slice.
+  void AttachUnmodified(InstanceId id, std::int64_t pid);
+  SwitchMechanism MechanismOf(FunctionId function) const;
+  // Whether `function`'s instances start on their first slice: on CUDA GPUs, or switched by the
+  // checkpoint API (which moves only what the process holds on a GPU).
+  bool StartsOnGpu(FunctionId function) const;
+  // Why Prepare cannot start one of `function`'s instances (StartsOnGpu).
+  Status NotPreparedAhead(FunctionId function) const;
   void MaybeRestoreDone(Instance& instance);
   // Whether some instance is stopping (its snapshot goes back to the pool when it ends).
   bool InstanceStopping() const;
@@ -331,8 +377,10 @@ class LiveExecutor final : public Executor {
   Scheduler* scheduler_ = nullptr;
   Status violation_;
   std::unordered_map<FunctionId, Duration> run_timeouts_;
-  std::unordered_set<FunctionId> removed_;  // removed, not yet drained
-  std::unordered_set<FunctionId> cold_;     // SetKeptWarm(false)
+  std::unordered_set<FunctionId> removed_;                      // removed, not yet drained
+  std::unordered_set<FunctionId> cold_;                         // SetKeptWarm(false)
+  std::unordered_map<FunctionId, SwitchMechanism> mechanisms_;  // those not shim
+  bool cuda_gpus_ = false;                                      // the node's GPUs are CUDA GPUs
   // New instances whose checkpoint found the snapshot pool full while another instance was
   // stopping: tried again as instances end.
   std::vector<InstanceId> waiting_pool_;

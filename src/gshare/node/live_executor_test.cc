@@ -10,6 +10,8 @@
 
 #include <optional>
 
+#include "gshare/node/switch/checkpoint_api_switch.h"
+#include "gshare/node/switch/testing/fake_checkpoint_api.h"
 #include "gshare/node/testing/live_node_harness.h"
 #include "gshare/sched/policy_registry.h"
 #include "gshare/sched/testing/executor_contract.h"
@@ -68,6 +70,10 @@ class ScriptedScheduler final : public testing::NullScheduler {
     if (on_evict) on_evict(g, f, s);
   }
   void OnRequestCancelled(RequestId r, const Status& s) override { cancelled[r] = s; }
+  std::function<void(GpuId, FunctionId, const Status&)> on_died;
+  void OnInstanceDied(GpuId g, FunctionId f, std::span<const RequestId>, const Status& s) override {
+    if (on_died) on_died(g, f, s);
+  }
 };
 
 SliceInfo Slice(SliceId id, int gpu, std::uint64_t quota, std::uint64_t used, std::string holder) {
@@ -415,6 +421,200 @@ TEST(LiveExecutorKeptWarm, ANewInstanceWaitsForTheSnapshotOfOneStopping) {
   e.Prepare(0, [&](Status status) { third = status; });
   ASSERT_TRUE(h.RunUntil([&] { return third.has_value(); }).ok());
   EXPECT_EQ(third->code(), StatusCode::kResourceExhausted) << third->ToString();
+}
+
+// A function switched by the driver's process checkpoint API (a scripted one; the node's GPUs are
+// emulated, which the test's switches take as CUDA GPUs): its instance starts on its first slice,
+// with no control channel, and is resident once ready; nothing prepares it ahead; an eviction
+// locks and checkpoints its pid, and a restore onto the other GPU brings it back there (the pair
+// of GPUs named), with no second process.
+class LiveExecutorCheckpoint : public ::testing::Test {
+ protected:
+  void Build(std::vector<Request> requests) {
+    auto api = std::make_shared<testing::FakeCheckpointApi>();
+    api_ = api.get();
+    h_.configure_parts = [&api](LiveNodeParts& parts) {
+      parts.checkpoint_api = std::move(api);
+      parts.switches = [](SwitchContext context,
+                          SwitchTarget target) -> Result<std::shared_ptr<SwitchDriver>> {
+        if (target.mechanism != SwitchMechanism::kCheckpoint) {
+          return CreateSwitchDriver(context, std::move(target));
+        }
+        return std::shared_ptr<SwitchDriver>(CheckpointApiSwitch::Create(
+            {context.loop, *context.driver_calls, *target.checkpoint_api, *target.clock},
+            std::move(target.name), static_cast<int>(target.pid), {.accept_emulated_gpus = true}));
+      };
+    };
+    h_.Build(testing::ContractGpu(), testing::ContractFunctions(), std::move(requests));
+    h_.live().SetSwitchMechanism(0, SwitchMechanism::kCheckpoint);
+  }
+  static GpuUuidBytes UuidOf(const Device& device) {
+    auto uuid = ParseGpuUuid(device.info().uuid);
+    EXPECT_TRUE(uuid.ok()) << uuid.status().ToString();
+    return uuid.ok() ? uuid->bytes : GpuUuidBytes{};
+  }
+
+  LiveHarness h_;
+  testing::FakeCheckpointApi* api_ = nullptr;
+};
+
+TEST_F(LiveExecutorCheckpoint, AnInstanceStartsOnItsSliceAndTheDriverMovesItToAnotherGpu) {
+  Build({testing::ContractRequest(0, 0, 0.0), testing::ContractRequest(1, 0, 10.0)});
+  LiveExecutor& e = h_.live();
+  EXPECT_FALSE(e.PreparesAhead(0));
+  EXPECT_TRUE(e.PreparesAhead(1));  // a shim function on emulated GPUs
+  std::optional<Status> prepared;
+  e.Prepare(0, [&](Status status) { prepared = status; });
+  ASSERT_TRUE(h_.RunUntil([&] { return prepared.has_value(); }).ok());
+  EXPECT_EQ(prepared->code(), StatusCode::kFailedPrecondition) << prepared->ToString();
+  EXPECT_EQ(h_.host().started, 0);
+
+  ScriptedScheduler s;
+  std::vector<GpuId> gpus;
+  RequestId pending = 0;
+  s.on_request = [&](const Request& r) {
+    pending = r.id;
+    auto acquired = e.AcquireGpu(0, Duration::zero());
+    ASSERT_TRUE(acquired.ok()) << acquired.status().ToString();
+    gpus.push_back(*acquired);
+    e.Restore(*acquired, 0, 300 * kMiB);
+  };
+  s.on_restore = [&](GpuId gpu, FunctionId, const Status& status) {
+    ASSERT_TRUE(status.ok()) << status.ToString();
+    const RequestId batch[] = {pending};
+    e.Run(gpu, 0, batch);
+  };
+  s.on_run = [&](GpuId gpu, FunctionId) {
+    if (gpus.size() == 1) {
+      EXPECT_EQ(e.Evict(gpu, 0, EvictHint::kCheckpoint), EvictOutcome::kCopying);
+    }
+  };
+  std::optional<Status> evicted;
+  s.on_evict = [&](GpuId, FunctionId, const Status& status) { evicted = status; };
+  const Status ran = h_.Run(s);
+  ASSERT_TRUE(ran.ok()) << ran.ToString();
+  ASSERT_TRUE(evicted.has_value());
+  EXPECT_TRUE(evicted->ok()) << evicted->ToString();
+  EXPECT_EQ(h_.host().answered, (std::map<RequestId, int>{{0, 1}, {1, 1}}));
+  EXPECT_EQ(h_.host().started, 1);
+  ASSERT_EQ(gpus.size(), 2u);
+  EXPECT_EQ(api_->call_names(),
+            (std::vector<std::string>{"Lock", "Checkpoint", "Restore", "Unlock"}));
+  const int pid = static_cast<int>(testing::InProcessHost::kStandInPidBase + 1);
+  for (const auto& call : api_->calls()) EXPECT_EQ(call.pid, pid) << call.name;
+  const auto restore = api_->calls()[2];
+  ASSERT_EQ(restore.pairs.size(), 1u);
+  const auto devices = h_.node().inventory().devices();
+  EXPECT_EQ(restore.pairs[0].from, UuidOf(*devices[0]));
+  EXPECT_EQ(restore.pairs[0].to, UuidOf(*devices[1]));
+  EXPECT_EQ(api_->state(pid), ProcessCheckpointState::kRunning);
+  EXPECT_TRUE(e.violation().ok()) << e.violation().ToString();
+}
+
+// A shim instance that starts on its first slice (as every instance on CUDA GPUs does) maps the
+// slice itself, loads its model there and is resident once ready: its first restore takes no copy
+// over the link, where one that starts in host staging takes at least the model's bytes over it.
+// Evicted, either is copied into its snapshot, and its next restore copies it back; one process.
+Duration FirstRestoreOf(bool start_on_first_slice) {
+  LiveHarness h;
+  h.configure = [start_on_first_slice](LiveNodeOptions& options) {
+    options.executor.start_on_first_slice = start_on_first_slice;
+  };
+  h.Build(testing::ContractGpu(), testing::ContractFunctions(),
+          {testing::ContractRequest(0, 0, 0.0), testing::ContractRequest(1, 0, 10.0)});
+  LiveExecutor& e = h.live();
+  EXPECT_EQ(e.PreparesAhead(0), !start_on_first_slice);
+  ScriptedScheduler s;
+  GpuId gpu = 0;
+  RequestId pending = 0;
+  TimePoint asked{};
+  std::optional<Duration> first;
+  s.on_request = [&](const Request& r) {
+    pending = r.id;
+    if (r.id == 0) {
+      auto acquired = e.AcquireGpu(0, Duration::zero());
+      ASSERT_TRUE(acquired.ok()) << acquired.status().ToString();
+      gpu = *acquired;
+    }
+    asked = e.Now();
+    e.Restore(gpu, 0, 300 * kMiB);
+  };
+  s.on_restore = [&](GpuId, FunctionId, const Status& status) {
+    ASSERT_TRUE(status.ok()) << status.ToString();
+    if (!first) first = e.Now() - asked;
+    const RequestId batch[] = {pending};
+    e.Run(gpu, 0, batch);
+  };
+  s.on_run = [&](GpuId, FunctionId) {
+    if (pending == 0) {
+      EXPECT_EQ(e.Evict(gpu, 0, EvictHint::kCheckpoint), EvictOutcome::kCopying);
+    }
+  };
+  const Status ran = h.Run(s);
+  EXPECT_TRUE(ran.ok()) << ran.ToString();
+  EXPECT_EQ(h.host().answered, (std::map<RequestId, int>{{0, 1}, {1, 1}}));
+  EXPECT_EQ(h.host().started, 1);
+  const MeterTotals totals = h.meter().Totals(e.Now());
+  EXPECT_EQ(totals.checkpoints, 1u);
+  EXPECT_GE(totals.checkpoint_bytes, testing::ContractFunctions()[0].model_bytes);
+  EXPECT_TRUE(e.violation().ok()) << e.violation().ToString();
+  return first.value_or(Duration::max());
+}
+
+TEST(LiveExecutorStartOnSlice, AShimInstanceLoadsOnItsSliceWithNoCopyAndSwitchesAfterwards) {
+  const GpuType gpu = testing::ContractGpu();
+  const auto copy = std::chrono::duration_cast<Duration>(std::chrono::duration<double>(
+      static_cast<double>(testing::ContractFunctions()[0].model_bytes) / gpu.h2d_bytes_per_second));
+  ASSERT_GT(copy, Duration::zero());
+  EXPECT_LT(FirstRestoreOf(true), copy);
+  EXPECT_GE(FirstRestoreOf(false), copy);
+}
+
+// A restore the driver fails (out of memory, the process left checkpointed) loses the instance:
+// its process is stopped, the scheduler hears that it died, and its next restore starts another.
+TEST_F(LiveExecutorCheckpoint, AFailedRestoreStopsTheInstanceAndTheNextRestoreStartsAnother) {
+  Build({testing::ContractRequest(0, 0, 0.0), testing::ContractRequest(1, 0, 10.0)});
+  LiveExecutor& e = h_.live();
+  ScriptedScheduler s;
+  GpuId gpu = 0;
+  RequestId pending = 0;
+  int died = 0;
+  s.on_request = [&](const Request& r) {
+    pending = r.id;
+    if (r.id == 0) {
+      auto acquired = e.AcquireGpu(0, Duration::zero());
+      ASSERT_TRUE(acquired.ok()) << acquired.status().ToString();
+      gpu = *acquired;
+    } else {
+      api_->FailNext("Restore",
+                     ResourceExhausted("cuCheckpointProcessRestore: CUDA_ERROR_OUT_OF_MEMORY"),
+                     ProcessCheckpointState::kCheckpointed);
+    }
+    e.Restore(gpu, 0, 300 * kMiB);
+  };
+  s.on_restore = [&](GpuId, FunctionId, const Status& status) {
+    ASSERT_TRUE(status.ok()) << status.ToString();
+    const RequestId batch[] = {pending};
+    e.Run(gpu, 0, batch);
+  };
+  s.on_run = [&](GpuId, FunctionId) {
+    if (pending == 0) {
+      EXPECT_EQ(e.Evict(gpu, 0, EvictHint::kCheckpoint), EvictOutcome::kCopying);
+    }
+  };
+  s.on_died = [&](GpuId, FunctionId, const Status& status) {
+    ++died;
+    EXPECT_EQ(status.code(), StatusCode::kUnavailable) << status.ToString();
+    EXPECT_NE(status.message().find("CUDA_ERROR_OUT_OF_MEMORY"), std::string::npos)
+        << status.ToString();
+    e.Restore(gpu, 0, 300 * kMiB);  // a new instance
+  };
+  const Status ran = h_.Run(s);
+  ASSERT_TRUE(ran.ok()) << ran.ToString();
+  EXPECT_EQ(died, 1);
+  EXPECT_EQ(h_.host().answered, (std::map<RequestId, int>{{0, 1}, {1, 1}}));
+  EXPECT_EQ(h_.host().started, 2);
+  EXPECT_TRUE(e.violation().ok()) << e.violation().ToString();
 }
 
 // Every policy, unchanged, schedules real (in-process) instances on the live executor: three

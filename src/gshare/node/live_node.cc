@@ -53,10 +53,18 @@ Status LiveNode::Build(LiveNodeOptions options, LiveNodeParts parts) {
   }
   inventory_options.measure_links = false;
   GSHARE_ASSIGN_OR_RETURN(inventory_, GpuInventory::Open(inventory_options));
-  if (inventory_->kind() != DeviceKind::kEmulated && !options.allow_cuda) {
-    return FailedPrecondition(
-        "the live node serves functions on emulated GPUs only: its executor does not start CUDA "
-        "functions yet (use --device emulated; gshare bench function switches one CUDA function)");
+  if (parts.checkpoint_api) {
+    checkpoint_api_ = std::move(parts.checkpoint_api);
+  } else if (inventory_->kind() == DeviceKind::kCuda) {
+    auto api = OpenProcessCheckpointApi();
+    if (api.ok()) {
+      checkpoint_api_ = std::move(api).value();
+    } else {
+      checkpoint_api_note_ = std::string(api.status().message());
+      spdlog::info("functions with switch: checkpoint cannot run here: {}", checkpoint_api_note_);
+    }
+  } else {
+    checkpoint_api_note_ = "it needs CUDA GPUs; this node's are emulated";
   }
   for (const Device* device : inventory_->devices()) {
     if (device->info().memory_bytes < granularity.bytes()) {
@@ -97,6 +105,7 @@ Status LiveNode::Build(LiveNodeOptions options, LiveNodeParts parts) {
   GSHARE_ASSIGN_OR_RETURN(engine_, RestoreEngine::Create(all, engine_options, *clock_));
   copies_ =
       std::make_unique<boost::asio::thread_pool>(static_cast<std::size_t>(options.copy_threads));
+  driver_calls_ = std::make_unique<boost::asio::thread_pool>(2);
   GSHARE_ASSIGN_OR_RETURN(gpu_type_,
                           DescribeGpus(options.restore_overhead, options.price_per_hour_usd));
 
@@ -143,18 +152,28 @@ LiveNode::~LiveNode() {
 }
 
 NodeResources LiveNode::resources() {
-  return NodeResources{*clock_, switches_, *copies_, inventory_->devices(),
-                       *vgpus_, *staging_, *engine_, *snapshots_};
+  return NodeResources{*clock_,
+                       switches_,
+                       *copies_,
+                       inventory_->devices(),
+                       *vgpus_,
+                       *staging_,
+                       *engine_,
+                       *snapshots_,
+                       driver_calls_.get(),
+                       checkpoint_api_.get(),
+                       checkpoint_api_note_};
 }
 
 SwitchContext LiveNode::switch_context() {
-  return SwitchContext{loop_, *copies_, *engine_, *snapshots_, *clock_};
+  return SwitchContext{loop_, *copies_, *engine_, *snapshots_, *clock_, driver_calls_.get()};
 }
 
 FunctionId LiveNode::AddFunction(FunctionLaunch launch) {
   const FunctionId id = registry_.Add(std::move(launch.function));
   if (process_host_ != nullptr) process_host_->SetCommand(id, std::move(launch.command));
   executor_->SetRunTimeout(id, launch.run_timeout);
+  executor_->SetSwitchMechanism(id, launch.mechanism);
   if (scheduler_ != nullptr) scheduler_->OnFunctionAdded(id);
   return id;
 }
@@ -205,6 +224,7 @@ void LiveNode::Shutdown() {
 void LiveNode::FinishCopies() {
   if (engine_) engine_->WaitForTransfers();
   if (copies_) copies_->join();
+  if (driver_calls_) driver_calls_->join();
 }
 
 Result<GpuType> LiveNode::DescribeGpus(Duration restore_overhead, double price_per_hour_usd) const {

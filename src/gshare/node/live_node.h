@@ -16,9 +16,11 @@
 // (nothing of it left) its registry entry and command are freed, so a node that deploys and
 // deletes functions for weeks holds only the live ones (Tables).
 //
-// Create makes the node's process non-dumpable: it holds every function's device memory. The live
-// executor drives emulated GPUs: Create refuses CUDA GPUs with FailedPrecondition, saying so,
-// unless `allow_cuda` says the caller drives its switches itself (gshare bench function).
+// Create makes the node's process non-dumpable: it holds every function's device memory. On CUDA
+// GPUs the node opens the driver's process checkpoint API where the driver has it (functions with
+// `switch: checkpoint` need it; without it they fail to start, saying why), and its shim
+// functions preload the allocator shim named by LiveExecutorOptions::cuda_shim_library (gshare
+// serve: the one beside gshare; LiveExecutor, "Switch mechanisms").
 //
 // Threading: the loop is run by one thread at a time: the caller's (RunUntil on a manual clock,
 // or the loop itself), or the node's own after StartLoopThread. Every method but Create, the
@@ -76,8 +78,6 @@ struct LiveNodeOptions {
   int copy_threads = 2;
   // Device memory made ready ahead of allocations, per GPU (device/emulated/segment_pool.h).
   std::uint64_t prepared_bytes_per_gpu = 512 * kMiB;
-  // Accept CUDA GPUs: for tools that start and switch their function processes themselves.
-  bool allow_cuda = false;
   // How the node describes its GPUs to the policy and the accounting (GpuType): the fixed cost of
   // a restore and the price of a GPU hour.
   Duration restore_overhead = std::chrono::milliseconds(1);
@@ -105,6 +105,9 @@ struct LiveNodeParts {
   // Where the host reads the requests' inputs and delivers their answers (none: the owner sends
   // the node no request). Must outlive the node.
   RequestSource* requests = nullptr;
+  // The driver's process checkpoint API (a test's scripted one); default: the driver's own on
+  // CUDA GPUs (OpenProcessCheckpointApi), none on emulated ones.
+  std::shared_ptr<ProcessCheckpointApi> checkpoint_api;
 };
 
 // How one function runs on the node.
@@ -112,6 +115,7 @@ struct FunctionLaunch {
   ResolvedFunction function;  // its spec, resolved for the node's GPUs
   InstanceCommand command;    // how its processes start (the default host's)
   Duration run_timeout{};     // a run longer than this stops its instance; zero: none
+  SwitchMechanism mechanism = SwitchMechanism::kShim;  // how its instances switch
 };
 
 class LiveNode {
@@ -201,6 +205,9 @@ class LiveNode {
   std::unique_ptr<RestoreEngine> engine_;
   std::optional<CopyCalibration> copy_calibration_;
   std::unique_ptr<boost::asio::thread_pool> copies_;
+  std::unique_ptr<boost::asio::thread_pool> driver_calls_;  // the checkpoint API's blocking calls
+  std::shared_ptr<ProcessCheckpointApi> checkpoint_api_;
+  std::string checkpoint_api_note_;  // why there is none
   boost::asio::io_context loop_;
   std::optional<boost::asio::executor_work_guard<boost::asio::io_context::executor_type>> work_;
   std::unique_ptr<LoopClock> clock_;

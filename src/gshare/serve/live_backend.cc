@@ -495,11 +495,31 @@ Result<FunctionLaunch> LiveBackend::Plan(const FunctionSpec& spec) const {
         "it without one",
         spec.name, spec.runtime, options_.sandbox_reason));
   }
+  // Whether the node's GPUs can switch it as its spec asks (the checkpoint API needs CUDA GPUs
+  // and a driver that has it; the shim on CUDA GPUs, memory that exports).
+  const Device* gpu = node_->inventory().devices().front();
+  const bool cuda = gpu->info().kind == DeviceKind::kCuda;
+  if (cuda && !spec.runtime.empty() && !IsTenantCodeRuntime(spec.runtime)) {
+    // The example runtimes keep their models in the function library's emulated device memory.
+    return InvalidArgument(fmt::format(
+        "function '{}': the {} runtime runs on emulated GPUs only; on this node's CUDA GPUs deploy "
+        "a pytorch or python runtime, or a command (a CUDA program)",
+        spec.name, spec.runtime));
+  }
+  if (spec.switch_mechanism != SwitchMechanism::kShim || gpu->info().kind == DeviceKind::kCuda) {
+    if (Status supported = SwitchMechanismSupported(spec.switch_mechanism, gpu->info());
+        !supported.ok()) {
+      return InvalidArgument(fmt::format("function '{}' (switch: {}): {}", spec.name,
+                                         SwitchMechanismName(spec.switch_mechanism),
+                                         supported.message()));
+    }
+  }
   // A deployed model stays loaded: one instance is kept in host memory.
   return PlanLaunch(spec, node_->gpu_type(),
                     {.function_program = options_.function_program,
                      .python = options_.python,
                      .model_folder = options_.data_dir / "models" / spec.tenant,
+                     .cuda_gpus = cuda,
                      .min_instances = 1});
 }
 
@@ -711,10 +731,11 @@ void LiveBackend::AddVersion(const Key& key, std::uint64_t generation, Entry nex
       done(std::move(told));
     }
   };
-  if (cold) {
-    // No room of its own in the snapshot pool: its first request starts its first instance (and
-    // its tensors are the spec's, or none, until then).
-    node_->executor().SetKeptWarm(version, false);
+  if (cold || !node_->executor().PreparesAhead(version)) {
+    // No room of its own in the snapshot pool, or instances that start on their GPU slice (CUDA
+    // GPUs): its first request starts its first instance (and its tensors are the spec's, or
+    // none, until then). A cold one keeps no idle instance.
+    node_->executor().SetKeptWarm(version, !cold);
     prepared(Status::Ok());
     return;
   }

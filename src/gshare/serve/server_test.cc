@@ -528,6 +528,24 @@ TEST_F(ServerTest, CommandsAreTheAdminsOnly) {
   EXPECT_TRUE(Json(listed)["functions"].empty());
 }
 
+// A function that asks for the driver's checkpoint API cannot run on emulated GPUs: its deploy is
+// a 400 that says why, and nothing is kept.
+TEST_F(ServerTest, TheCheckpointMechanismIsRefusedOnEmulatedGpus) {
+  Start();
+  AddTenant("acme");
+  std::string spec(kEchoSpec);
+  spec.replace(spec.find("runtime: echo"), 13, "command: [/bin/true]\nswitch: checkpoint");
+  auto refused = client_->Send("POST", "/api/v1/tenants/acme/functions", kAdminKey, spec);
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(refused->result_int(), 400) << refused->body();
+  EXPECT_NE(refused->body().find("switch: checkpoint"), std::string::npos) << refused->body();
+  EXPECT_NE(refused->body().find("needs a CUDA GPU"), std::string::npos) << refused->body();
+  auto listed = client_->Send("GET", "/api/v1/tenants/acme/functions", kAdminKey);
+  ASSERT_TRUE(listed);
+  EXPECT_EQ(listed->result_int(), 200) << listed->body();
+  EXPECT_TRUE(Json(listed)["functions"].empty()) << listed->body();
+}
+
 // Malformed input gets a 4xx and the server stays up: broken JSON, bad UTF-8, an unknown
 // datatype, a shape its data does not fill, a shape the model does not take (the function's own
 // 400), bodies and headers past the limits, a client too slow to send its request.

@@ -2,7 +2,7 @@
 """The `python` runtime: a tenant's handler as a gShare function.
 
   python3 python_function.py --handler FILE --name NAME --input SPEC... --output SPEC...
-                             [--max-batch N] [--threads N]
+                             [--max-batch N] [--threads N] [--device emulated|cuda]
 
 The node starts it for a spec with `runtime: python` (node/launch_plan.cc): the spec's first model
 file is the handler, a Python file that defines
@@ -20,7 +20,9 @@ It is the tenant's code: the node lets a tenant deploy it only where the tenant'
 a uid of their own. The handler's memory is host memory: a checkpoint and a restore move the
 function's (empty) device memory, not the handler's state, which stays in the process.
 
-Each predict runs as one kernel launch under the node's compute grant. Its outputs must be those
+Each predict runs as one kernel launch under the node's compute grant (with --device cuda, on a
+node of CUDA GPUs, the function library is not loaded and predict runs as it is: what it puts on
+the GPU is the process's own, which the node's switch moves). Its outputs must be those
 the spec declares (arrays of its datatypes and shapes, the batch first). A handler that does not
 import, lacks Model, or raises in load() fails the load: the reason on one line of stderr (the
 function's log), exit 1, and the deploy fails with it. A predict that raises, or outputs that do not
@@ -129,6 +131,9 @@ class HandlerModel:
                                  f"{where}") from None
             result.extend(self._outputs_of(outputs, batch))
 
+        if self._device is None:
+            kernel()
+            return result
         try:
             self._device.launch(kernel)
         finally:
@@ -175,9 +180,11 @@ def main(argv):
             os.environ[variable] = str(args.threads)
         import numpy  # noqa: PLC0415 (after the socket is bound: the node sees 503 meanwhile)
 
-        from gshare_runtime import device as device_module  # noqa: PLC0415
+        device = None
+        if args.device == "emulated":
+            from gshare_runtime import device as device_module  # noqa: PLC0415
 
-        device = device_module.Device()
+            device = device_module.Device()
         return HandlerModel(args, numpy, device)
 
     kserve_unix.serve(load, args.name)

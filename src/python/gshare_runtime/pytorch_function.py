@@ -18,7 +18,9 @@ back, at the same addresses, when it restores it on any GPU, so the outputs afte
 bytes they were before. The activations of a forward pass live in ordinary host memory, and the
 outputs are copied out of the forward before its kernel ends. Tensors the module holds otherwise
 (constants of a frozen module) stay in host memory; the log says how many bytes were placed.
-With --device cuda the model runs on cuda:0 and the node's switch moves it.
+With --device cuda (the node's GPUs are CUDA GPUs) the model runs on cuda:0, the inputs are copied
+there and the outputs back, and the node's switch moves the process's device memory (the
+allocator shim preloaded into it, or the driver's checkpoint API); the library is not loaded.
 
 Loading checks the model against the spec: one warm-up forward on zeros of the declared shapes
 (batch 1; skipped when another dimension is -1) must give as many outputs as the spec declares, of
@@ -44,7 +46,6 @@ ALIGNMENT = 256  # the device allocator's
 
 def parse_args(argv):
     parser = runtime_args.parser(__doc__.split("\n")[0], "--model-file", "the TorchScript file")
-    parser.add_argument("--device", choices=("emulated", "cuda"), default="emulated")
     args = parser.parse_args(argv)
     runtime_args.check_common(parser, args)
     return args

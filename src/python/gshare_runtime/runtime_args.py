@@ -48,6 +48,9 @@ def parser(description, model_flag, model_help):
                    dest="outputs", help="DATATYPE:dims:name (repeated)")
     p.add_argument("--max-batch", type=int, default=1)
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--device", choices=("emulated", "cuda"), default="emulated",
+                   help="emulated: the function library's device memory and compute grants; "
+                        "cuda: the process's own CUDA device (cuda:0), switched by the node")
     return p
 
 

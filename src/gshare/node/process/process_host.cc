@@ -228,11 +228,14 @@ Status ProcessHost::SpawnNow(Process& process) {
 
   ProcessSpec spec;
   spec.argv = command.argv;
-  spec.env = InstanceEnvironment({.control = true,
+  const bool control = process.launch.control.valid();
+  std::map<std::string, std::string> env = command.env;
+  for (const auto& [name, value] : process.launch.environment) env[name] = value;
+  spec.env = InstanceEnvironment({.control = control,
                                   .device_base = process.launch.device_base,
                                   .device_reserve_bytes = process.launch.device_reserve_bytes,
                                   .socket_path = process.socket_path},
-                                 command.env);
+                                 env);
   spec.working_dir = command.working_dir.empty() ? run_dir_ : command.working_dir;
   spec.log_path = log.string();
   spec.identity = identity;
@@ -243,7 +246,7 @@ Status ProcessHost::SpawnNow(Process& process) {
     spawns->fetch_add(1);
   }
   spec.limits.open_files = options_.open_files;
-  spec.pass_fds = {process.launch.control.get()};
+  if (control) spec.pass_fds = {process.launch.control.get()};
   spec.pid_namespace = options_.pid_namespaces;
   spec.init_program = options_.init_program;
   if (options_.sandbox && command.sandboxed) {
@@ -536,7 +539,7 @@ void ProcessHost::Ready(Process& process) {
   ever_ready_.insert(process.function);
   process.ready_at = clock_.Now();
   ScheduleProbe(process.id);
-  if (process.launch.on_ready) process.launch.on_ready();
+  if (process.launch.on_ready) process.launch.on_ready(process.child->program_pid());
 }
 
 std::optional<ModelTensors> ProcessHost::ReportedTensors(FunctionId function) const {

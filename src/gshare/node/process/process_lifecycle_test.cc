@@ -92,7 +92,7 @@ class ProcessLifecycleTest : public ::testing::Test {
     launch.instance = id;
     launch.function = 0;
     launch.control = UniqueFd(ends[1]);
-    launch.on_ready = [this, id] { seen_[id].ready = true; };
+    launch.on_ready = [this, id](std::int64_t) { seen_[id].ready = true; };
     launch.on_exit = [this, id](Status status) { seen_[id].exit = status; };
     return host_->Start(std::move(launch));
   }

@@ -54,6 +54,8 @@ struct SwitchContext {
   RestoreEngine& engine;
   SnapshotStore& snapshots;
   const Clock& clock;  // times the steps of a restore (RestoreSteps)
+  // Where a checkpoint-API switch runs the driver's blocking calls; null: on `copies`.
+  boost::asio::thread_pool* driver_calls = nullptr;
 };
 
 // Where a channel switch's last restore spent its time, on its context's clock. The map round

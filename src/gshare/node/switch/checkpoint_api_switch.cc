@@ -83,7 +83,8 @@ Result<GpuUuidBytes> CheckpointApiSwitch::CheckBuffer(const DeviceBuffer& buffer
   if (!uuid.ok()) {
     return uuid.status().WithContext(name_ + ": a checkpoint-API switch needs a CUDA GPU's slice");
   }
-  if (uuid->kind != GpuUuidKind::kGpu) {
+  if (uuid->kind != GpuUuidKind::kGpu &&
+      !(options_.accept_emulated_gpus && uuid->kind == GpuUuidKind::kEmulated)) {
     return InvalidArgument(fmt::format(
         "{}: a checkpoint-API switch needs a whole CUDA GPU's slice, not {} (a MIG instance or an "
         "emulated GPU)",

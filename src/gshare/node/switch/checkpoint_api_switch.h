@@ -65,6 +65,9 @@ struct CheckpointApiSwitchContext {
 struct CheckpointApiSwitchOptions {
   // How long a checkpoint waits for the process's work in flight to end (0: no limit).
   std::chrono::milliseconds lock_timeout{10'000};
+  // Take slices of emulated GPUs as if they were CUDA GPUs' (their UUIDs' bytes name them): for
+  // tests that drive a scripted API through a node of emulated GPUs. Never set by the node.
+  bool accept_emulated_gpus = false;
 };
 
 // The last operation's driver calls, each from call to return (zero: not made).

@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "gshare/node/switch/testing/fake_checkpoint_api.h"
+
 namespace gshare {
 namespace {
 
@@ -29,123 +31,7 @@ constexpr GpuUuidBytes kBytesB = {0xf0, 0xe1, 0xd2, 0xc3, 0xb4, 0xa5, 0x96, 0x87
                                   0x78, 0x69, 0x5a, 0x4b, 0x3c, 0x2d, 0x1e, 0x0f};
 constexpr std::uint64_t kSlice = 64ULL << 20;
 
-// The driver's API for one process, as a state machine with scripted failures. Calls in the wrong
-// state fail as the driver's do (ILLEGAL_STATE); a scripted failure leaves the state as it was,
-// or as scripted. Every call is recorded. Thread-safe: calls come from the worker.
-class FakeCheckpointApi final : public ProcessCheckpointApi {
- public:
-  struct Call {
-    std::string name{};
-    int pid = 0;
-    std::chrono::milliseconds timeout{};
-    std::vector<GpuPair> pairs{};
-  };
-
-  // The next call `name` ("Lock", "Checkpoint", "Restore", "Unlock", "GetState") fails with
-  // `status`, leaving the process in `leaves` (unchanged when empty).
-  void FailNext(const std::string& name, Status status, std::optional<State> leaves = {}) {
-    std::lock_guard lock(mutex_);
-    failures_[name].push_back({std::move(status), leaves});
-  }
-  // The next call `name` blocks inside the driver until Release().
-  void HoldNext(const std::string& name) {
-    std::lock_guard lock(mutex_);
-    hold_ = name;
-  }
-  void WaitUntilHeld() {
-    std::unique_lock lock(mutex_);
-    changed_.wait(lock, [&] { return held_; });
-  }
-  void Release() {
-    std::lock_guard lock(mutex_);
-    hold_.reset();
-    changed_.notify_all();
-  }
-
-  std::vector<std::string> call_names() const {
-    std::lock_guard lock(mutex_);
-    std::vector<std::string> names;
-    for (const Call& call : calls_) names.push_back(call.name);
-    return names;
-  }
-  std::vector<Call> calls() const {
-    std::lock_guard lock(mutex_);
-    return calls_;
-  }
-  void ClearCalls() {
-    std::lock_guard lock(mutex_);
-    calls_.clear();
-  }
-  State state() const {
-    std::lock_guard lock(mutex_);
-    return state_;
-  }
-
-  Status Lock(int pid, std::chrono::milliseconds timeout) override {
-    return Transition({.name = "Lock", .pid = pid, .timeout = timeout}, State::kRunning,
-                      State::kLocked);
-  }
-  Status Checkpoint(int pid) override {
-    return Transition({.name = "Checkpoint", .pid = pid}, State::kLocked, State::kCheckpointed);
-  }
-  Status Restore(int pid, std::span<const GpuPair> pairs) override {
-    return Transition({.name = "Restore", .pid = pid, .pairs = {pairs.begin(), pairs.end()}},
-                      State::kCheckpointed, State::kLocked);
-  }
-  Status Unlock(int pid) override {
-    return Transition({.name = "Unlock", .pid = pid}, State::kLocked, State::kRunning);
-  }
-  Result<State> GetState(int pid) override {
-    std::unique_lock lock(mutex_);
-    if (auto failed = Enter({.name = "GetState", .pid = pid}, lock)) return *failed;
-    return state_;
-  }
-
- private:
-  struct Failure {
-    Status status;
-    std::optional<State> leaves;
-  };
-
-  // Records the call, holds it when asked to, and returns its scripted failure, if any.
-  std::optional<Status> Enter(Call call, std::unique_lock<std::mutex>& lock) {
-    const std::string name = call.name;
-    calls_.push_back(std::move(call));
-    if (hold_ == name) {
-      held_ = true;
-      changed_.notify_all();
-      changed_.wait(lock, [&] { return !hold_.has_value(); });
-      held_ = false;
-    }
-    auto it = failures_.find(name);
-    if (it == failures_.end() || it->second.empty()) return std::nullopt;
-    Failure failure = std::move(it->second.front());
-    it->second.pop_front();
-    if (failure.leaves) state_ = *failure.leaves;
-    return failure.status;
-  }
-
-  Status Transition(Call call, State from, State to) {
-    std::unique_lock lock(mutex_);
-    const std::string name = call.name;
-    if (auto failed = Enter(std::move(call), lock)) return *failed;
-    if (state_ != from) {
-      return FailedPrecondition(
-          fmt::format("cuCheckpointProcess{} (pid {}): CUDA_ERROR_ILLEGAL_STATE (while {})", name,
-                      kPid, ProcessCheckpointStateName(state_)));
-    }
-    state_ = to;
-    return Status::Ok();
-  }
-
-  mutable std::mutex mutex_;
-  std::condition_variable changed_;
-  State state_ = State::kRunning;
-  std::vector<Call> calls_;
-  std::map<std::string, std::deque<Failure>> failures_;
-  std::optional<std::string> hold_;
-  bool held_ = false;
-};
+using testing::FakeCheckpointApi;
 
 // A CUDA GPU as far as the switch looks: its UUID. Its buffers are accounting only.
 class TestGpu final : public Device {
@@ -234,7 +120,7 @@ TEST_F(CheckpointApiSwitchTest, AttachesCheckpointsAndRestoresOntoTheSameGpuWith
   ASSERT_TRUE(Checkpoint(*driver).ok());
   EXPECT_EQ(driver->state(), SwitchState::kCheckpointed);
   EXPECT_FALSE(driver->uses_buffer()) << "the slice may be freed after a checkpoint";
-  EXPECT_EQ(api_.state(), State::kCheckpointed);
+  EXPECT_EQ(api_.state(kPid), State::kCheckpointed);
   auto calls = api_.calls();
   ASSERT_EQ(calls.size(), 2u);
   EXPECT_EQ(calls[0].name, "Lock");
@@ -254,7 +140,7 @@ TEST_F(CheckpointApiSwitchTest, AttachesCheckpointsAndRestoresOntoTheSameGpuWith
   ASSERT_TRUE(Restore(*driver, *again).ok());
   EXPECT_EQ(driver->state(), SwitchState::kResident);
   EXPECT_TRUE(driver->uses_buffer());
-  EXPECT_EQ(api_.state(), State::kRunning);
+  EXPECT_EQ(api_.state(kPid), State::kRunning);
   calls = api_.calls();
   ASSERT_EQ(api_.call_names(), (Names{"Restore", "Unlock"}));
   EXPECT_TRUE(calls[0].pairs.empty()) << "the same GPU: no remapping";
@@ -308,7 +194,7 @@ TEST_F(CheckpointApiSwitchTest, ALockThatTimesOutTriesToUnlockAndLeavesItResiden
   EXPECT_EQ(api_.call_names(), (Names{"Lock", "Unlock"}));
   EXPECT_EQ(driver->state(), SwitchState::kResident);
   EXPECT_TRUE(driver->uses_buffer());
-  EXPECT_EQ(api_.state(), State::kRunning);
+  EXPECT_EQ(api_.state(kPid), State::kRunning);
 
   api_.ClearCalls();
   EXPECT_TRUE(Checkpoint(*driver).ok()) << "a later checkpoint goes through";
@@ -381,7 +267,7 @@ TEST_F(CheckpointApiSwitchTest, AFailedCheckpointUnlocksAndStaysResident) {
   EXPECT_NE(status.message().find("stays resident"), std::string::npos) << status.message();
   EXPECT_EQ(api_.call_names(), (Names{"Lock", "Checkpoint", "Unlock"}));
   EXPECT_EQ(driver->state(), SwitchState::kResident);
-  EXPECT_EQ(api_.state(), State::kRunning);
+  EXPECT_EQ(api_.state(kPid), State::kRunning);
   EXPECT_TRUE(driver->uses_buffer());
 }
 

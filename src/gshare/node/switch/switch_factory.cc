@@ -8,17 +8,6 @@
 
 namespace gshare {
 
-std::string_view SwitchMechanismName(SwitchMechanism mechanism) {
-  return mechanism == SwitchMechanism::kShim ? "shim" : "checkpoint";
-}
-
-Result<SwitchMechanism> ParseSwitchMechanism(std::string_view text) {
-  if (text == "shim") return SwitchMechanism::kShim;
-  if (text == "checkpoint") return SwitchMechanism::kCheckpoint;
-  return InvalidArgument(
-      fmt::format("unknown switch mechanism '{}' (use shim or checkpoint)", text));
-}
-
 Status SwitchMechanismSupported(SwitchMechanism mechanism, const DeviceInfo& gpu) {
   if (mechanism == SwitchMechanism::kShim) {
     if (gpu.memory_exportable) return Status::Ok();
@@ -46,7 +35,8 @@ Result<std::shared_ptr<SwitchDriver>> CreateSwitchDriver(SwitchContext context,
       return InvalidArgument("the checkpoint mechanism needs the driver's API, a clock and a pid");
     }
     return std::shared_ptr<SwitchDriver>(CheckpointApiSwitch::Create(
-        {context.loop, context.copies, *target.checkpoint_api, *target.clock},
+        {context.loop, context.driver_calls != nullptr ? *context.driver_calls : context.copies,
+         *target.checkpoint_api, *target.clock},
         std::move(target.name), static_cast<int>(target.pid)));
   }
   if (!target.channel.valid()) return InvalidArgument("the shim mechanism needs a control channel");

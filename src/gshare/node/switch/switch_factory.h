@@ -11,7 +11,7 @@
 //               keeps the bytes in the process's host memory.
 //
 // Threading: CreateSwitchDriver on the event loop of `context`; the checkpoint switch runs the
-// driver's blocking calls on `context.copies`.
+// driver's blocking calls on `context.driver_calls` (on `context.copies` where that is null).
 #pragma once
 
 #include <functional>
@@ -23,6 +23,7 @@
 #include "gshare/device/cuda/cuda_checkpoint.h"
 #include "gshare/device/device.h"
 #include "gshare/fn/control_channel.h"
+#include "gshare/model/switch_mechanism.h"
 #include "gshare/node/switch/channel_switch.h"
 #include "gshare/node/switch/switch_driver.h"
 
@@ -30,10 +31,6 @@ namespace gshare {
 
 // The library a CUDA function process preloads for the shim mechanism; it lies beside gshare.
 inline constexpr const char* kCudaShimLibrary = "libgshare-cuda-shim.so";
-
-enum class SwitchMechanism { kShim, kCheckpoint };
-std::string_view SwitchMechanismName(SwitchMechanism mechanism);  // "shim", "checkpoint"
-Result<SwitchMechanism> ParseSwitchMechanism(std::string_view text);
 
 // Whether `mechanism` can switch functions on `gpu` here; Unavailable naming the reason
 // otherwise (the checkpoint API is probed: ProbeProcessCheckpointApi).

@@ -129,6 +129,10 @@ bool InProcessHost::WaitExited(std::chrono::milliseconds wait) {
 }
 
 void InProcessHost::Serve(Hosted& h, InstanceLaunch& launch) {
+  // Each instance's stand-in pid: no process of its own, and never one of the machine's that a
+  // test could harm.
+  const std::int64_t pid = kStandInPidBase + static_cast<std::int64_t>(launch.instance);
+  if (!launch.control.valid()) return ServeUnmodified(h, launch, pid);
   auto runtime =
       fn::FunctionRuntime::Connect(std::move(launch.control), launch.device_base,
                                    launch.device_reserve_bytes, {.exit_when_node_gone = false});
@@ -141,7 +145,7 @@ void InProcessHost::Serve(Hosted& h, InstanceLaunch& launch) {
     (void)(*runtime)->Launch([&] { std::memset(weights->data(), 0x5a, weights->size_bytes()); });
     (*runtime)->EndWork();
     (void)(*runtime)->memory().Freeze();
-    Post(launch.on_ready);
+    Post([ready = launch.on_ready, pid] { ready(pid); });
   }
   const auto stopped = [&] {
     std::lock_guard lock(h.mutex);
@@ -170,6 +174,35 @@ void InProcessHost::Serve(Hosted& h, InstanceLaunch& launch) {
   }
   weights = Status(Cancelled("stopping"));
   runtime = Status(Cancelled("stopping"));  // closes the channel
+  Post([exit = launch.on_exit] { exit(Status::Ok()); });
+}
+
+void InProcessHost::ServeUnmodified(Hosted& h, InstanceLaunch& launch, std::int64_t pid) {
+  // Without a control channel: a program the driver switches (the checkpoint API), whose memory
+  // the node never sees and whose kernels share the GPU by its own time slicing.
+  Post([ready = launch.on_ready, pid] { ready(pid); });
+  for (;;) {
+    Job job;
+    {
+      std::unique_lock lock(h.mutex);
+      h.changed.wait(lock, [&] { return h.stop || !h.jobs.empty(); });
+      if (h.stop) break;
+      job = std::move(h.jobs.front());
+      h.jobs.pop_front();
+    }
+    if (job.hang) {
+      for (;;) {
+        {
+          std::lock_guard lock(h.mutex);
+          if (h.stop) break;
+        }
+        clock_.SleepUntil(clock_.Now() + std::chrono::seconds(1));
+      }
+      break;
+    }
+    clock_.SleepUntil(clock_.Now() + h.spec->ExecLatency(job.batch));
+    Post([done = std::move(job.done)] { done(Status::Ok()); });
+  }
   Post([exit = launch.on_exit] { exit(Status::Ok()); });
 }
 

@@ -43,6 +43,10 @@ class InProcessHost final : public InstanceHost {
                                                      RequestSource*)>
   Factory(InProcessHost** made);
 
+  // Where instances' stand-in pids start (InstanceLaunch::on_ready): above any pid (pid_max is at
+  // most 2^22), within an int (the driver's API takes one).
+  static constexpr std::int64_t kStandInPidBase = std::int64_t{1} << 30;
+
   Status Start(InstanceLaunch launch) override;
   void Infer(InstanceId instance, std::span<const RequestId> batch,
              std::function<void(Status)> done) override;
@@ -82,6 +86,7 @@ class InProcessHost final : public InstanceHost {
   static void Halt(Hosted& hosted);
   void Post(std::function<void()> f);
   void Serve(Hosted& hosted, InstanceLaunch& launch);
+  void ServeUnmodified(Hosted& hosted, InstanceLaunch& launch, std::int64_t pid);
 
   LoopClock& clock_;
   const FunctionRegistry& functions_;

@@ -26,6 +26,7 @@ void LiveNodeHarness::Build(const GpuType& gpu, std::vector<ResolvedFunction> fu
   options.executor.distinct_device_ranges = true;  // instances share this process
   if (configure) configure(options);
   LiveNodeParts parts;
+  if (configure_parts) configure_parts(parts);
   parts.clock = [this](boost::asio::io_context& loop) {
     auto clock = std::make_unique<ManualLoopClock>(loop);
     clock_ = clock.get();

@@ -37,8 +37,10 @@ class LiveNodeHarness final : public ExecutorHarness {
   // Runs the node's loop until `done()` (ManualLoopClock::RunUntil).
   Status RunUntil(const std::function<bool()>& done);
 
-  // Applied by the next Build: the node's options (its executor's among them).
+  // Applied by the next Build: the node's options (its executor's among them), and its parts
+  // (a switch factory, a checkpoint API; the clock and host are the harness's).
   std::function<void(LiveNodeOptions&)> configure;
+  std::function<void(LiveNodeParts&)> configure_parts;
   SliceGranularity granularity;  // of the next Build's vGPU manager
 
   LiveNode& node() { return *node_; }
