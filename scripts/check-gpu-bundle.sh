@@ -5,8 +5,10 @@
 #      names, within 48 MiB (gpu-bundle.sh fails above it);
 #   2. the bundle's binaries start from OUT: gshare lists emulated GPUs, each GPU test runs (and
 #      skips its cases, where there is no GPU) and exits 0;
-#   3. OUT/run.sh exits 77 with its "no NVIDIA GPU or driver here" message (only where there is no
-#      GPU: where nvidia-smi answers, this check is left out);
+#   3. OUT/run.sh and OUT/run.sh serve exit 77 with their "no NVIDIA GPU or driver here" messages
+#      (only where there is no GPU: where nvidia-smi answers, this check is left out); then
+#      OUT/run.sh serve --emulated (a 30 s trace) serves the tenants' models with no wrong answer
+#      and prints its table;
 #   4. report.py reads results folders laid out as run.sh writes them (made up here, with the
 #      fields of `gshare bench function`, `gshare bench restore` and gtest's reports) into the
 #      tables and verdicts expected: a passing run; one whose checks fail (a shim restore beyond
@@ -268,7 +270,9 @@ echo "== the bundle took $((SECONDS - started)) s to build here"
 
 echo "== 1. contents and size"
 for file in gshare run.sh report.py examples/pytorch/function.py examples/pytorch/kserve_unix.py \
-  tests/gpu-tests.txt BUILD-INFO; do
+  tests/gpu-tests.txt BUILD-INFO gshare-init gshare-function libgshare-fn.so \
+  python/gshare_runtime/pytorch_function.py python/gshare_runtime/python_function.py \
+  real-models.py serve-check.sh serve-check.py; do
   if [ -f "${out}/${file}" ]; then pass "${file}"; else fail "${file} is missing"; fi
 done
 mapfile -t tests <"${out}/tests/gpu-tests.txt"
@@ -313,6 +317,28 @@ else
     fail "run.sh exited ${rc}, expected 77 and its message: ${message}"
   fi
   if [ -e "${out}/results" ]; then fail "run.sh wrote ${out}/results without a GPU"; fi
+  "${out}/run.sh" serve >"${work}/serve.out" 2>&1
+  rc=$?
+  if [ "${rc}" -eq 77 ] && grep -q 'no NVIDIA GPU or driver here' "${work}/serve.out"; then
+    pass "run.sh serve exits 77 without a GPU"
+  else
+    fail "run.sh serve exited ${rc}, expected 77: $(head -c 500 "${work}/serve.out")"
+  fi
+fi
+
+echo "== 3b. the serve phase on emulated GPUs (run.sh serve --emulated, a 30 s trace)"
+# gshare serve from the bundle serves the tenants' torchvision models on CPU PyTorch: every answer
+# equals the model's alone, the table has the live run beside both predictions.
+GSHARE_SERVE_DURATION=30s GSHARE_SERVE_RESULTS="${work}/serve" timeout 900 \
+  "${out}/run.sh" serve --emulated >"${work}/serve-emulated.out" 2>&1
+rc=$?
+if [ "${rc}" -eq 0 ] && grep -q '^verdict: pass' "${work}/serve-emulated.out" &&
+  grep -q '^| wrong outputs | 0 |' "${work}/serve-emulated.out" &&
+  grep -q '^| | live gshare | sim gshare | sim keepalive |$' "${work}/serve-emulated.out"; then
+  pass "run.sh serve --emulated: $(grep '^verdict:' "${work}/serve-emulated.out")"
+else
+  tail -n 40 "${work}/serve-emulated.out"
+  fail "run.sh serve --emulated exited ${rc}"
 fi
 
 check_report "${out}/report.py"

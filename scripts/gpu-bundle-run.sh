@@ -5,6 +5,10 @@
 # its results folder.
 #
 #   OUT/run.sh        results in OUT/results, or in the folder GSHARE_GPU_RESULTS names
+#   OUT/run.sh serve [--emulated]
+#                     the serve phase, a separate call (OUT/serve-check.sh: gshare serve on the
+#                     GPU serving tenants' torchvision models; --emulated: on emulated GPUs with
+#                     CPU PyTorch, where there is no GPU); results in OUT/results-serve
 #
 # Where there is no NVIDIA GPU or driver it says so and checks nothing. Otherwise, in this order
 # (the key figures first; the whole run within 5 minutes, smoke phase included):
@@ -35,6 +39,10 @@
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+if [ "${1:-}" = serve ]; then
+  shift
+  exec bash "${here}/serve-check.sh" "$@"
+fi
 gshare="${here}/gshare"
 function_py="${here}/examples/pytorch/function.py"
 results="${GSHARE_GPU_RESULTS:-${here}/results}"

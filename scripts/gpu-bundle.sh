@@ -21,6 +21,11 @@
 #                                where `gshare bench function --mechanism shim` looks for it)
 #   tests/                       every test labelled gpu (gpu-tests.txt lists them) and the helper
 #                                programs they start, stripped
+#   gshare-init, gshare-function, libgshare-fn.so
+#                                what gshare serve starts beside gshare (the serve phase)
+#   python/gshare_runtime/       the pytorch and python runtimes
+#   real-models.py, serve-check.sh, serve-check.py
+#                                the serve phase (run.sh serve): models, the phase, its table
 #   examples/pytorch/            the PyTorch example function and its protocol layer
 #   lib/                         the shared libraries the binaries need beyond the base system
 #   run.sh, report.py            the check itself (scripts/gpu-bundle-run.sh) and its table
@@ -109,12 +114,12 @@ while read -r kind target path; do
   [ -f "${path}" ] || fail "${target}: ${path} was not built"
   case "${kind}" in
     gshare) destination="${out}/gshare" ;;
-    shim) destination="${out}/$(basename "${path}")" ;;
+    program | shim | library) destination="${out}/$(basename "${path}")" ;;
     test | helper) destination="${out}/tests/$(basename "${path}")" ;;
     *) fail "unknown entry '${kind}' in ${manifest}" ;;
   esac
   cp "${path}" "${destination}"
-  if [ "${kind}" = shim ]; then
+  if [ "${kind}" = shim ] || [ "${kind}" = library ]; then
     strip --strip-unneeded "${destination}"
   else
     strip --strip-all "${destination}"
@@ -127,7 +132,17 @@ cp "${root}/examples/pytorch/function.py" "${root}/src/python/gshare_runtime/kse
   "${out}/examples/pytorch/"
 cp "${root}/scripts/gpu-bundle-run.sh" "${out}/run.sh"
 cp "${root}/scripts/gpu-bundle-report.py" "${out}/report.py"
-chmod +x "${out}/run.sh"
+# The serve phase (run.sh serve): the Python runtimes where gshare serve looks for them (beside
+# gshare-function), the models' maker and the phase's script and table.
+mkdir -p "${out}/python/gshare_runtime"
+for file in __init__.py device.py kserve_unix.py runtime_args.py pytorch_function.py \
+  python_function.py; do
+  cp "${root}/src/python/gshare_runtime/${file}" "${out}/python/gshare_runtime/"
+done
+cp "${root}/scripts/real-models.py" "${out}/real-models.py"
+cp "${root}/scripts/gpu-serve-check.sh" "${out}/serve-check.sh"
+cp "${root}/scripts/gpu-serve-check.py" "${out}/serve-check.py"
+chmod +x "${out}/run.sh" "${out}/serve-check.sh"
 
 # "NAME PATH" for each library `ldd FILE` lists; PATH is "not-found" when it does not resolve.
 libraries_of() {

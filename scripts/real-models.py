@@ -1,6 +1,7 @@
 """The main job's real models: torchvision classifiers and a Python handler, made here, run here.
 
-  python3 scripts/real-models.py --out DIR --models-root ROOT [--size 112]
+  python3 scripts/real-models.py --out DIR --models-root ROOT [--size 112] [--device cuda]
+                                 [--with-vit]
 
 For each classifier: random weights from a seed of its own (no download), eval mode, traced to
 TorchScript at 1x3xSIZExSIZE and saved as DIR/files/<tenant>/<name>.pt. For the handler: its
@@ -12,6 +13,12 @@ DIR/references/<function>.request.json and .response.json (KServe v2 bodies, for
 this machine (one thread, the median of 5 runs), their files under ROOT/<tenant>/ (where the
 server keeps each tenant's uploads) and their tensors. DIR/uploads.txt has a line per file:
 "tenant local-path name-in-the-tenant's-folder".
+
+--device cuda (the GPU check, scripts/gpu-serve-check.sh): each model alone runs on cuda:0, as the
+pytorch runtime runs it on a node of CUDA GPUs (the same kernels, so the answers agree within the
+tolerance), its latency is the GPU's, and its slice leaves room for activations and the allocator
+(1.5 x the parameters + 1 GiB). --with-vit adds vit_l_16 (tenant vision-b), traced at 224x224, the
+size its position embeddings are made for.
 """
 
 import argparse
@@ -78,9 +85,11 @@ def write_reference(folder, function, input_name, x, output_name, y):
         json.dump({"model_name": function, "outputs": [tensor_json(output_name, y)]}, f)
 
 
-def spec_entry(function, tenant, model_bytes, latency_ms, slo_ms, files, inputs, outputs, runtime):
-    # gpu_memory: the parameters and the runtime's room (the function library's, a margin).
-    gpu_mib = int(model_bytes * 1.25 / 2**20) + 32
+def spec_entry(function, tenant, model_bytes, latency_ms, slo_ms, files, inputs, outputs, runtime,
+               cuda=False):
+    # gpu_memory: the parameters and the runtime's room (the function library's, a margin; on a
+    # CUDA GPU the activations and PyTorch's caching allocator besides).
+    gpu_mib = int(model_bytes * 1.5 / 2**20) + 1024 if cuda else int(model_bytes * 1.25 / 2**20) + 32
     lines = [
         f"  - name: {function}",
         f"    tenant: {tenant}",
@@ -104,27 +113,45 @@ def main():
     parser.add_argument("--models-root", required=True,
                         help="the server's DATA_DIR/models, where each tenant's uploads land")
     parser.add_argument("--size", type=int, default=112, help="the images' height and width")
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                        help="where each model runs alone (cuda: as on a node of CUDA GPUs)")
+    parser.add_argument("--with-vit", action="store_true", help="add vit_l_16 at 224x224")
     args = parser.parse_args()
     if not 32 <= args.size <= 512:
         parser.error("--size must be 32 to 512")
+    cuda = args.device == "cuda"
+    if cuda and not torch.cuda.is_available():
+        parser.error("--device cuda: this PyTorch sees no CUDA GPU")
     torch.set_num_threads(1)
+    classifiers = [(f, t, c, args.size) for f, t, c in CLASSIFIERS]
+    if args.with_vit:
+        classifiers.append(("vit-l-16", "vision-b", "vit_l_16", 224))
     references = os.path.join(args.out, "references")
     os.makedirs(references, exist_ok=True)
     entries, uploads = [], []
-    for seed, (function, tenant, constructor) in enumerate(CLASSIFIERS, start=1):
+    for seed, (function, tenant, constructor, size) in enumerate(classifiers, start=1):
         torch.manual_seed(seed)
         model = getattr(torchvision.models, constructor)(weights=None).eval()
-        x = torch.randn(1, 3, args.size, args.size, generator=torch.Generator().manual_seed(seed))
+        x = torch.randn(1, 3, size, size, generator=torch.Generator().manual_seed(seed))
         folder = os.path.join(args.out, "files", tenant)
         os.makedirs(folder, exist_ok=True)
         path = os.path.join(folder, f"{function}.pt")
         with torch.inference_mode():
             torch.jit.trace(model, x).save(path)
-        # The model alone: read back from its file, as the server's runtime reads it.
-        alone = torch.jit.load(path).eval()
+        # The model alone: read back from its file, as the server's runtime reads it (on cuda:0
+        # with --device cuda, as the runtime runs it there).
+        alone = torch.jit.load(path, map_location="cuda:0" if cuda else "cpu").eval()
+        on_device = x.to("cuda:0") if cuda else x
+
+        def forward():
+            out = alone(on_device)
+            if cuda:
+                torch.cuda.synchronize()
+            return out
+
         with torch.inference_mode():
-            y = alone(x)
-            latency = median_ms(lambda: alone(x))
+            y = forward().to("cpu")
+            latency = median_ms(forward)
         model_bytes = sum(t.numel() * t.element_size()
                           for t in list(alone.parameters()) + list(alone.buffers()))
         write_reference(references, function, "input", x.numpy(), "logits", y.numpy())
@@ -132,8 +159,8 @@ def main():
         entries.append(spec_entry(
             function, tenant, model_bytes, latency, slo_ms,
             [os.path.join(args.models_root, tenant, f"{function}.pt")],
-            f"{{name: input, datatype: FP32, shape: [-1, 3, {args.size}, {args.size}]}}",
-            "{name: logits, datatype: FP32, shape: [-1, 1000]}", "pytorch"))
+            f"{{name: input, datatype: FP32, shape: [-1, 3, {size}, {size}]}}",
+            "{name: logits, datatype: FP32, shape: [-1, 1000]}", "pytorch", cuda))
         uploads.append(f"{tenant} {path} {function}.pt")
         print(f"  {function:20} ({tenant}): {model_bytes / 2**20:6.1f} MiB of parameters, "
               f"{latency:6.1f} ms a request alone", flush=True)
@@ -163,7 +190,8 @@ def main():
         "scorer", HANDLER_TENANT, weights.nbytes, max(latency, 1.0), 200,
         [os.path.join(root, "handler.py"), os.path.join(root, "weights.npy")],
         f"{{name: features, datatype: FP32, shape: [-1, {HANDLER_FEATURES}]}}",
-        f"{{name: probabilities, datatype: FP32, shape: [-1, {HANDLER_CLASSES}]}}", "python"))
+        f"{{name: probabilities, datatype: FP32, shape: [-1, {HANDLER_CLASSES}]}}", "python",
+        cuda))
     for name in ("handler.py", "weights.npy"):
         uploads.append(f"{HANDLER_TENANT} {os.path.join(folder, name)} scorer/{name}")
     print(f"  {'scorer':20} ({HANDLER_TENANT}): a Python handler, {latency:6.2f} ms a request alone",

@@ -31,6 +31,10 @@ expect_error negative_cap "max-gpus" "${sim[@]}" --max-gpus -1
 replay=(node replay --catalog "$catalog" --trace "$trace")
 expect_error replay_bad_granularity "slice-granularity" "${replay[@]}" --slice-granularity 12Qi
 expect_error replay_odd_granularity "multiple of 2Mi" "${replay[@]}" --slice-granularity 3Mi
+# gshare replay --predict names registered policies only, checked before anything is sent.
+expect_error server_replay_bad_predict "--predict: unknown policy 'magic'" replay \
+  --url http://127.0.0.1:9 --catalog "$catalog" --trace "$trace" --admin-key-file /dev/null \
+  --predict keepalive,magic
 expect_error replay_gpu_below_slice "less than one slice" "${replay[@]}" --gpu-memory 256Mi --slice-granularity 512Mi
 expect_error bad_cold_start "instance-cold-start" "${sim[@]}" --instance-cold-start 3
 expect_error wrong_format_header "bad header" sim --catalog "$catalog" --trace "$trace" --trace-format invocations

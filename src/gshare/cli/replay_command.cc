@@ -13,6 +13,7 @@
 // Exit status: 0 when every request got an answer (any status) and no answer was wrong; 1 when
 // one did not, or the server refused the set-up; 2 for bad input.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -21,10 +22,12 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "gshare/cli/commands.h"
 #include "gshare/cli/flag_checks.h"
 #include "gshare/measure/server_replay.h"
+#include "gshare/sched/policy_registry.h"
 
 namespace gshare::cli {
 namespace {
@@ -45,6 +48,7 @@ struct ReplayFlags {
   std::string ready_timeout = "5m";
   std::string out;
   std::string references;
+  std::vector<std::string> predict;
   double tolerance = 1e-4;
 };
 
@@ -107,6 +111,14 @@ int RunReplay(const ReplayFlags& flags) {
   options.ready_timeout = *ready_timeout;
   options.out = flags.out;
   options.references = flags.references;
+  for (const std::string& policy : flags.predict) {
+    const auto& known = PolicyNames();
+    if (std::find(known.begin(), known.end(), policy) == known.end()) {
+      return Fail(2, fmt::format("--predict: unknown policy '{}' (known: {})", policy,
+                                 fmt::join(known, ", ")));
+    }
+  }
+  options.predict_policies = flags.predict;
   options.reference_tolerance = flags.tolerance;
   options.progress = [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
   if (!flags.admin_key_file.empty()) {
@@ -191,6 +203,10 @@ void AddReplayCommand(CLI::App& app, CommandContext& context) {
                   "Largest difference from a reference answer, relative to its largest value")
       ->check(CLI::Range(0.0, 1.0))
       ->capture_default_str();
+  cmd->add_option("--predict", flags->predict,
+                  "With the admin key: also predict the same requests on the server's node under "
+                  "this policy (repeatable; the server's own policy is always predicted)")
+      ->delimiter(',');
   cmd->add_option("--out", flags->out, "Folder for summary.json")->required();
   cmd->callback([flags, &context] { context.exit_code = RunReplay(*flags); });
 }

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include <cmath>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -330,22 +332,35 @@ Result<ServerReplayOutcome> ServerReplay::Run() {
 
   // The simulator's prediction of the same requests on the server's node (admin key only: the
   // node describes itself to the admin).
-  std::optional<PolicyReport> prediction;
+  // The server's own policy first, then each other one asked for.
+  std::vector<PolicyReport> predictions;
   std::string prediction_note;
   if (access.admin_key) {
     auto node = DescribeNode(api, *access.admin_key);
     auto catalog = LoadCatalog(options_.catalog);
     if (node.ok() && catalog.ok()) {
-      auto predicted = PredictReplay(workload, inputs.specs, catalog->gpu_types, *node);
-      if (predicted.ok()) {
-        prediction = std::move(predicted).value();
-      } else {
-        prediction_note = predicted.status().ToString();
+      std::vector<std::string> policies = {node->policy};
+      for (const std::string& policy : options_.predict_policies) {
+        if (std::find(policies.begin(), policies.end(), policy) == policies.end()) {
+          policies.push_back(policy);
+        }
       }
+      for (const std::string& policy : policies) {
+        NodeDescription under = *node;
+        under.policy = policy;
+        auto predicted = PredictReplay(workload, inputs.specs, catalog->gpu_types, under);
+        if (predicted.ok()) {
+          predictions.push_back(std::move(predicted).value());
+        } else {
+          prediction_note = predicted.status().ToString();
+          break;  // all or none: a table with some of them would read as complete
+        }
+      }
+      if (!prediction_note.empty()) predictions.clear();
     } else {
       prediction_note = (node.ok() ? catalog.status() : node.status()).ToString();
     }
-    if (!prediction) progress("no prediction: " + prediction_note);
+    if (predictions.empty()) progress("no prediction: " + prediction_note);
   } else {
     prediction_note = "needs the admin key (the node describes itself to the admin)";
   }
@@ -365,8 +380,8 @@ Result<ServerReplayOutcome> ServerReplay::Run() {
   info.gpu_type = inputs.gpu_type;
   info.world = "live";  // a real node, not a simulated world
   Json summary = MakeSummary(options_, inputs, info, report, counts, usage, usage_missing);
-  if (prediction) {
-    summary["prediction"] = Json::parse(SummaryJson(info, workload, {*prediction}))["policies"];
+  if (!predictions.empty()) {
+    summary["prediction"] = Json::parse(SummaryJson(info, workload, predictions))["policies"];
     summary["prediction_definition"] =
         "the simulator on the same requests and the server's node (GET /api/v1/node), with the "
         "catalog's profiles";
@@ -379,7 +394,7 @@ Result<ServerReplayOutcome> ServerReplay::Run() {
 
   ServerReplayOutcome outcome;
   std::vector<PolicyReport> table = {report};
-  if (prediction) table.push_back(*prediction);
+  table.insert(table.end(), predictions.begin(), predictions.end());
   outcome.table = SummaryTable(info, workload, table);
   outcome.counts = counts;
   outcome.requests = workload.requests.size();

@@ -21,6 +21,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "examples/runtime/output_checker.h"
 #include "gshare/common/status.h"
@@ -51,6 +52,9 @@ struct ServerReplayOptions {
   // models): reference_answers.h. Empty: none.
   std::filesystem::path references;
   double reference_tolerance = 1e-4;
+  // Policies the simulator predicts the same requests on the same node under, besides the
+  // server's own (admin key only); each a registered policy name.
+  std::vector<std::string> predict_policies;
   std::function<void(const std::string&)> progress;  // notes for the operator (may be empty)
 };
 
