@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <optional>
+#include <thread>
 
 #include "gshare/node/switch/checkpoint_api_switch.h"
 #include "gshare/node/switch/testing/fake_checkpoint_api.h"
@@ -568,6 +569,53 @@ TEST(LiveExecutorStartOnSlice, AShimInstanceLoadsOnItsSliceWithNoCopyAndSwitches
   ASSERT_GT(copy, Duration::zero());
   EXPECT_LT(FirstRestoreOf(true), copy);
   EXPECT_GE(FirstRestoreOf(false), copy);
+}
+
+// A process that dies while the driver checkpoints it: the eviction ends (its slice given back),
+// the instance is lost, and the next restore starts another process that answers.
+TEST_F(LiveExecutorCheckpoint, AProcessThatDiesDuringItsCheckpointIsReplacedByTheNextRestore) {
+  Build({testing::ContractRequest(0, 0, 0.0), testing::ContractRequest(1, 0, 10.0)});
+  LiveExecutor& e = h_.live();
+  ScriptedScheduler s;
+  GpuId gpu = 0;
+  RequestId pending = 0;
+  std::optional<Status> evicted;
+  s.on_request = [&](const Request& r) {
+    pending = r.id;
+    if (r.id == 0) {
+      auto acquired = e.AcquireGpu(0, Duration::zero());
+      ASSERT_TRUE(acquired.ok()) << acquired.status().ToString();
+      gpu = *acquired;
+    }
+    e.Restore(gpu, 0, 300 * kMiB);
+  };
+  s.on_restore = [&](GpuId, FunctionId, const Status& status) {
+    ASSERT_TRUE(status.ok()) << status.ToString();
+    const RequestId batch[] = {pending};
+    e.Run(gpu, 0, batch);
+  };
+  s.on_run = [&](GpuId, FunctionId) {
+    if (pending != 0) return;
+    // The checkpoint's first driver call waits in the driver while the process goes.
+    api_->HoldNext("Lock");
+    EXPECT_EQ(e.Evict(gpu, 0, EvictHint::kCheckpoint), EvictOutcome::kCopying);
+    h_.host().Stop(1);
+  };
+  s.on_evict = [&](GpuId, FunctionId, const Status& status) { evicted = status; };
+  // Releases the driver once the process has ended (its exit reaches the loop on its own).
+  std::thread driver([this] {
+    EXPECT_TRUE(api_->WaitUntilHeld(std::chrono::seconds(60)));
+    EXPECT_TRUE(h_.host().WaitExited(std::chrono::seconds(60)));
+    api_->Release();
+  });
+  const Status ran = h_.Run(s);
+  driver.join();
+  ASSERT_TRUE(ran.ok()) << ran.ToString();
+  ASSERT_TRUE(evicted.has_value());
+  EXPECT_EQ(h_.host().answered, (std::map<RequestId, int>{{0, 1}, {1, 1}}));
+  EXPECT_EQ(h_.host().started, 2);
+  EXPECT_EQ(e.Instances(0).idle + e.Instances(0).bound, 1);
+  EXPECT_TRUE(e.violation().ok()) << e.violation().ToString();
 }
 
 // A restore the driver fails (out of memory, the process left checkpointed) loses the instance:

@@ -49,6 +49,12 @@ class FakeCheckpointApi final : public ProcessCheckpointApi {
     std::unique_lock lock(mutex_);
     changed_.wait(lock, [&] { return held_; });
   }
+  // The same, for at most `limit` of wall time (a test's bound, not a synchronization): false
+  // when no call was held by then.
+  bool WaitUntilHeld(std::chrono::milliseconds limit) {
+    std::unique_lock lock(mutex_);
+    return changed_.wait_for(lock, limit, [&] { return held_; });
+  }
   void Release() {
     std::lock_guard lock(mutex_);
     hold_.reset();
