@@ -19,7 +19,7 @@ command -v curl >/dev/null || { echo "curl is not installed (apt-get install cur
 
 WORK="$(mktemp -d /tmp/gshare-bench-front.XXXXXX)"
 chmod 0711 "$WORK"
-./build/gshare serve --data-dir "$WORK/data" --listen 127.0.0.1:0 --grpc-listen 127.0.0.1:0 --policy "$POLICY" \
+./build/gshare serve --data-dir "$WORK/data" --listen 127.0.0.1:0 --grpc-listen 127.0.0.1:0 --device emulated --policy "$POLICY" \
   --max-in-flight 4096 >"$WORK/serve.out" 2>"$WORK/serve.log" &
 SERVER=$!
 cleanup() {

@@ -25,7 +25,7 @@ command -v python3 >/dev/null || { echo "python3 is not installed" >&2; exit 1; 
 
 WORK="$(mktemp -d /tmp/gshare-bench-hardening.XXXXXX)"
 chmod 0711 "$WORK"
-./build/gshare serve --data-dir "$WORK/data" --listen 127.0.0.1:0 --grpc-listen 127.0.0.1:0 --gpus 1 --gpu-memory 4Gi \
+./build/gshare serve --data-dir "$WORK/data" --listen 127.0.0.1:0 --grpc-listen 127.0.0.1:0 --device emulated --gpus 1 --gpu-memory 4Gi \
   --snapshot-pool 512Mi --max-body "$((BODY_MIB + 4))Mi" --uid-ledger "$WORK/uid-ranges" \
   >"$WORK/serve.out" 2>"$WORK/serve.log" &
 SERVER=$!

@@ -29,7 +29,7 @@ functions:
 CATALOG
 ./build/gshare workload --catalog "$WORK/catalog.yaml" --duration "${DURATION}s" --seed 1 \
   --rps "$RATE" --burst-cv 1 --out "$WORK/workload" >/dev/null
-./build/gshare serve --data-dir "$WORK/data" --listen 127.0.0.1:0 --grpc-listen 127.0.0.1:0 --max-in-flight 4096 \
+./build/gshare serve --data-dir "$WORK/data" --listen 127.0.0.1:0 --grpc-listen 127.0.0.1:0 --device emulated --max-in-flight 4096 \
   >"$WORK/serve.out" 2>"$WORK/serve.log" &
 SERVER=$!
 SAMPLER=""

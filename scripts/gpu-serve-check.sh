@@ -14,14 +14,18 @@
 # The models: resnet50, resnet18 (tenant vision-a), efficientnet_b0, mobilenet_v3_small and, on a
 # GPU, vit_l_16 (vision-b), squeezenet1_1, shufflenet_v2_x1_0 and a Python handler (vision-c);
 # random weights from a seed each, traced on this machine (no download). GSHARE_SERVE_DURATION
-# (default 2m) and GSHARE_SERVE_RPS (default 6) shape the trace. Each phase has a budget, printed
-# as it starts; the whole phase fits one 10-minute call with the default trace.
+# (default 2m) and GSHARE_SERVE_RPS (default 6) shape the trace. Each step has a budget, printed
+# as it starts (models 180 s, the server and uploads 60 s, twice where the sandbox cannot be made,
+# the replay 270 s, the server's drain 30 s): with the default trace the phase fits one 10-minute
+# call.
 # The sandbox: tenants' runtimes run in it where the machine can make its namespaces; elsewhere
 # (a machine without them, such as one under gVisor) the server is started again with --sandbox
 # off, and the table says so.
 #
 # Exit status: 0 when every request was answered, none wrong and none with an error other than 504
-# (its latest start passed: an SLO miss, which the table counts); 1 otherwise; 77 without
+# (its latest start passed: an SLO miss, which the table counts); 1 otherwise (a step that failed
+# or ran out of its budget, saying which); 130 or 143 when interrupted (the server and its
+# functions stopped, the data folder removed); 77 without
 # an NVIDIA GPU or driver (and without --emulated); 2 on bad usage.
 set -euo pipefail
 
@@ -56,6 +60,15 @@ if [ -z "${py}" ]; then
   echo "serve-check.sh: no python3 with torch, torchvision and numpy here" >&2
   exit 1
 fi
+if [ "${emulated}" -eq 0 ] && ! "${py}" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)'; then
+  echo "serve-check.sh: ${py}'s PyTorch sees no CUDA GPU, which the models' references need" >&2
+  exit 1
+fi
+# fail STEP: the step failed or ran out of its budget (its exit status, 124 for the budget).
+fail() {
+  echo "serve-check.sh: $1 failed (exit $2$([ "$2" -eq 124 ] && echo ": out of its budget"))" >&2
+  exit 1
+}
 
 # A results folder of an earlier run is emptied; any other non-empty folder is left alone.
 marker=".gshare-serve-results"
@@ -82,8 +95,9 @@ server=""
 sampler=""
 server_status=0
 stop_server() {
-  if [ -n "${server}" ] && kill -0 "${server}" 2>/dev/null; then
-    kill -TERM "${server}"
+  if [ -n "${server}" ]; then
+    # Collected even when it already ended: a server that crashed is reported.
+    kill -TERM "${server}" 2>/dev/null || true
     wait "${server}" || server_status=$?
   fi
   server=""
@@ -96,6 +110,8 @@ stop_sampler() {
   sampler=""
 }
 trap 'stop_sampler; stop_server; rm -rf "${data}"' EXIT
+trap 'exit 143' TERM
+trap 'exit 130' INT
 mkdir -p "${data}/bin"
 for program in gshare gshare-function gshare-init libgshare-fn.so libgshare-cuda-shim.so; do
   if [ -e "${here}/${program}" ]; then cp "${here}/${program}" "${data}/bin/"; fi
@@ -118,13 +134,15 @@ else
 fi
 echo "python: ${py} ($("${py}" -c 'import torch, torchvision; print("torch", torch.__version__, "torchvision", torchvision.__version__)'))" >>"${notes}"
 
-phase "the models, traced here, and their answers alone" 240
-timeout 240 "${py}" "${here}/real-models.py" --out "${results}/models" \
-  --models-root "${data}/data/models" "${models[@]}"
+phase "the models, traced here, and their answers alone" 180
+rc=0
+timeout 180 "${py}" "${here}/real-models.py" --out "${results}/models" \
+  --models-root "${data}/data/models" "${models[@]}" || rc=$?
+[ "${rc}" -eq 0 ] || fail "making the models" "${rc}"
 catalog="${results}/models/catalog.yaml"
 functions="$(grep -c '^  - name:' "${catalog}")"
 "${gshare}" workload --catalog "${catalog}" --duration "${duration}" --seed 1 --rps "${rps}" \
-  --out "${results}/workload" >/dev/null
+  --out "${results}/workload" >/dev/null || fail "gshare workload" $?
 echo "trace: $(($(wc -l <"${results}/workload/invocations.csv") - 1)) requests over ${duration} to ${functions} functions" >>"${notes}"
 
 # The driver's memory, sampled: before the server, every 2 s while it runs, after it stopped.
@@ -161,23 +179,27 @@ start_server() {
 phase "gshare serve, the tenants and their uploads" 60
 start_server
 admin="${data}/data/admin.key"
-sandbox="$("${py}" "${here}/serve-check.py" node "${url}" "${admin}")"
+sandbox="$("${py}" "${here}/serve-check.py" node "${url}" "${admin}")" ||
+  fail "GET /api/v1/node" $?
 if [ "${sandbox}" = unavailable ]; then
   echo "sandbox: off (this machine cannot make its namespaces: --sandbox off)" >>"${notes}"
   start_server --sandbox off
 else
   echo "sandbox: ${sandbox}" >>"${notes}"
 fi
+rc=0
 timeout 60 "${py}" "${here}/serve-check.py" tenants "${url}" "${admin}" \
-  "${results}/models/uploads.txt" | tee -a "${notes}"
+  "${results}/models/uploads.txt" >>"${notes}" || rc=$?
+[ "${rc}" -eq 0 ] || fail "the tenants and their uploads" "${rc}"
+tail -n 1 "${notes}"
 
 if [ "${emulated}" -eq 0 ]; then
   (while sleep 2; do sample during; done) &
   sampler=$!
 fi
-phase "gshare replay: deploy, ${duration} of requests, the predictions" 330
+phase "gshare replay: deploy, ${duration} of requests, the predictions" 270
 status=0
-timeout 330 "${gshare}" replay --url "${url}" --catalog "${catalog}" \
+timeout 270 "${gshare}" replay --url "${url}" --catalog "${catalog}" \
   --trace "${results}/workload/invocations.csv" --admin-key-file "${admin}" \
   --references "${results}/models/references" --predict keepalive --ready-timeout 3m \
   --out "${results}/live" 2>"${results}/replay.log" | tee "${results}/replay.out" || status=1

@@ -468,6 +468,12 @@ void LiveExecutor::Restore(GpuId id, FunctionId function, std::uint64_t reserve_
                       (instance.state == InstanceState::kDetaching && !instance.rebind);
     if (idle && (bound == nullptr || rank(instance) > rank(*bound))) bound = &instance;
   }
+  if (cuda_gpus_ && bound != nullptr && bound->home_device && *bound->home_device != gpu->device) {
+    // A CUDA process stays on the GPU it started on (its CUDA_VISIBLE_DEVICES): a new one starts
+    // here, and the idle one away makes room for it within max_instances.
+    if (bound->state == InstanceState::kIdle) StopInstance(*bound);
+    bound = nullptr;
+  }
   if (bound == nullptr) {
     const InstanceId instance_id = next_instance_++;
     bound = &instances_[instance_id];
@@ -548,6 +554,12 @@ void LiveExecutor::StartInstance(GpuId id, FunctionId function) {
       StartsOnGpu(function) ? std::optional<GpuId>(id) : std::nullopt;
   if (const Status launched = LaunchInstance(instance, slice.reserve_bytes, on_gpu);
       !launched.ok()) {
+    // A start refused here (no shim library, no checkpoint API) counts as one that died: after
+    // max_start_failures the function's restores fail at once for the cooldown.
+    StartFailures& failures = start_failures_[function];
+    ++failures.in_a_row;
+    failures.last = Now();
+    failures.why = launched;
     return RestoreFinished(id, function, launched);  // the slice is gone and its memory free
   }
 }

@@ -66,12 +66,14 @@
 // every instance starts on its first slice (host staging is no memory a CUDA program can use),
 // with CUDA_VISIBLE_DEVICES set to that GPU, and so does every checkpoint instance; none of them is
 // prepared ahead (Prepare answers FailedPrecondition; PreparesAhead says so beforehand), and an
-// idle instance is bound to a slice of the GPU it started on first, where there is one.
+// idle instance is bound to a slice of the GPU it started on first, where there is one; on CUDA
+// GPUs only there (a restore elsewhere starts a new instance and stops an idle one away).
 // A failed checkpoint stops the instance; a failed restore whose switch failed loses it; either
 // way the scheduler's next restore starts another.
 //
 // Threading: everything runs on the clock's loop; the restore engine's copies run on its copy
-// streams, the checkpoint API's blocking driver calls on `resources.copies`. The
+// streams, the checkpoint API's blocking driver calls on `resources.driver_calls` (on
+// `resources.copies` where that is null). The
 // resources, registry and host must outlive the executor, and the vGPU manager every slice the
 // executor made (copies in flight hold theirs); Shutdown before destroying it.
 #pragma once

@@ -434,8 +434,8 @@ class LiveExecutorCheckpoint : public ::testing::Test {
   void Build(std::vector<Request> requests) {
     auto api = std::make_shared<testing::FakeCheckpointApi>();
     api_ = api.get();
-    h_.configure_parts = [&api](LiveNodeParts& parts) {
-      parts.checkpoint_api = std::move(api);
+    h_.configure_parts = [api](LiveNodeParts& parts) {
+      parts.checkpoint_api = api;
       parts.switches = [](SwitchContext context,
                           SwitchTarget target) -> Result<std::shared_ptr<SwitchDriver>> {
         if (target.mechanism != SwitchMechanism::kCheckpoint) {

@@ -8,6 +8,7 @@
 #include <boost/asio/thread_pool.hpp>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 
 #include "gshare/common/units.h"
 #include "gshare/sched/policy_registry.h"
@@ -53,6 +54,18 @@ Status LiveNode::Build(LiveNodeOptions options, LiveNodeParts parts) {
   }
   inventory_options.measure_links = false;
   GSHARE_ASSIGN_OR_RETURN(inventory_, GpuInventory::Open(inventory_options));
+  if (inventory_->kind() == DeviceKind::kCuda && options.host.sandbox_devices.empty()) {
+    // A sandboxed runtime on a CUDA GPU reaches the driver through its device nodes.
+    std::error_code error;
+    for (const auto& entry : std::filesystem::directory_iterator("/dev", error)) {
+      const std::string name = entry.path().filename().string();
+      std::error_code type_error;
+      if (name.starts_with("nvidia") && entry.is_character_file(type_error)) {
+        options.host.sandbox_devices.push_back(entry.path().string());
+      }
+    }
+    std::sort(options.host.sandbox_devices.begin(), options.host.sandbox_devices.end());
+  }
   if (parts.checkpoint_api) {
     checkpoint_api_ = std::move(parts.checkpoint_api);
   } else if (inventory_->kind() == DeviceKind::kCuda) {

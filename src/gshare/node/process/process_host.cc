@@ -263,6 +263,7 @@ Status ProcessHost::SpawnNow(Process& process) {
                         .read_only = command.sandbox_read_only,
                         .writable = {dir},
                         .hidden = options_.sandbox_hidden,
+                        .devices = options_.sandbox_devices,
                         .tmp_bytes = options_.sandbox_tmp_bytes};
     sandbox.hidden.push_back(run_dir_);
     if (!options_.init_program.empty()) {

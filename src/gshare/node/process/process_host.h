@@ -147,6 +147,8 @@ struct ProcessHostOptions {
   // folder shown; their start fails rather than run without it. Needs root (ProbeSandbox).
   bool sandbox = false;
   std::uint64_t sandbox_tmp_bytes = 256ull << 20;  // each sandbox's /tmp and /dev/shm
+  // Devices each sandbox shows besides the harmless ones (a CUDA node's GPU device nodes).
+  std::vector<std::string> sandbox_devices{};
   // Folders no sandbox may show (a bind of one or of a folder above one fails the start); the run
   // folder always.
   std::vector<std::string> sandbox_hidden{};

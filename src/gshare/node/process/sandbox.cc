@@ -184,6 +184,16 @@ Result<SandboxPlan> SandboxPlan::Prepare(const SandboxSpec& spec) {
       plan.Add(Kind::kBindWritable, device, device);
     }
   }
+  for (const std::string& device : spec.devices) {
+    struct stat info {};
+    const std::filesystem::path path(device);
+    if (path.parent_path() != "/dev" || ::stat(device.c_str(), &info) != 0 ||
+        !S_ISCHR(info.st_mode)) {
+      return InvalidArgument(
+          fmt::format("sandbox device '{}' is not a character device directly in /dev", device));
+    }
+    plan.Add(Kind::kBindWritable, device, device);
+  }
   plan.Add(Kind::kSymlink, "/proc/self/fd", "/dev/fd");
   plan.Add(Kind::kSymlink, "/proc/self/fd/0", "/dev/stdin");
   plan.Add(Kind::kSymlink, "/proc/self/fd/1", "/dev/stdout");

@@ -49,6 +49,9 @@ struct SandboxSpec {
   // Host folders that must stay out of view: Prepare refuses a bind of one of them or of a folder
   // above one (the node's data: a shown path inside one is fine).
   std::vector<std::string> hidden{};
+  // Character devices of /dev (a GPU's: /dev/nvidia0, /dev/nvidiactl, ...) shown read-write at the
+  // same path, besides the harmless ones every sandbox has.
+  std::vector<std::string> devices{};
   std::uint64_t tmp_bytes = 256ull << 20;  // the private /tmp's and /dev/shm's size, each
   std::string hostname = "gshare";
 };

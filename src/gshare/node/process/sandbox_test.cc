@@ -265,6 +265,18 @@ TEST(SeccompFilterTest, IsAProgramTheKernelTakes) {
   EXPECT_EQ(filter->back().code, BPF_RET | BPF_K);
 }
 
+// A device to show (a GPU's) must be a character device directly in /dev.
+TEST(SandboxPlanTest, ShowsCharacterDevicesOfDevOnly) {
+  EXPECT_TRUE(SandboxPlan::Prepare({.root_dir = "/tmp", .devices = {"/dev/full"}}).ok());
+  for (const char* bad : {"/etc/hostname", "/dev", "/dev/no-such-gshare-device", "dev/full"}) {
+    auto refused = SandboxPlan::Prepare({.root_dir = "/tmp", .devices = {bad}});
+    ASSERT_FALSE(refused.ok()) << bad;
+    EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument) << bad;
+    EXPECT_NE(refused.status().message().find("not a character device"), std::string::npos)
+        << refused.status().ToString();
+  }
+}
+
 TEST(SandboxPlanTest, RefusesPathsItCannotShow) {
   EXPECT_FALSE(SandboxPlan::Prepare({.root_dir = "relative"}).ok());
   EXPECT_FALSE(SandboxPlan::Prepare({.root_dir = "/tmp", .read_only = {"/"}}).ok());
