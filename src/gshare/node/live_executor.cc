@@ -34,17 +34,19 @@ SwitchContext SwitchContextOf(const NodeResources& resources) {
 class LiveExecutor::SliceMemory {
  public:
   // Creates a slice of `quota_bytes` on the manager's GPU `gpu`, binds it to `holder` and
-  // allocates `segment_bytes` charged to it; on failure nothing is left in the manager.
+  // allocates `segment_bytes` charged to it (`accounting_only`: charged, no memory behind it: the
+  // process allocates its own); on failure nothing is left in the manager.
   static Result<std::shared_ptr<SliceMemory>> Create(VGpuManager& manager, int gpu,
                                                      const std::string& holder,
                                                      std::uint64_t quota_bytes,
-                                                     std::uint64_t segment_bytes) {
+                                                     std::uint64_t segment_bytes,
+                                                     bool accounting_only) {
     auto id = manager.CreateSlice(gpu, quota_bytes);
     if (!id.ok()) return id.status();
     auto memory = std::shared_ptr<SliceMemory>(new SliceMemory(manager, *id));
     GSHARE_RETURN_IF_ERROR(manager.Bind(*id, holder));
     memory->bound_ = true;
-    auto allocation = manager.Allocate(*id, segment_bytes);
+    auto allocation = manager.Allocate(*id, segment_bytes, accounting_only);
     if (!allocation.ok()) return allocation.status();
     memory->allocation_ = std::move(allocation).value();
     return memory;
@@ -514,7 +516,8 @@ void LiveExecutor::StartSliceMemory(GpuId id, FunctionId function) {
   auto memory =
       SliceMemory::Create(resources_.vgpus, static_cast<int>(gpu.device),
                           fmt::format("{}#{}", functions_[function].name, instance.id),
-                          QuotaFor(slice, slice.reserve_bytes), SliceBytes(slice.reserve_bytes));
+                          QuotaFor(slice, slice.reserve_bytes), SliceBytes(slice.reserve_bytes),
+                          MechanismOf(function) == SwitchMechanism::kCheckpoint);
   if (!memory.ok()) {
     if (memory.status().code() == StatusCode::kResourceExhausted && MemoryComing(gpu)) {
       gpu.waiting_memory.push_back(function);  // memory still being given back

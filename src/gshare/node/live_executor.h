@@ -62,10 +62,11 @@
 // set). A shim instance has a control channel: on emulated GPUs the function library maps its
 // slices; on CUDA GPUs the allocator shim does (the executor sets LD_PRELOAD to
 // `cuda_shim_library`). A checkpoint instance has none: the driver's process checkpoint API
-// switches it by the pid its host reports at readiness (its switch is made then). On CUDA GPUs
-// every instance starts on its first slice (host staging is no memory a CUDA program can use),
-// with CUDA_VISIBLE_DEVICES set to that GPU, and so does every checkpoint instance; none of them is
-// prepared ahead (Prepare answers FailedPrecondition; PreparesAhead says so beforehand), and an
+// switches it by the pid its host reports at readiness (its switch is made then), and its slice is
+// charged in the vGPU manager with no device memory behind it (the process allocates its own).
+// On CUDA GPUs every instance starts on its first slice (host staging is no memory a CUDA program
+// can use), with CUDA_VISIBLE_DEVICES set to that GPU, and so does every checkpoint instance; none
+// of them is prepared ahead (Prepare answers FailedPrecondition; PreparesAhead says so beforehand), and an
 // idle instance is bound to a slice of the GPU it started on first, where there is one; on CUDA
 // GPUs only there (a restore elsewhere starts a new instance and stops an idle one away).
 // A failed checkpoint stops the instance; a failed restore whose switch failed loses it; either

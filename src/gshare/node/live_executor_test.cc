@@ -480,8 +480,16 @@ TEST_F(LiveExecutorCheckpoint, AnInstanceStartsOnItsSliceAndTheDriverMovesItToAn
     gpus.push_back(*acquired);
     e.Restore(*acquired, 0, 300 * kMiB);
   };
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> charged_and_allocated;
   s.on_restore = [&](GpuId gpu, FunctionId, const Status& status) {
     ASSERT_TRUE(status.ok()) << status.ToString();
+    // The slice is the node's accounting of what the process holds: charged in the manager,
+    // with no memory of the device's behind it.
+    const int device = static_cast<int>(gpus.size()) - 1;
+    auto usage = h_.vgpus().gpu(device);
+    ASSERT_TRUE(usage.ok()) << usage.status().ToString();
+    charged_and_allocated.emplace_back(usage->used_bytes,
+                                       h_.node().inventory().devices()[device]->allocated_bytes());
     const RequestId batch[] = {pending};
     e.Run(gpu, 0, batch);
   };
@@ -509,6 +517,11 @@ TEST_F(LiveExecutorCheckpoint, AnInstanceStartsOnItsSliceAndTheDriverMovesItToAn
   EXPECT_EQ(restore.pairs[0].from, UuidOf(*devices[0]));
   EXPECT_EQ(restore.pairs[0].to, UuidOf(*devices[1]));
   EXPECT_EQ(api_->state(pid), ProcessCheckpointState::kRunning);
+  ASSERT_EQ(charged_and_allocated.size(), 2u);
+  for (const auto& [charged, allocated] : charged_and_allocated) {
+    EXPECT_GE(charged, 300 * kMiB);
+    EXPECT_EQ(allocated, 0u);
+  }
   EXPECT_TRUE(e.violation().ok()) << e.violation().ToString();
 }
 

@@ -171,8 +171,20 @@ Status VGpuManager::Shrink(SliceId id, std::uint64_t delta_bytes) {
   return ResizeLocked(id, *slice, slice->quota_bytes - delta_bytes);
 }
 
-Result<std::unique_ptr<SliceAllocation>> VGpuManager::Allocate(SliceId id,
-                                                               std::uint64_t size_bytes) {
+namespace {
+
+// A slice's bytes as the node counts them, with no memory behind them (Allocate's
+// accounting_only).
+class AccountingBuffer final : public DeviceBuffer {
+ public:
+  AccountingBuffer(const Device& device, std::uint64_t size_bytes)
+      : DeviceBuffer(device, size_bytes) {}
+};
+
+}  // namespace
+
+Result<std::unique_ptr<SliceAllocation>> VGpuManager::Allocate(SliceId id, std::uint64_t size_bytes,
+                                                               bool accounting_only) {
   if (size_bytes == 0) return InvalidArgument(fmt::format("slice {}: cannot allocate 0 bytes", id));
   Device* device = nullptr;
   {
@@ -192,6 +204,10 @@ Result<std::unique_ptr<SliceAllocation>> VGpuManager::Allocate(SliceId id,
     Gpu& g = gpus_[static_cast<std::size_t>(slice->gpu)];
     g.used_bytes += size_bytes;
     device = g.device;
+  }
+  if (accounting_only) {
+    return std::unique_ptr<SliceAllocation>(
+        new SliceAllocation(*this, id, std::make_unique<AccountingBuffer>(*device, size_bytes)));
   }
   auto buffer = device->Allocate(size_bytes);
   if (!buffer.ok()) {

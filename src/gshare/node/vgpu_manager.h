@@ -99,9 +99,12 @@ class VGpuManager {
   Status Grow(SliceId slice, std::uint64_t delta_bytes) EXCLUDES(mutex_);
   Status Shrink(SliceId slice, std::uint64_t delta_bytes) EXCLUDES(mutex_);
 
-  // Allocates `size_bytes` (> 0) of device memory on the slice's GPU, charged to the slice.
-  Result<std::unique_ptr<SliceAllocation>> Allocate(SliceId slice, std::uint64_t size_bytes)
-      EXCLUDES(mutex_);
+  // Allocates `size_bytes` (> 0) of device memory on the slice's GPU, charged to the slice. With
+  // `accounting_only`, the bytes are charged but nothing is allocated on the device: the buffer
+  // names the GPU and the size, and has no memory (for a process that allocates its own, which
+  // the driver's checkpoint API switches); it exports nothing and must never be copied to or from.
+  Result<std::unique_ptr<SliceAllocation>> Allocate(SliceId slice, std::uint64_t size_bytes,
+                                                    bool accounting_only = false) EXCLUDES(mutex_);
 
   Result<SliceInfo> slice(SliceId slice) const EXCLUDES(mutex_);
   std::vector<SliceInfo> slices() const EXCLUDES(mutex_);  // in id order

@@ -123,6 +123,26 @@ TEST_F(VGpuManagerTest, QuotaErrorLeavesEveryOtherSliceUntouched) {
   EXPECT_EQ(manager_->slice(victim)->used_bytes, 2 * kSlice);
 }
 
+// An accounting-only allocation (a process that allocates its own memory) is charged to its slice
+// within the quota, names the slice's GPU, and takes nothing of the device's; freed, it is
+// credited.
+TEST_F(VGpuManagerTest, AnAccountingOnlyAllocationIsChargedButTakesNoDeviceMemory) {
+  const SliceId slice = MakeBoundSlice(2, 2 * kSlice, "f");
+  auto over = manager_->Allocate(slice, 2 * kSlice + 1, /*accounting_only=*/true);
+  EXPECT_EQ(over.status().code(), StatusCode::kResourceExhausted);
+  auto memory = manager_->Allocate(slice, 2 * kSlice, /*accounting_only=*/true);
+  ASSERT_TRUE(memory.ok()) << memory.status().ToString();
+  EXPECT_EQ(&(*memory)->buffer().device(), devices_[2]);
+  EXPECT_EQ((*memory)->size_bytes(), 2 * kSlice);
+  EXPECT_EQ(manager_->slice(slice)->used_bytes, 2 * kSlice);
+  EXPECT_EQ(manager_->gpu(2)->used_bytes, 2 * kSlice);
+  EXPECT_EQ(devices_[2]->allocated_bytes(), 0u);
+  EXPECT_FALSE((*memory)->buffer().Export().ok());
+  memory.value().reset();
+  EXPECT_EQ(manager_->slice(slice)->used_bytes, 0u);
+  EXPECT_EQ(manager_->gpu(2)->used_bytes, 0u);
+}
+
 TEST_F(VGpuManagerTest, GrowsAndShrinks) {
   const SliceId slice = MakeBoundSlice(1, kSlice, "f");
   ASSERT_TRUE(manager_->Grow(slice, 3 * kSlice).ok());
