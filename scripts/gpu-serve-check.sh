@@ -129,7 +129,7 @@ if [ "${emulated}" -eq 1 ]; then
 else
   device=(--device cuda)
   models=(--device cuda --with-vit)
-  pool=6Gi
+  pool=4Gi
   echo "device: $(timeout 30 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | head -n 1)" >"${notes}"
 fi
 echo "python: ${py} ($("${py}" -c 'import torch, torchvision; print("torch", torch.__version__, "torchvision", torchvision.__version__)'))" >>"${notes}"
