@@ -470,7 +470,8 @@ void LiveExecutor::Restore(GpuId id, FunctionId function, std::uint64_t reserve_
                       (instance.state == InstanceState::kDetaching && !instance.rebind);
     if (idle && (bound == nullptr || rank(instance) > rank(*bound))) bound = &instance;
   }
-  if (cuda_gpus_ && bound != nullptr && bound->home_device && *bound->home_device != gpu->device) {
+  if ((cuda_gpus_ || options_.keep_instances_on_their_gpu) && bound != nullptr &&
+      bound->home_device && *bound->home_device != gpu->device) {
     // A CUDA process stays on the GPU it started on (its CUDA_VISIBLE_DEVICES): a new one starts
     // here, and the idle one away makes room for it within max_instances.
     if (bound->state == InstanceState::kIdle) StopInstance(*bound);

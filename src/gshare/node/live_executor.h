@@ -66,11 +66,12 @@
 // charged in the vGPU manager with no device memory behind it (the process allocates its own).
 // On CUDA GPUs every instance starts on its first slice (host staging is no memory a CUDA program
 // can use), with CUDA_VISIBLE_DEVICES set to that GPU, and so does every checkpoint instance; none
-// of them is prepared ahead (Prepare answers FailedPrecondition; PreparesAhead says so beforehand), and an
-// idle instance is bound to a slice of the GPU it started on first, where there is one; on CUDA
-// GPUs only there (a restore elsewhere starts a new instance and stops an idle one away).
-// A failed checkpoint stops the instance; a failed restore whose switch failed loses it; either
-// way the scheduler's next restore starts another.
+// of them is prepared ahead (Prepare answers FailedPrecondition; PreparesAhead says so beforehand),
+// and an idle instance is bound to a slice of the GPU it started on first, where there is one; on
+// CUDA GPUs (and with keep_instances_on_their_gpu) only there (a restore elsewhere starts a new
+// instance and stops an idle one away). A
+// failed checkpoint stops the instance; a failed restore whose switch failed loses it; either way
+// the scheduler's next restore starts another.
 //
 // Threading: everything runs on the clock's loop; the restore engine's copies run on its copy
 // streams, the checkpoint API's blocking driver calls on `resources.driver_calls` (on
@@ -162,6 +163,10 @@ struct LiveExecutorOptions {
   // Every new instance starts on its first slice instead of host staging (as on CUDA GPUs, where
   // this is always so): its model is loaded straight into the slice, and it is not prepared ahead.
   bool start_on_first_slice = false;
+  // An instance that started on a GPU stays there (as on CUDA GPUs, where this is always so: its
+  // CUDA_VISIBLE_DEVICES): a restore onto another GPU starts a new instance and stops an idle one
+  // away.
+  bool keep_instances_on_their_gpu = false;
   // The allocator shim a shim instance on a CUDA GPU preloads (LD_PRELOAD); the node's default
   // lies beside gshare (kCudaShimLibrary). Unused on emulated GPUs.
   std::string cuda_shim_library;

@@ -575,6 +575,48 @@ Duration FirstRestoreOf(bool start_on_first_slice) {
   return first.value_or(Duration::max());
 }
 
+// An instance that keeps its GPU (as every CUDA instance does) is not restored onto another: a
+// restore there starts a new process, and the idle one away is stopped.
+TEST(LiveExecutorStartOnSlice, AnInstanceThatKeepsItsGpuIsReplacedOnAnother) {
+  LiveHarness h;
+  h.configure = [](LiveNodeOptions& options) {
+    options.executor.start_on_first_slice = true;
+    options.executor.keep_instances_on_their_gpu = true;
+  };
+  h.Build(testing::ContractGpu(), testing::ContractFunctions(),
+          {testing::ContractRequest(0, 0, 0.0), testing::ContractRequest(1, 0, 10.0)});
+  LiveExecutor& e = h.live();
+  ScriptedScheduler s;
+  std::vector<GpuId> gpus;
+  RequestId pending = 0;
+  s.on_request = [&](const Request& r) {
+    pending = r.id;
+    auto acquired = e.AcquireGpu(0, Duration::zero());  // the first stays held: another device
+    ASSERT_TRUE(acquired.ok()) << acquired.status().ToString();
+    gpus.push_back(*acquired);
+    EXPECT_EQ(e.Instances(0).idle, r.id == 0 ? 0 : 1);
+    e.Restore(*acquired, 0, 300 * kMiB);
+  };
+  s.on_restore = [&](GpuId gpu, FunctionId, const Status& status) {
+    ASSERT_TRUE(status.ok()) << status.ToString();
+    const RequestId batch[] = {pending};
+    e.Run(gpu, 0, batch);
+  };
+  s.on_run = [&](GpuId gpu, FunctionId) {
+    if (pending == 0) {
+      EXPECT_EQ(e.Evict(gpu, 0, EvictHint::kCheckpoint), EvictOutcome::kCopying);
+    }
+  };
+  const Status ran = h.Run(s);
+  ASSERT_TRUE(ran.ok()) << ran.ToString();
+  ASSERT_EQ(gpus.size(), 2u);
+  EXPECT_EQ(h.host().answered, (std::map<RequestId, int>{{0, 1}, {1, 1}}));
+  EXPECT_EQ(h.host().started, 2);
+  const InstanceView after = e.Instances(0);
+  EXPECT_EQ(after.idle + after.bound, 1);  // the one away was stopped
+  EXPECT_TRUE(e.violation().ok()) << e.violation().ToString();
+}
+
 TEST(LiveExecutorStartOnSlice, AShimInstanceLoadsOnItsSliceWithNoCopyAndSwitchesAfterwards) {
   const GpuType gpu = testing::ContractGpu();
   const auto copy = std::chrono::duration_cast<Duration>(std::chrono::duration<double>(
