@@ -668,7 +668,15 @@ Status LiveExecutor::LaunchInstance(Instance& instance, std::uint64_t reserve_by
     buffer = instance.staging.get();
     keep_alive = instance.staging;
   }
-  instance.switcher->Attach(*buffer, reserve_bytes, arbiter,
+  AttachFirst(instance, *buffer, reserve_bytes, arbiter, std::move(keep_alive));
+  return Status::Ok();
+}
+
+void LiveExecutor::AttachFirst(Instance& instance, DeviceBuffer& buffer,
+                               std::uint64_t reserve_bytes, ComputeArbiter* arbiter,
+                               std::shared_ptr<void> keep_alive) {
+  const InstanceId instance_id = instance.id;
+  instance.switcher->Attach(buffer, reserve_bytes, arbiter,
                             [this, instance_id, keep_alive](Status status) {
                               if (shut_down_) return;
                               auto it = instances_.find(instance_id);
@@ -677,7 +685,6 @@ Status LiveExecutor::LaunchInstance(Instance& instance, std::uint64_t reserve_by
                               it->second.attached = true;
                               MaybeRestoreDone(it->second);
                             });
-  return Status::Ok();
 }
 
 void LiveExecutor::AttachUnmodified(InstanceId instance_id, std::int64_t pid) {
@@ -699,17 +706,8 @@ void LiveExecutor::AttachUnmodified(InstanceId instance_id, std::int64_t pid) {
   if (!switcher.ok()) return InstanceLost(instance_id, switcher.status(), /*exited=*/false);
   instance.switcher = std::move(switcher).value();
   Slice& slice = slice_it->second;
-  const std::shared_ptr<SliceMemory> keep_alive = slice.memory;
-  instance.switcher->Attach(slice.memory->segment(), slice.reserve_bytes,
-                            gpus_[instance.gpu].arbiter.get(),
-                            [this, instance_id, keep_alive](Status status) {
-                              if (shut_down_) return;
-                              auto it = instances_.find(instance_id);
-                              if (it == instances_.end()) return;
-                              if (!status.ok()) return InstanceLost(instance_id, status);
-                              it->second.attached = true;
-                              MaybeRestoreDone(it->second);
-                            });
+  AttachFirst(instance, slice.memory->segment(), slice.reserve_bytes,
+              gpus_[instance.gpu].arbiter.get(), slice.memory);
 }
 
 void LiveExecutor::MaybeRestoreDone(Instance& instance) {

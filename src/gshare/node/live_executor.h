@@ -332,6 +332,10 @@ class LiveExecutor final : public Executor {
   // The switch of a checkpoint instance, made once its host told its pid, and attached to its
   // slice.
   void AttachUnmodified(InstanceId id, std::int64_t pid);
+  // Attaches a starting instance to its first buffer (staging, or its slice); `keep_alive` holds
+  // the buffer until the attach ends. Attached, it goes on (MaybeRestoreDone); failed, it is lost.
+  void AttachFirst(Instance& instance, DeviceBuffer& buffer, std::uint64_t reserve_bytes,
+                   ComputeArbiter* arbiter, std::shared_ptr<void> keep_alive);
   SwitchMechanism MechanismOf(FunctionId function) const;
   // Whether `function`'s instances start on their first slice: on CUDA GPUs, or switched by the
   // checkpoint API (which moves only what the process holds on a GPU).

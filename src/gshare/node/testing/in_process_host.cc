@@ -147,6 +147,29 @@ void InProcessHost::Serve(Hosted& h, InstanceLaunch& launch) {
     (void)(*runtime)->memory().Freeze();
     Post([ready = launch.on_ready, pid] { ready(pid); });
   }
+  // One kernel as long as the profile says, under the GPU's compute grant.
+  RunJobs(h, [&](Duration exec) {
+    const Status ran = (*runtime)->Launch([&] { clock_.SleepUntil(clock_.Now() + exec); });
+    (*runtime)->EndWork();
+    return ran;
+  });
+  weights = Status(Cancelled("stopping"));
+  runtime = Status(Cancelled("stopping"));  // closes the channel
+  Post([exit = launch.on_exit] { exit(Status::Ok()); });
+}
+
+void InProcessHost::ServeUnmodified(Hosted& h, InstanceLaunch& launch, std::int64_t pid) {
+  // Without a control channel: a program the driver switches (the checkpoint API), whose memory
+  // the node never sees and whose kernels share the GPU by its own time slicing.
+  Post([ready = launch.on_ready, pid] { ready(pid); });
+  RunJobs(h, [&](Duration exec) {
+    clock_.SleepUntil(clock_.Now() + exec);
+    return Status::Ok();
+  });
+  Post([exit = launch.on_exit] { exit(Status::Ok()); });
+}
+
+void InProcessHost::RunJobs(Hosted& h, const std::function<Status(Duration)>& run) {
   const auto stopped = [&] {
     std::lock_guard lock(h.mutex);
     return h.stop;
@@ -166,44 +189,9 @@ void InProcessHost::Serve(Hosted& h, InstanceLaunch& launch) {
       while (!stopped()) clock_.SleepUntil(clock_.Now() + std::chrono::seconds(1));
       break;
     }
-    // One kernel as long as the profile says, under the GPU's compute grant.
-    const Duration exec = h.spec->ExecLatency(job.batch);
-    const Status ran = (*runtime)->Launch([&] { clock_.SleepUntil(clock_.Now() + exec); });
-    (*runtime)->EndWork();
+    const Status ran = run(h.spec->ExecLatency(job.batch));
     Post([done = std::move(job.done), ran] { done(ran); });
   }
-  weights = Status(Cancelled("stopping"));
-  runtime = Status(Cancelled("stopping"));  // closes the channel
-  Post([exit = launch.on_exit] { exit(Status::Ok()); });
-}
-
-void InProcessHost::ServeUnmodified(Hosted& h, InstanceLaunch& launch, std::int64_t pid) {
-  // Without a control channel: a program the driver switches (the checkpoint API), whose memory
-  // the node never sees and whose kernels share the GPU by its own time slicing.
-  Post([ready = launch.on_ready, pid] { ready(pid); });
-  for (;;) {
-    Job job;
-    {
-      std::unique_lock lock(h.mutex);
-      h.changed.wait(lock, [&] { return h.stop || !h.jobs.empty(); });
-      if (h.stop) break;
-      job = std::move(h.jobs.front());
-      h.jobs.pop_front();
-    }
-    if (job.hang) {
-      for (;;) {
-        {
-          std::lock_guard lock(h.mutex);
-          if (h.stop) break;
-        }
-        clock_.SleepUntil(clock_.Now() + std::chrono::seconds(1));
-      }
-      break;
-    }
-    clock_.SleepUntil(clock_.Now() + h.spec->ExecLatency(job.batch));
-    Post([done = std::move(job.done)] { done(Status::Ok()); });
-  }
-  Post([exit = launch.on_exit] { exit(Status::Ok()); });
 }
 
 }  // namespace gshare::testing

@@ -87,6 +87,9 @@ class InProcessHost final : public InstanceHost {
   void Post(std::function<void()> f);
   void Serve(Hosted& hosted, InstanceLaunch& launch);
   void ServeUnmodified(Hosted& hosted, InstanceLaunch& launch, std::int64_t pid);
+  // Runs the instance's jobs until it is stopped: `run` takes a batch's profiled time and says how
+  // the run ended; a hanging job ends the loop once the instance is stopped.
+  void RunJobs(Hosted& hosted, const std::function<Status(Duration)>& run);
 
   LoopClock& clock_;
   const FunctionRegistry& functions_;
