@@ -189,9 +189,8 @@ else
 fi
 rc=0
 timeout 60 "${py}" "${here}/serve-check.py" tenants "${url}" "${admin}" \
-  "${results}/models/uploads.txt" >>"${notes}" || rc=$?
+  "${results}/models/uploads.txt" | tee -a "${notes}" || rc=$?
 [ "${rc}" -eq 0 ] || fail "the tenants and their uploads" "${rc}"
-tail -n 1 "${notes}"
 
 if [ "${emulated}" -eq 0 ]; then
   (while sleep 2; do sample during; done) &
@@ -202,7 +201,11 @@ status=0
 timeout 270 "${gshare}" replay --url "${url}" --catalog "${catalog}" \
   --trace "${results}/workload/invocations.csv" --admin-key-file "${admin}" \
   --references "${results}/models/references" --predict keepalive --ready-timeout 3m \
-  --out "${results}/live" 2>"${results}/replay.log" | tee "${results}/replay.out" || status=1
+  --out "${results}/live" 2>"${results}/replay.log" | tee "${results}/replay.out" || replay_rc=$?
+if [ "${replay_rc:-0}" -ne 0 ]; then
+  status=1
+  echo "serve-check.sh: gshare replay failed (exit ${replay_rc}$([ "${replay_rc}" -eq 124 ] && echo ": out of its 270 s budget"))" >&2
+fi
 "${py}" -c '
 import sys, urllib.request
 request = urllib.request.Request(sys.argv[1] + "/metrics",

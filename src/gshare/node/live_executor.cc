@@ -466,15 +466,21 @@ void LiveExecutor::Restore(GpuId id, FunctionId function, std::uint64_t reserve_
   };
   for (auto& [instance_id, instance] : instances_) {
     if (instance.function != function) continue;
-    const bool idle = instance.state == InstanceState::kIdle ||
-                      (instance.state == InstanceState::kDetaching && !instance.rebind);
+    const bool idle =
+        instance.state == InstanceState::kIdle || (instance.state == InstanceState::kDetaching &&
+                                                   !instance.rebind && !instance.stop_after_detach);
     if (idle && (bound == nullptr || rank(instance) > rank(*bound))) bound = &instance;
   }
   if ((cuda_gpus_ || options_.keep_instances_on_their_gpu) && bound != nullptr &&
       bound->home_device && *bound->home_device != gpu->device) {
     // A CUDA process stays on the GPU it started on (its CUDA_VISIBLE_DEVICES): a new one starts
-    // here, and the idle one away makes room for it within max_instances.
-    if (bound->state == InstanceState::kIdle) StopInstance(*bound);
+    // here, and the idle one away makes room for it within max_instances (one still detaching,
+    // once its detach ends).
+    if (bound->state == InstanceState::kIdle) {
+      StopInstance(*bound);
+    } else {
+      bound->stop_after_detach = true;
+    }
     bound = nullptr;
   }
   if (bound == nullptr) {
@@ -881,6 +887,8 @@ void LiveExecutor::Detached(InstanceId instance_id, GpuId id, FunctionId functio
         instance.after_detach = nullptr;
         next();
       }
+    } else if (instance.stop_after_detach) {
+      StopInstance(instance);
     } else {
       BecomeIdle(instance);
     }
@@ -1038,7 +1046,7 @@ InstanceView LiveExecutor::Instances(FunctionId function) const {
         ++view.bound;
         break;
       case InstanceState::kDetaching:
-        ++(instance.rebind ? view.bound : view.idle);
+        if (!instance.stop_after_detach) ++(instance.rebind ? view.bound : view.idle);
         break;
       case InstanceState::kIdle:
         ++view.idle;

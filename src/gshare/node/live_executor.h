@@ -279,6 +279,9 @@ class LiveExecutor final : public Executor {
     TimePoint started{};
     std::uint64_t keep_generation = 0;
     bool rebind = false;  // detaching, and already bound to a new slice
+    // Detaching, and replaced by a new instance on another GPU (it keeps its own): stopped once
+    // its detach ends, and no longer counted or bound meanwhile.
+    bool stop_after_detach = false;
     // Work waiting for a detach to end: the restore onto the new slice.
     std::function<void()> after_detach;
     std::shared_ptr<SliceMemory> orphan;  // the slice it held when a checkpoint failed

@@ -617,6 +617,50 @@ TEST(LiveExecutorStartOnSlice, AnInstanceThatKeepsItsGpuIsReplacedOnAnother) {
   EXPECT_TRUE(e.violation().ok()) << e.violation().ToString();
 }
 
+// The same when the instance away is still detaching (an eviction that discards counts it idle at
+// once): it is not bound, and it stops once its detach ends, so max_instances holds.
+TEST(LiveExecutorStartOnSlice, AnInstanceStillDetachingAwayStopsOnceDetached) {
+  LiveHarness h;
+  h.configure = [](LiveNodeOptions& options) {
+    options.executor.start_on_first_slice = true;
+    options.executor.keep_instances_on_their_gpu = true;
+  };
+  h.Build(testing::ContractGpu(), testing::ContractFunctions(),
+          {testing::ContractRequest(0, 0, 0.0)});
+  LiveExecutor& e = h.live();
+  ScriptedScheduler s;
+  std::vector<GpuId> gpus;
+  int restored = 0;
+  const auto restore_on_a_new_gpu = [&] {
+    auto acquired = e.AcquireGpu(0, Duration::zero());
+    ASSERT_TRUE(acquired.ok()) << acquired.status().ToString();
+    gpus.push_back(*acquired);
+    e.Restore(*acquired, 0, 300 * kMiB);
+  };
+  s.on_request = [&](const Request&) { restore_on_a_new_gpu(); };
+  s.on_restore = [&](GpuId gpu, FunctionId, const Status& status) {
+    ASSERT_TRUE(status.ok()) << status.ToString();
+    if (++restored == 1) {
+      const RequestId batch[] = {0};
+      e.Run(gpu, 0, batch);
+    }
+  };
+  s.on_run = [&](GpuId gpu, FunctionId) {
+    EXPECT_EQ(e.Evict(gpu, 0, EvictHint::kDiscardIfClean), EvictOutcome::kDiscarded);
+    EXPECT_EQ(e.Instances(0).idle, 1);  // detaching, counted idle at once
+    restore_on_a_new_gpu();
+    EXPECT_EQ(e.Instances(0).idle, 0);  // not bound, and no longer counted
+  };
+  const Status ran = h.Run(s);
+  ASSERT_TRUE(ran.ok()) << ran.ToString();
+  EXPECT_EQ(restored, 2);
+  EXPECT_EQ(h.host().started, 2);
+  const InstanceView after = e.Instances(0);
+  EXPECT_EQ(after.bound, 1);
+  EXPECT_EQ(after.idle, 0);  // the one away stopped after its detach
+  EXPECT_TRUE(e.violation().ok()) << e.violation().ToString();
+}
+
 TEST(LiveExecutorStartOnSlice, AShimInstanceLoadsOnItsSliceWithNoCopyAndSwitchesAfterwards) {
   const GpuType gpu = testing::ContractGpu();
   const auto copy = std::chrono::duration_cast<Duration>(std::chrono::duration<double>(
