@@ -96,6 +96,35 @@ def restore_median_ms(metrics_path):
     return None, count
 
 
+def metric_sum(metrics_path, name):
+    """The sum of a counter's samples over every function; None without the file or the name."""
+    if not os.path.exists(metrics_path):
+        return None
+    total = None
+    with open(metrics_path) as f:
+        for line in f:
+            if line.startswith(name + "{") or line.startswith(name + " "):
+                try:
+                    value = float(line.rsplit(" ", 1)[1])
+                except ValueError:
+                    continue
+                if math.isfinite(value) and value >= 0:
+                    total = (total or 0) + value
+    return total
+
+
+def fast_swap_text(metrics_path):
+    """The share of evicted state left uncopied (fast swap), from the node's counters."""
+    copied = metric_sum(metrics_path, "gshare_checkpoint_bytes_total")
+    skipped = metric_sum(metrics_path, "gshare_checkpoint_skipped_bytes_total")
+    if copied is None or skipped is None:
+        return "n/a (no checkpoint counters in /metrics)"
+    if copied + skipped == 0:
+        return "n/a (no eviction had state to keep)"
+    return (f"{100 * skipped / (copied + skipped):.1f}% of {(copied + skipped) / 2**20:.0f} MiB "
+            f"evicted ({skipped / 2**20:.0f} MiB not copied back)")
+
+
 def gpu_memory(path):
     """before, peak during, after (MiB), from the sampler's "phase,MiB" lines."""
     if not os.path.exists(path):
@@ -159,7 +188,8 @@ def table(work):
              row("restores", lambda r: str(r["swaps"])),
              f"| restore median (ms, histogram bucket) | {fmt(median_ms, '.1f')} "
              f"({restores_seen} restores) | - | - |",
-             "| fast-swap share | not measured (no fast swap for shim functions yet) | - | - |"]
+             f"| fast-swap share (bytes evictions did not copy back) | "
+             f"{fast_swap_text(os.path.join(work, 'metrics.txt'))} | - | - |"]
     if memory:
         lines.append("| GPU memory used, driver (MiB): before / peak during / after | "
                      f"{fmt(memory.get('before'), '.0f')} / {fmt(memory.get('during'), '.0f')} / "

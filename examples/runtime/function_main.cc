@@ -1,6 +1,10 @@
 // gshare-function: the bundled example functions' program (runtimes "mlp", "cnn" and "echo").
 //
-//   gshare-function --model mlp|cnn|echo [--weights FILE]   (no FILE: the bundled weights, seed 1)
+//   gshare-function --model mlp|cnn|echo [--weights FILE] [--no-freeze]
+//
+// No FILE: the bundled weights, seed 1. --no-freeze leaves the weights writable: every checkpoint
+// is then told the image was written, as the CUDA allocator shim tells it, and the node's chunk
+// digests decide what to copy (to measure that path on emulated GPUs).
 //
 // Started by a gshare node, which sets GSHARE_CONTROL_FD, GSHARE_DEVICE_BASE and
 // GSHARE_DEVICE_RESERVE (the function library, fn/runtime.h) and GSHARE_SOCKET (the Unix socket
@@ -61,15 +65,22 @@ int main(int argc, char** argv) {
   std::signal(SIGTERM, [](int) { std::_Exit(0); });
   std::string model;
   std::string weights;
-  for (int i = 1; i + 1 < argc; i += 2) {
+  bool freeze = true;
+  for (int i = 1; i < argc; ++i) {
     const std::string_view flag = argv[i];
-    if (flag == "--model") model = argv[i + 1];
-    if (flag == "--weights") weights = argv[i + 1];
+    if (flag == "--no-freeze") {
+      freeze = false;
+    } else if (i + 1 < argc && flag == "--model") {
+      model = argv[++i];
+    } else if (i + 1 < argc && flag == "--weights") {
+      weights = argv[++i];
+    }
   }
   const char* socket_path = std::getenv("GSHARE_SOCKET");
   if (model.empty() || socket_path == nullptr) {
     std::fprintf(stderr,
-                 "usage: gshare-function --model mlp|cnn|echo [--weights FILE], started by a "
+                 "usage: gshare-function --model mlp|cnn|echo [--weights FILE] [--no-freeze], "
+                 "started by a "
                  "gshare node (GSHARE_SOCKET unset)\n");
     return 2;
   }
@@ -79,7 +90,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "gshare-function: %s\n", runtime.status().ToString().c_str());
     return 2;
   }
-  auto function = gshare::examples::ModelFunction::Create(**runtime, model, weights);
+  auto function = gshare::examples::ModelFunction::Create(**runtime, model, weights, freeze);
   if (!function.ok()) {
     std::fprintf(stderr, "gshare-function: %s\n", function.status().ToString().c_str());
     // Weights that do not fit the model are the tenant's to fix; anything else is the node's.

@@ -42,7 +42,8 @@ Result<std::int64_t> BatchOf(const Tensor& input, const ModelLayout& layout) {
 
 Result<std::unique_ptr<ModelFunction>> ModelFunction::Create(fn::FunctionRuntime& runtime,
                                                              const std::string& model,
-                                                             const std::string& weights_path) {
+                                                             const std::string& weights_path,
+                                                             bool freeze) {
   std::unique_ptr<ModelFunction> function(new ModelFunction(runtime, model));
   if (model == "echo") {
     auto state = runtime.Allocate(kEchoStateBytes, "echo state");
@@ -51,7 +52,9 @@ Result<std::unique_ptr<ModelFunction>> ModelFunction::Create(fn::FunctionRuntime
     GSHARE_RETURN_IF_ERROR(runtime.Launch(
         [&] { std::memset(function->weights_.data(), 0, function->weights_.size_bytes()); }));
     runtime.EndWork();
-    GSHARE_RETURN_IF_ERROR(runtime.memory().Freeze());
+    if (freeze) {
+      GSHARE_RETURN_IF_ERROR(runtime.memory().Freeze());
+    }
     return function;
   }
   auto kind = ParseModelKind(model);
@@ -68,7 +71,9 @@ Result<std::unique_ptr<ModelFunction>> ModelFunction::Create(fn::FunctionRuntime
     std::memcpy(function->weights_.data(), block->data(), block->size() * sizeof(float));
   }));
   runtime.EndWork();
-  GSHARE_RETURN_IF_ERROR(runtime.memory().Freeze());
+  if (freeze) {
+    GSHARE_RETURN_IF_ERROR(runtime.memory().Freeze());
+  }
   return function;
 }
 

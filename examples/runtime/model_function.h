@@ -23,11 +23,14 @@ namespace gshare::examples {
 class ModelFunction {
  public:
   // "mlp", "cnn" or "echo". Loads the model's weights from `weights_path` (unused for echo; empty:
-  // the bundled weights, from the default seed) into device memory. Errors: an unknown model, an
-  // unreadable or wrong weights file, the quota.
+  // the bundled weights, from the default seed) into device memory, and freezes them (fast swap
+  // without digests); `freeze` false leaves them writable, so that every checkpoint is told the
+  // image was written, as an unmodified CUDA program behind the shim tells it. Errors: an unknown
+  // model, an unreadable or wrong weights file, the quota.
   static Result<std::unique_ptr<ModelFunction>> Create(fn::FunctionRuntime& runtime,
                                                        const std::string& model,
-                                                       const std::string& weights_path);
+                                                       const std::string& weights_path,
+                                                       bool freeze = true);
 
   const std::string& model() const { return model_; }
   // The tensors its metadata reports: for mlp and cnn, "input" FP32 [-1, <the model's input

@@ -14,9 +14,10 @@
 //               as gshare-function does, and nothing is preloaded.)
 //   checkpoint  (CUDA) the driver's process checkpoint API on the function's pid.
 // Once the function answers ready, one inference is the reference; then --repetitions rounds each
-// checkpoint (timed from the call to its completion), free the slice and let the device return
-// cached memory to the driver, read the driver's free memory, restore onto a new slice (timed)
-// and infer again: the answer must be exactly the reference's.
+// checkpoint (forced: every byte copied; timed from the call to its completion), free the slice
+// and let the device return cached memory to the driver, read the driver's free memory, restore
+// onto a new slice (timed), checkpoint at once without forcing (the fast swap of an unchanged
+// image, timed), restore again and infer: the answer must be exactly the reference's.
 //
 // Exit status: 0 when every round passed, 1 when anything failed (the reason in "why"), 4 when the
 // mechanism is unsupported here (the reason in "why"), 2 for bad usage.
@@ -73,6 +74,8 @@ void Print(const measure::FunctionBenchReport& r, bool json) {
                                 {"slice_bytes", r.slice_bytes},
                                 {"allocated_bytes", r.allocated_bytes},
                                 {"checkpoint_ms", r.checkpoint_ms},
+                                {"fast_swap_ms", r.fast_swap_ms},
+                                {"fast_swap_copied_bytes", r.fast_swap_copied_bytes},
                                 {"restore_ms", r.restore_ms},
                                 {"restore_copy_ms", r.restore_copy_ms},
                                 {"slice_alloc_ms", r.slice_alloc_ms},
@@ -102,6 +105,11 @@ void Print(const measure::FunctionBenchReport& r, bool json) {
       FormatBytes(r.free_before_start_bytes).c_str(), FormatBytes(r.free_resident_bytes).c_str(),
       FormatBytes(r.free_after_checkpoint_bytes).c_str(), FormatBytes(r.freed_bytes).c_str(),
       FormatBytes(r.context_bytes).c_str());
+  std::printf(
+      "  fast swap (a checkpoint right after a restore, nothing run): %.3f ms, %s copied at most "
+      "(%.1fx faster than the full checkpoint)\n",
+      r.fast_swap_ms, FormatBytes(r.fast_swap_copied_bytes).c_str(),
+      r.fast_swap_ms > 0 ? r.checkpoint_ms / r.fast_swap_ms : 0.0);
   std::printf("  outputs identical after every restore: %s\n", r.outputs_identical ? "yes" : "NO");
 }
 

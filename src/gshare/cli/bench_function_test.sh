@@ -38,6 +38,20 @@ assert 0 <= r["prepared_restores"] <= r["rounds"], r  # the preparer's hits, cou
 assert r["freed_bytes"] == 256 << 20, r
 assert r["free_after_checkpoint_bytes"] == r["free_before_start_bytes"], r
 assert r["context_bytes"] == 0, r
+# A frozen image is skipped: the fast swap copies nothing, and is faster than the full copy.
+assert r["fast_swap_copied_bytes"] == 0 and 0 < r["fast_swap_ms"] < r["checkpoint_ms"], r
+PY
+
+# --no-freeze: the image is reported written at every checkpoint, as the CUDA shim reports it; the
+# chunk digests find it unchanged after a restore, and nothing is copied.
+run digests "${bench[@]}" --repetitions 2 --json -- "$function_program" --model mlp \
+  --weights "$work/weights/mlp.safetensors" --no-freeze &&
+  check digests_report python3 - "$work/digests.stdout" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert r["status"] == "pass" and r["rounds"] == 2 and r["outputs_identical"] is True, r
+assert r["allocated_bytes"] >= 23_298_088, r
+assert r["fast_swap_copied_bytes"] == 0 and r["fast_swap_ms"] > 0, r
 PY
 
 # --fresh-slices: every restore into a fresh segment, none prepared ahead.

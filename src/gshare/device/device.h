@@ -9,7 +9,8 @@
 // destroying one while a copy that uses it is still in flight is a caller bug.
 //
 // Thread safety: Device, DeviceBuffer and CopyStream methods may be called from any thread.
-// Copies enqueued on one stream run in order; copies on different streams may run concurrently.
+// Copies (and digests) enqueued on one stream run in order; copies on different streams may run
+// concurrently.
 //
 // Errors: every failure is a Status. Out of device memory is ResourceExhausted; a copy that does
 // not fit its buffer is OutOfRange; a buffer that belongs to another device is InvalidArgument; a
@@ -180,6 +181,14 @@ class CopyStream {
   // Enqueues a copy of `destination.size()` bytes of `source`, from `source_offset_bytes`.
   virtual Status CopyToHost(std::span<std::byte> destination, const DeviceBuffer& source,
                             std::uint64_t source_offset_bytes) = 0;
+  // Enqueues the digest (chunk_digest.h) of `size_bytes` of `source` from `offset_bytes`,
+  // computed by the device where the memory is (a kernel on a GPU: no byte crosses the link),
+  // and written to `*digest` before any callback enqueued after it (Then) runs; a completion
+  // (Record, Synchronize) does not order it. `*digest` must stay valid until then, and the range
+  // must not be written meanwhile.
+  // `offset_bytes` is a multiple of 8 (InvalidArgument otherwise).
+  virtual Status Digest(const DeviceBuffer& source, std::uint64_t offset_bytes,
+                        std::uint64_t size_bytes, std::uint64_t* digest) = 0;
   // Records a completion after every copy enqueued so far.
   virtual Result<CopyCompletion> Record() = 0;
   // Waits until every copy enqueued so far has finished; returns the first copy error, if any.

@@ -26,7 +26,11 @@
 //               device memory (CUDA, paced emulated links) "stream" replaces it: one unchunked
 //               copy on one copy stream of the device (and stream_xS as above);
 //   checkpoint  the restore engine copying the buffer into the snapshot (the buffer is marked
-//               written before each run, so the checkpoint always copies).
+//               written before each run, so the checkpoint always copies; no digests);
+//   fast swap   the restore engine checkpointing the same buffer, unchanged but marked written,
+//               into a snapshot that knows its chunks' digests: the device digests every chunk,
+//               and nothing is copied (a full checkpoint that records the digests runs untimed
+//               before each run).
 // Host sides are pinned host memory holding the same random bytes, written before timing; every
 // path runs once untimed first, so that page faults are not what is measured. Each of the
 // `repetitions` (at least kMinRestoreRepetitions) rounds runs every path once, starting at a
@@ -79,6 +83,9 @@ struct SizeResult {
   std::uint64_t size_bytes = 0;
   DirectionResult to_device;  // raw vs restore
   DirectionResult to_host;    // raw vs checkpoint
+  // The fast swap of an unchanged image, its size over its time (GB/s as if it had been copied):
+  // to compare with to_host.engine, the full checkpoint.
+  Spread fast_swap;
 };
 
 class RestoreBench {

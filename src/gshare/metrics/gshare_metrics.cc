@@ -141,6 +141,12 @@ Status GshareMetrics::Register() {
       checkpoint_bytes_,
       registry_.AddCounter("gshare_checkpoint_bytes_total",
                            "Bytes copied back to the host by checkpointing evictions.", fn));
+  GSHARE_ASSIGN_OR_RETURN(
+      checkpoint_skipped_bytes_,
+      registry_.AddCounter("gshare_checkpoint_skipped_bytes_total",
+                           "Bytes of device state that evictions did not copy back because the "
+                           "host snapshot held them already (fast swap).",
+                           fn));
   GSHARE_ASSIGN_OR_RETURN(GaugeFamily * gpus,
                           registry_.AddGauge("gshare_gpus_in_use", "GPUs the node holds now."));
   GSHARE_ASSIGN_OR_RETURN(CounterFamily * gpu_seconds,
@@ -190,6 +196,8 @@ Result<std::shared_ptr<FunctionSeries>> GshareMetrics::AddFunction(std::string_v
   GSHARE_ASSIGN_OR_RETURN(series->checkpoints_, checkpoints_->WithLabels({function, tenant}));
   GSHARE_ASSIGN_OR_RETURN(series->checkpoint_bytes_,
                           checkpoint_bytes_->WithLabels({function, tenant}));
+  GSHARE_ASSIGN_OR_RETURN(series->checkpoint_skipped_bytes_,
+                          checkpoint_skipped_bytes_->WithLabels({function, tenant}));
   GSHARE_ASSIGN_OR_RETURN(series->vgpu_memory_, vgpu_memory_->WithLabels({function, tenant}));
   GSHARE_ASSIGN_OR_RETURN(series->vgpu_byte_seconds_,
                           vgpu_byte_seconds_->WithLabels({function, tenant}));
@@ -216,8 +224,8 @@ Status GshareMetrics::RemoveFunction(std::string_view function, std::string_view
   for (HistogramFamily* family : {latency_, queue_time_, restore_time_}) {
     (void)family->Remove({function, tenant});
   }
-  for (CounterFamily* family :
-       {swaps_, swap_bytes_, checkpoints_, checkpoint_bytes_, vgpu_byte_seconds_}) {
+  for (CounterFamily* family : {swaps_, swap_bytes_, checkpoints_, checkpoint_bytes_,
+                                checkpoint_skipped_bytes_, vgpu_byte_seconds_}) {
     (void)family->Remove({function, tenant});
   }
   for (GaugeFamily* family : {vgpu_memory_, slo_attainment_}) {
@@ -302,6 +310,14 @@ void MeterFeed::Checkpointed(TimePoint now, FunctionId function, std::uint64_t b
   if (f == nullptr || !f->series) return;
   f->series->checkpoints_->Inc();
   (void)f->series->checkpoint_bytes_->Add(static_cast<double>(bytes));
+}
+
+void MeterFeed::CheckpointSkipped(TimePoint now, FunctionId function, std::uint64_t bytes) {
+  MutexLock lock(mutex_);
+  Clamp(now);
+  const PerFunction* f = Function(function);
+  if (f == nullptr || !f->series) return;
+  (void)f->series->checkpoint_skipped_bytes_->Add(static_cast<double>(bytes));
 }
 
 void MeterFeed::Answered(TimePoint now, const Request& request, AnswerOutcome outcome) {

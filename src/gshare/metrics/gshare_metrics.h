@@ -76,6 +76,7 @@ class FunctionSeries {
   std::shared_ptr<Counter> swap_bytes_;
   std::shared_ptr<Counter> checkpoints_;
   std::shared_ptr<Counter> checkpoint_bytes_;
+  std::shared_ptr<Counter> checkpoint_skipped_bytes_;
   std::shared_ptr<Gauge> vgpu_memory_;
   std::shared_ptr<Counter> vgpu_byte_seconds_;
   std::shared_ptr<Counter> slo_met_;
@@ -129,6 +130,7 @@ class GshareMetrics {
   CounterFamily* swap_bytes_ = nullptr;
   CounterFamily* checkpoints_ = nullptr;
   CounterFamily* checkpoint_bytes_ = nullptr;
+  CounterFamily* checkpoint_skipped_bytes_ = nullptr;
   GaugeFamily* vgpu_memory_ = nullptr;
   CounterFamily* vgpu_byte_seconds_ = nullptr;
   CounterFamily* slo_requests_ = nullptr;
@@ -166,6 +168,7 @@ class MeterFeed final : public MeterSink {
   void Active(TimePoint /*now*/, FunctionId /*function*/, double /*delta_bytes*/) override {}
   void Restored(TimePoint now, FunctionId function, std::uint64_t bytes) override;
   void Checkpointed(TimePoint now, FunctionId function, std::uint64_t bytes) override;
+  void CheckpointSkipped(TimePoint now, FunctionId function, std::uint64_t bytes) override;
   void Answered(TimePoint now, const Request& request, AnswerOutcome outcome) override;
 
   // Brings the time integrals (GPU-seconds, vGPU byte-seconds) up to `now`; call it before each

@@ -120,6 +120,7 @@ TEST(MeterFeedTest, AgreesWithTheMeterOnTheSameEvents) {
   both([](auto& m) { m.Answered(AtSeconds(6), At(1, 5.5, 1), AnswerOutcome::kFailed); });  // failed
   both([](auto& m) { m.Answered(AtSeconds(6.5), At(1, 6, 1), AnswerOutcome::kOk); });      // met
   both([](auto& m) { m.Checkpointed(AtSeconds(7), 0, 250); });
+  both([](auto& m) { m.CheckpointSkipped(AtSeconds(7), 0, 750); });
   both([](auto& m) { m.Reserved(AtSeconds(7), 0, -1000); });
   both([](auto& m) { m.GpuReleased(AtSeconds(8), 0); });
 
@@ -145,6 +146,8 @@ TEST(MeterFeedTest, AgreesWithTheMeterOnTheSameEvents) {
   EXPECT_EQ(Sample(text, "gshare_checkpoints_total" + fa), totals.functions[0].checkpoints);
   EXPECT_EQ(Sample(text, "gshare_checkpoint_bytes_total" + fa),
             totals.functions[0].checkpoint_bytes);
+  EXPECT_EQ(Sample(text, "gshare_checkpoint_skipped_bytes_total" + fa), 750);
+  EXPECT_EQ(Sample(text, "gshare_checkpoint_skipped_bytes_total" + fb), 0);
   for (std::size_t f = 0; f < 2; ++f) {
     const std::string labels =
         f == 0 ? "function=\"a\",tenant=\"t1\"" : "function=\"b\",tenant=\"t2\"";

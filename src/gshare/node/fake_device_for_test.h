@@ -2,9 +2,9 @@
 // thread, with faults on request. For tests of the restore engine's error and concurrency paths,
 // deterministically.
 //
-// Every operation enqueued on any stream of a FakeDevice (a copy, a recorded completion, a Then
-// callback) joins one queue that a single runner thread works through in order. So a test knows
-// exactly which copies ran before which callback, and sees what is still in flight
+// Every operation enqueued on any stream of a FakeDevice (a copy, a digest, a recorded completion,
+// a Then callback) joins one queue that a single runner thread works through in order. So a test
+// knows exactly which copies ran before which callback, and sees what is still in flight
 // (copies_pending()).
 // Faults: the n-th Then callback and every later one are called with an injected error
 // (FailCallbacksFrom), after their copies ran; the next callback can be held before it runs until
@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "gshare/common/mutex.h"
+#include "gshare/device/chunk_digest.h"
 #include "gshare/device/device.h"
 
 namespace gshare::testing {
@@ -114,6 +115,7 @@ class FakeDevice final : public Device {
     std::size_t bytes = 0;
     std::shared_ptr<bool> done;  // a completion: set when reached (guarded by mutex_)
     std::function<void(Status)> then;
+    std::uint64_t* digest = nullptr;  // a digest of `source`, `bytes` long
   };
 
   class Event final : public CopyCompletion::Event {
@@ -156,6 +158,15 @@ class FakeDevice final : public Device {
           {destination.data(), Bytes(source).data() + offset, destination.size(), {}, {}});
       return Status::Ok();
     }
+    Status Digest(const DeviceBuffer& source, std::uint64_t offset, std::uint64_t size,
+                  std::uint64_t* digest) override {
+      if (offset % 8 != 0) return InvalidArgument("fake digest at an unaligned offset");
+      if (offset > source.size_bytes() || size > source.size_bytes() - offset) {
+        return OutOfRange("fake digest does not fit");
+      }
+      device_.Enqueue({nullptr, Bytes(source).data() + offset, size, {}, {}, digest});
+      return Status::Ok();
+    }
     Result<CopyCompletion> Record() override {
       auto done = std::make_shared<bool>(false);
       device_.Enqueue({nullptr, nullptr, 0, done, {}});
@@ -176,7 +187,7 @@ class FakeDevice final : public Device {
   void Enqueue(Operation operation) EXCLUDES(mutex_) {
     {
       MutexLock lock(mutex_);
-      if (operation.bytes > 0) ++copies_queued_;
+      if (operation.bytes > 0 && operation.digest == nullptr) ++copies_queued_;
       queue_.push_back(std::move(operation));
     }
     changed_.NotifyAll();
@@ -200,6 +211,10 @@ class FakeDevice final : public Device {
         }
         operation = std::move(queue_.front());
         queue_.pop_front();
+        if (operation.digest != nullptr) {
+          *operation.digest = ChunkDigest({operation.source, operation.bytes});
+          continue;
+        }
         if (operation.bytes > 0) {
           std::memcpy(operation.destination, operation.source, operation.bytes);
           --copies_queued_;

@@ -839,23 +839,27 @@ EvictOutcome LiveExecutor::Evict(GpuId id, FunctionId function, EvictHint hint) 
       [&](auto& m) { m.Reserved(Now(), function, -static_cast<double>(slice->reserve_bytes)); });
   gpu->slices.erase(function);
   instance.state = InstanceState::kDetaching;
-  instance.switcher->Checkpoint(report, [this, instance_id, id, function, memory,
-                                         report](Status status) mutable {
-    if (shut_down_) return;
-    auto it = instances_.find(instance_id);
-    const std::uint64_t copied =
-        it != instances_.end() && status.ok() ? it->second.switcher->last_checkpoint().bytes : 0;
-    Detached(instance_id, id, function, std::move(memory), report, status, copied);
-  });
+  instance.switcher->Checkpoint(
+      report, [this, instance_id, id, function, memory, report](Status status) mutable {
+        if (shut_down_) return;
+        auto it = instances_.find(instance_id);
+        TransferReport moved;
+        if (it != instances_.end() && status.ok()) moved = it->second.switcher->last_checkpoint();
+        Detached(instance_id, id, function, std::move(memory), report, status, moved.bytes,
+                 moved.unchanged_bytes);
+      });
   return report ? EvictOutcome::kCopying : EvictOutcome::kDiscarded;
 }
 
 void LiveExecutor::Detached(InstanceId instance_id, GpuId id, FunctionId function,
                             std::shared_ptr<SliceMemory> memory, bool report, const Status& status,
-                            std::uint64_t copied_bytes) {
+                            std::uint64_t copied_bytes, std::uint64_t skipped_bytes) {
   Gpu& gpu = gpus_[id];
   auto it = instances_.find(instance_id);
   if (copied_bytes > 0) Account([&](auto& m) { m.Checkpointed(Now(), function, copied_bytes); });
+  if (skipped_bytes > 0) {
+    Account([&](auto& m) { m.CheckpointSkipped(Now(), function, skipped_bytes); });
+  }
   if (status.ok() || it == instances_.end() || !it->second.switcher->uses_buffer()) {
     --gpu.leaving;
     memory.reset();  // the slice is freed, unbound and destroyed

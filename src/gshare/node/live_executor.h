@@ -353,7 +353,8 @@ class LiveExecutor final : public Executor {
   void RestoreFromStaging(InstanceId id);
   void RestoreFinished(GpuId gpu, FunctionId function, const Status& status);
   void Detached(InstanceId id, GpuId gpu, FunctionId function, std::shared_ptr<SliceMemory> memory,
-                bool report, const Status& status, std::uint64_t copied_bytes);
+                bool report, const Status& status, std::uint64_t copied_bytes,
+                std::uint64_t skipped_bytes);
   // `exited`: reported by the process's exit (a starting instance's other failures wait for it).
   void InstanceLost(InstanceId id, const Status& status, bool exited = false);
   // A request leaves the executor answered without a run: cancelled (OnRequestCancelled) or

@@ -65,20 +65,27 @@ Result<std::vector<std::unique_ptr<CopyStream>>*> RestoreEngine::StreamsFor(
 }
 
 // One transfer in flight: its pieces, the stream callbacks that feed them, and its end.
+//
+// A checkpoint that compares digests runs in two phases on the same streams: first a digest of
+// every chunk, then copies of the chunks whose digest changed. Every other transfer is one phase.
+// A copy of `host` to or from the device at `device_offset`, or, when `chunk` is set, the digest
+// of that chunk's range of the device buffer (host gives its size only).
+struct RestoreEngine::Piece {
+  std::span<std::byte> host;
+  std::uint64_t device_offset = 0;
+  std::optional<std::size_t> chunk;
+};
+
 class RestoreEngine::Job : public std::enable_shared_from_this<RestoreEngine::Job> {
  public:
-  struct Piece {
-    std::span<std::byte> host;
-    std::uint64_t device_offset = 0;
-  };
-
-  Job(RestoreEngine& engine, Direction direction, Snapshot& snapshot, Snapshot::TransferLock lock,
-      const DeviceBuffer& buffer, std::uint64_t generation,
+  Job(RestoreEngine& engine, Direction direction, DigestUse digests, Snapshot& snapshot,
+      Snapshot::TransferLock lock, const DeviceBuffer& buffer, std::uint64_t generation,
       std::vector<std::unique_ptr<CopyStream>>& streams, std::size_t depth,
       const CancellationFlag* cancel, const Clock& clock, TransferDone done,
       std::vector<Piece> pieces)
       : engine_(engine),
         direction_(direction),
+        digest_use_(digests),
         snapshot_(snapshot),
         lock_(std::move(lock)),
         buffer_(
@@ -90,16 +97,17 @@ class RestoreEngine::Job : public std::enable_shared_from_this<RestoreEngine::Jo
         clock_(clock),
         start_(clock.Now()),
         done_(std::move(done)),
-        pieces_(std::move(pieces)) {}
+        pieces_(std::move(pieces)) {
+    if (digest_use_ != DigestUse::kNone) digests_.assign(snapshot_.chunk_count(), 0);
+    if (digest_use_ == DigestUse::kCompare) recorded_ = lock_->digests();
+  }
 
   // Enqueues each stream's first pieces; ends the transfer here when nothing was enqueued.
   void Start() EXCLUDES(mutex_) {
     bool ended = false;
     {
       MutexLock lock(mutex_);
-      for (std::size_t round = 0; round < depth_; ++round) {
-        for (std::size_t s = 0; s < streams_.size(); ++s) EnqueueNext(s);
-      }
+      EnqueueFirst();
       ended = outstanding_ == 0;
     }
     if (ended) End();
@@ -107,6 +115,12 @@ class RestoreEngine::Job : public std::enable_shared_from_this<RestoreEngine::Jo
 
  private:
   const char* verb() const { return direction_ == Direction::kToDevice ? "restore" : "checkpoint"; }
+
+  void EnqueueFirst() REQUIRES(mutex_) {
+    for (std::size_t round = 0; round < depth_; ++round) {
+      for (std::size_t s = 0; s < streams_.size(); ++s) EnqueueNext(s);
+    }
+  }
 
   // Enqueues the next piece on stream `s`, with its callback; records why not on an error.
   void EnqueueNext(std::size_t s) REQUIRES(mutex_) {
@@ -119,20 +133,30 @@ class RestoreEngine::Job : public std::enable_shared_from_this<RestoreEngine::Jo
     }
     const Piece& piece = pieces_[next_];
     CopyStream& stream = *streams_[s];
-    const Status enqueued = direction_ == Direction::kToDevice
-                                ? stream.CopyToDevice(buffer_, piece.device_offset, piece.host)
-                                : stream.CopyToHost(piece.host, buffer_, piece.device_offset);
+    Status enqueued;
+    if (piece.chunk.has_value()) {
+      enqueued =
+          stream.Digest(buffer_, piece.device_offset, piece.host.size(), &digests_[*piece.chunk]);
+    } else if (direction_ == Direction::kToDevice) {
+      enqueued = stream.CopyToDevice(buffer_, piece.device_offset, piece.host);
+    } else {
+      enqueued = stream.CopyToHost(piece.host, buffer_, piece.device_offset);
+    }
     if (!enqueued.ok()) {
       status_ = enqueued.WithContext(fmt::format("{} of '{}'", verb(), snapshot_.function_id()));
       return;
     }
     ++next_;
-    bytes_ += piece.host.size();
+    if (!piece.chunk.has_value()) {
+      bytes_ += piece.host.size();
+      ++copies_;
+    }
     ++outstanding_;
     stream.Then([self = shared_from_this(), s](Status copied) { self->OnPiece(s, copied); });
   }
 
-  // A piece of stream `s` ended: the stream takes the next one, or the transfer ends.
+  // A piece of stream `s` ended: the stream takes the next one, the next phase starts, or the
+  // transfer ends.
   void OnPiece(std::size_t s, const Status& copied) EXCLUDES(mutex_) {
     bool ended = false;
     {
@@ -142,9 +166,25 @@ class RestoreEngine::Job : public std::enable_shared_from_this<RestoreEngine::Jo
         status_ = copied.WithContext(fmt::format("{} of '{}'", verb(), snapshot_.function_id()));
       }
       EnqueueNext(s);
+      if (outstanding_ == 0 && status_.ok() && digest_use_ == DigestUse::kCompare && !compared_) {
+        StartChangedCopies();
+      }
       ended = outstanding_ == 0;
     }
     if (ended) End();
+  }
+
+  // Every chunk's digest is in: copies the chunks that changed (none: the transfer ends).
+  void StartChangedCopies() REQUIRES(mutex_) {
+    compared_ = true;
+    std::vector<bool> changed(snapshot_.chunk_count(), false);
+    for (std::size_t i = 0; i < changed.size(); ++i) {
+      changed[i] = digests_[i] != recorded_[i];
+      if (!changed[i]) unchanged_bytes_ += snapshot_.chunk(i).size();
+    }
+    pieces_ = engine_.CutPieces(snapshot_, &changed, false);
+    next_ = 0;
+    EnqueueFirst();
   }
 
   // Every copy enqueued has finished: binds the snapshot on success, lets its lock go, reports.
@@ -155,12 +195,20 @@ class RestoreEngine::Job : public std::enable_shared_from_this<RestoreEngine::Jo
       if (status_.ok()) {
         TransferReport report;
         report.bytes = bytes_;
-        report.chunks = next_;
+        report.chunks = copies_;
         report.started = start_;
         report.elapsed = clock_.Now() - start_;
+        if (digest_use_ == DigestUse::kCompare) {
+          report.compared_bytes = snapshot_.size_bytes();
+          report.unchanged_bytes = unchanged_bytes_;
+        }
         lock_->Bind(buffer_, generation_);
+        // A checkpoint rewrote the snapshot: it now holds the digests computed, or none.
+        if (direction_ == Direction::kToHost) lock_->SetDigests(std::move(digests_));
         result = report;
       } else {
+        // A checkpoint that failed may have changed some chunks: their digests are unknown.
+        if (direction_ == Direction::kToHost) lock_->SetDigests({});
         result = status_;
       }
       lock_.reset();
@@ -175,6 +223,7 @@ class RestoreEngine::Job : public std::enable_shared_from_this<RestoreEngine::Jo
 
   RestoreEngine& engine_;
   const Direction direction_;
+  const DigestUse digest_use_;
   Snapshot& snapshot_;
   std::optional<Snapshot::TransferLock> lock_;
   DeviceBuffer& buffer_;
@@ -185,40 +234,67 @@ class RestoreEngine::Job : public std::enable_shared_from_this<RestoreEngine::Jo
   const Clock& clock_;
   const TimePoint start_;
   TransferDone done_;  // called once, by End
-  const std::vector<Piece> pieces_;
+  // The digests computed (written by the streams, read once every piece has ended), and those
+  // the snapshot held when the transfer started (kCompare).
+  std::vector<std::uint64_t> digests_;
+  std::vector<std::uint64_t> recorded_;
   Mutex mutex_;
+  std::vector<Piece> pieces_ GUARDED_BY(mutex_);    // of the current phase
   std::size_t next_ GUARDED_BY(mutex_) = 0;         // the next piece to enqueue
   std::size_t outstanding_ GUARDED_BY(mutex_) = 0;  // pieces whose callback has not run
   std::uint64_t bytes_ GUARDED_BY(mutex_) = 0;      // bytes enqueued
-  Status status_ GUARDED_BY(mutex_);                // the first error
+  std::size_t copies_ GUARDED_BY(mutex_) = 0;       // copies enqueued
+  bool compared_ GUARDED_BY(mutex_) = false;        // kCompare: the copy phase started
+  std::uint64_t unchanged_bytes_ GUARDED_BY(mutex_) = 0;
+  Status status_ GUARDED_BY(mutex_);  // the first error
 };
 
-void RestoreEngine::Launch(Direction direction, Snapshot& snapshot, Snapshot::TransferLock lock,
-                           const DeviceBuffer& buffer, std::uint64_t generation,
-                           std::vector<std::unique_ptr<CopyStream>>& streams,
-                           const CancellationFlag* cancel, TransferDone done) {
-  // Pieces: the snapshot's chunks, cut so that a small transfer reaches every stream.
-  const std::uint64_t count = streams.size();
+std::vector<RestoreEngine::Piece> RestoreEngine::CutPieces(const Snapshot& snapshot,
+                                                           const std::vector<bool>* chunks,
+                                                           bool digest_each) const {
+  // Pieces: the snapshot's chunks (those selected), cut so that a small transfer reaches every
+  // stream.
+  const std::uint64_t count = static_cast<std::uint64_t>(options_.streams_per_device);
   constexpr std::uint64_t kPage = 4 * kKiB;
   const std::uint64_t spread =
       ((snapshot.size_bytes() + count - 1) / count + kPage - 1) / kPage * kPage;
   const std::uint64_t piece_bytes = std::max<std::uint64_t>(options_.min_piece_bytes, spread);
-  std::vector<Job::Piece> pieces;
+  std::vector<Piece> pieces;
   for (std::size_t i = 0; i < snapshot.chunk_count(); ++i) {
+    if (chunks != nullptr && !(*chunks)[i]) continue;
     const std::span<std::byte> chunk = snapshot.chunk(i);
     const std::uint64_t offset = snapshot.chunk_offset_bytes(i);
     for (std::uint64_t within = 0; within < chunk.size(); within += piece_bytes) {
       const std::uint64_t n = std::min<std::uint64_t>(piece_bytes, chunk.size() - within);
-      pieces.push_back({chunk.subspan(within, n), offset + within});
+      pieces.push_back({chunk.subspan(within, n), offset + within, std::nullopt});
     }
+    if (digest_each) pieces.push_back({chunk, offset, i});
+  }
+  return pieces;
+}
+
+void RestoreEngine::Launch(Direction direction, DigestUse digests, Snapshot& snapshot,
+                           Snapshot::TransferLock lock, const DeviceBuffer& buffer,
+                           std::uint64_t generation,
+                           std::vector<std::unique_ptr<CopyStream>>& streams,
+                           const CancellationFlag* cancel, TransferDone done) {
+  std::vector<Piece> pieces;
+  if (digests == DigestUse::kCompare) {
+    // First phase: one digest per chunk; the copies are cut once the digests are in.
+    for (std::size_t i = 0; i < snapshot.chunk_count(); ++i) {
+      pieces.push_back({snapshot.chunk(i), snapshot.chunk_offset_bytes(i), i});
+    }
+  } else {
+    pieces = CutPieces(snapshot, nullptr, digests == DigestUse::kRecord);
   }
   {
     MutexLock counted(transfers_mutex_);
     ++transfers_;
   }
-  auto job = std::make_shared<Job>(*this, direction, snapshot, std::move(lock), buffer, generation,
-                                   streams, static_cast<std::size_t>(options_.in_flight_per_stream),
-                                   cancel, clock_, std::move(done), std::move(pieces));
+  auto job = std::make_shared<Job>(*this, direction, digests, snapshot, std::move(lock), buffer,
+                                   generation, streams,
+                                   static_cast<std::size_t>(options_.in_flight_per_stream), cancel,
+                                   clock_, std::move(done), std::move(pieces));
   job->Start();
 }
 
@@ -234,8 +310,8 @@ Status RestoreEngine::StartRestore(Snapshot& snapshot, DeviceBuffer& destination
   // From here on the buffer's contents change: no snapshot holds it any more, this one included,
   // until the copy has succeeded.
   const std::uint64_t generation = destination.MarkWritten();
-  Launch(Direction::kToDevice, snapshot, std::move(lock), destination, generation, *streams, cancel,
-         std::move(done));
+  Launch(Direction::kToDevice, DigestUse::kNone, snapshot, std::move(lock), destination, generation,
+         *streams, cancel, std::move(done));
   return Status::Ok();
 }
 
@@ -253,22 +329,28 @@ Status RestoreEngine::CheckImage(const DeviceBuffer& source, std::uint64_t image
 
 Status RestoreEngine::StartCheckpointImage(const DeviceBuffer& source, std::uint64_t image_bytes,
                                            Snapshot& snapshot, const CancellationFlag* cancel,
-                                           TransferDone done) {
+                                           TransferDone done, CheckpointOptions options) {
   GSHARE_RETURN_IF_ERROR(CheckImage(source, image_bytes, snapshot));
   GSHARE_ASSIGN_OR_RETURN(auto* streams, StreamsFor(source));
   Snapshot::TransferLock lock(snapshot);
-  if (snapshot.Holds(source)) {
+  if (!options.copy_all && snapshot.Holds(source)) {
     { auto released = std::move(lock); }
     TransferReport report;
     report.skipped = true;
+    report.unchanged_bytes = snapshot.size_bytes();
     done(report);
     return Status::Ok();
+  }
+  DigestUse digests = DigestUse::kNone;
+  if (options.digests) {
+    const bool known = lock.digests().size() == snapshot.chunk_count();
+    digests = known && !options.copy_all ? DigestUse::kCompare : DigestUse::kRecord;
   }
   // Read before copying: a write that starts during the copy makes the binding stale.
   const std::uint64_t generation = source.write_generation();
   lock.Unbind();
-  Launch(Direction::kToHost, snapshot, std::move(lock), source, generation, *streams, cancel,
-         std::move(done));
+  Launch(Direction::kToHost, digests, snapshot, std::move(lock), source, generation, *streams,
+         cancel, std::move(done));
   return Status::Ok();
 }
 
@@ -300,7 +382,8 @@ Result<TransferReport> RestoreEngine::Restore(Snapshot& snapshot, DeviceBuffer& 
 }
 
 Result<TransferReport> RestoreEngine::Checkpoint(const DeviceBuffer& source, Snapshot& snapshot,
-                                                 const CancellationFlag* cancel) {
+                                                 const CancellationFlag* cancel,
+                                                 CheckpointOptions options) {
   // Validated before any skip, so that a skip never hides a caller's mistake.
   GSHARE_RETURN_IF_ERROR(StreamsFor(source).status());
   if (source.size_bytes() > snapshot.size_bytes()) {
@@ -310,14 +393,15 @@ Result<TransferReport> RestoreEngine::Checkpoint(const DeviceBuffer& source, Sna
         snapshot.function_id(), source.device().info().name, source.size_bytes(),
         snapshot.size_bytes()));
   }
-  return CheckpointImage(source, source.size_bytes(), snapshot, cancel);
+  return CheckpointImage(source, source.size_bytes(), snapshot, cancel, options);
 }
 
 Result<TransferReport> RestoreEngine::CheckpointImage(const DeviceBuffer& source,
                                                       std::uint64_t image_bytes, Snapshot& snapshot,
-                                                      const CancellationFlag* cancel) {
+                                                      const CancellationFlag* cancel,
+                                                      CheckpointOptions options) {
   return Wait([&](TransferDone done) {
-    return StartCheckpointImage(source, image_bytes, snapshot, cancel, std::move(done));
+    return StartCheckpointImage(source, image_bytes, snapshot, cancel, std::move(done), options);
   });
 }
 

@@ -8,6 +8,14 @@
 // unlocked to run is preceded by DeviceBuffer::MarkWritten, so only a slice that nothing wrote
 // since its restore is discarded without a copy.
 //
+// A checkpoint of a snapshot that is not bound to the buffer (the function wrote, or says it
+// may have written, since) but that knows its chunks' digests (snapshot_store.h) first has the
+// device compute the digest of each chunk of the buffer (CopyStream::Digest: a kernel on a GPU,
+// whose memory is far faster than the link), then copies only the chunks whose digest changed,
+// and records the new digests; a full checkpoint records them too. So a function that cannot say
+// what it wrote (an unmodified CUDA program behind the allocator shim) still gets a fast swap
+// when it wrote nothing, and a partial one when it wrote little (its activations).
+//
 // Both are cut into pieces and pipelined: each of the target GPU's S copy streams starts with
 // `in_flight_per_stream` pieces and takes the next piece whenever one of its own ends, so that
 // copies overlap their launches and completions, and a cancellation is seen within a few pieces.
@@ -86,8 +94,23 @@ struct TransferReport {
   Duration elapsed{};       // from its start to the last piece's completion
   std::size_t chunks = 0;   // pieces copied
   bool skipped = false;     // a checkpoint of a snapshot that held the buffer: nothing copied
+  // A checkpoint: bytes whose digests were compared on the device (0: none were), and bytes it
+  // did not copy because the snapshot held them already (all of them when skipped).
+  std::uint64_t compared_bytes = 0;
+  std::uint64_t unchanged_bytes = 0;
 
   double bytes_per_second() const;
+};
+
+// How a checkpoint treats what the snapshot already holds.
+struct CheckpointOptions {
+  // Copy every chunk, even when the snapshot holds the buffer or a chunk's digest is unchanged.
+  bool copy_all = false;
+  // Digests: compare the device's with the snapshot's and copy only the chunks that changed
+  // (when the snapshot knows them and copy_all is off), and record those of what the snapshot
+  // holds afterwards, for the next checkpoint. Off: every chunk is copied, and the snapshot then
+  // knows no digests, as a benchmark of raw transfers wants.
+  bool digests = true;
 };
 
 class RestoreEngine {
@@ -116,13 +139,15 @@ class RestoreEngine {
   // FailedPrecondition when `source` is larger than the snapshot, OutOfRange when smaller (checked
   // before any skip); Cancelled; a device error.
   Result<TransferReport> Checkpoint(const DeviceBuffer& source, Snapshot& snapshot,
-                                    const CancellationFlag* cancel = nullptr);
+                                    const CancellationFlag* cancel = nullptr,
+                                    CheckpointOptions options = {});
   // As Checkpoint, for an image that is the first `image_bytes` of `source`: a function's memory
   // in use at the start of a larger slice. The snapshot holds those bytes, and its size must be
   // `image_bytes`; OutOfRange otherwise, or when the image is larger than the buffer.
   Result<TransferReport> CheckpointImage(const DeviceBuffer& source, std::uint64_t image_bytes,
                                          Snapshot& snapshot,
-                                         const CancellationFlag* cancel = nullptr);
+                                         const CancellationFlag* cancel = nullptr,
+                                         CheckpointOptions options = {});
 
   // The same transfers, started: the checks above are done at once (an error returned means
   // nothing started and `done` is never called); `done` gets the rest. `snapshot`, the buffer and
@@ -130,8 +155,8 @@ class RestoreEngine {
   Status StartRestore(Snapshot& snapshot, DeviceBuffer& destination, const CancellationFlag* cancel,
                       TransferDone done);
   Status StartCheckpointImage(const DeviceBuffer& source, std::uint64_t image_bytes,
-                              Snapshot& snapshot, const CancellationFlag* cancel,
-                              TransferDone done);
+                              Snapshot& snapshot, const CancellationFlag* cancel, TransferDone done,
+                              CheckpointOptions options = {});
 
   const RestoreEngineOptions& options() const { return options_; }
 
@@ -148,6 +173,8 @@ class RestoreEngine {
     std::vector<std::unique_ptr<CopyStream>> streams;
   };
   enum class Direction { kToDevice, kToHost };
+  // A checkpoint's digests: none; computed beside a full copy and recorded; or compared first.
+  enum class DigestUse { kNone, kRecord, kCompare };
 
   RestoreEngine(RestoreEngineOptions options, const Clock& clock,
                 std::vector<DeviceStreams> devices);
@@ -156,10 +183,15 @@ class RestoreEngine {
   Status CheckImage(const DeviceBuffer& source, std::uint64_t image_bytes,
                     const Snapshot& snapshot);
   // Cuts the transfer into pieces and starts it; the lock is held until it ends.
-  void Launch(Direction direction, Snapshot& snapshot, Snapshot::TransferLock lock,
-              const DeviceBuffer& buffer, std::uint64_t generation,
+  void Launch(Direction direction, DigestUse digests, Snapshot& snapshot,
+              Snapshot::TransferLock lock, const DeviceBuffer& buffer, std::uint64_t generation,
               std::vector<std::unique_ptr<CopyStream>>& streams, const CancellationFlag* cancel,
               TransferDone done);
+  // The copy pieces of the snapshot's chunks (those `chunks` selects; null: all), each chunk
+  // followed by its digest when `digest_each`.
+  struct Piece;
+  std::vector<Piece> CutPieces(const Snapshot& snapshot, const std::vector<bool>* chunks,
+                               bool digest_each) const;
   // Runs `start` with a TransferDone and waits for it.
   static Result<TransferReport> Wait(const std::function<Status(TransferDone)>& start);
 

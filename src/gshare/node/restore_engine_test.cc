@@ -399,5 +399,125 @@ TEST_F(RestoreEngineFaultTest, CancelsARestoreInProgress) {
   EXPECT_FALSE((*snapshot)->Holds(**buffer));
 }
 
+// Digests: a checkpoint copies only the chunks whose digest changed (the fast swap of a function
+// that cannot say what it wrote).
+class RestoreEngineDigestTest : public RestoreEngineTest {
+ protected:
+  // A function's image of `chunks` chunks of 256 KiB and a tail, resident on GPU 0 and
+  // checkpointed once (a full copy, which records the digests); the buffer then marked written,
+  // as a function that ran is.
+  void Resident(std::size_t chunks) {
+    bytes_ = RandomBytes(chunks * 256 * kKiB + 100, 40);
+    buffer_ = Allocate(0, bytes_.size());
+    std::copy(bytes_.begin(), bytes_.end(), DeviceBytes(*buffer_).begin());
+    auto snapshot = store_->Create("shim-function", bytes_.size());
+    ASSERT_TRUE(snapshot.ok());
+    snapshot_ = std::move(snapshot).value();
+    auto first = engine_->Checkpoint(*buffer_, *snapshot_);
+    ASSERT_TRUE(first.ok()) << first.status().ToString();
+    EXPECT_EQ(first->bytes, bytes_.size());
+    EXPECT_EQ(first->compared_bytes, 0u) << "no digests known yet";
+    buffer_->MarkWritten();
+  }
+
+  std::vector<std::byte> SnapshotBytes() {
+    std::vector<std::byte> held(snapshot_->size_bytes());
+    EXPECT_TRUE(snapshot_->Read(0, held).ok());
+    return held;
+  }
+
+  std::vector<std::byte> bytes_;
+  std::unique_ptr<DeviceBuffer> buffer_;
+  SnapshotRef snapshot_;
+};
+
+TEST_F(RestoreEngineDigestTest, AnUnchangedImageCopiesNothing) {
+  Resident(6);
+  auto report = engine_->Checkpoint(*buffer_, *snapshot_);
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  EXPECT_EQ(report->bytes, 0u);
+  EXPECT_EQ(report->chunks, 0u);
+  EXPECT_FALSE(report->skipped) << "the device compared digests: not a skip";
+  EXPECT_EQ(report->compared_bytes, bytes_.size());
+  EXPECT_EQ(report->unchanged_bytes, bytes_.size());
+  EXPECT_TRUE(snapshot_->Holds(*buffer_));
+  EXPECT_EQ(SnapshotBytes(), bytes_);
+}
+
+TEST_F(RestoreEngineDigestTest, OnlyTheChunksThatChangedAreCopied) {
+  Resident(6);
+  // One byte in chunk 2, one in the tail (chunk 6): two chunks change.
+  DeviceBytes(*buffer_)[2 * 256 * kKiB + 17] ^= std::byte{1};
+  DeviceBytes(*buffer_)[6 * 256 * kKiB + 99] ^= std::byte{0x80};
+  auto report = engine_->Checkpoint(*buffer_, *snapshot_);
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  EXPECT_EQ(report->bytes, 256 * kKiB + 100);
+  EXPECT_EQ(report->unchanged_bytes, 5 * 256 * kKiB);
+  const auto device = DeviceBytes(*buffer_).first(bytes_.size());
+  EXPECT_EQ(SnapshotBytes(), std::vector<std::byte>(device.begin(), device.end()));
+
+  // The snapshot now restores the changed image onto the other GPU, and knows its digests: a
+  // checkpoint from there copies nothing.
+  auto on_gpu1 = Allocate(1, bytes_.size());
+  ASSERT_TRUE(engine_->Restore(*snapshot_, *on_gpu1).ok());
+  EXPECT_TRUE(std::equal(device.begin(), device.end(), DeviceBytes(*on_gpu1).begin()));
+  on_gpu1->MarkWritten();
+  auto again = engine_->Checkpoint(*on_gpu1, *snapshot_);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(again->bytes, 0u);
+}
+
+TEST_F(RestoreEngineDigestTest, CopyAllCopiesEverythingAndNoDigestsForgetsThem) {
+  Resident(4);
+  auto all = engine_->Checkpoint(*buffer_, *snapshot_, nullptr, {.copy_all = true});
+  ASSERT_TRUE(all.ok());
+  EXPECT_EQ(all->bytes, bytes_.size());
+  buffer_->MarkWritten();
+  auto compared = engine_->Checkpoint(*buffer_, *snapshot_);
+  ASSERT_TRUE(compared.ok());
+  EXPECT_EQ(compared->bytes, 0u) << "the forced copy recorded digests";
+  buffer_->MarkWritten();
+  auto forgot =
+      engine_->Checkpoint(*buffer_, *snapshot_, nullptr, {.copy_all = true, .digests = false});
+  ASSERT_TRUE(forgot.ok());
+  buffer_->MarkWritten();
+  auto full = engine_->Checkpoint(*buffer_, *snapshot_);
+  ASSERT_TRUE(full.ok());
+  EXPECT_EQ(full->bytes, bytes_.size()) << "a copy without digests leaves none to compare";
+  EXPECT_EQ(full->compared_bytes, 0u);
+}
+
+TEST_F(RestoreEngineDigestTest, AWriteToTheSnapshotForgetsItsDigests) {
+  Resident(3);
+  ASSERT_TRUE(snapshot_->Write(0, std::vector<std::byte>(8, std::byte{7})).ok());
+  auto report = engine_->Checkpoint(*buffer_, *snapshot_);
+  ASSERT_TRUE(report.ok());
+  EXPECT_EQ(report->bytes, bytes_.size()) << "the snapshot's chunk 0 no longer has its digest";
+  EXPECT_EQ(SnapshotBytes(), bytes_);
+}
+
+TEST_F(RestoreEngineFaultTest, AFailedCheckpointForgetsTheDigests) {
+  MakeEngine(2, 1);
+  const auto bytes = RandomBytes(2 * kMiB, 21);  // eight chunks of 256 KiB
+  auto snapshot = store_->Create("f", bytes.size());
+  ASSERT_TRUE(snapshot.ok());
+  auto buffer = device_.Allocate(bytes.size());
+  ASSERT_TRUE(buffer.ok());
+  auto device_bytes = testing::FakeDevice::Bytes(**buffer);
+  std::copy(bytes.begin(), bytes.end(), device_bytes.begin());
+  ASSERT_TRUE(engine_->Checkpoint(**buffer, **snapshot).ok());  // records the digests
+  // A changed chunk, and a checkpoint whose copy fails: the snapshot's chunk may be half
+  // written, so nothing it recorded may be trusted.
+  device_bytes[3 * 256 * kKiB] ^= std::byte{1};
+  (*buffer)->MarkWritten();
+  device_.FailCallbacksFrom(1);
+  EXPECT_FALSE(engine_->Checkpoint(**buffer, **snapshot).ok());
+  device_.FailCallbacksFrom(1 << 30);
+  auto report = engine_->Checkpoint(**buffer, **snapshot);
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  EXPECT_EQ(report->bytes, bytes.size());
+  EXPECT_EQ(report->compared_bytes, 0u);
+}
+
 }  // namespace
 }  // namespace gshare

@@ -70,6 +70,15 @@ void Snapshot::TransferLock::Unbind() {
   snapshot_->binding_.reset();
 }
 
+const std::vector<std::uint64_t>& Snapshot::TransferLock::digests() const {
+  return snapshot_->digests_;
+}
+
+void Snapshot::TransferLock::SetDigests(std::vector<std::uint64_t> digests) {
+  snapshot_->digests_ = digests.size() == snapshot_->chunks_.size() ? std::move(digests)
+                                                                    : std::vector<std::uint64_t>();
+}
+
 Status Snapshot::Write(std::uint64_t offset_bytes, std::span<const std::byte> source) {
   if (offset_bytes > size_bytes_ || source.size() > size_bytes_ - offset_bytes) {
     return OutOfRange(fmt::format("snapshot of '{}': write of {} bytes at {} past its {} bytes",
@@ -77,6 +86,7 @@ Status Snapshot::Write(std::uint64_t offset_bytes, std::span<const std::byte> so
   }
   TransferLock transfer(*this);
   transfer.Unbind();
+  transfer.SetDigests({});
   while (!source.empty()) {
     const std::size_t index = offset_bytes / chunk_bytes_;
     const std::uint64_t within = offset_bytes % chunk_bytes_;

@@ -17,6 +17,12 @@
 // for a whole restore or checkpoint, and Read and Write take it, so that transfers of one
 // snapshot (and reads and writes of its bytes) never overlap: they run one after the other.
 //
+// Digests: a snapshot may also know the digest of each of its chunks (device/chunk_digest.h), as
+// the device computed them when the chunk was last checkpointed. A checkpoint of a buffer the
+// snapshot is not bound to compares them with the buffer's, computed on the device, and copies
+// only the chunks that differ: the fast swap of a function that cannot say what it wrote (the
+// CUDA allocator shim). Write forgets them.
+//
 // Lifetime: SnapshotRef is a counted handle. Remove() takes a snapshot out of the index at once;
 // its chunks return to the pool when the last handle is dropped, so a restore in progress never
 // sees its bytes reused. Every handle must be dropped before the store is destroyed.
@@ -88,6 +94,11 @@ class Snapshot {
     void Bind(const DeviceBuffer& buffer, std::uint64_t write_generation);
     // Records that the snapshot equals no device buffer (its bytes are about to change).
     void Unbind();
+    // The digests (device/chunk_digest.h) of the snapshot's chunks, in order; empty when not
+    // known. A checkpoint compares them with the device's to copy only the chunks that changed.
+    const std::vector<std::uint64_t>& digests() const;
+    // Records them (one per chunk; anything else, or {}, records that they are not known).
+    void SetDigests(std::vector<std::uint64_t> digests);
 
    private:
     Snapshot* snapshot_;  // null once moved from
@@ -120,6 +131,9 @@ class Snapshot {
   mutable std::atomic<int> transfers_waiting_{0};
   mutable Mutex binding_mutex_;
   std::optional<Binding> binding_ GUARDED_BY(binding_mutex_);
+  // Per chunk, of the bytes it holds; empty when not known. Read and written only by the holder
+  // of the transfer lock (TransferLock::digests, SetDigests; Write clears them).
+  std::vector<std::uint64_t> digests_;
   // Bookkeeping of the store, guarded by the store's mutex.
   int handles_ = 0;
   bool indexed_ = true;

@@ -71,6 +71,11 @@ class MeterSink {
   virtual void Restored(TimePoint now, FunctionId function, std::uint64_t bytes) = 0;
   // An eviction started copying `bytes` of state back to the host.
   virtual void Checkpointed(TimePoint now, FunctionId function, std::uint64_t bytes) = 0;
+  // An eviction left `bytes` of state uncopied because the host snapshot held them already (a
+  // fast swap, whole or of the chunks that did not change). Only the live node knows this; the
+  // default ignores it.
+  virtual void CheckpointSkipped(TimePoint /*now*/, FunctionId /*function*/,
+                                 std::uint64_t /*bytes*/) {}
   // A request was answered.
   virtual void Answered(TimePoint now, const Request& request, AnswerOutcome outcome) = 0;
 };

@@ -3,6 +3,7 @@
 #include <cuda_runtime.h>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -13,8 +14,10 @@
 #include <string_view>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "gshare/common/mutex.h"
+#include "gshare/device/cuda/chunk_digest_ptx.h"
 #include "gshare/device/cuda/cuda_driver_api.h"
 #include "gshare/device/cuda/cuda_presence.h"
 #include "gshare/device/cuda/vmm_pool.h"
@@ -154,12 +157,13 @@ class CudaDevice final : public Device {
                                   CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED,
                                   device),
         fmt::format("querying POSIX file descriptor handle support of {}", name));
+    GSHARE_ASSIGN_OR_RETURN(DigestKernel digest, LoadDigestKernel(*api, name));
     info.memory_export_note = ExportNote(virtual_memory != 0, posix_handles != 0);
     info.memory_exportable = info.memory_export_note.empty();
     if (info.memory_exportable) {
       GSHARE_ASSIGN_OR_RETURN(std::unique_ptr<VmmPool> pool, VmmPool::Create(*api, device, name));
       return std::unique_ptr<CudaDevice>(
-          new CudaDevice(std::move(info), std::move(pool), false, nullptr));
+          new CudaDevice(std::move(info), digest, std::move(pool), false, nullptr));
     }
 
     // Not exportable: the stream-ordered pool, or plain cudaMalloc.
@@ -182,11 +186,14 @@ class CudaDevice final : public Device {
         cudaStreamCreateWithFlags(&allocation_stream, cudaStreamNonBlocking),
         "creating the allocation stream");
     return std::unique_ptr<CudaDevice>(
-        new CudaDevice(std::move(info), nullptr, pools_supported != 0, allocation_stream));
+        new CudaDevice(std::move(info), digest, nullptr, pools_supported != 0, allocation_stream));
   }
 
   ~CudaDevice() override {
     cudaSetDevice(info_.index);
+    if (auto api = CudaDriver(); api.ok() && digest_.module != nullptr) {
+      (*api)->module_unload(digest_.module);
+    }
     vmm_.reset();  // releases the cached allocations
     if (allocation_stream_ != nullptr) {
       cudaStreamSynchronize(allocation_stream_);
@@ -330,15 +337,42 @@ class CudaDevice final : public Device {
 
   std::string Name() const { return fmt::format("GPU {} ({})", info_.index, info_.name); }
 
+  // The chunk digest kernel, loaded into this GPU's primary context.
+  CUfunction digest_kernel() const { return digest_.function; }
+
  private:
-  CudaDevice(DeviceInfo info, std::unique_ptr<VmmPool> vmm, bool memory_pools,
+  struct DigestKernel {
+    CUmodule module = nullptr;
+    CUfunction function = nullptr;
+  };
+
+  // Loads the embedded PTX (the driver compiles it for this GPU). Called on the GPU's primary
+  // context, current after Create's cudaFree. An error names the driver call.
+  static Result<DigestKernel> LoadDigestKernel(const CudaDriverApi& api, const std::string& name) {
+    DigestKernel kernel;
+    GSHARE_CU_RETURN_IF_ERROR(
+        api, api.module_load_data(&kernel.module, kChunkDigestPtx),
+        fmt::format("loading gshare's chunk digest kernel on {} (cuModuleLoadData)", name));
+    const CUresult found =
+        api.module_get_function(&kernel.function, kernel.module, kChunkDigestKernelName);
+    if (found != CUDA_SUCCESS) {
+      api.module_unload(kernel.module);
+      return api.Error(found, fmt::format("finding {} on {} (cuModuleGetFunction)",
+                                          kChunkDigestKernelName, name));
+    }
+    return kernel;
+  }
+
+  CudaDevice(DeviceInfo info, DigestKernel digest, std::unique_ptr<VmmPool> vmm, bool memory_pools,
              cudaStream_t allocation_stream)
       : info_(std::move(info)),
+        digest_(digest),
         vmm_(std::move(vmm)),
         memory_pools_(memory_pools),
         allocation_stream_(allocation_stream) {}
 
   const DeviceInfo info_;
+  const DigestKernel digest_;
   // Exportable memory where the GPU supports it; otherwise the runtime's allocator, through the
   // stream-ordered pool where the GPU has one.
   std::unique_ptr<VmmPool> vmm_;
@@ -376,6 +410,25 @@ class CudaStream final : public CopyStream {
     cudaSetDevice(device_.info().index);
     cudaStreamSynchronize(stream_);
     cudaStreamDestroy(stream_);
+    if (digest_partials_ != nullptr) cudaFreeHost(digest_partials_);
+  }
+
+  // The digest slots: mapped pinned host memory that the kernel writes through the bus.
+  Status AllocateDigestSlots() {
+    GSHARE_RETURN_IF_ERROR(device_.Select());
+    void* host = nullptr;
+    GSHARE_CUDA_RETURN_IF_ERROR(
+        cudaHostAlloc(&host, std::size_t{kDigestSlots} * kDigestBlocks * sizeof(std::uint64_t),
+                      cudaHostAllocMapped | cudaHostAllocPortable),
+        fmt::format("{}: allocating a stream's digest slots", device_.Name()));
+    digest_partials_ = static_cast<std::uint64_t*>(host);
+    void* on_device = nullptr;
+    GSHARE_CUDA_RETURN_IF_ERROR(cudaHostGetDevicePointer(&on_device, host, 0),
+                                fmt::format("{}: mapping a stream's digest slots", device_.Name()));
+    digest_partials_device_ = reinterpret_cast<CUdeviceptr>(on_device);
+    MutexLock lock(slots_mutex_);
+    for (int i = 0; i < kDigestSlots; ++i) free_slots_.push_back(i);
+    return Status::Ok();
   }
   CudaStream(const CudaStream&) = delete;
   CudaStream& operator=(const CudaStream&) = delete;
@@ -402,6 +455,49 @@ class CudaStream final : public CopyStream {
                         static_cast<const std::byte*>(buffer->address()) + source_offset_bytes,
                         destination.size(), cudaMemcpyDeviceToHost, stream_),
         fmt::format("{}: device-to-host copy", device_.Name()));
+    return Status::Ok();
+  }
+
+  // A kernel on the stream writes one partial sum per block into a slot of mapped pinned host
+  // memory; a callback of the stream's own adds them up into `*digest` before any later one runs.
+  Status Digest(const DeviceBuffer& source, std::uint64_t offset_bytes, std::uint64_t size_bytes,
+                std::uint64_t* digest) override {
+    GSHARE_ASSIGN_OR_RETURN(CudaBuffer * buffer, device_.Own(source));
+    if (offset_bytes % 8 != 0) {
+      return InvalidArgument(fmt::format("{}: a digest at offset {}, not a multiple of 8",
+                                         device_.Name(), offset_bytes));
+    }
+    GSHARE_RETURN_IF_ERROR(CheckRange(*buffer, offset_bytes, size_bytes));
+    GSHARE_RETURN_IF_ERROR(device_.Select());
+    GSHARE_ASSIGN_OR_RETURN(const CudaDriverApi* api, CudaDriver());
+    GSHARE_ASSIGN_OR_RETURN(int slot, TakeDigestSlot());
+    const std::uint64_t words = size_bytes / 8;
+    const std::uint64_t per_block = std::uint64_t{kChunkDigestThreads} * 8;
+    const unsigned int blocks = static_cast<unsigned int>(
+        std::clamp<std::uint64_t>((words + per_block - 1) / per_block, 1, kDigestBlocks));
+    CUdeviceptr data = reinterpret_cast<CUdeviceptr>(buffer->address()) + offset_bytes;
+    unsigned long long size = size_bytes;
+    CUdeviceptr partials = digest_partials_device_ +
+                           static_cast<CUdeviceptr>(slot) * kDigestBlocks * sizeof(std::uint64_t);
+    void* arguments[] = {&data, &size, &partials};
+    const CUresult launched =
+        api->launch_kernel(device_.digest_kernel(), blocks, 1, 1, kChunkDigestThreads, 1, 1, 0,
+                           reinterpret_cast<CUstream>(stream_), arguments, nullptr);
+    if (launched != CUDA_SUCCESS) {
+      ReturnDigestSlot(slot);
+      return api->Error(launched, fmt::format("{}: launching the chunk digest kernel "
+                                              "(cuLaunchKernel)",
+                                              device_.Name()));
+    }
+    const std::uint64_t* sums = digest_partials_ + static_cast<std::size_t>(slot) * kDigestBlocks;
+    Then([this, slot, sums, blocks, digest](const Status& ran) {
+      if (ran.ok()) {
+        std::uint64_t total = 0;
+        for (unsigned int b = 0; b < blocks; ++b) total += sums[b];
+        *digest = total;
+      }
+      ReturnDigestSlot(slot);
+    });
     return Status::Ok();
   }
 
@@ -485,8 +581,31 @@ class CudaStream final : public CopyStream {
     return Status::Ok();
   }
 
+  Result<int> TakeDigestSlot() EXCLUDES(slots_mutex_) {
+    MutexLock lock(slots_mutex_);
+    if (free_slots_.empty()) {
+      return ResourceExhausted(fmt::format("{}: more than {} digests in flight on one stream",
+                                           device_.Name(), kDigestSlots));
+    }
+    const int slot = free_slots_.back();
+    free_slots_.pop_back();
+    return slot;
+  }
+  void ReturnDigestSlot(int slot) EXCLUDES(slots_mutex_) {
+    MutexLock lock(slots_mutex_);
+    free_slots_.push_back(slot);
+  }
+
+  // Digests in flight per stream (the restore engine keeps a few), and blocks per digest.
+  static constexpr int kDigestSlots = 32;
+  static constexpr unsigned int kDigestBlocks = 1024;
+
   CudaDevice& device_;
   cudaStream_t stream_;
+  std::uint64_t* digest_partials_ = nullptr;  // kDigestSlots x kDigestBlocks, mapped
+  CUdeviceptr digest_partials_device_ = 0;
+  Mutex slots_mutex_;
+  std::vector<int> free_slots_ GUARDED_BY(slots_mutex_);
   Mutex waiter_mutex_;
   CondVar waiter_changed_;
   std::deque<Waiting> waiting_ GUARDED_BY(waiter_mutex_);
@@ -500,6 +619,7 @@ Result<std::unique_ptr<CopyStream>> CudaDevice::CreateStream() {
   GSHARE_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking),
                               fmt::format("{}: creating a copy stream", Name()));
   auto created = std::make_unique<CudaStream>(*this, stream);
+  GSHARE_RETURN_IF_ERROR(created->AllocateDigestSlots());
   GSHARE_RETURN_IF_ERROR(created->StartWaiter());
   return std::unique_ptr<CopyStream>(std::move(created));
 }

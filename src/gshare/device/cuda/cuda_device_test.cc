@@ -7,9 +7,12 @@
 
 #include <algorithm>
 #include <cstring>
+#include <future>
+#include <utility>
 #include <vector>
 
 #include "gshare/common/random.h"
+#include "gshare/device/chunk_digest.h"
 #include "gshare/device/cuda/cuda_driver_api.h"
 #include "gshare/device/gpu_uuid.h"
 
@@ -205,6 +208,41 @@ TEST_F(CudaDeviceTest, CopiesRoundTripOnEveryGpu) {
     EXPECT_GT(raw->count(), 0);
     buffer->reset();
     EXPECT_EQ(device->allocated_bytes(), 0u);
+  }
+}
+
+// The digest kernel computes chunk_digest.h's definition, for every tail length and for chunks of
+// the restore engine's size, with partial sums from many blocks.
+TEST_F(CudaDeviceTest, TheDigestKernelMatchesTheDefinition) {
+  const std::uint64_t size = 24 * kMiB + 13;
+  auto source = host_->Allocate(size);
+  ASSERT_TRUE(source.ok());
+  Random random(6);
+  for (auto& b : (*source)->bytes()) b = static_cast<std::byte>(random.NextU64());
+  for (auto& device : devices_) {
+    auto buffer = device->Allocate(size);
+    ASSERT_TRUE(buffer.ok()) << buffer.status().ToString();
+    auto stream = device->CreateStream();
+    ASSERT_TRUE(stream.ok()) << stream.status().ToString();
+    ASSERT_TRUE((*stream)->CopyToDevice(**buffer, 0, (*source)->bytes()).ok());
+    const std::vector<std::pair<std::uint64_t, std::uint64_t>> ranges = {
+        {0, 0},    {0, 1},
+        {8, 7},    {16, 9},
+        {0, 4096}, {8 * kMiB, 8 * kMiB},
+        {0, size}, {16 * kMiB, size - 16 * kMiB}};
+    std::vector<std::uint64_t> digests(ranges.size(), 0);
+    for (std::size_t i = 0; i < ranges.size(); ++i) {
+      ASSERT_TRUE((*stream)->Digest(**buffer, ranges[i].first, ranges[i].second, &digests[i]).ok());
+    }
+    std::promise<Status> ran;
+    (*stream)->Then([&](Status status) { ran.set_value(status); });
+    ASSERT_TRUE(ran.get_future().get().ok());
+    for (std::size_t i = 0; i < ranges.size(); ++i) {
+      EXPECT_EQ(digests[i],
+                ChunkDigest((*source)->bytes().subspan(ranges[i].first, ranges[i].second)))
+          << "offset " << ranges[i].first << ", " << ranges[i].second << " bytes";
+    }
+    EXPECT_EQ((*stream)->Digest(**buffer, 4, 8, &digests[0]).code(), StatusCode::kInvalidArgument);
   }
 }
 

@@ -47,6 +47,10 @@ Result<CudaDriverApi> ResolveAll() {
       Resolve("cuMemExportToShareableHandle", api.mem_export_to_shareable_handle));
   GSHARE_RETURN_IF_ERROR(
       Resolve("cuMemImportFromShareableHandle", api.mem_import_from_shareable_handle));
+  GSHARE_RETURN_IF_ERROR(Resolve("cuModuleLoadData", api.module_load_data));
+  GSHARE_RETURN_IF_ERROR(Resolve("cuModuleUnload", api.module_unload));
+  GSHARE_RETURN_IF_ERROR(Resolve("cuModuleGetFunction", api.module_get_function));
+  GSHARE_RETURN_IF_ERROR(Resolve("cuLaunchKernel", api.launch_kernel));
   return api;
 }
 

@@ -1,5 +1,5 @@
-// The CUDA driver functions the backend calls directly (virtual memory management, UUIDs),
-// resolved at run time.
+// The CUDA driver functions the backend calls directly (virtual memory management, UUIDs, its
+// kernels), resolved at run time.
 //
 // gshare links only the static CUDA runtime, never libcuda, so that its binary starts on a
 // machine without a driver. The runtime loads the driver when first used; the driver functions
@@ -36,6 +36,11 @@ struct CudaDriverApi {
   PFN_cuMemSetAccess_v10020 mem_set_access = nullptr;
   PFN_cuMemExportToShareableHandle_v10020 mem_export_to_shareable_handle = nullptr;
   PFN_cuMemImportFromShareableHandle_v10020 mem_import_from_shareable_handle = nullptr;
+  // gshare's own kernels (the chunk digest), loaded from embedded PTX.
+  PFN_cuModuleLoadData_v2000 module_load_data = nullptr;
+  PFN_cuModuleUnload_v2000 module_unload = nullptr;
+  PFN_cuModuleGetFunction_v2000 module_get_function = nullptr;
+  PFN_cuLaunchKernel_v4000 launch_kernel = nullptr;
 
   // A Status for a driver error: "what: <message> (CUDA_ERROR_...)". Out of memory is
   // ResourceExhausted; everything else Internal.

@@ -1,5 +1,6 @@
 #include "gshare/device/emulated/emulated_device.h"
 
+#include "gshare/device/chunk_digest.h"
 #include "gshare/device/emulated/copy_engine.h"
 #include "gshare/device/gpu_uuid.h"
 
@@ -148,6 +149,20 @@ class EmulatedStream final : public CopyStream {
     return Status::Ok();
   }
 
+  // Computed by the stream's thread on the segment: device-local work, not paced by the link.
+  Status Digest(const DeviceBuffer& source, std::uint64_t offset_bytes, std::uint64_t size_bytes,
+                std::uint64_t* digest) override {
+    GSHARE_ASSIGN_OR_RETURN(EmulatedBuffer * buffer, device_.Own(source));
+    if (offset_bytes % 8 != 0) {
+      return InvalidArgument(fmt::format("{}: a digest at offset {}, not a multiple of 8",
+                                         device_.info().name, offset_bytes));
+    }
+    GSHARE_RETURN_IF_ERROR(CheckRange(*buffer, offset_bytes, size_bytes, "from"));
+    Enqueue(Operation{
+        nullptr, buffer->bytes().data() + offset_bytes, size_bytes, nullptr, nullptr, {}, digest});
+    return Status::Ok();
+  }
+
   Result<CopyCompletion> Record() override {
     auto event = std::make_shared<EmulatedEvent>();
     Enqueue(Operation{nullptr, nullptr, 0, nullptr, event, {}});
@@ -171,6 +186,7 @@ class EmulatedStream final : public CopyStream {
     EmulatedDevice::LinkPacer* link = nullptr;  // null for a completion marker or a callback
     std::shared_ptr<EmulatedEvent> event;       // set for a completion marker
     std::function<void(Status)> then;           // set for a callback (Then)
+    std::uint64_t* digest = nullptr;            // set for a digest of `source`
   };
 
   Status CheckRange(const EmulatedBuffer& buffer, std::uint64_t offset_bytes,
@@ -207,6 +223,9 @@ class EmulatedStream final : public CopyStream {
         operation.then(Status::Ok());  // emulated copies do not fail
       } else if (operation.event != nullptr) {
         operation.event->Set();
+      } else if (operation.digest != nullptr) {
+        *operation.digest =
+            ChunkDigest({static_cast<const std::byte*>(operation.source), operation.bytes});
       } else if (operation.bytes > 0) {
         operation.link->Copy(operation.destination, operation.source, operation.bytes,
                              CopyEngineCopy);

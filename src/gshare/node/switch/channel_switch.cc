@@ -234,9 +234,10 @@ void ChannelSwitch::StartCheckpointCopy(std::uint64_t used_bytes, bool written) 
     snapshot_ = std::move(created).value();
   }
   // The function says whether it wrote its image since it was mapped (a frozen image is clean):
-  // marking the buffer written makes the restore engine copy it; otherwise a snapshot that holds
-  // this buffer is skipped (fast swap).
-  if (written || force_copy_) buffer_->MarkWritten();
+  // marking the buffer written makes the restore engine look at it (it copies the chunks whose
+  // digest changed, or all of them when the snapshot knows no digests); otherwise a snapshot
+  // that holds this buffer is skipped (fast swap). A forced checkpoint copies everything.
+  if (written) buffer_->MarkWritten();
   state_ = SwitchState::kCheckpointing;
   copy_in_flight_ = true;
   // The copy holds its own handle on the snapshot: Close may drop the switch's meanwhile.
@@ -250,8 +251,9 @@ void ChannelSwitch::StartCheckpointCopy(std::uint64_t used_bytes, bool written) 
       self->OnCheckpointCopied(std::move(report));
     });
   };
-  if (Status not_started = context_.engine.StartCheckpointImage(*buffer_, snapshot_->size_bytes(),
-                                                                *snapshot_, nullptr, on_copied);
+  if (Status not_started =
+          context_.engine.StartCheckpointImage(*buffer_, snapshot_->size_bytes(), *snapshot_,
+                                               nullptr, on_copied, {.copy_all = force_copy_});
       !not_started.ok()) {
     on_copied(std::move(not_started));
   }

@@ -77,10 +77,10 @@ class ChannelSwitchTest : public ::testing::Test {
 
   // Starts a function process and attaches its first slice on `gpu`; returns it once ready.
   std::pair<std::shared_ptr<ChannelSwitch>, std::unique_ptr<FunctionChild>> Launch(
-      int gpu, int uid = -1, std::string* ready = nullptr) {
+      int gpu, int uid = -1, std::string* ready = nullptr, std::vector<std::string> args = {}) {
     auto pair = fn::ControlChannel::CreatePair();
     EXPECT_TRUE(pair.ok());
-    auto child = StartFunction(pair->second, uid);
+    auto child = StartFunction(pair->second, uid, std::move(args));
     pair->second.Reset();  // the child's alone: its end closes when it dies
     const std::string id = "instance-" + std::to_string(next_id_++);
     auto created = OnLoop([&] {
@@ -160,6 +160,54 @@ TEST_F(ChannelSwitchTest, RoundTripsOntoAnotherGpuKeepAddressesAndOutputs) {
   ASSERT_TRUE(out.ok()) << out.ToString();
   EXPECT_FALSE(instance->last_checkpoint().skipped);
   EXPECT_EQ(instance->last_checkpoint().bytes, 4u << 20);
+}
+
+// A function that cannot say what it wrote (as the CUDA allocator shim cannot) reports every
+// image written; the restore engine then compares chunk digests on the device and copies only the
+// chunks that changed.
+TEST_F(ChannelSwitchTest, AFunctionThatNeverFreezesIsSwappedByItsChunkDigests) {
+  auto [instance, child] = Launch(0, -1, nullptr, {"--weights", "4194304", "--no-freeze"});
+  const std::vector<std::string> before = Words(child->Ask("sum"));
+  ASSERT_EQ(before.size(), 3u);
+  auto checkpoint = [&, instance = instance] {
+    const Status out = Operate([&](auto done) { instance->Checkpoint(false, std::move(done)); });
+    EXPECT_TRUE(out.ok()) << out.ToString();
+    return instance->last_checkpoint();
+  };
+  auto restore = [&, instance = instance](DeviceBuffer& slice, int gpu) {
+    const Status in = Operate(
+        [&](auto done) { instance->Restore(slice, kSlice, &arbiters_[gpu], std::move(done)); });
+    EXPECT_TRUE(in.ok()) << in.ToString();
+  };
+
+  TransferReport first = checkpoint();  // no digests yet: everything, and they are recorded
+  EXPECT_EQ(first.bytes, 4u << 20);
+  EXPECT_EQ(first.compared_bytes, 0u);
+  first_slices_.clear();
+
+  auto on_gpu1 = Slice(1);
+  restore(*on_gpu1, 1);
+  EXPECT_EQ(Words(child->Ask("sum")), before);
+  TransferReport unchanged = checkpoint();  // it only read: nothing moves
+  EXPECT_FALSE(unchanged.skipped);
+  EXPECT_EQ(unchanged.bytes, 0u);
+  EXPECT_EQ(unchanged.compared_bytes, 4u << 20);
+  EXPECT_EQ(unchanged.unchanged_bytes, 4u << 20);
+  on_gpu1.reset();
+
+  auto on_gpu0 = Slice(0);
+  restore(*on_gpu0, 0);
+  EXPECT_EQ(child->Ask("poke 2097152"), "poke ok");  // in the third 1 MiB chunk
+  const std::vector<std::string> poked = Words(child->Ask("sum"));
+  EXPECT_NE(poked, before);
+  TransferReport one_chunk = checkpoint();
+  EXPECT_EQ(one_chunk.bytes, 1u << 20);
+  EXPECT_EQ(one_chunk.unchanged_bytes, 3u << 20);
+  on_gpu0.reset();
+
+  auto again = Slice(1);
+  restore(*again, 1);
+  EXPECT_EQ(Words(child->Ask("sum")), poked) << "the changed chunk was kept";
 }
 
 // The map goes out with the copy: a copy that fails has the instance unmap the buffer again

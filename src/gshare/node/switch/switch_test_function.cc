@@ -7,8 +7,11 @@
 //   hang             starts a kernel that never ends
 //   peek PID FD      tries to open /proc/PID/fd/FD, /proc/PID/mem and /proc/PID/map_files: prints
 //                    the three errno names
+//   poke OFFSET      adds 1 to the weights' byte at OFFSET (not frozen only): "poke ok"
 //   quit
-// Started with --weights BYTES (default 4 MiB). Prints "ready <address>" once initialized.
+// Started with [--weights BYTES] (default 4 MiB) [--no-freeze] (the weights stay writable, and
+// every checkpoint is told the image was written, as the CUDA allocator shim tells it). Prints
+// "ready <address>" once initialized.
 #include <fcntl.h>
 #include <time.h>
 #include <unistd.h>
@@ -47,7 +50,18 @@ std::string OpenErrno(const std::string& path) {
 
 int main(int argc, char** argv) {
   std::uint64_t weight_bytes = 4 << 20;
-  if (argc == 3 && std::string(argv[1]) == "--weights") weight_bytes = std::stoull(argv[2]);
+  bool freeze = true;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--weights" && i + 1 < argc) {
+      weight_bytes = std::stoull(argv[++i]);
+    } else if (arg == "--no-freeze") {
+      freeze = false;
+    } else {
+      std::fprintf(stderr, "switch_test_function: unknown argument %s\n", arg.c_str());
+      return 2;
+    }
+  }
 
   auto connected = gshare::fn::FunctionRuntime::ConnectFromEnvironment();
   if (!connected.ok()) {
@@ -65,7 +79,7 @@ int main(int argc, char** argv) {
     for (std::uint64_t i = 0; i < weight_bytes / 8; ++i) words[i] = i * 0x9E3779B97F4A7C15ULL;
   });
   runtime.EndWork();
-  if (!loaded.ok() || !runtime.memory().Freeze().ok()) return 2;
+  if (!loaded.ok() || (freeze && !runtime.memory().Freeze().ok())) return 2;
   std::cout << "ready " << static_cast<void*>(weights->data()) << std::endl;
 
   std::string line;
@@ -122,6 +136,13 @@ int main(int argc, char** argv) {
       std::cout << "peek " << OpenErrno("/proc/" + pid + "/fd/" + fd) << " "
                 << OpenErrno("/proc/" + pid + "/mem") << " "
                 << OpenErrno("/proc/" + pid + "/map_files") << std::endl;
+    } else if (verb == "poke") {
+      std::uint64_t offset = 0;
+      command >> offset;
+      const gshare::Status ran = runtime.Launch(
+          [&] { reinterpret_cast<unsigned char*>(weights->data())[offset % weight_bytes] += 1; });
+      runtime.EndWork();
+      std::cout << (ran.ok() ? std::string("poke ok") : "poke " + ran.ToString()) << std::endl;
     } else if (verb == "quit") {
       return 0;
     } else {
