@@ -76,6 +76,7 @@ void Print(const measure::FunctionBenchReport& r, bool json) {
                                 {"checkpoint_ms", r.checkpoint_ms},
                                 {"fast_swap_ms", r.fast_swap_ms},
                                 {"fast_swap_copied_bytes", r.fast_swap_copied_bytes},
+                                {"fast_swap_compared_bytes", r.fast_swap_compared_bytes},
                                 {"restore_ms", r.restore_ms},
                                 {"restore_copy_ms", r.restore_copy_ms},
                                 {"slice_alloc_ms", r.slice_alloc_ms},

@@ -183,10 +183,11 @@ class CopyStream {
                             std::uint64_t source_offset_bytes) = 0;
   // Enqueues the digest (chunk_digest.h) of `size_bytes` of `source` from `offset_bytes`,
   // computed by the device where the memory is (a kernel on a GPU: no byte crosses the link),
-  // and written to `*digest` before any callback enqueued after it (Then) runs; a completion
-  // (Record, Synchronize) does not order it. `*digest` must stay valid until then, and the range
-  // must not be written meanwhile.
-  // `offset_bytes` is a multiple of 8 (InvalidArgument otherwise).
+  // and written to `*digest` before any callback enqueued after it (Then) runs; a digest that
+  // fails to run leaves `*digest` as it was and makes the next such callback report the failure.
+  // A completion (Record, Synchronize) does not order it. `*digest` must stay valid until then, and
+  // the range must not be written meanwhile. `offset_bytes` is a multiple of 8 (InvalidArgument
+  // otherwise).
   virtual Status Digest(const DeviceBuffer& source, std::uint64_t offset_bytes,
                         std::uint64_t size_bytes, std::uint64_t* digest) = 0;
   // Records a completion after every copy enqueued so far.

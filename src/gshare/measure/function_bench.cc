@@ -229,9 +229,10 @@ class FunctionBench {
                                         LogTail(log_)));
       }
       fast_swaps.push_back(fast_ms);
-      report.fast_swap_copied_bytes =
-          std::max(report.fast_swap_copied_bytes,
-                   loop_.Run([&] { return switch_->last_checkpoint().bytes; }));
+      const TransferReport swapped = loop_.Run([&] { return switch_->last_checkpoint(); });
+      report.fast_swap_copied_bytes = std::max(report.fast_swap_copied_bytes, swapped.bytes);
+      report.fast_swap_compared_bytes =
+          std::max(report.fast_swap_compared_bytes, swapped.compared_bytes);
       auto [back, back_ms] = loop_.Timed(
           [this, target, slice_bytes](SwitchDriver::Done done) {
             switch_->Restore(*target, slice_bytes, &resources_.arbiter, std::move(done));

@@ -76,6 +76,7 @@ struct FunctionBenchReport {
   // bytes one copied.
   double fast_swap_ms = 0;
   std::uint64_t fast_swap_copied_bytes = 0;
+  std::uint64_t fast_swap_compared_bytes = 0;  // the most whose chunk digests one compared
   double restore_ms = 0;
   // The share of a restore the switch spent moving bytes (the restore engine's copy for the shim,
   // the driver's restore and unlock calls for the checkpoint API); the rest is mapping and the

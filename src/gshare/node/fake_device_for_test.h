@@ -73,6 +73,11 @@ class FakeDevice final : public Device {
     MutexLock lock(mutex_);
     fail_callbacks_from_ = n;
   }
+  // Then callbacks run so far.
+  int callbacks_run() const EXCLUDES(mutex_) {
+    MutexLock lock(mutex_);
+    return callbacks_;
+  }
   // The runner stops before the next Then callback, once, until ReleaseHeldCallback.
   void HoldNextCallback() EXCLUDES(mutex_) {
     MutexLock lock(mutex_);

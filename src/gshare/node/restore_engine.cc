@@ -203,12 +203,19 @@ class RestoreEngine::Job : public std::enable_shared_from_this<RestoreEngine::Jo
           report.unchanged_bytes = unchanged_bytes_;
         }
         lock_->Bind(buffer_, generation_);
-        // A checkpoint rewrote the snapshot: it now holds the digests computed, or none.
-        if (direction_ == Direction::kToHost) lock_->SetDigests(std::move(digests_));
+        // A checkpoint rewrote the snapshot: it now holds the digests computed, or none. They
+        // describe the bytes copied only if nothing wrote the buffer during the transfer (the
+        // binding is stale then too).
+        if (direction_ == Direction::kToHost) {
+          const bool unwritten = buffer_.write_generation() == generation_;
+          lock_->SetDigests(unwritten ? std::move(digests_) : std::vector<std::uint64_t>());
+        }
         result = report;
       } else {
-        // A checkpoint that failed may have changed some chunks: their digests are unknown.
-        if (direction_ == Direction::kToHost) lock_->SetDigests({});
+        // A checkpoint that failed may have changed some chunks: their digests are unknown. One
+        // that failed while comparing changed nothing: the snapshot keeps what it recorded.
+        const bool unchanged = digest_use_ == DigestUse::kCompare && !compared_;
+        if (direction_ == Direction::kToHost && !unchanged) lock_->SetDigests({});
         result = status_;
       }
       lock_.reset();
@@ -342,7 +349,9 @@ Status RestoreEngine::StartCheckpointImage(const DeviceBuffer& source, std::uint
     return Status::Ok();
   }
   DigestUse digests = DigestUse::kNone;
-  if (options.digests) {
+  // A digest starts at a multiple of 8 bytes (CopyStream::Digest): chunks of another size get
+  // none, and every checkpoint of theirs copies.
+  if (options.digests && snapshot.chunk_bytes() % 8 == 0) {
     const bool known = lock.digests().size() == snapshot.chunk_count();
     digests = known && !options.copy_all ? DigestUse::kCompare : DigestUse::kRecord;
   }

@@ -108,8 +108,10 @@ struct CheckpointOptions {
   bool copy_all = false;
   // Digests: compare the device's with the snapshot's and copy only the chunks that changed
   // (when the snapshot knows them and copy_all is off), and record those of what the snapshot
-  // holds afterwards, for the next checkpoint. Off: every chunk is copied, and the snapshot then
-  // knows no digests, as a benchmark of raw transfers wants.
+  // holds afterwards, for the next checkpoint (when nothing wrote the buffer during the transfer;
+  // and only for a store whose chunk size is a multiple of 8). Off: no chunk is compared, every
+  // chunk is copied (unless the snapshot holds the buffer and copy_all is off), and the snapshot
+  // then knows no digests, as a benchmark of raw transfers wants.
   bool digests = true;
 };
 

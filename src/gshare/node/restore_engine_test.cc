@@ -506,11 +506,21 @@ TEST_F(RestoreEngineFaultTest, AFailedCheckpointForgetsTheDigests) {
   auto device_bytes = testing::FakeDevice::Bytes(**buffer);
   std::copy(bytes.begin(), bytes.end(), device_bytes.begin());
   ASSERT_TRUE(engine_->Checkpoint(**buffer, **snapshot).ok());  // records the digests
-  // A changed chunk, and a checkpoint whose copy fails: the snapshot's chunk may be half
-  // written, so nothing it recorded may be trusted.
+  // A failure while comparing (the first digest's callback) changes no snapshot byte: the
+  // digests stay, and the next checkpoint of the unchanged image copies nothing.
+  (*buffer)->MarkWritten();
+  device_.FailCallbacksFrom(device_.callbacks_run() + 1);
+  EXPECT_FALSE(engine_->Checkpoint(**buffer, **snapshot).ok());
+  device_.FailCallbacksFrom(1 << 30);
+  (*buffer)->MarkWritten();
+  auto kept = engine_->Checkpoint(**buffer, **snapshot);
+  ASSERT_TRUE(kept.ok()) << kept.status().ToString();
+  EXPECT_EQ(kept->bytes, 0u);
+  // A changed chunk, and a checkpoint whose copy of it fails (the callback after the eight
+  // digests'): the snapshot's chunk may be half written, so nothing it recorded may be trusted.
   device_bytes[3 * 256 * kKiB] ^= std::byte{1};
   (*buffer)->MarkWritten();
-  device_.FailCallbacksFrom(1);
+  device_.FailCallbacksFrom(device_.callbacks_run() + 9);
   EXPECT_FALSE(engine_->Checkpoint(**buffer, **snapshot).ok());
   device_.FailCallbacksFrom(1 << 30);
   auto report = engine_->Checkpoint(**buffer, **snapshot);

@@ -58,6 +58,8 @@ class Snapshot {
   const std::string& function_id() const { return function_id_; }
   std::uint64_t size_bytes() const { return size_bytes_; }
   std::size_t chunk_count() const { return chunks_.size(); }
+  // The store's chunk size (the last chunk may be shorter).
+  std::uint64_t chunk_bytes() const { return chunk_bytes_; }
   // Chunk `index` (< chunk_count()); every chunk is the store's chunk size except the last.
   std::span<std::byte> chunk(std::size_t index) const { return chunks_[index]; }
   // Offset of chunk `index` in the function's device memory image.

@@ -1,11 +1,11 @@
-// The chunk digest (device/chunk_digest.h) as a CUDA kernel. Built to PTX at configure time and
-// embedded in gshare (chunk_digest_ptx.cc), which the driver compiles for the GPU it finds: no
-// fat binary, no runtime registration, nothing but the driver API to launch it.
+// The chunk digest (device/chunk_digest.h) as a CUDA kernel. Built into a fat binary when gshare
+// is built and embedded in it (chunk_digest_image.h), loaded by the driver API: no runtime
+// registration, nothing but cuModuleLoadData and cuLaunchKernel.
 //
 // gshare_chunk_digest(data, size, partials): each block writes the sum of its threads' terms to
 // partials[blockIdx.x]; the host adds the partial sums (any order: the digest is a sum). Block 0's
-// thread 0 also adds the zero-padded tail word and the length term. blockDim.x must be 256.
-#include <cstdint>
+// thread 0 also adds the zero-padded tail word and the length term. blockDim.x is a multiple of
+// 32, at most 256.
 
 namespace {
 
@@ -54,7 +54,7 @@ extern "C" __global__ void __launch_bounds__(kThreads)
   __syncthreads();
   if (threadIdx.x == 0) {
     unsigned long long block = 0;
-    for (int w = 0; w < kThreads / 32; ++w) block += warp_sums[w];
+    for (unsigned int w = 0; w < blockDim.x / 32; ++w) block += warp_sums[w];
     partials[blockIdx.x] = block;
   }
 }

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "gshare/common/mutex.h"
-#include "gshare/device/cuda/chunk_digest_ptx.h"
+#include "gshare/device/cuda/chunk_digest_image.h"
 #include "gshare/device/cuda/cuda_driver_api.h"
 #include "gshare/device/cuda/cuda_presence.h"
 #include "gshare/device/cuda/vmm_pool.h"
@@ -346,12 +346,12 @@ class CudaDevice final : public Device {
     CUfunction function = nullptr;
   };
 
-  // Loads the embedded PTX (the driver compiles it for this GPU). Called on the GPU's primary
-  // context, current after Create's cudaFree. An error names the driver call.
+  // Loads the embedded fat binary (chunk_digest_image.h). Called on the GPU's primary context,
+  // current after Create's cudaFree. An error names the driver call.
   static Result<DigestKernel> LoadDigestKernel(const CudaDriverApi& api, const std::string& name) {
     DigestKernel kernel;
     GSHARE_CU_RETURN_IF_ERROR(
-        api, api.module_load_data(&kernel.module, kChunkDigestPtx),
+        api, api.module_load_data(&kernel.module, kChunkDigestImage),
         fmt::format("loading gshare's chunk digest kernel on {} (cuModuleLoadData)", name));
     const CUresult found =
         api.module_get_function(&kernel.function, kernel.module, kChunkDigestKernelName);
@@ -410,28 +410,9 @@ class CudaStream final : public CopyStream {
     cudaSetDevice(device_.info().index);
     cudaStreamSynchronize(stream_);
     cudaStreamDestroy(stream_);
-    if (digest_partials_ != nullptr) cudaFreeHost(digest_partials_);
-  }
-
-  // The digest slots: mapped pinned host memory that the kernel writes through the bus.
-  Status AllocateDigestSlots() {
-    GSHARE_RETURN_IF_ERROR(device_.Select());
-    void* host = nullptr;
-    GSHARE_CUDA_RETURN_IF_ERROR(
-        cudaHostAlloc(&host, std::size_t{kDigestSlots} * kDigestBlocks * sizeof(std::uint64_t),
-                      cudaHostAllocMapped | cudaHostAllocPortable),
-        fmt::format("{}: allocating a stream's digest slots", device_.Name()));
-    digest_partials_ = static_cast<std::uint64_t*>(host);
-    void* on_device = nullptr;
-    GSHARE_CUDA_RETURN_IF_ERROR(cudaHostGetDevicePointer(&on_device, host, 0),
-                                fmt::format("{}: mapping a stream's digest slots", device_.Name()));
-    digest_partials_device_ = reinterpret_cast<CUdeviceptr>(on_device);
     MutexLock lock(slots_mutex_);
-    for (int i = 0; i < kDigestSlots; ++i) free_slots_.push_back(i);
-    return Status::Ok();
+    for (void* block : slot_blocks_) cudaFreeHost(block);
   }
-  CudaStream(const CudaStream&) = delete;
-  CudaStream& operator=(const CudaStream&) = delete;
 
   Status CopyToDevice(DeviceBuffer& destination, std::uint64_t destination_offset_bytes,
                       std::span<const std::byte> source) override {
@@ -470,15 +451,14 @@ class CudaStream final : public CopyStream {
     GSHARE_RETURN_IF_ERROR(CheckRange(*buffer, offset_bytes, size_bytes));
     GSHARE_RETURN_IF_ERROR(device_.Select());
     GSHARE_ASSIGN_OR_RETURN(const CudaDriverApi* api, CudaDriver());
-    GSHARE_ASSIGN_OR_RETURN(int slot, TakeDigestSlot());
+    GSHARE_ASSIGN_OR_RETURN(DigestSlot slot, TakeDigestSlot());
     const std::uint64_t words = size_bytes / 8;
     const std::uint64_t per_block = std::uint64_t{kChunkDigestThreads} * 8;
     const unsigned int blocks = static_cast<unsigned int>(
         std::clamp<std::uint64_t>((words + per_block - 1) / per_block, 1, kDigestBlocks));
     CUdeviceptr data = reinterpret_cast<CUdeviceptr>(buffer->address()) + offset_bytes;
     unsigned long long size = size_bytes;
-    CUdeviceptr partials = digest_partials_device_ +
-                           static_cast<CUdeviceptr>(slot) * kDigestBlocks * sizeof(std::uint64_t);
+    CUdeviceptr partials = slot.device;
     void* arguments[] = {&data, &size, &partials};
     const CUresult launched =
         api->launch_kernel(device_.digest_kernel(), blocks, 1, 1, kChunkDigestThreads, 1, 1, 0,
@@ -489,12 +469,15 @@ class CudaStream final : public CopyStream {
                                               "(cuLaunchKernel)",
                                               device_.Name()));
     }
-    const std::uint64_t* sums = digest_partials_ + static_cast<std::size_t>(slot) * kDigestBlocks;
-    Then([this, slot, sums, blocks, digest](const Status& ran) {
+    // On the waiter thread, before any callback enqueued later: a digest that did not run
+    // fails that next callback (digest_failure_), so its caller never reads an unwritten digest.
+    Then([this, slot, blocks, digest](const Status& ran) {
       if (ran.ok()) {
         std::uint64_t total = 0;
-        for (unsigned int b = 0; b < blocks; ++b) total += sums[b];
+        for (unsigned int b = 0; b < blocks; ++b) total += slot.host[b];
         *digest = total;
+      } else {
+        digest_failure_ = ran.WithContext(fmt::format("{}: chunk digest", device_.Name()));
       }
       ReturnDigestSlot(slot);
     });
@@ -567,6 +550,10 @@ class CudaStream final : public CopyStream {
       }
       Status status = next.completion ? next.completion->Wait() : Synchronize();
       if (!next.completion && status.ok()) status = next.recorded;
+      if (!digest_failure_.ok()) {
+        if (status.ok()) status = digest_failure_;
+        digest_failure_ = Status::Ok();
+      }
       next.callback(status);
     }
   }
@@ -581,31 +568,53 @@ class CudaStream final : public CopyStream {
     return Status::Ok();
   }
 
-  Result<int> TakeDigestSlot() EXCLUDES(slots_mutex_) {
+  // Where one digest's kernel writes its partial sums: mapped pinned host memory, which the kernel
+  // writes through the bus (kDigestBlocks sums).
+  struct DigestSlot {
+    const std::uint64_t* host = nullptr;
+    CUdeviceptr device = 0;
+  };
+
+  // A free slot; a new block of slots when none is free (so that any number of digests may be
+  // in flight).
+  Result<DigestSlot> TakeDigestSlot() EXCLUDES(slots_mutex_) {
     MutexLock lock(slots_mutex_);
     if (free_slots_.empty()) {
-      return ResourceExhausted(fmt::format("{}: more than {} digests in flight on one stream",
-                                           device_.Name(), kDigestSlots));
+      constexpr std::size_t kSlotBytes = std::size_t{kDigestBlocks} * sizeof(std::uint64_t);
+      void* host = nullptr;
+      GSHARE_CUDA_RETURN_IF_ERROR(
+          cudaHostAlloc(&host, kSlotsPerBlock * kSlotBytes,
+                        cudaHostAllocMapped | cudaHostAllocPortable),
+          fmt::format("{}: allocating digest slots (cudaHostAlloc)", device_.Name()));
+      slot_blocks_.push_back(host);
+      void* on_device = nullptr;
+      GSHARE_CUDA_RETURN_IF_ERROR(
+          cudaHostGetDevicePointer(&on_device, host, 0),
+          fmt::format("{}: mapping digest slots (cudaHostGetDevicePointer)", device_.Name()));
+      for (std::size_t i = 0; i < kSlotsPerBlock; ++i) {
+        free_slots_.push_back(
+            {.host = static_cast<const std::uint64_t*>(host) + i * kDigestBlocks,
+             .device = reinterpret_cast<CUdeviceptr>(on_device) + i * kSlotBytes});
+      }
     }
-    const int slot = free_slots_.back();
+    const DigestSlot slot = free_slots_.back();
     free_slots_.pop_back();
     return slot;
   }
-  void ReturnDigestSlot(int slot) EXCLUDES(slots_mutex_) {
+  void ReturnDigestSlot(DigestSlot slot) EXCLUDES(slots_mutex_) {
     MutexLock lock(slots_mutex_);
     free_slots_.push_back(slot);
   }
 
-  // Digests in flight per stream (the restore engine keeps a few), and blocks per digest.
-  static constexpr int kDigestSlots = 32;
-  static constexpr unsigned int kDigestBlocks = 1024;
+  static constexpr std::size_t kSlotsPerBlock = 16;
+  static constexpr unsigned int kDigestBlocks = 1024;  // at most, per digest
 
   CudaDevice& device_;
   cudaStream_t stream_;
-  std::uint64_t* digest_partials_ = nullptr;  // kDigestSlots x kDigestBlocks, mapped
-  CUdeviceptr digest_partials_device_ = 0;
   Mutex slots_mutex_;
-  std::vector<int> free_slots_ GUARDED_BY(slots_mutex_);
+  std::vector<void*> slot_blocks_ GUARDED_BY(slots_mutex_);  // cudaHostAlloc'd, freed at the end
+  std::vector<DigestSlot> free_slots_ GUARDED_BY(slots_mutex_);
+  Status digest_failure_;  // the waiter thread's alone: a digest that failed, for the next callback
   Mutex waiter_mutex_;
   CondVar waiter_changed_;
   std::deque<Waiting> waiting_ GUARDED_BY(waiter_mutex_);
@@ -619,7 +628,6 @@ Result<std::unique_ptr<CopyStream>> CudaDevice::CreateStream() {
   GSHARE_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking),
                               fmt::format("{}: creating a copy stream", Name()));
   auto created = std::make_unique<CudaStream>(*this, stream);
-  GSHARE_RETURN_IF_ERROR(created->AllocateDigestSlots());
   GSHARE_RETURN_IF_ERROR(created->StartWaiter());
   return std::unique_ptr<CopyStream>(std::move(created));
 }

@@ -251,9 +251,11 @@ void ChannelSwitch::StartCheckpointCopy(std::uint64_t used_bytes, bool written) 
       self->OnCheckpointCopied(std::move(report));
     });
   };
-  if (Status not_started =
-          context_.engine.StartCheckpointImage(*buffer_, snapshot_->size_bytes(), *snapshot_,
-                                               nullptr, on_copied, {.copy_all = force_copy_});
+  if (Status not_started = context_.engine.StartCheckpointImage(
+          *buffer_, snapshot_->size_bytes(), *snapshot_, nullptr, on_copied,
+          // Digests only for an image that may have been
+          // written: a frozen one is skipped without them.
+          {.copy_all = force_copy_, .digests = written});
       !not_started.ok()) {
     on_copied(std::move(not_started));
   }

@@ -1,0 +1,18 @@
+// The chunk digest kernel (chunk_digest_kernel.cu) as a fat binary, built by nvcc when gshare is
+// built: machine code for every GPU generation CUDA 13 supports (sm_75 to sm_120) and PTX for
+// later ones, so the driver loads it without compiling (cuModuleLoadData). Nothing outside
+// device/cuda uses it.
+#pragma once
+
+#include <cstddef>
+
+namespace gshare {
+
+extern const unsigned char kChunkDigestImage[];
+extern const std::size_t kChunkDigestImageBytes;
+// The kernel's entry: gshare_chunk_digest(const uint8_t* data, uint64_t size, uint64_t* partials),
+// launched with kChunkDigestThreads threads per block; partials has one entry per block.
+inline constexpr const char* kChunkDigestKernelName = "gshare_chunk_digest";
+inline constexpr unsigned int kChunkDigestThreads = 256;
+
+}  // namespace gshare
