@@ -15,6 +15,8 @@
 // unless built to collide, and a function that builds its own collision only makes its own
 // snapshot stale.
 //
+// The constants and Mix are shared with the kernel, which includes this header.
+//
 // Thread safety: pure functions.
 #pragma once
 
@@ -22,12 +24,18 @@
 #include <cstdint>
 #include <span>
 
+#if defined(__CUDACC__)
+#define GSHARE_HOST_DEVICE __host__ __device__
+#else
+#define GSHARE_HOST_DEVICE
+#endif
+
 namespace gshare {
 
 inline constexpr std::uint64_t kDigestKey = 0x9e3779b97f4a7c15ULL;
 inline constexpr std::uint64_t kDigestLengthKey = 0xd6e8feb86659fd93ULL;
 
-constexpr std::uint64_t DigestMix(std::uint64_t x) {
+GSHARE_HOST_DEVICE constexpr std::uint64_t DigestMix(std::uint64_t x) {
   x ^= x >> 33;
   x *= 0xff51afd7ed558ccdULL;
   x ^= x >> 33;

@@ -5,7 +5,7 @@
 #include <future>
 #include <vector>
 
-#include "gshare/common/random.h"
+#include "gshare/common/testing/random_bytes.h"
 #include "gshare/common/units.h"
 #include "gshare/device/device_registry.h"
 #include "gshare/device/emulated/emulated_device.h"
@@ -13,12 +13,7 @@
 namespace gshare {
 namespace {
 
-std::vector<std::byte> RandomBytes(std::size_t n, std::uint64_t seed) {
-  Random random(seed);
-  std::vector<std::byte> bytes(n);
-  for (auto& b : bytes) b = static_cast<std::byte>(random.NextU64());
-  return bytes;
-}
+using ::gshare::testing::RandomBytes;
 
 // The definition in chunk_digest.h, word by word, as the CUDA kernel computes it.
 std::uint64_t ByDefinition(std::span<const std::byte> bytes) {

@@ -8,7 +8,7 @@
 #include <thread>
 #include <vector>
 
-#include "gshare/common/random.h"
+#include "gshare/common/testing/random_bytes.h"
 #include "gshare/device/device_registry.h"
 #include "gshare/device/emulated/emulated_device.h"
 #include "gshare/device/emulated/emulated_host_memory.h"
@@ -17,12 +17,7 @@
 namespace gshare {
 namespace {
 
-std::vector<std::byte> RandomBytes(std::size_t n, std::uint64_t seed) {
-  Random random(seed);
-  std::vector<std::byte> bytes(n);
-  for (auto& b : bytes) b = static_cast<std::byte>(random.NextU64());
-  return bytes;
-}
+using ::gshare::testing::RandomBytes;
 
 std::span<std::byte> DeviceBytes(DeviceBuffer& buffer) {
   return static_cast<EmulatedBuffer&>(buffer).bytes();

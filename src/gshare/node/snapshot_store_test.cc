@@ -4,7 +4,7 @@
 
 #include <vector>
 
-#include "gshare/common/random.h"
+#include "gshare/common/testing/random_bytes.h"
 #include "gshare/device/emulated/emulated_device.h"
 #include "gshare/device/emulated/emulated_host_memory.h"
 
@@ -23,12 +23,7 @@ class SnapshotStoreTest : public ::testing::Test {
   std::unique_ptr<SnapshotStore> store_;
 };
 
-std::vector<std::byte> RandomBytes(std::size_t n, std::uint64_t seed) {
-  Random random(seed);
-  std::vector<std::byte> bytes(n);
-  for (auto& b : bytes) b = static_cast<std::byte>(random.NextU64());
-  return bytes;
-}
+using ::gshare::testing::RandomBytes;
 
 TEST_F(SnapshotStoreTest, CutsSnapshotsIntoChunks) {
   EXPECT_EQ(store_->capacity_bytes(), kMiB);

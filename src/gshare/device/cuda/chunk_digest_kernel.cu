@@ -7,20 +7,15 @@
 // thread 0 also adds the zero-padded tail word and the length term. blockDim.x is a multiple of
 // 32, at most 256.
 
+#include "gshare/device/chunk_digest.h"
+
 namespace {
 
-constexpr unsigned long long kDigestKey = 0x9e3779b97f4a7c15ULL;
-constexpr unsigned long long kDigestLengthKey = 0xd6e8feb86659fd93ULL;
-constexpr int kThreads = 256;
+using gshare::DigestMix;
+using gshare::kDigestKey;
+using gshare::kDigestLengthKey;
 
-__device__ __forceinline__ unsigned long long Mix(unsigned long long x) {
-  x ^= x >> 33;
-  x *= 0xff51afd7ed558ccdULL;
-  x ^= x >> 33;
-  x *= 0xc4ceb9fe1a85ec53ULL;
-  x ^= x >> 33;
-  return x;
-}
+constexpr int kThreads = 256;
 
 }  // namespace
 
@@ -34,7 +29,7 @@ extern "C" __global__ void __launch_bounds__(kThreads)
   for (unsigned long long i =
            static_cast<unsigned long long>(blockIdx.x) * blockDim.x + threadIdx.x;
        i < words; i += stride) {
-    sum += Mix(word[i] ^ ((i + 1) * kDigestKey));
+    sum += DigestMix(word[i] ^ ((i + 1) * kDigestKey));
   }
   if (blockIdx.x == 0 && threadIdx.x == 0) {
     const unsigned long long tail = size % 8;
@@ -43,9 +38,9 @@ extern "C" __global__ void __launch_bounds__(kThreads)
       for (unsigned long long k = 0; k < tail; ++k) {
         w |= static_cast<unsigned long long>(data[words * 8 + k]) << (8 * k);
       }
-      sum += Mix(w ^ ((words + 1) * kDigestKey));
+      sum += DigestMix(w ^ ((words + 1) * kDigestKey));
     }
-    sum += Mix(size ^ kDigestLengthKey);
+    sum += DigestMix(size ^ kDigestLengthKey);
   }
   // The block's sum: within each warp by shuffles, then across the warps in shared memory.
   for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_down_sync(0xffffffffu, sum, offset);
