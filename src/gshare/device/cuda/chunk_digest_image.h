@@ -1,7 +1,7 @@
 // The chunk digest kernel (chunk_digest_kernel.cu) as a fat binary, built by nvcc when gshare is
-// built: machine code for every GPU generation CUDA 13 supports (sm_75 to sm_120) and PTX for
-// later ones, so the driver loads it without compiling (cuModuleLoadData). Nothing outside
-// device/cuda uses it.
+// built: machine code for the GPU generations the toolkit knows (sm_75 to sm_90; sm_100 and
+// sm_120 from CUDA 12.8; sm_110 from 13.0), loaded without compiling (cuModuleLoadData), and
+// compute_75 PTX that the driver compiles for any other GPU. Nothing outside device/cuda uses it.
 #pragma once
 
 #include <cstddef>

@@ -8,7 +8,6 @@ if(digits EQUAL 0)
   message(FATAL_ERROR "${IMAGE} is empty")
 endif()
 string(REGEX REPLACE "([0-9a-f][0-9a-f])" "0x\\1," bytes "${hex}")
-string(REGEX REPLACE "((0x[0-9a-f][0-9a-f],){16})" "\\1\n    " bytes "${bytes}")
 file(WRITE "${OUT}.tmp"
      "// Generated from ${image_name} by embed_image.cmake; do not edit.\n"
      "#include \"gshare/device/cuda/chunk_digest_image.h\"\n\n"
