@@ -29,6 +29,7 @@
 
 #include "examples/models/forward.h"
 #include "examples/runtime/model_function.h"
+#include "gshare/common/heap_reuse.h"
 #include "gshare/fn/runtime.h"
 #include "gshare/net/unix_http.h"
 #include "gshare/protocol/kserve_json.h"
@@ -63,6 +64,7 @@ int main(int argc, char** argv) {
   // only the signals it handles: this one ends it at once (its state is the node's, in host
   // memory; nothing here needs saving).
   std::signal(SIGTERM, [](int) { std::_Exit(0); });
+  gshare::KeepFreedMemoryForReuse();  // each request's body reuses the last one's pages
   std::string model;
   std::string weights;
   bool freeze = true;

@@ -80,6 +80,7 @@ void Print(const measure::FunctionBenchReport& r, bool json) {
                                 {"restore_ms", r.restore_ms},
                                 {"restore_copy_ms", r.restore_copy_ms},
                                 {"slice_alloc_ms", r.slice_alloc_ms},
+                                {"after_restore_ms", r.after_restore_infer_ms},
                                 {"prepared_restores", r.prepared_restores},
                                 {"restore_gbps", r.restore_gbps},
                                 {"free_before_start_bytes", r.free_before_start_bytes},
@@ -111,6 +112,8 @@ void Print(const measure::FunctionBenchReport& r, bool json) {
       "(%.1fx faster than the full checkpoint)\n",
       r.fast_swap_ms, FormatBytes(r.fast_swap_copied_bytes).c_str(),
       r.fast_swap_ms > 0 ? r.checkpoint_ms / r.fast_swap_ms : 0.0);
+  std::printf("  the first inference after a restore: %.3f ms (median)\n",
+              r.after_restore_infer_ms);
   std::printf("  outputs identical after every restore: %s\n", r.outputs_identical ? "yes" : "NO");
 }
 

@@ -32,7 +32,7 @@ assert 23_298_088 <= r["allocated_bytes"] <= 256 << 20, r["allocated_bytes"]
 assert r["checkpoint_ms"] > 0 and r["restore_ms"] > 0 and r["restore_gbps"] > 0, r
 # The engine's copy is part of the restore, never more.
 assert 0 < r["restore_copy_ms"] <= r["restore_ms"], r
-assert r["slice_alloc_ms"] > 0, r
+assert r["slice_alloc_ms"] > 0 and r["after_restore_ms"] > 0, r
 assert 0 <= r["prepared_restores"] <= r["rounds"], r  # the preparer's hits, counted
 # Emulated GPUs: the slice's memory comes back whole after a checkpoint, and nothing stays.
 assert r["freed_bytes"] == 256 << 20, r

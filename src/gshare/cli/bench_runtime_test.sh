@@ -31,7 +31,7 @@ assert r["requests"] == 20 and r["rounds"] == 3 and r["outputs_identical"] is Tr
 # device memory, and a restore moves them.
 assert 11_240 <= r["device_bytes"] <= 16_384, r["device_bytes"]
 for key in ("in_process_p50_ms", "in_process_p90_ms", "function_p50_ms", "function_p90_ms",
-            "restore_ms", "restore_bound_ms"):
+            "restore_ms", "restore_bound_ms", "after_restore_ms"):
     assert r[key] > 0, (key, r)
 assert r["in_process_p50_ms"] <= r["in_process_p90_ms"], r
 assert r["function_p50_ms"] <= r["function_p90_ms"], r

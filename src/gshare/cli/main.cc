@@ -11,6 +11,7 @@
 
 #include "gshare/cli/commands.h"
 #include "gshare/cli/program_folder.h"
+#include "gshare/common/heap_reuse.h"
 #include "gshare/common/log.h"
 
 namespace {
@@ -39,6 +40,8 @@ int RunOptGap(const std::vector<std::string>& args) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Request bodies are faulted in once, not on every request (common/heap_reuse.h).
+  gshare::KeepFreedMemoryForReuse();
   CLI::App app{
       "gshare: fine-grained GPU sharing for multi-tenant serverless inference.\n"
       "Simulate a trace under each sharing policy, generate workloads, and run the node."};

@@ -168,7 +168,8 @@ class FunctionBench {
     if (!resident.ok()) return Fail(report, resident.status().ToString());
     report.free_resident_bytes = resident->free_bytes;
 
-    std::vector<double> checkpoints, fast_swaps, restores, restore_copies, slice_allocs;
+    std::vector<double> checkpoints, fast_swaps, restores, restore_copies, slice_allocs,
+        after_restore_inferences;
     report.outputs_identical = true;
     for (int round = 0; round < options_.repetitions; ++round) {
       auto [out, checkpoint_ms] = loop_.Timed(
@@ -243,7 +244,9 @@ class FunctionBench {
         return Fail(report, fmt::format("restore after the fast swap {}: {}{}", round + 1,
                                         back.ToString(), LogTail(log_)));
       }
+      const TimePoint asked = loop_.clock().Now();
       auto answer = client.Infer(*input, timeout);
+      after_restore_inferences.push_back(ToSeconds(loop_.clock().Now() - asked) * 1e3);
       if (!answer.ok()) {
         return Fail(report, fmt::format("inference after restore {}: {}{}", round + 1,
                                         answer.status().ToString(), LogTail(log_)));
@@ -274,6 +277,7 @@ class FunctionBench {
     report.restore_ms = Median(restores);
     report.restore_copy_ms = Median(restore_copies);
     report.slice_alloc_ms = Median(slice_allocs);
+    report.after_restore_infer_ms = Median(after_restore_inferences);
     report.freed_bytes = Minus(report.free_after_checkpoint_bytes, report.free_resident_bytes);
     report.context_bytes =
         Minus(report.free_before_start_bytes, report.free_after_checkpoint_bytes);

@@ -27,6 +27,7 @@ are the model's to check). This module knows nothing of the model
 framework, nor of gShare's checkpoints: a function that uses it is an ordinary process.
 """
 
+import ctypes
 import http.server
 import json
 import os
@@ -476,9 +477,26 @@ def _bind(socket_path):
     return server
 
 
+def keep_freed_memory():
+    """As the node does (src/gshare/common/heap_reuse.h): glibc's allocator keeps what the
+    process frees (allocations below 16 MiB from the heap, up to 64 MiB free at its top) instead
+    of giving it back at once, so that each request's body and tensors reuse the last request's
+    pages rather than fault in fresh ones. Where the C library is not glibc, nothing changes."""
+    try:
+        libc = ctypes.CDLL(None)
+        mallopt = libc.mallopt
+    except (OSError, AttributeError):
+        return False
+    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
+    mallopt.restype = ctypes.c_int
+    m_trim_threshold, m_mmap_threshold = -1, -3  # <malloc.h>
+    return mallopt(m_mmap_threshold, 16 << 20) == 1 and mallopt(m_trim_threshold, 64 << 20) == 1
+
+
 def serve(load_model, name, socket_path=None):
     """Binds the socket (GSHARE_SOCKET unless given), answers 503 on readiness while
     `load_model()` runs, then serves the model under `name` until SIGTERM. Does not return."""
+    keep_freed_memory()
     socket_path = socket_path or os.environ.get("GSHARE_SOCKET")
     if not socket_path:
         print(

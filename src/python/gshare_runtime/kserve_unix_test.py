@@ -230,6 +230,7 @@ def main():
             return FakeModel()
 
         kserve_unix.serve(load, "fake", sys.argv[2])
+    check("glibc's allocator told to keep freed memory", kserve_unix.keep_freed_memory())
     with tempfile.TemporaryDirectory(prefix="gshare-kserve-test-") as folder:
         path = os.path.join(folder, "function.sock")
         release = os.path.join(folder, "release")
