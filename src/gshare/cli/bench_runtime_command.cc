@@ -13,7 +13,8 @@
 // inprocess_bench.py beside gshare: torch.jit.load, eval, inference_mode, --threads; three
 // untimed calls first), so that both sides share the machine's load. The figures: both medians
 // and their difference (the runtime's cost: the protocol, the copy of the tensors, the compute
-// grant), and the median restore against 1.2 x bytes / link + 1 ms.
+// grant), the median restore against 1.2 x bytes / link + 1 ms, and the median of the request that
+// follows each round's restores.
 //
 // Exit status: 0 when both sides ran and every answer matched, 1 otherwise, 2 for bad usage.
 #include <fmt/format.h>

@@ -1,13 +1,19 @@
 // Keeps the memory a process frees for its next requests instead of handing it back at once.
 //
-// glibc's allocator returns the top of its heap to the kernel as soon as more than 128 KiB (later
-// twice its largest mapped allocation) lies free there, and maps large allocations afresh each
-// time. A server that builds a 600 KB request body, sends it and frees it (a 1x3x224x224 FP32
-// tensor) then has those pages faulted in again on every request. Where a page fault is cheap
-// that costs little; on virtual machines with shadow page tables it costs 5 to 10 us a page: 3.5
-// ms a request in `gshare bench runtime` on the development VM (docs/runtimes.md). With
-// KeepFreedMemoryForReuse, allocations below 16 MiB come from the heap, and the heap keeps up to
-// 64 MiB free at its top (per arena) before it shrinks.
+// glibc's allocator gives the free top of a heap back to the kernel once it exceeds its trim
+// threshold, which it sets to twice the largest single allocation it has seen mapped (128 KiB at
+// first). A server that builds a few 600 KB bodies for a request (a 1x3x224x224 FP32 tensor: the
+// input, its encoding) and frees them together then has those pages faulted in again on every
+// request. Where a page fault is cheap that costs little; on virtual machines with shadow page
+// tables it costs about 6 us a page, 3.5 ms a request in `gshare bench runtime`
+// (docs/runtimes.md, "Measured"). KeepFreedMemoryForReuse fixes both thresholds: allocations below
+// 32 MiB (the most glibc would raise its own threshold to) come from the heap, and a heap keeps
+// up to 16 MiB free at its top before it shrinks.
+//
+// The cost is memory kept: up to about 16 MiB per malloc arena (glibc makes up to 8 per core,
+// one per thread that allocates while the others are busy), beyond what the program uses. The
+// node calls it (gshare, gshare-function); so do the bundled Python runtimes, not a tenant's own
+// program.
 //
 // Threading: call it first thing in main, before any thread starts.
 #pragma once
@@ -16,11 +22,11 @@
 
 namespace gshare {
 
-inline constexpr std::uint64_t kHeapMapThresholdBytes = std::uint64_t{16} << 20;
-inline constexpr std::uint64_t kHeapTrimThresholdBytes = std::uint64_t{64} << 20;
+inline constexpr std::uint64_t kHeapMapThresholdBytes = std::uint64_t{32} << 20;
+inline constexpr std::uint64_t kHeapTrimThresholdBytes = std::uint64_t{16} << 20;
 
-// Sets the two thresholds above. Returns false where the C library refused them (the process
-// then runs with its defaults, which are correct, only slower).
+// Sets the two thresholds above. Returns false where the C library refused either (a sanitizer's
+// allocator does; the process then runs with what it had, which is correct, only slower).
 bool KeepFreedMemoryForReuse();
 
 }  // namespace gshare

@@ -99,8 +99,9 @@ struct FunctionBenchReport {
   int requests = 0;
   double infer_p50_ms = 0;
   double infer_p90_ms = 0;
-  // The first inference after each round's restore, median: what a request pays for memory the
-  // function has just been handed (its page mappings made anew; on CUDA nothing of the kind).
+  // The inference that follows each round's restores (after the fast swap's restore), median:
+  // a request's time right after the function was handed its memory again (on emulated GPUs its
+  // page mappings are made anew and its first touches fault them in).
   double after_restore_infer_ms = 0;
   std::string note;  // what opening the GPUs had to say (a fallback), or empty
 };

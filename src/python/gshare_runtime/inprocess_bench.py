@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """The in-process side of `gshare bench runtime`: a TorchScript model called directly, as the
-pytorch runtime calls it (torch.jit.load, eval, inference_mode, the same threads), timed per call.
+pytorch runtime calls it (torch.jit.load, eval, inference_mode, the same threads, the same allocator
+settings), timed per call.
 
   python3 inprocess_bench.py --model-file FILE --input-shape 1,3,224,224 --threads 1 --requests 50
 
@@ -9,8 +10,12 @@ Prints one JSON object: {"times_ms": [...]}, the wall time of each call after th
 
 import argparse
 import json
+import os
 import sys
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from gshare_runtime import kserve_unix  # noqa: E402
 
 
 def main(argv):
@@ -20,6 +25,7 @@ def main(argv):
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--requests", type=int, default=50)
     args = parser.parse_args(argv)
+    kserve_unix.keep_freed_memory()  # as the runtime does, before torch starts its threads
     import torch  # noqa: PLC0415
 
     torch.set_num_threads(args.threads)

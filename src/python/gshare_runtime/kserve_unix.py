@@ -478,25 +478,25 @@ def _bind(socket_path):
 
 
 def keep_freed_memory():
-    """As the node does (src/gshare/common/heap_reuse.h): glibc's allocator keeps what the
-    process frees (allocations below 16 MiB from the heap, up to 64 MiB free at its top) instead
-    of giving it back at once, so that each request's body and tensors reuse the last request's
-    pages rather than fault in fresh ones. Where the C library is not glibc, nothing changes."""
+    """Has glibc's allocator keep what the process frees, as the node does
+    (src/gshare/common/heap_reuse.h, whose thresholds these are): allocations below 32 MiB from
+    the heap, and up to 16 MiB kept free at a heap's top, so that each request's body and tensors
+    reuse the last request's pages rather than fault in fresh ones. The cost is memory kept, up to
+    about 16 MiB per malloc arena. Call it before any thread starts. Returns whether the C library
+    took both (False where it is not glibc: nothing changed)."""
     try:
-        libc = ctypes.CDLL(None)
-        mallopt = libc.mallopt
+        mallopt = ctypes.CDLL(None).mallopt
     except (OSError, AttributeError):
         return False
     mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
     mallopt.restype = ctypes.c_int
     m_trim_threshold, m_mmap_threshold = -1, -3  # <malloc.h>
-    return mallopt(m_mmap_threshold, 16 << 20) == 1 and mallopt(m_trim_threshold, 64 << 20) == 1
+    return mallopt(m_mmap_threshold, 32 << 20) == 1 and mallopt(m_trim_threshold, 16 << 20) == 1
 
 
 def serve(load_model, name, socket_path=None):
     """Binds the socket (GSHARE_SOCKET unless given), answers 503 on readiness while
     `load_model()` runs, then serves the model under `name` until SIGTERM. Does not return."""
-    keep_freed_memory()
     socket_path = socket_path or os.environ.get("GSHARE_SOCKET")
     if not socket_path:
         print(

@@ -172,6 +172,7 @@ class HandlerModel:
 def main(argv):
     args = parse_args(argv)
     faulthandler.enable()
+    kserve_unix.keep_freed_memory()  # before any thread: each request reuses the last one's pages
     sys.stdout.reconfigure(line_buffering=True)  # the handler's prints reach the log in order
 
     def load():

@@ -248,6 +248,7 @@ def main(argv):
     args = parse_args(argv)
 
     faulthandler.enable()  # a crash (a write to frozen memory, say) leaves its trace in the log
+    kserve_unix.keep_freed_memory()  # before any thread: each request reuses the last one's pages
     sys.stdout.reconfigure(line_buffering=True)
 
     def load():

@@ -2,7 +2,9 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -42,16 +44,22 @@ Result<Segment> MakeSegment(const std::string& name, std::uint64_t size_bytes, b
   if (populate) {
     // In steps, so that the process's address-space lock is held only briefly at a time
     // (MAP_POPULATE would hold it for the whole segment, stalling every mmap of the node). Each
-    // step is populated by the kernel (cheap: no fault per page; an older kernel refuses it and
-    // the touch below faults the pages in) and then touched from here, one write a page: on a
-    // virtual machine with shadow page tables the first access from user space still costs an
-    // exit per page after the kernel populated it (about 6 us here, 36 ms for 22 MiB), which the
-    // copy of a restore would otherwise pay (docs/live-node.md, "Switching cost").
+    // step is populated by the kernel (no fault per page) and then touched from here, one write a
+    // page: on a virtual machine with shadow page tables the first access from user space still
+    // costs an exit per page after the kernel populated it (docs/runtimes.md, "Measured"), which
+    // the copy of a restore would otherwise pay. A kernel without MADV_POPULATE_WRITE (EINVAL)
+    // leaves the touch to fault the pages in; a host short of memory fails the segment here.
     constexpr std::uint64_t kStep = 2 * kMiB;
     const auto page = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
     for (std::uint64_t offset = 0; offset < size_bytes; offset += kStep) {
       const std::uint64_t length = std::min(kStep, size_bytes - offset);
-      (void)::madvise(segment.bytes.data() + offset, length, MADV_POPULATE_WRITE);
+      if (::madvise(segment.bytes.data() + offset, length, MADV_POPULATE_WRITE) != 0 &&
+          errno != EINVAL) {
+        const int error = errno;
+        FreeSegment(segment);
+        return ResourceExhausted(fmt::format("{}: cannot fault in a {} segment: {}", name,
+                                             FormatBytes(size_bytes), std::strerror(error)));
+      }
       for (std::uint64_t at = offset; at < offset + length; at += page) {
         *static_cast<volatile std::byte*>(&segment.bytes[at]) = std::byte{0};  // zero already
       }
@@ -137,6 +145,12 @@ std::optional<std::uint64_t> SegmentPreparer::NextSizeLocked() const {
 }
 
 void SegmentPreparer::Prepare() {
+  // Linux gives each thread a nice value of its own: the preparer works with the CPU that the
+  // node's loop, its copies and the functions leave (faulting in 128 MiB can take a quarter of a
+  // second of CPU on a virtual machine).
+  if (::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), kNice) != 0) {
+    spdlog::debug("segment preparer: setpriority: {}", std::strerror(errno));
+  }
   std::unique_lock lock(mutex_);
   for (;;) {
     changed_.wait(lock, [&] { return stopping_ || NextSizeLocked().has_value(); });

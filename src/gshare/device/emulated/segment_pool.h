@@ -2,11 +2,12 @@
 //
 // A GPU's memory is already there when a program allocates it; a fresh memfd segment is not: its
 // pages are allocated when first touched, so a restore into a fresh segment would pay the host's
-// page faults (about 10 ms for 22 MiB on one VM, 88 ms on a VM with shadow page tables), which no
-// GPU pays. The SegmentPreparer makes and faults in fresh segments in the background, of the sizes
-// recently asked for, within a byte budget, so that an allocation of such a size takes a ready
-// segment. Segments are never recycled: one handed to a function process may still be mapped by it,
-// so reusing it for another function would expose that function's data.
+// page faults (about 10 ms for 22 MiB on one VM, several times that on a VM with shadow page
+// tables, docs/runtimes.md), which no GPU pays. The SegmentPreparer makes and faults in fresh
+// segments in the background, of the sizes recently asked for, within a byte budget, so that an
+// allocation of such a size takes a ready segment. Segments are never recycled: one handed to a
+// function process may still be mapped by it, so reusing it for another function would expose that
+// function's data.
 //
 // Every segment is sealed against shrinking and growing: a function handed it can neither shrink
 // it under the node's own mapping nor grow it past the GPU's capacity.
@@ -47,6 +48,7 @@ class SegmentPreparer {
   // for, within `budget_bytes` in all (0: prepares nothing).
   static constexpr int kSparesPerSize = 2;
   static constexpr std::size_t kSizesTracked = 8;
+  static constexpr int kNice = 5;  // the preparer thread's: below the node's other threads
 
   SegmentPreparer(std::string name, std::uint64_t budget_bytes);
   ~SegmentPreparer();
