@@ -10,10 +10,11 @@
 // 32 MiB (the most glibc would raise its own threshold to) come from the heap, and a heap keeps
 // up to 16 MiB free at its top before it shrinks.
 //
-// The cost is memory kept: up to about 16 MiB per malloc arena (glibc makes up to 8 per core,
-// one per thread that allocates while the others are busy), beyond what the program uses. The
-// node calls it (gshare, gshare-function); so do the bundled Python runtimes, not a tenant's own
-// program.
+// The cost is memory kept: up to 16 MiB free at the top of each heap, one or more per malloc
+// arena (glibc gives threads arenas of their own, up to 8 per core), besides free chunks below
+// live ones, which no setting gives back. The gshare program calls it, and so do the bundled
+// runtimes (gshare-function; the Python runtimes, kserve_unix.keep_freed_memory); a tenant's
+// own program is left as it is.
 //
 // Threading: call it first thing in main, before any thread starts.
 #pragma once

@@ -6,25 +6,28 @@
 #include <cstdlib>
 #include <cstring>
 
+// A sanitizer's allocator replaces glibc's: its mallopt refuses, or glibc takes the settings
+// without allocating anything.
 #if defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(memory_sanitizer)
+#if __has_feature(address_sanitizer) || __has_feature(memory_sanitizer) || \
+    __has_feature(thread_sanitizer) || __has_feature(leak_sanitizer)
 #define GSHARE_SANITIZED_ALLOCATOR 1
 #endif
 #endif
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 #define GSHARE_SANITIZED_ALLOCATOR 1
 #endif
 
 namespace gshare {
 namespace {
 
+#if defined(__GLIBC__) && !defined(GSHARE_SANITIZED_ALLOCATOR)
 long MinorFaults() {
   struct rusage usage {};
   ::getrusage(RUSAGE_THREAD, &usage);
   return usage.ru_minflt;
 }
 
-#if defined(__GLIBC__) && !defined(GSHARE_SANITIZED_ALLOCATOR)
 // A request's bodies, allocated, written and freed together, three times: the third time they
 // take the pages the second one freed (under glibc's defaults the heap gives them back at each
 // free and the third round faults in about 600 pages again).

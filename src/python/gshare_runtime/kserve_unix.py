@@ -481,9 +481,9 @@ def keep_freed_memory():
     """Has glibc's allocator keep what the process frees, as the node does
     (src/gshare/common/heap_reuse.h, whose thresholds these are): allocations below 32 MiB from
     the heap, and up to 16 MiB kept free at a heap's top, so that each request's body and tensors
-    reuse the last request's pages rather than fault in fresh ones. The cost is memory kept, up to
-    about 16 MiB per malloc arena. Call it before any thread starts. Returns whether the C library
-    took both (False where it is not glibc: nothing changed)."""
+    reuse the last request's pages rather than fault in fresh ones. The cost is memory kept, up
+    to 16 MiB free at the top of each heap. Call it before any thread starts. Returns whether the
+    C library took both (False where it is not glibc: nothing changed)."""
     try:
         mallopt = ctypes.CDLL(None).mallopt
     except (OSError, AttributeError):
@@ -491,7 +491,9 @@ def keep_freed_memory():
     mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
     mallopt.restype = ctypes.c_int
     m_trim_threshold, m_mmap_threshold = -1, -3  # <malloc.h>
-    return mallopt(m_mmap_threshold, 32 << 20) == 1 and mallopt(m_trim_threshold, 16 << 20) == 1
+    mapped = mallopt(m_mmap_threshold, 32 << 20) == 1
+    trimmed = mallopt(m_trim_threshold, 16 << 20) == 1
+    return mapped and trimmed
 
 
 def serve(load_model, name, socket_path=None):
