@@ -82,8 +82,7 @@ int main(int argc, char** argv) {
   if (model.empty() || socket_path == nullptr) {
     std::fprintf(stderr,
                  "usage: gshare-function --model mlp|cnn|echo [--weights FILE] [--no-freeze], "
-                 "started by a "
-                 "gshare node (GSHARE_SOCKET unset)\n");
+                 "started by a gshare node (GSHARE_SOCKET unset)\n");
     return 2;
   }
   gshare::examples::UseSingleBlasThread();

@@ -163,7 +163,7 @@ class CudaDevice final : public Device {
     if (info.memory_exportable) {
       GSHARE_ASSIGN_OR_RETURN(std::unique_ptr<VmmPool> pool, VmmPool::Create(*api, device, name));
       return std::unique_ptr<CudaDevice>(
-          new CudaDevice(std::move(info), digest, std::move(pool), false, nullptr));
+          new CudaDevice(std::move(info), std::move(digest), std::move(pool), false, nullptr));
     }
 
     // Not exportable: the stream-ordered pool, or plain cudaMalloc.
@@ -185,15 +185,12 @@ class CudaDevice final : public Device {
     GSHARE_CUDA_RETURN_IF_ERROR(
         cudaStreamCreateWithFlags(&allocation_stream, cudaStreamNonBlocking),
         "creating the allocation stream");
-    return std::unique_ptr<CudaDevice>(
-        new CudaDevice(std::move(info), digest, nullptr, pools_supported != 0, allocation_stream));
+    return std::unique_ptr<CudaDevice>(new CudaDevice(std::move(info), std::move(digest), nullptr,
+                                                      pools_supported != 0, allocation_stream));
   }
 
   ~CudaDevice() override {
     cudaSetDevice(info_.index);
-    if (auto api = CudaDriver(); api.ok() && digest_.module != nullptr) {
-      (*api)->module_unload(digest_.module);
-    }
     vmm_.reset();  // releases the cached allocations
     if (allocation_stream_ != nullptr) {
       cudaStreamSynchronize(allocation_stream_);
@@ -338,35 +335,50 @@ class CudaDevice final : public Device {
   std::string Name() const { return fmt::format("GPU {} ({})", info_.index, info_.name); }
 
   // The chunk digest kernel, loaded into this GPU's primary context.
-  CUfunction digest_kernel() const { return digest_.function; }
+  CUfunction digest_kernel() const { return digest_.function(); }
 
  private:
-  struct DigestKernel {
-    CUmodule module = nullptr;
-    CUfunction function = nullptr;
+  // The loaded kernel; its module is unloaded when the owner goes (so an error in Create after
+  // the load leaks nothing).
+  class DigestKernel {
+   public:
+    DigestKernel(CUmodule module, CUfunction function) : module_(module), function_(function) {}
+    DigestKernel(DigestKernel&& other) noexcept
+        : module_(std::exchange(other.module_, nullptr)), function_(other.function_) {}
+    DigestKernel(const DigestKernel&) = delete;
+    DigestKernel& operator=(const DigestKernel&) = delete;
+    DigestKernel& operator=(DigestKernel&&) = delete;
+    ~DigestKernel() {
+      if (auto api = CudaDriver(); api.ok() && module_ != nullptr) (*api)->module_unload(module_);
+    }
+    CUfunction function() const { return function_; }
+
+   private:
+    CUmodule module_;
+    CUfunction function_;
   };
 
   // Loads the embedded fat binary (chunk_digest_image.h). Called on the GPU's primary context,
   // current after Create's cudaFree. An error names the driver call.
   static Result<DigestKernel> LoadDigestKernel(const CudaDriverApi& api, const std::string& name) {
-    DigestKernel kernel;
+    CUmodule module = nullptr;
     GSHARE_CU_RETURN_IF_ERROR(
-        api, api.module_load_data(&kernel.module, kChunkDigestImage),
+        api, api.module_load_data(&module, kChunkDigestImage),
         fmt::format("loading gshare's chunk digest kernel on {} (cuModuleLoadData)", name));
-    const CUresult found =
-        api.module_get_function(&kernel.function, kernel.module, kChunkDigestKernelName);
+    CUfunction function = nullptr;
+    const CUresult found = api.module_get_function(&function, module, kChunkDigestKernelName);
     if (found != CUDA_SUCCESS) {
-      api.module_unload(kernel.module);
+      api.module_unload(module);
       return api.Error(found, fmt::format("finding {} on {} (cuModuleGetFunction)",
                                           kChunkDigestKernelName, name));
     }
-    return kernel;
+    return DigestKernel(module, function);
   }
 
   CudaDevice(DeviceInfo info, DigestKernel digest, std::unique_ptr<VmmPool> vmm, bool memory_pools,
              cudaStream_t allocation_stream)
       : info_(std::move(info)),
-        digest_(digest),
+        digest_(std::move(digest)),
         vmm_(std::move(vmm)),
         memory_pools_(memory_pools),
         allocation_stream_(allocation_stream) {}

@@ -36,7 +36,7 @@ struct CudaDriverApi {
   PFN_cuMemSetAccess_v10020 mem_set_access = nullptr;
   PFN_cuMemExportToShareableHandle_v10020 mem_export_to_shareable_handle = nullptr;
   PFN_cuMemImportFromShareableHandle_v10020 mem_import_from_shareable_handle = nullptr;
-  // gshare's own kernels (the chunk digest), loaded from embedded PTX.
+  // gshare's own kernels (the chunk digest), loaded from an embedded fat binary.
   PFN_cuModuleLoadData_v2000 module_load_data = nullptr;
   PFN_cuModuleUnload_v2000 module_unload = nullptr;
   PFN_cuModuleGetFunction_v2000 module_get_function = nullptr;

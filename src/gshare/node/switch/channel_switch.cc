@@ -253,8 +253,7 @@ void ChannelSwitch::StartCheckpointCopy(std::uint64_t used_bytes, bool written) 
   };
   if (Status not_started = context_.engine.StartCheckpointImage(
           *buffer_, snapshot_->size_bytes(), *snapshot_, nullptr, on_copied,
-          // Digests only for an image that may have been
-          // written: a frozen one is skipped without them.
+          // Digests only for an image that may have been written: a frozen one is skipped.
           {.copy_all = force_copy_, .digests = written});
       !not_started.ok()) {
     on_copied(std::move(not_started));
