@@ -58,6 +58,12 @@ int RunBenchRestore(const BenchRestoreFlags& flags) {
                  flags.chunk.c_str());
     return 2;
   }
+  if (*chunk % 8 != 0) {
+    // The fast swap path compares chunk digests, which start at multiples of 8 bytes.
+    std::fprintf(stderr, "gshare bench restore: --chunk %s is not a multiple of 8 bytes\n",
+                 flags.chunk.c_str());
+    return 2;
+  }
   if (flags.repetitions < kMinRestoreRepetitions || flags.streams < 1 || flags.in_flight < 1) {
     std::fprintf(stderr,
                  "gshare bench restore: --repetitions must be >= %d, --streams and --in-flight "

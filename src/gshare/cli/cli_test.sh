@@ -98,6 +98,7 @@ run max_gpus "$gshare" "${sim[@]}" --max-gpus 1 --out "$work/cap" &&
 # gshare bench restore: fewer than 11 rounds are refused; the --json layout carries both
 # directions, the raw method chosen and the spreads (docs/node.md).
 expect bench_repetitions 2 "--repetitions" "$gshare" bench restore --device emulated --size 4Mi --repetitions 5
+expect bench_chunk 2 "multiple of 8" "$gshare" bench restore --device emulated --size 4Mi --chunk 1001
 run bench_restore_json "$gshare" bench restore --device emulated --size 4Mi --streams 2 --json &&
   check bench_restore_report python3 - "$work/bench_restore_json.stdout" <<'PY'
 import json, sys

@@ -184,7 +184,8 @@ class CopyStream {
   // Enqueues the digest (chunk_digest.h) of `size_bytes` of `source` from `offset_bytes`,
   // computed by the device where the memory is (a kernel on a GPU: no byte crosses the link),
   // and written to `*digest` before any callback enqueued after it (Then) runs; a digest that
-  // fails to run leaves `*digest` as it was and makes the next such callback report the failure.
+  // fails to run leaves `*digest` as it was and makes every such later callback of the stream
+  // report the failure (the stream is not used again).
   // A completion (Record, Synchronize) does not order it. `*digest` must stay valid until then, and
   // the range must not be written meanwhile. `offset_bytes` is a multiple of 8 (InvalidArgument
   // otherwise).

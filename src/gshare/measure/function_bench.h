@@ -72,8 +72,8 @@ struct FunctionBenchReport {
   double checkpoint_ms = 0;  // a full checkpoint (forced: every byte copied)
   // A checkpoint right after a restore, nothing run in between, not forced: the fast swap of an
   // unchanged image (the shim: chunk digests compared on the GPU; an emulated function that froze
-  // its image: skipped; the checkpoint API: the driver copies anyway). Its median, and the most
-  // bytes one copied.
+  // its image: skipped). Its median, and the most bytes one copied. 0 for the checkpoint API,
+  // which copies everything whatever changed: that round is not run for it.
   double fast_swap_ms = 0;
   std::uint64_t fast_swap_copied_bytes = 0;
   std::uint64_t fast_swap_compared_bytes = 0;  // the most whose chunk digests one compared

@@ -259,12 +259,18 @@ class RestoreEngine::Job : public std::enable_shared_from_this<RestoreEngine::Jo
 std::vector<RestoreEngine::Piece> RestoreEngine::CutPieces(const Snapshot& snapshot,
                                                            const std::vector<bool>* chunks,
                                                            bool digest_each) const {
-  // Pieces: the snapshot's chunks (those selected), cut so that a small transfer reaches every
-  // stream.
+  // Pieces: the snapshot's chunks (those selected), cut so that a small transfer (the selected
+  // bytes) reaches every stream.
   const std::uint64_t count = static_cast<std::uint64_t>(options_.streams_per_device);
   constexpr std::uint64_t kPage = 4 * kKiB;
-  const std::uint64_t spread =
-      ((snapshot.size_bytes() + count - 1) / count + kPage - 1) / kPage * kPage;
+  std::uint64_t selected = snapshot.size_bytes();
+  if (chunks != nullptr) {
+    selected = 0;
+    for (std::size_t i = 0; i < snapshot.chunk_count(); ++i) {
+      if ((*chunks)[i]) selected += snapshot.chunk(i).size();
+    }
+  }
+  const std::uint64_t spread = ((selected + count - 1) / count + kPage - 1) / kPage * kPage;
   const std::uint64_t piece_bytes = std::max<std::uint64_t>(options_.min_piece_bytes, spread);
   std::vector<Piece> pieces;
   for (std::size_t i = 0; i < snapshot.chunk_count(); ++i) {

@@ -482,7 +482,8 @@ class CudaStream final : public CopyStream {
                                               device_.Name()));
     }
     // On the waiter thread, before any callback enqueued later: a digest that did not run
-    // fails that next callback (digest_failure_), so its caller never reads an unwritten digest.
+    // fails every later callback of the stream (digest_failure_), so no caller goes on with an
+    // unwritten digest.
     Then([this, slot, blocks, digest](const Status& ran) {
       if (ran.ok()) {
         std::uint64_t total = 0;
@@ -562,10 +563,10 @@ class CudaStream final : public CopyStream {
       }
       Status status = next.completion ? next.completion->Wait() : Synchronize();
       if (!next.completion && status.ok()) status = next.recorded;
-      if (!digest_failure_.ok()) {
-        if (status.ok()) status = digest_failure_;
-        digest_failure_ = Status::Ok();
-      }
+      // Sticky: the callback after the failed digest may be another transfer's (streams are
+      // shared), so every later one fails, the failed digest's own among them. An error that
+      // surfaces at a kernel's completion is the context's, which is unusable from then on.
+      if (!digest_failure_.ok() && status.ok()) status = digest_failure_;
       next.callback(status);
     }
   }
@@ -626,7 +627,8 @@ class CudaStream final : public CopyStream {
   Mutex slots_mutex_;
   std::vector<void*> slot_blocks_ GUARDED_BY(slots_mutex_);  // cudaHostAlloc'd, freed at the end
   std::vector<DigestSlot> free_slots_ GUARDED_BY(slots_mutex_);
-  Status digest_failure_;  // the waiter thread's alone: a digest that failed, for the next callback
+  Status
+      digest_failure_;  // the waiter thread's alone: a digest that failed, for every later callback
   Mutex waiter_mutex_;
   CondVar waiter_changed_;
   std::deque<Waiting> waiting_ GUARDED_BY(waiter_mutex_);
