@@ -295,6 +295,27 @@ class RestoreEngineFaultTest : public ::testing::Test {
     return true;
   }
 
+  // A snapshot of `bytes` in `store` (none given: the fixture's) and a device buffer that holds
+  // them; `ok` false when either could not be made.
+  struct Image {
+    bool ok = false;
+    SnapshotRef snapshot;
+    std::unique_ptr<DeviceBuffer> buffer;
+    std::span<std::byte> device_bytes;
+  };
+  Image MakeImage(const std::vector<std::byte>& bytes, SnapshotStore* store = nullptr) {
+    Image image;
+    auto snapshot = (store != nullptr ? *store : *store_).Create("f", bytes.size());
+    auto buffer = device_.Allocate(bytes.size());
+    if (!snapshot.ok() || !buffer.ok()) return image;
+    image.snapshot = std::move(snapshot).value();
+    image.buffer = std::move(buffer).value();
+    image.device_bytes = testing::FakeDevice::Bytes(*image.buffer);
+    std::copy(bytes.begin(), bytes.end(), image.device_bytes.begin());
+    image.ok = true;
+    return image;
+  }
+
   SteadyClock clock_;
   EmulatedHostMemory host_;
   testing::FakeDevice device_;
@@ -494,31 +515,30 @@ TEST_F(RestoreEngineDigestTest, AWriteToTheSnapshotForgetsItsDigests) {
 TEST_F(RestoreEngineFaultTest, AFailedCheckpointForgetsTheDigests) {
   MakeEngine(2, 1);
   const auto bytes = RandomBytes(2 * kMiB, 21);  // eight chunks of 256 KiB
-  auto snapshot = store_->Create("f", bytes.size());
-  ASSERT_TRUE(snapshot.ok());
-  auto buffer = device_.Allocate(bytes.size());
-  ASSERT_TRUE(buffer.ok());
-  auto device_bytes = testing::FakeDevice::Bytes(**buffer);
-  std::copy(bytes.begin(), bytes.end(), device_bytes.begin());
-  ASSERT_TRUE(engine_->Checkpoint(**buffer, **snapshot).ok());  // records the digests
+  Image image = MakeImage(bytes);
+  ASSERT_TRUE(image.ok);
+  Snapshot& snapshot = *image.snapshot;
+  DeviceBuffer& buffer = *image.buffer;
+  auto device_bytes = image.device_bytes;
+  ASSERT_TRUE(engine_->Checkpoint(buffer, snapshot).ok());  // records the digests
   // A failure while comparing (the first digest's callback) changes no snapshot byte: the
   // digests stay, and the next checkpoint of the unchanged image copies nothing.
-  (*buffer)->MarkWritten();
+  buffer.MarkWritten();
   device_.FailCallbacksFrom(device_.callbacks_run() + 1);
-  EXPECT_FALSE(engine_->Checkpoint(**buffer, **snapshot).ok());
+  EXPECT_FALSE(engine_->Checkpoint(buffer, snapshot).ok());
   device_.FailCallbacksFrom(1 << 30);
-  (*buffer)->MarkWritten();
-  auto kept = engine_->Checkpoint(**buffer, **snapshot);
+  buffer.MarkWritten();
+  auto kept = engine_->Checkpoint(buffer, snapshot);
   ASSERT_TRUE(kept.ok()) << kept.status().ToString();
   EXPECT_EQ(kept->bytes, 0u);
   // A changed chunk, and a checkpoint whose copy of it fails (the callback after the eight
   // digests'): the snapshot's chunk may be half written, so nothing it recorded may be trusted.
   device_bytes[3 * 256 * kKiB] ^= std::byte{1};
-  (*buffer)->MarkWritten();
+  buffer.MarkWritten();
   device_.FailCallbacksFrom(device_.callbacks_run() + 9);
-  EXPECT_FALSE(engine_->Checkpoint(**buffer, **snapshot).ok());
+  EXPECT_FALSE(engine_->Checkpoint(buffer, snapshot).ok());
   device_.FailCallbacksFrom(1 << 30);
-  auto report = engine_->Checkpoint(**buffer, **snapshot);
+  auto report = engine_->Checkpoint(buffer, snapshot);
   ASSERT_TRUE(report.ok()) << report.status().ToString();
   EXPECT_EQ(report->bytes, bytes.size());
   EXPECT_EQ(report->compared_bytes, 0u);
@@ -529,32 +549,31 @@ TEST_F(RestoreEngineFaultTest, AFailedCheckpointForgetsTheDigests) {
 TEST_F(RestoreEngineFaultTest, ACheckpointOfABufferWrittenMeanwhileRecordsNoDigests) {
   MakeEngine(1, 1);
   const auto bytes = RandomBytes(kMiB, 22);  // four chunks of 256 KiB
-  auto snapshot = store_->Create("f", bytes.size());
-  ASSERT_TRUE(snapshot.ok());
-  auto buffer = device_.Allocate(bytes.size());
-  ASSERT_TRUE(buffer.ok());
-  auto device_bytes = testing::FakeDevice::Bytes(**buffer);
-  std::copy(bytes.begin(), bytes.end(), device_bytes.begin());
+  Image image = MakeImage(bytes);
+  ASSERT_TRUE(image.ok);
+  Snapshot& snapshot = *image.snapshot;
+  DeviceBuffer& buffer = *image.buffer;
+  auto device_bytes = image.device_bytes;
 
   // Held at its first callback: the first chunk is copied, its digest not yet computed.
   device_.HoldNextCallback();
   Result<TransferReport> first = Internal("not run");
-  std::thread checkpoint([&] { first = engine_->Checkpoint(**buffer, **snapshot); });
+  std::thread checkpoint([&] { first = engine_->Checkpoint(buffer, snapshot); });
   ASSERT_TRUE(Await([&] { return device_.callback_held(); }));
-  (*buffer)->MarkWritten();         // the function runs meanwhile...
+  buffer.MarkWritten();             // the function runs meanwhile...
   device_bytes[0] ^= std::byte{1};  // ...and changes the chunk already copied
   device_.ReleaseHeldCallback();
   checkpoint.join();
   ASSERT_TRUE(first.ok()) << first.status().ToString();
-  EXPECT_FALSE((*snapshot)->Holds(**buffer));
+  EXPECT_FALSE(snapshot.Holds(buffer));
 
-  (*buffer)->MarkWritten();
-  auto second = engine_->Checkpoint(**buffer, **snapshot);
+  buffer.MarkWritten();
+  auto second = engine_->Checkpoint(buffer, snapshot);
   ASSERT_TRUE(second.ok()) << second.status().ToString();
   EXPECT_EQ(second->compared_bytes, 0u) << "digests recorded from a buffer written meanwhile";
   EXPECT_EQ(second->bytes, bytes.size());
   std::vector<std::byte> back(bytes.size());
-  ASSERT_TRUE((*snapshot)->Read(0, back).ok());
+  ASSERT_TRUE(snapshot.Read(0, back).ok());
   EXPECT_TRUE(std::equal(back.begin(), back.end(), device_bytes.begin()));
 }
 
@@ -565,21 +584,20 @@ TEST_F(RestoreEngineFaultTest, ChunksOfAnOddSizeAreNeverDigested) {
   ASSERT_TRUE(odd.ok()) << odd.status().ToString();
   MakeEngine(2, 1);
   const auto bytes = RandomBytes(10 * 1004, 23);  // ten chunks of 1004 bytes
-  auto snapshot = (*odd)->Create("f", bytes.size());
-  ASSERT_TRUE(snapshot.ok());
-  auto buffer = device_.Allocate(bytes.size());
-  ASSERT_TRUE(buffer.ok());
-  auto device_bytes = testing::FakeDevice::Bytes(**buffer);
-  std::copy(bytes.begin(), bytes.end(), device_bytes.begin());
+  Image image = MakeImage(bytes, odd->get());
+  ASSERT_TRUE(image.ok);
+  Snapshot& snapshot = *image.snapshot;
+  DeviceBuffer& buffer = *image.buffer;
+  auto device_bytes = image.device_bytes;
   for (int round = 0; round < 2; ++round) {
-    (*buffer)->MarkWritten();
-    auto report = engine_->Checkpoint(**buffer, **snapshot);
+    buffer.MarkWritten();
+    auto report = engine_->Checkpoint(buffer, snapshot);
     ASSERT_TRUE(report.ok()) << report.status().ToString();
     EXPECT_EQ(report->compared_bytes, 0u);
     EXPECT_EQ(report->bytes, bytes.size());
   }
   std::vector<std::byte> back(bytes.size());
-  ASSERT_TRUE((*snapshot)->Read(0, back).ok());
+  ASSERT_TRUE(snapshot.Read(0, back).ok());
   EXPECT_EQ(back, bytes);
 }
 
