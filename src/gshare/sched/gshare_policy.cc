@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <tuple>
 
@@ -15,6 +16,8 @@ constexpr std::uint64_t kReleaseTag = 3ULL << 62;
 constexpr std::uint64_t kPayloadMask = (1ULL << 62) - 1;
 // Best-fit candidates examined per placement: bounds the work per event.
 constexpr int kMaxCandidates = 64;
+// The lazy first restore of a function seen once: the least likelihood of a request joining it.
+constexpr double kMinJoin = 0.05;
 
 std::uint64_t Token(std::uint64_t tag, std::uint64_t high, std::uint32_t low) {
   return tag | (high << 32) | low;
@@ -315,6 +318,11 @@ void GSharePolicy::OnRequest(const Request& request) {
     fs.gap_next = static_cast<std::uint8_t>((fs.gap_next + 1) % FunctionState::kGapHistory);
     if (fs.gap_count < FunctionState::kGapHistory) fs.gap_count += 1;
   }
+  if (!fs.seen) {
+    functions_seen_ += 1;
+    if (arrivals_ == 0) first_arrival_ = request.arrival;
+  }
+  arrivals_ += 1;
   fs.seen = true;
   fs.last_arrival = request.arrival;
   fs.pending.push_back(request.id);
@@ -384,7 +392,7 @@ void GSharePolicy::Bind(FunctionId function) {
   // latest start that still finishes it in time on the chosen GPU, less a guard of one blocking
   // run (work that may take the GPU meanwhile) and the restore's spread: the requests that arrive
   // until then join the batch, and the slice is held no longer than it serves. Where the guard
-  // leaves no time, or the function was seen once, it is restored now.
+  // leaves no time, or no request is likely to join, it is restored now.
   if (knobs_.lazy && knobs_.lazy_first_restore && fs.slots.empty() && placement.found &&
       fs.pending.size() <= max_batch) {
     // The restore's spread too: the learned 99th percentile of its time over the mean.
@@ -393,10 +401,15 @@ void GSharePolicy::Bind(FunctionId function) {
     const Duration guard = std::max(blocking_run_, exec) + spread;
     // One batch serves the whole backlog: the head's deadline binds.
     const TimePoint latest = head.deadline - (placement.finish - now) - guard;
-    // Only where a request may join (a function seen once is expected never again, as by the
-    // hold), and by at least one guard: a finish pinned to a busy copy engine or GPU does not move
-    // with the start, and re-checks in small steps would otherwise follow.
-    if (latest >= now + guard && RecentRate(function) > 0.0) {
+    // Only by at least one guard (a finish pinned to a busy copy engine or GPU does not move with
+    // the start, and re-checks in small steps would otherwise follow), and only where a request
+    // may join: a function seen before at its recent rate (the hold's view); one seen once at the
+    // pool's mean rate of repeat calls per function, where that makes a request joining before
+    // the restore at least kMinJoin likely (functions each called once defer nothing).
+    const bool may_join = fs.gap_count > 0
+                              ? RecentRate(function) > 0.0
+                              : 1.0 - std::exp(-PooledRate() * ToSeconds(latest - now)) >= kMinJoin;
+    if (latest >= now + guard && may_join) {
       SetCheck(function, latest);
       return;
     }
@@ -715,6 +728,13 @@ void GSharePolicy::IssueRestore(std::size_t slot) {
   }
 }
 
+double GSharePolicy::PooledRate() const {
+  const double observed = ToSeconds(context_.executor->Now() - first_arrival_);
+  if (observed <= 0.0 || functions_seen_ == 0) return 0.0;
+  return static_cast<double>(arrivals_ - functions_seen_) / static_cast<double>(functions_seen_) /
+         observed;
+}
+
 bool GSharePolicy::OneRangeHolds(const GpuState& gpu, std::uint64_t bytes) const {
   return context_.executor->LargestFreeRange(gpu.gpu) >= bytes;
 }
@@ -1002,6 +1022,14 @@ Duration GSharePolicy::HoldTime(FunctionId function) const {
     }
   }
   consider(cap);
+  // The rate falls while no request comes (the open gap counts in it): once the mean gap it
+  // implies outgrows the restore (rate C < 1), holding on costs more than a restore. Look again
+  // then (a little after, past the tie), when it comes before the hold ends; the cost is
+  // minimised afresh from there.
+  if (best > 0.0 && rate > 0.0) {
+    const double flip = 1.05 * (static_cast<double>(k) * restore_cost - ObservedSeconds(function));
+    if (flip > 0.0 && flip < best) best = flip;
+  }
   return FromSeconds(best);
 }
 

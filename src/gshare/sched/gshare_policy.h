@@ -188,6 +188,9 @@ class GSharePolicy final : public Scheduler {
   void MakeContiguous(std::size_t slot, std::uint64_t bytes, FunctionId asker);
   // Whether one free range of the GPU holds `bytes` (always, where memory is mapped in pages).
   bool OneRangeHolds(const GpuState& gpu, std::uint64_t bytes) const;
+  // The pool's mean rate of repeat calls per function (per second): the calls after each
+  // function's first, over the functions seen and the time since the first call.
+  double PooledRate() const;
   void IssueRestore(std::size_t slot);
   // Sets the slice's release timer `hold` (HoldTime) from now, unless one fires sooner.
   void MaybeRelease(std::size_t slot, FunctionId function, Duration hold);
@@ -294,6 +297,10 @@ class GSharePolicy final : public Scheduler {
   int tenants_holding_ = 0;
   std::uint64_t pool_bytes_ = 0;
   bool gpus_refused_ = false;
+  // PooledRate: requests and functions seen, and the first request's arrival.
+  std::uint64_t arrivals_ = 0;
+  std::uint64_t functions_seen_ = 0;
+  TimePoint first_arrival_{};
 };
 
 }  // namespace gshare

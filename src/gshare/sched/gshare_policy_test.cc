@@ -417,8 +417,9 @@ TEST(GShareRulesTest, ASliceAtRiskThatIsExpectedBackGetsItsOwnGpu) {
 
 TEST(GShareRulesTest, ALazyFirstRestoreServesTheRequestsThatArriveMeanwhile) {
   // A GPU is in the pool (w, called at 0). f (restore 11 ms, run 10 ms, batches of up to 4, SLO
-  // 200 ms) is called at 50, 100 and 140 ms. The first call is restored at once (a function seen
-  // once is expected never again: no request would join) and released after its run. Lazy: the
+  // 200 ms) is called at 50, 100 and 140 ms. The first call is restored at once (the pool has
+  // seen no repeat call of any function: none is expected to join) and released after its run
+  // (a function seen once is expected never again). Lazy: the
   // second call's restore waits for its latest start (less one blocking run and the restore's
   // spread), the third joins it, and one restore serves both in one batch. Eager: the slice is
   // made at once, serves the second call and is released (the next call is expected 50 ms
@@ -440,6 +441,50 @@ TEST(GShareRulesTest, ALazyFirstRestoreServesTheRequestsThatArriveMeanwhile) {
   EXPECT_DOUBLE_EQ(eager->slo_attainment, 1.0);
   // f: one residency of a restore and one run of two, against two of a restore and a run each.
   EXPECT_NEAR(eager->vgpu_gib_seconds - lazy->vgpu_gib_seconds, 0.25 * 0.021, 1e-9);
+}
+
+TEST(GShareRulesTest, AFunctionSeenOnceWaitsForJoinersWhereThePoolSeesRepeatCalls) {
+  // w (restore 2 ms, run 1 ms, SLO 4 ms: no time to wait) is called every 10 ms from 0 to 40 ms:
+  // the pool has seen 4 repeat calls of 1 function in 40 ms. f (restore 11 ms, run 10 ms, batches
+  // of up to 4, SLO 200 ms) is first called at 50 ms, again at 80 ms. At that mean rate a second
+  // call of f before its latest start (about 150 ms away) is near certain, so f's first restore
+  // waits for it: one restore serves both, in one batch. Eager, f is restored at once, released
+  // after its run (seen once), and restored again for the second call. Were the pool's calls each
+  // of a new function (the test above), nothing would wait.
+  Workload w;
+  w.gpu = RoundGpu();
+  w.functions.push_back(MakeFunction("w", 1'000'000, 128 * kMiB, milliseconds(1), milliseconds(4)));
+  w.functions.push_back(MakeFunction("f", 10'000'000, 256 * kMiB, milliseconds(10),
+                                     milliseconds(200), /*max_batch=*/4));
+  for (int i = 0; i < 5; ++i) AddRequest(w, 0, 0.010 * i);
+  AddRequest(w, 1, 0.050);
+  AddRequest(w, 1, 0.080);
+  auto lazy = Simulate(w, "gshare", RuleOptions([](auto&) {}));
+  auto eager = Simulate(w, "gshare-eager-restore", RuleOptions([](auto&) {}));
+  ASSERT_TRUE(lazy.ok() && eager.ok());
+  EXPECT_EQ(lazy->swaps + 1, eager->swaps);
+  EXPECT_DOUBLE_EQ(lazy->slo_attainment, 1.0);
+  EXPECT_DOUBLE_EQ(eager->slo_attainment, 1.0);
+  EXPECT_NEAR(eager->vgpu_gib_seconds - lazy->vgpu_gib_seconds, 0.25 * 0.021, 1e-9);
+}
+
+TEST(GShareRulesTest, TheHoldLooksAgainAsTheOpenGapLengthens) {
+  // f (restore 11 ms, run 2 ms, SLO 1 s) is called at 0, 5 and 10 ms, then at 1 s. After the third
+  // run its two gaps (5 ms) are shorter than a restore, so the hold keeps the slice: expected
+  // back soon. The gap still open counts in the rate: once it makes the mean gap longer than a
+  // restore (at about 12 ms after the last call: (5 + 5 + 12) / 2 = 11), holding costs more than
+  // restoring; the hold looks again then and releases the slice. The call at 1 s restores it.
+  // Held to the cap (10 s) instead, it would stay through the whole second (one swap, and about
+  // 0.25 GiB-s).
+  Workload w;
+  w.gpu = RoundGpu();
+  w.functions.push_back(MakeFunction("f", 10'000'000, 256 * kMiB, milliseconds(2), seconds(1)));
+  for (const double at : {0.0, 0.005, 0.010, 1.0}) AddRequest(w, 0, at);
+  auto run = Simulate(w, "gshare", RuleOptions([](auto&) {}));
+  ASSERT_TRUE(run.ok());
+  EXPECT_DOUBLE_EQ(run->slo_attainment, 1.0);
+  EXPECT_EQ(run->swaps, 2u);
+  EXPECT_LT(run->vgpu_gib_seconds, 0.25 * 0.1);
 }
 
 TEST(GSharePolicyTest, ARequestFeasibleAloneMeetsItsDeadlineOnAnIdleGpu) {
