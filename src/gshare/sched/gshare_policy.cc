@@ -18,6 +18,18 @@ constexpr std::uint64_t kPayloadMask = (1ULL << 62) - 1;
 constexpr int kMaxCandidates = 64;
 // The lazy first restore of a function seen once: the least likelihood of a request joining it.
 constexpr double kMinJoin = 0.05;
+// Load-sized replicas: the weight of a new gap in a function's means (the spread of its gaps),
+// the window over which the peak of its burst rate decays (restore times, at least a second: the
+// load a restore must be ready for), the window of its burst rate (runs), the gaps seen before
+// its load is trusted, the offered load below which one slice is left to the reactive rules,
+// and the window over which a GPU's compute load decays.
+constexpr double kGapWeight = 1.0 / 256;
+constexpr double kRateWindowRestores = 10.0;
+constexpr double kMinRateWindowSeconds = 1.0;
+constexpr double kBurstRuns = 20.0;
+constexpr std::uint32_t kGapsToSize = 64;
+constexpr double kMinSizedLoad = 0.25;
+constexpr double kLoadWindowSeconds = 10.0;
 
 std::uint64_t Token(std::uint64_t tag, std::uint64_t high, std::uint32_t low) {
   return tag | (high << 32) | low;
@@ -314,6 +326,18 @@ void GSharePolicy::OnRequest(const Request& request) {
   requests_.Add(request);
   FunctionState& fs = functions_[request.function];
   if (fs.seen) {
+    const double gap = ToSeconds(request.arrival - fs.last_arrival);
+    const double weight = fs.gaps_seen < kGapsToSize ? 1.0 / (fs.gaps_seen + 1) : kGapWeight;
+    fs.gap_mean += weight * (gap - fs.gap_mean);
+    fs.gap_square += weight * (gap * gap - fs.gap_square);
+    fs.gaps_seen += 1;
+    // The rate over the last kBurstRuns runs (the time in which a queue builds: arrivals decayed
+    // by their age), and its peak, decayed over RateWindow.
+    const double burst_window =
+        std::max(1e-3, kBurstRuns * ToSeconds(estimator_.Estimate(request.function, 1)));
+    fs.burst_rate = fs.burst_rate * std::exp(-gap / burst_window) + 1.0 / burst_window;
+    fs.peak_rate =
+        std::max(fs.burst_rate, fs.peak_rate * std::exp(-gap / RateWindow(request.function)));
     fs.gaps[fs.gap_next] = request.arrival - fs.last_arrival;
     fs.gap_next = static_cast<std::uint8_t>((fs.gap_next + 1) % FunctionState::kGapHistory);
     if (fs.gap_count < FunctionState::kGapHistory) fs.gap_count += 1;
@@ -328,6 +352,80 @@ void GSharePolicy::OnRequest(const Request& request) {
   fs.pending.push_back(request.id);
   if (fs.pending.size() == 1) UpdateKey(request.function);
   Bind(request.function);
+  SizeReplicas(request.function);
+}
+
+int GSharePolicy::ReplicaTarget(FunctionId function) {
+  FunctionState& fs = functions_[function];
+  if (fs.gaps_seen < kGapsToSize || fs.gap_mean <= 0.0) return 1;
+  // The load by the learned mean of a run; the slack by its learned high quantile (the margin
+  // guards admission, not the load).
+  const double run = ToSeconds(estimator_.Estimate(function, 1));
+  const double high = ToSeconds(knobs_.exec_quantile > 0.0 ? estimator_.Quantile(function, 1, z_)
+                                                           : estimator_.Estimate(function, 1));
+  const double slack = ToSeconds((*context_.functions)[function].slo) - high;
+  if (run <= 0.0 || slack <= 0.0) return 1;  // no slice serves it in time anyway
+  // The load at the peak rate of the bursts seen lately, decayed to now.
+  const double age = ToSeconds(context_.executor->Now() - fs.last_arrival);
+  const double load = run * fs.peak_rate * std::exp(-age / RateWindow(function));
+  if (load < kMinSizedLoad) return 1;
+  if (std::abs(load - fs.sized_load) <= 0.05 * fs.sized_load) return fs.replicas;
+  const double spread = std::max(0.0, fs.gap_square / (fs.gap_mean * fs.gap_mean) - 1.0);  // ca^2
+  const double allowed = (1.0 - std::min(knobs_.target_attainment, 0.999)) / 2.0;
+  // Erlang B by its recurrence, then C for c servers where c > load.
+  double erlang_b = 1.0;
+  int c = 0;
+  constexpr int kMaxReplicas = 4096;
+  while (c < kMaxReplicas) {
+    c += 1;
+    erlang_b = load * erlang_b / (c + load * erlang_b);
+    if (c <= load) continue;
+    const double utilisation = load / c;
+    const double waits = erlang_b / (1.0 - utilisation * (1.0 - erlang_b));
+    const double mean_wait = std::max(spread, 0.1) / 2.0 * run / (c - load);
+    if (waits * std::exp(-slack / mean_wait) <= allowed) break;
+  }
+  fs.replicas = c;
+  fs.sized_load = load;
+  return c;
+}
+
+double GSharePolicy::RateWindow(FunctionId function) const {
+  return std::max(kMinRateWindowSeconds, kRateWindowRestores * ToSeconds(PredictRestore(function)));
+}
+
+double GSharePolicy::LoadOf(const GpuState& gpu) const {
+  const double since = ToSeconds(context_.executor->Now() - gpu.load_at);
+  return gpu.load * std::exp(-since / kLoadWindowSeconds);
+}
+
+void GSharePolicy::SizeReplicas(FunctionId function) {
+  if (!knobs_.load_sized_replicas) return;
+  FunctionState& fs = functions_[function];
+  if (fs.slots.empty() || static_cast<int>(fs.slots.size()) >= ReplicaTarget(function) ||
+      !CanBind(function)) {
+    return;
+  }
+  // One replica per request: the least loaded GPU with room, among the best-fit candidates, whose
+  // load is under replica_gpu_load.
+  const std::uint64_t bytes = SliceBytes(function);
+  std::optional<std::size_t> chosen;
+  double least = knobs_.replica_gpu_load;
+  int examined = 0;
+  for (auto it = by_free_.lower_bound({bytes, 0});
+       it != by_free_.end() && examined < kMaxCandidates; ++it) {
+    const GpuState& gpu = gpus_[it->second];
+    if (gpu.slices.contains(function)) continue;
+    ++examined;
+    if (!OneRangeHolds(gpu, bytes)) continue;
+    if (const double load = LoadOf(gpu); load < least) {
+      least = load;
+      chosen = it->second;
+    }
+  }
+  // None: no GPU is added for it. A replica is worth a GPU only if the load lasts until the GPU
+  // has started, which the pool's own rule (PoolSizer) judges from the backlog.
+  if (chosen) StartRestore(*chosen, function);
 }
 
 void GSharePolicy::Bind(FunctionId function) {
@@ -790,6 +888,15 @@ void GSharePolicy::Dispatch(std::size_t slot) {
     const std::uint64_t growable =
         gpu.free_bytes > gpu.copying_bytes ? gpu.free_bytes - gpu.copying_bytes : 0;
     while (batch > 1 && SliceBytes(function, batch) > slice.bytes + growable) --batch;
+    if (knobs_.batch_to_deadline) {
+      // A batch no larger than its head's deadline allows (the head's is the earliest): where
+      // even one request would miss it, the whole batch runs (the head is late anyway, and a
+      // larger batch drains the backlog sooner).
+      const TimePoint head_deadline = requests_.Get(fs.pending.front()).deadline;
+      if (now + PredictExec(function, 1) <= head_deadline) {
+        while (batch > 1 && now + PredictExec(function, batch) > head_deadline) --batch;
+      }
+    }
     if (knobs_.slack_order && now + PredictExec(function, batch) > must_start_by) continue;
     if (const std::uint64_t need = SliceBytes(function, batch); need > slice.bytes) {
       if (context_.executor->Resize(gpu.gpu, function, need)) {
@@ -871,6 +978,8 @@ void GSharePolicy::OnRunDone(GpuId id, FunctionId function, std::span<const Requ
   GpuState& gpu = gpus_[slot];
   const TimePoint now = context_.executor->Now();
   const bool shared = EndRun(gpu, function);
+  gpu.load = LoadOf(gpu) + ToSeconds(result.elapsed) / kLoadWindowSeconds;
+  gpu.load_at = now;
   if (result.status.ok()) {
     // Learn the execution time from runs that had the GPU to themselves.
     if (!shared) estimator_.Observe(function, static_cast<int>(batch.size()), result.elapsed);

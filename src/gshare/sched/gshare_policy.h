@@ -24,6 +24,9 @@
 //  - holds an idle slice for the time that minimises its expected cost (HoldTime: priced by the
 //    GPU, until its memory is needed; or by memory-time, over the function's recent gaps), one
 //    release timer per slice;
+//  - sizes the replicas of a function by its load, ahead of any backlog (SizeReplicas: a queueing
+//    model over the peak rate of its recent bursts), each on a GPU whose recent compute load is
+//    low, and cuts a batch to what its head request's deadline allows;
 //  - evicts idle slices least recently used first; with fast swap an eviction discards the
 //    device copy (the host snapshot is still valid) and costs no copy; below the pool's cap, a
 //    protected slice (at risk, expected back within protect_horizon) is not evicted for another,
@@ -56,7 +59,9 @@
 // Variants (PolicyOptions::GShare): `fifo` serves by arrival and binds every request at once;
 // no-lazy binds at once but keeps deadline order; no-fast-swap checkpoints before evicting;
 // no-cache-queue, no-timeslice and adaptive-margin change the part they name; mean-margin predicts
-// from the learned mean, fixed-hold holds by the earlier rule, eager-restore restores at once.
+// from the learned mean, fixed-hold holds by the earlier rule, eager-restore restores at once,
+// reactive-replicas makes a replica only once a backlog makes requests late, queue-batch batches
+// a function's queue up to max_batch whatever the deadlines.
 #pragma once
 
 #include <array>
@@ -142,6 +147,9 @@ class GSharePolicy final : public Scheduler {
     std::uint64_t copying_bytes = 0;  // their bytes, not yet free on the device
     bool retiring = false;            // released once its evictions end
     std::uint32_t idle_generation = 0;
+    // Its recent compute load: run seconds per second, decayed over kLoadWindow (LoadOf).
+    double load = 0.0;
+    TimePoint load_at{};
   };
   struct FunctionState {
     std::deque<RequestId> pending;   // unbound requests, by arrival
@@ -160,6 +168,17 @@ class GSharePolicy final : public Scheduler {
     TimePoint last_arrival{};
     bool unplaced = false;  // in unplaced_
     int tenant = -1;        // TenantOf, interned on first use
+    // Load-sized replicas: exponentially weighted means of the gaps and of their squares, how
+    // many gaps they have seen, the arrival rate over the last kBurstRuns runs and its peak
+    // (decayed over RateWindow), both per second as of the last arrival, and the replica count
+    // last sized with the offered load it was sized for (ReplicaTarget).
+    double gap_mean = 0.0;
+    double gap_square = 0.0;
+    std::uint32_t gaps_seen = 0;
+    double burst_rate = 0.0;
+    double peak_rate = 0.0;
+    int replicas = 1;
+    double sized_load = 0.0;
   };
 
   // Where a new slice of a function could go, and when a request would finish there.
@@ -260,6 +279,22 @@ class GSharePolicy final : public Scheduler {
   double ObservedSeconds(FunctionId function) const;
   // The function's recent arrival rate (per second): its recent gaps over ObservedSeconds.
   double RecentRate(FunctionId function) const;
+  // Load-sized replicas (PolicyOptions::GShare::load_sized_replicas): starts one more slice of
+  // the function when it has fewer than ReplicaTarget, on the least loaded of the GPUs examined
+  // whose load is under replica_gpu_load (none: no replica; the pool grows by its own rule).
+  void SizeReplicas(FunctionId function);
+  // The slices the function's offered load needs: the fewest c with P(wait > slack) at most half
+  // of 1 - target_attainment, by the Erlang C probability of waiting for a = peak burst rate x
+  // the learned mean run, with the Allen-Cunneen correction for the spread of the gaps (the wait
+  // beyond zero taken exponential with mean (ca^2 + cs^2) / 2 x run / (c - a), cs^2 = 0), the
+  // slack being the SLO less the run's learned high quantile; re-sized when the load moves by 5%.
+  // O(c) when re-sized, O(1) otherwise.
+  int ReplicaTarget(FunctionId function);
+  // The GPU's compute load decayed to now.
+  double LoadOf(const GpuState& gpu) const;
+  // The window (seconds) over which the peak of a function's burst rate decays:
+  // kRateWindowRestores of its restores, at least kMinRateWindowSeconds.
+  double RateWindow(FunctionId function) const;
   // Time slicing: starts a second run on a busy GPU for the first waiting function that would
   // miss its deadline behind the run in flight but not when sharing the compute.
   void DispatchShared(std::size_t slot);

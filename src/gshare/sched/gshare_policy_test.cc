@@ -254,16 +254,17 @@ TEST(GSharePolicyTest, EveryVariantChangesSomeResult) {
   // A variant that never changes a result is dead code: each differs from gshare on crowded
   // workloads (in GPU-seconds, swaps, memory-time or attainment) on at least one seed, with the
   // hold priced by the GPU (the simulator's default) or by memory-time (optgap's), at the
-  // lowest margin of `compare`'s grid. (gshare-eager-restore does not: these SLOs leave a first
-  // restore no time to wait. GShareRulesTest.ALazyFirstRestoreServesTheRequestsThatArriveMeanwhile
-  // shows what it changes.)
+  // margin of 0.4. (gshare-eager-restore does not: these SLOs leave a first restore no time to
+  // wait; nor gshare-queue-batch: these functions run one request at a time. GShareRulesTest's
+  // ALazyFirstRestoreServesTheRequestsThatArriveMeanwhile and
+  // ABatchIsNoLargerThanItsHeadsDeadlineAllows show what each changes.)
   auto signature = [](const PolicyReport& r) {
     return std::tuple(r.gpu_seconds, r.swaps, r.vgpu_gib_seconds, r.slo_attainment);
   };
   for (const char* variant :
        {"fifo", "gshare-no-lazy", "gshare-no-fast-swap", "gshare-no-cache-queue",
-        "gshare-no-timeslice", "gshare-adaptive-margin", "gshare-mean-margin",
-        "gshare-fixed-hold"}) {
+        "gshare-no-timeslice", "gshare-adaptive-margin", "gshare-mean-margin", "gshare-fixed-hold",
+        "gshare-reactive-replicas"}) {
     bool differs = false;
     for (const auto price :
          {PolicyOptions::GShare::HoldPrice::kGpu, PolicyOptions::GShare::HoldPrice::kMemoryTime}) {
@@ -485,6 +486,66 @@ TEST(GShareRulesTest, TheHoldLooksAgainAsTheOpenGapLengthens) {
   EXPECT_DOUBLE_EQ(run->slo_attainment, 1.0);
   EXPECT_EQ(run->swaps, 2u);
   EXPECT_LT(run->vgpu_gib_seconds, 0.25 * 0.1);
+}
+
+TEST(GShareRulesTest, LoadSizedReplicasServeBurstsThatOneSliceCannot) {
+  // g and h (30 GiB each, called once at 0) bring two GPUs of 40 GiB into the pool, nearly idle.
+  // f (restore 11 ms, run 10 ms, SLO 15 ms: at risk) is called every 40 ms for 4 s (one slice
+  // serves it), then twice at once every 20 ms for 2 s: a load of one slice, in pairs. On one
+  // slice the second of each pair waits a run and misses; a replica made for it would be ready
+  // after a restore, later than waiting, so the reactive rule (gshare-reactive-replicas) makes
+  // none: 100 of the pairs' requests miss. Sized by the load (the peak of its rate over 20 runs x
+  // 10 ms, with the spread of the gaps), f gets a replica on the other GPU as the pairs come,
+  // and nearly every pair is served at once.
+  Workload w;
+  w.gpu = RoundGpu();
+  w.functions.push_back(
+      MakeFunction("f", 10'000'000, 256 * kMiB, milliseconds(10), milliseconds(15)));
+  w.functions.push_back(MakeFunction("g", 10'000'000, 30 * kGiB, milliseconds(1), seconds(1)));
+  w.functions.push_back(MakeFunction("h", 10'000'000, 30 * kGiB, milliseconds(1), seconds(1)));
+  AddRequest(w, 1, 0.0);
+  AddRequest(w, 2, 0.0);
+  for (int i = 0; i < 100; ++i) AddRequest(w, 0, 0.040 * i);
+  for (int i = 0; i < 100; ++i) {
+    AddRequest(w, 0, 4.0 + 0.020 * i);
+    AddRequest(w, 0, 4.0 + 0.020 * i);
+  }
+  const auto gpu = [](PolicyOptions::GShare& g) {
+    g.hold_price = PolicyOptions::GShare::HoldPrice::kGpu;
+  };
+  auto sized = Simulate(w, "gshare", RuleOptions(gpu));
+  auto reactive = Simulate(w, "gshare-reactive-replicas", RuleOptions(gpu));
+  ASSERT_TRUE(sized.ok() && reactive.ok());
+  EXPECT_EQ(sized->peak_gpus, 3);
+  EXPECT_EQ(reactive->peak_gpus, 3);
+  // f's first call misses either way (a cold start does not fit its SLO).
+  EXPECT_NEAR(reactive->slo_attainment, 201.0 / 302.0, 1e-9);
+  EXPECT_GT(sized->slo_attainment, 0.95);
+  EXPECT_GT(sized->swaps, reactive->swaps);
+}
+
+TEST(GShareRulesTest, ABatchIsNoLargerThanItsHeadsDeadlineAllows) {
+  // f's batches take 10, 16, 22 and 28 ms (SLO 30 ms); its slice is resident (a first call at 0,
+  // held: priced by the GPU). Four calls come at once at 1 s: the first runs alone at once (10
+  // ms), and the other three wait for it. In one batch (gshare-queue-batch) they take 22 ms and
+  // end at 32 ms, past their deadlines: 2 of 5 calls in time. Cut to what the head's deadline
+  // allows by the predicted runs, the batches end in time: all 5.
+  Workload w;
+  w.gpu = RoundGpu();
+  ResolvedFunction f =
+      MakeFunction("f", 10'000'000, 256 * kMiB, milliseconds(10), milliseconds(30), 4);
+  f.exec_by_batch = {milliseconds(10), milliseconds(16), milliseconds(22), milliseconds(28)};
+  w.functions.push_back(f);
+  AddRequest(w, 0, 0.0);
+  for (int i = 0; i < 4; ++i) AddRequest(w, 0, 1.0);
+  const auto gpu = [](PolicyOptions::GShare& g) {
+    g.hold_price = PolicyOptions::GShare::HoldPrice::kGpu;
+  };
+  auto capped = Simulate(w, "gshare", RuleOptions(gpu));
+  auto whole = Simulate(w, "gshare-queue-batch", RuleOptions(gpu));
+  ASSERT_TRUE(capped.ok() && whole.ok());
+  EXPECT_DOUBLE_EQ(capped->slo_attainment, 1.0);
+  EXPECT_DOUBLE_EQ(whole->slo_attainment, 2.0 / 5.0);
 }
 
 TEST(GSharePolicyTest, ARequestFeasibleAloneMeetsItsDeadlineOnAnIdleGpu) {

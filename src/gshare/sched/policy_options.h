@@ -100,6 +100,17 @@ struct PolicyOptions {
     // holding one is not released when idle. Zero (the default): off; `compare` sweeps {0, 15m}.
     Duration protect_horizon = Duration::zero();
     double target_attainment = 0.99;
+    // Load-sized replicas: a function whose recent offered load (its arrival rate, the spread of
+    // its gaps and its predicted run) calls for more than one slice gets, ahead of any backlog,
+    // as many as a queueing model says keep the requests waiting beyond their slack under half
+    // the misses target_attainment allows, each on a GPU of the pool whose recent compute load
+    // is under replica_gpu_load (GSharePolicy::SizeReplicas; no GPU is added for one); else
+    // (gshare-reactive-replicas) a replica only once a backlog makes requests late.
+    bool load_sized_replicas = true;
+    double replica_gpu_load = 0.5;
+    // A batch no larger than its head request's deadline allows (by the predicted run of the
+    // batch); else (gshare-queue-batch) the function's queue up to max_batch, deadlines or not.
+    bool batch_to_deadline = true;
   };
   GShare gshare;
 };

@@ -23,7 +23,9 @@ const std::vector<std::string_view>& PolicyNames() {
                                                       "gshare-adaptive-margin",
                                                       "gshare-mean-margin",
                                                       "gshare-fixed-hold",
-                                                      "gshare-eager-restore"};
+                                                      "gshare-eager-restore",
+                                                      "gshare-reactive-replicas",
+                                                      "gshare-queue-batch"};
   return names;
 }
 
@@ -50,7 +52,8 @@ Result<std::unique_ptr<Scheduler>> MakePolicy(std::string_view name,
       name == "gshare-no-fast-swap" || name == "gshare-no-cache-queue" ||
       name == "gshare-no-timeslice" || name == "gshare-adaptive-margin" ||
       name == "gshare-mean-margin" || name == "gshare-fixed-hold" ||
-      name == "gshare-eager-restore") {
+      name == "gshare-eager-restore" || name == "gshare-reactive-replicas" ||
+      name == "gshare-queue-batch") {
     PolicyOptions variant = options;
     if (name == "fifo") {
       variant.gshare.lazy = false;
@@ -72,6 +75,10 @@ Result<std::unique_ptr<Scheduler>> MakePolicy(std::string_view name,
       variant.gshare.cost_aware_hold = false;
     } else if (name == "gshare-eager-restore") {
       variant.gshare.lazy_first_restore = false;
+    } else if (name == "gshare-reactive-replicas") {
+      variant.gshare.load_sized_replicas = false;
+    } else if (name == "gshare-queue-batch") {
+      variant.gshare.batch_to_deadline = false;
     }
     return std::unique_ptr<Scheduler>(
         std::make_unique<GSharePolicy>(std::string(name), context, variant));

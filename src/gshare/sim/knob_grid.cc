@@ -132,7 +132,7 @@ PolicyGrid DefaultGrid(std::string_view policy) {
     grid.axes = {{Knob::kPoolIdle, {"5s", "10s", "1m"}},
                  {Knob::kProxyOverhead, {"0", "0.2", "0.4"}}};
   } else if (IsGShareFamily(policy)) {
-    grid.axes = {{Knob::kSafetyMargin, {"0.4", "0.8", "1.2"}},
+    grid.axes = {{Knob::kSafetyMargin, {"0", "0.4", "0.8", "1.2"}},
                  {Knob::kPoolIdle, {"5s", "1m"}},
                  {Knob::kProtectHorizon, {"0s", "15m"}}};
   }

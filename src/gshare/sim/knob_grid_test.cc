@@ -23,12 +23,12 @@ TEST(KnobGridTest, DefaultGridsSweepEachPolicysOwnKnobs) {
   EXPECT_EQ(settings[15], last);
   EXPECT_EQ(GridSettings(DefaultGrid("faascache")).size(), 24u);
   EXPECT_EQ(GridSettings(DefaultGrid("faaswap")).size(), 9u);
-  EXPECT_EQ(GridSettings(DefaultGrid("gshare")).size(), 12u);
+  EXPECT_EQ(GridSettings(DefaultGrid("gshare")).size(), 16u);
   // The variants of gshare run its algorithm: the same knobs.
   for (const char* variant :
        {"fifo", "gshare-no-lazy", "gshare-no-fast-swap", "gshare-no-cache-queue",
         "gshare-no-timeslice", "gshare-adaptive-margin", "gshare-mean-margin", "gshare-fixed-hold",
-        "gshare-eager-restore"}) {
+        "gshare-eager-restore", "gshare-reactive-replicas", "gshare-queue-batch"}) {
     EXPECT_EQ(KnobsOf(variant), KnobsOf("gshare")) << variant;
   }
   // A policy without a default grid runs once, at the defaults, and may take any knob.
