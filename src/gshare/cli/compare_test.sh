@@ -64,7 +64,7 @@ for policy, points in doc["policies"].items():
             assert set(ci) == {"slo_attainment", "gpu_seconds", "cost_usd"}, sorted(ci)
             for k, interval in ci.items():
                 assert pair(interval) and interval[0] <= p[k] + 1e-9 <= interval[1] + 2e-9, (k, p)
-    # The default grids: 4 x 4, 3 x 3, 3 x 2 x 2 settings, each listed once.
+    # The default grids: 4 x 4, 3 x 3, 4 x 2 x 2 settings, each listed once.
     assert len(points) == {"keepalive": 16, "faaswap": 9, "gshare": 16}[policy], len(points)
     assert len({json.dumps(p["knobs"], sort_keys=True) for p in points}) == len(points)
     # at_equal_slo: the cheapest point whose attainment reaches the target, else null.

@@ -27,12 +27,32 @@ constexpr double kGapWeight = 1.0 / 256;
 constexpr double kRateWindowRestores = 10.0;
 constexpr double kMinRateWindowSeconds = 1.0;
 constexpr double kBurstRuns = 20.0;
+constexpr double kMinBurstWindowSeconds = 1e-3;
 constexpr std::uint32_t kGapsToSize = 64;
 constexpr double kMinSizedLoad = 0.25;
 constexpr double kLoadWindowSeconds = 10.0;
+// The replica count: sized again when the load moves by this fraction; the least squared
+// coefficient of variation of the gaps it assumes (evenly spaced arrivals still queue a little);
+// the most replicas of one function.
+constexpr double kResizeFraction = 0.05;
+constexpr double kMinGapSpread = 0.1;
+constexpr int kMaxReplicas = 4096;
+// The hold's look-again: past the moment the rate says a restore is cheaper, by this factor of
+// the time until then (the expected costs tie at that moment).
+constexpr double kLookAgainPast = 1.05;
 
 std::uint64_t Token(std::uint64_t tag, std::uint64_t high, std::uint32_t low) {
   return tag | (high << 32) | low;
+}
+
+// P(wait > slack) with `servers` servers at offered load `load` < servers: Erlang C (by Erlang B's
+// recurrence) times an exponential tail whose mean is mean_wait_scale / (servers - load).
+double ErlangCWaitBeyond(double load, int servers, double slack, double mean_wait_scale) {
+  double erlang_b = 1.0;
+  for (int c = 1; c <= servers; ++c) erlang_b = load * erlang_b / (c + load * erlang_b);
+  const double utilisation = load / servers;
+  const double waits = erlang_b / (1.0 - utilisation * (1.0 - erlang_b));
+  return waits * std::exp(-slack * (servers - load) / mean_wait_scale);
 }
 
 Duration Scale(Duration d, double factor) {
@@ -326,33 +346,41 @@ void GSharePolicy::OnRequest(const Request& request) {
   requests_.Add(request);
   FunctionState& fs = functions_[request.function];
   if (fs.seen) {
-    const double gap = ToSeconds(request.arrival - fs.last_arrival);
-    const double weight = fs.gaps_seen < kGapsToSize ? 1.0 / (fs.gaps_seen + 1) : kGapWeight;
-    fs.gap_mean += weight * (gap - fs.gap_mean);
-    fs.gap_square += weight * (gap * gap - fs.gap_square);
-    fs.gaps_seen += 1;
-    // The rate over the last kBurstRuns runs (the time in which a queue builds: arrivals decayed
-    // by their age), and its peak, decayed over RateWindow.
-    const double burst_window =
-        std::max(1e-3, kBurstRuns * ToSeconds(estimator_.Estimate(request.function, 1)));
-    fs.burst_rate = fs.burst_rate * std::exp(-gap / burst_window) + 1.0 / burst_window;
-    fs.peak_rate =
-        std::max(fs.burst_rate, fs.peak_rate * std::exp(-gap / RateWindow(request.function)));
-    fs.gaps[fs.gap_next] = request.arrival - fs.last_arrival;
-    fs.gap_next = static_cast<std::uint8_t>((fs.gap_next + 1) % FunctionState::kGapHistory);
-    if (fs.gap_count < FunctionState::kGapHistory) fs.gap_count += 1;
-  }
-  if (!fs.seen) {
+    if (fs.gap_count == 0) {
+      // Its first gap: the pool's prior for a function seen once (JoinLikelihood).
+      called_again_ += 1;
+      first_gaps_ += ToSeconds(request.arrival - fs.last_arrival);
+    }
+    LearnGap(request.function, request.arrival - fs.last_arrival);
+  } else {
     functions_seen_ += 1;
-    if (arrivals_ == 0) first_arrival_ = request.arrival;
   }
-  arrivals_ += 1;
   fs.seen = true;
   fs.last_arrival = request.arrival;
   fs.pending.push_back(request.id);
   if (fs.pending.size() == 1) UpdateKey(request.function);
   Bind(request.function);
   SizeReplicas(request.function);
+}
+
+void GSharePolicy::LearnGap(FunctionId function, Duration gap_duration) {
+  FunctionState& fs = functions_[function];
+  const double gap = ToSeconds(gap_duration);
+  // The spread of the gaps: their mean and that of their squares (the first kGapsToSize alike).
+  const double weight = fs.gaps_seen < kGapsToSize ? 1.0 / (fs.gaps_seen + 1) : kGapWeight;
+  fs.gap_mean += weight * (gap - fs.gap_mean);
+  fs.gap_square += weight * (gap * gap - fs.gap_square);
+  if (fs.gaps_seen < kGapsToSize) fs.gaps_seen += 1;
+  // The rate over the last kBurstRuns runs (the time in which a queue builds: arrivals decayed by
+  // their age), and its peak, decayed over RateWindow.
+  const double burst_window =
+      std::max(kMinBurstWindowSeconds, kBurstRuns * ToSeconds(estimator_.Estimate(function, 1)));
+  fs.burst_rate = fs.burst_rate * std::exp(-gap / burst_window) + 1.0 / burst_window;
+  fs.peak_rate = std::max(fs.burst_rate, fs.peak_rate * std::exp(-gap / RateWindow(function)));
+  // The last kGapHistory gaps (HoldTime).
+  fs.gaps[fs.gap_next] = gap_duration;
+  fs.gap_next = static_cast<std::uint8_t>((fs.gap_next + 1) % FunctionState::kGapHistory);
+  if (fs.gap_count < FunctionState::kGapHistory) fs.gap_count += 1;
 }
 
 int GSharePolicy::ReplicaTarget(FunctionId function) {
@@ -365,26 +393,18 @@ int GSharePolicy::ReplicaTarget(FunctionId function) {
                                                            : estimator_.Estimate(function, 1));
   const double slack = ToSeconds((*context_.functions)[function].slo) - high;
   if (run <= 0.0 || slack <= 0.0) return 1;  // no slice serves it in time anyway
-  // The load at the peak rate of the bursts seen lately, decayed to now.
-  const double age = ToSeconds(context_.executor->Now() - fs.last_arrival);
-  const double load = run * fs.peak_rate * std::exp(-age / RateWindow(function));
+  // The load at the peak rate of its recent bursts (as of this arrival: sized on arrivals only).
+  const double load = run * fs.peak_rate;
   if (load < kMinSizedLoad) return 1;
-  if (std::abs(load - fs.sized_load) <= 0.05 * fs.sized_load) return fs.replicas;
-  const double spread = std::max(0.0, fs.gap_square / (fs.gap_mean * fs.gap_mean) - 1.0);  // ca^2
+  // Sized again when the load moves by kResizeFraction (the spread and the run move slowly).
+  if (std::abs(load - fs.sized_load) <= kResizeFraction * fs.sized_load) return fs.replicas;
+  const double spread =
+      std::max(kMinGapSpread, fs.gap_square / (fs.gap_mean * fs.gap_mean) - 1.0);  // ca^2, floored
+  // Allen-Cunneen: the mean wait beyond zero is (ca^2 + cs^2) / 2 x run / (c - a), cs^2 = 0.
+  const double scale = spread / 2.0 * run;
   const double allowed = (1.0 - std::min(knobs_.target_attainment, 0.999)) / 2.0;
-  // Erlang B by its recurrence, then C for c servers where c > load.
-  double erlang_b = 1.0;
-  int c = 0;
-  constexpr int kMaxReplicas = 4096;
-  while (c < kMaxReplicas) {
-    c += 1;
-    erlang_b = load * erlang_b / (c + load * erlang_b);
-    if (c <= load) continue;
-    const double utilisation = load / c;
-    const double waits = erlang_b / (1.0 - utilisation * (1.0 - erlang_b));
-    const double mean_wait = std::max(spread, 0.1) / 2.0 * run / (c - load);
-    if (waits * std::exp(-slack / mean_wait) <= allowed) break;
-  }
+  int c = static_cast<int>(std::floor(load)) + 1;
+  while (c < kMaxReplicas && ErlangCWaitBeyond(load, c, slack, scale) > allowed) ++c;
   fs.replicas = c;
   fs.sized_load = load;
   return c;
@@ -395,36 +415,41 @@ double GSharePolicy::RateWindow(FunctionId function) const {
 }
 
 double GSharePolicy::LoadOf(const GpuState& gpu) const {
-  const double since = ToSeconds(context_.executor->Now() - gpu.load_at);
-  return gpu.load * std::exp(-since / kLoadWindowSeconds);
+  const TimePoint now = context_.executor->Now();
+  const double since = ToSeconds(now - gpu.load_at);
+  // The runs in flight count for what is predicted of them still.
+  const double in_flight =
+      gpu.runs.empty() || gpu.busy_until <= now ? 0.0 : ToSeconds(gpu.busy_until - now);
+  return gpu.load * std::exp(-since / kLoadWindowSeconds) + in_flight / kLoadWindowSeconds;
 }
 
 void GSharePolicy::SizeReplicas(FunctionId function) {
   if (!knobs_.load_sized_replicas) return;
+  // Not while memory is short (the pool at its cap, or a GPU refused): a replica made then could
+  // take what other functions, or other tenants, need.
+  if (pool_.AtCap() || gpus_refused_) return;
   FunctionState& fs = functions_[function];
   if (fs.slots.empty() || static_cast<int>(fs.slots.size()) >= ReplicaTarget(function) ||
       !CanBind(function)) {
     return;
   }
-  // One replica per request: the least loaded GPU with room, among the best-fit candidates, whose
-  // load is under replica_gpu_load.
+  // One replica per request: the least loaded ready GPU with room, among at most kMaxCandidates
+  // of the best-fit order, whose load is under replica_gpu_load. None: no replica now, and no GPU
+  // is added for it (a replica is worth a GPU only if the load lasts until the GPU has started,
+  // which the pool's own rule, PoolSizer, judges from the backlog).
   const std::uint64_t bytes = SliceBytes(function);
   std::optional<std::size_t> chosen;
   double least = knobs_.replica_gpu_load;
-  int examined = 0;
-  for (auto it = by_free_.lower_bound({bytes, 0});
-       it != by_free_.end() && examined < kMaxCandidates; ++it) {
+  int visited = 0;
+  for (auto it = by_free_.lower_bound({bytes, 0}); it != by_free_.end() && visited < kMaxCandidates;
+       ++it, ++visited) {
     const GpuState& gpu = gpus_[it->second];
-    if (gpu.slices.contains(function)) continue;
-    ++examined;
-    if (!OneRangeHolds(gpu, bytes)) continue;
+    if (!gpu.ready || gpu.slices.contains(function) || !OneRangeHolds(gpu, bytes)) continue;
     if (const double load = LoadOf(gpu); load < least) {
       least = load;
       chosen = it->second;
     }
   }
-  // None: no GPU is added for it. A replica is worth a GPU only if the load lasts until the GPU
-  // has started, which the pool's own rule (PoolSizer) judges from the backlog.
   if (chosen) StartRestore(*chosen, function);
 }
 
@@ -504,9 +529,8 @@ void GSharePolicy::Bind(FunctionId function) {
     // may join: a function seen before at its recent rate (the hold's view); one seen once at the
     // pool's mean rate of repeat calls per function, where that makes a request joining before
     // the restore at least kMinJoin likely (functions each called once defer nothing).
-    const bool may_join = fs.gap_count > 0
-                              ? RecentRate(function) > 0.0
-                              : 1.0 - std::exp(-PooledRate() * ToSeconds(latest - now)) >= kMinJoin;
+    const bool may_join =
+        fs.gap_count > 0 ? RecentRate(function) > 0.0 : JoinLikelihood(latest - now) >= kMinJoin;
     if (latest >= now + guard && may_join) {
       SetCheck(function, latest);
       return;
@@ -826,11 +850,11 @@ void GSharePolicy::IssueRestore(std::size_t slot) {
   }
 }
 
-double GSharePolicy::PooledRate() const {
-  const double observed = ToSeconds(context_.executor->Now() - first_arrival_);
-  if (observed <= 0.0 || functions_seen_ == 0) return 0.0;
-  return static_cast<double>(arrivals_ - functions_seen_) / static_cast<double>(functions_seen_) /
-         observed;
+double GSharePolicy::JoinLikelihood(Duration wait) const {
+  if (called_again_ == 0 || functions_seen_ == 0) return 0.0;
+  const double again = static_cast<double>(called_again_) / static_cast<double>(functions_seen_);
+  const double first_gap = first_gaps_ / static_cast<double>(called_again_);
+  return first_gap > 0.0 ? again * (1.0 - std::exp(-ToSeconds(wait) / first_gap)) : again;
 }
 
 bool GSharePolicy::OneRangeHolds(const GpuState& gpu, std::uint64_t bytes) const {
@@ -888,15 +912,7 @@ void GSharePolicy::Dispatch(std::size_t slot) {
     const std::uint64_t growable =
         gpu.free_bytes > gpu.copying_bytes ? gpu.free_bytes - gpu.copying_bytes : 0;
     while (batch > 1 && SliceBytes(function, batch) > slice.bytes + growable) --batch;
-    if (knobs_.batch_to_deadline) {
-      // A batch no larger than its head's deadline allows (the head's is the earliest): where
-      // even one request would miss it, the whole batch runs (the head is late anyway, and a
-      // larger batch drains the backlog sooner).
-      const TimePoint head_deadline = requests_.Get(fs.pending.front()).deadline;
-      if (now + PredictExec(function, 1) <= head_deadline) {
-        while (batch > 1 && now + PredictExec(function, batch) > head_deadline) --batch;
-      }
-    }
+    if (knobs_.batch_to_deadline) batch = DeadlineBatch(function, now, batch);
     if (knobs_.slack_order && now + PredictExec(function, batch) > must_start_by) continue;
     if (const std::uint64_t need = SliceBytes(function, batch); need > slice.bytes) {
       if (context_.executor->Resize(gpu.gpu, function, need)) {
@@ -922,6 +938,28 @@ void GSharePolicy::Dispatch(std::size_t slot) {
     context_.executor->Run(gpu.gpu, chosen, batch_);
     return;
   }
+}
+
+std::size_t GSharePolicy::DeadlineBatch(FunctionId function, TimePoint now,
+                                        std::size_t batch) const {
+  const std::deque<RequestId>& pending = functions_.at(function).pending;
+  const TimePoint head_deadline = requests_.Get(pending.front()).deadline;
+  std::size_t cut = batch;
+  while (cut > 1 && now + PredictExec(function, cut) > head_deadline) --cut;
+  if (cut == batch || now + PredictExec(function, cut) > head_deadline) return batch;
+  // Predicted in time: of the first `b` run now, and of the next batch run after them.
+  const auto max_batch = static_cast<std::size_t>((*context_.functions)[function].max_batch);
+  const auto in_time = [&](std::size_t b) {
+    const TimePoint first = now + PredictExec(function, b);
+    const std::size_t next = std::min(pending.size() - b, max_batch);
+    const TimePoint second = next > 0 ? first + PredictExec(function, next) : first;
+    std::size_t count = 0;
+    for (std::size_t i = 0; i < b + next; ++i) {
+      count += requests_.Get(pending[i]).deadline >= (i < b ? first : second) ? 1 : 0;
+    }
+    return count;
+  };
+  return in_time(cut) >= in_time(batch) ? cut : batch;
 }
 
 void GSharePolicy::DispatchShared(std::size_t slot) {
@@ -1136,7 +1174,8 @@ Duration GSharePolicy::HoldTime(FunctionId function) const {
   // then (a little after, past the tie), when it comes before the hold ends; the cost is
   // minimised afresh from there.
   if (best > 0.0 && rate > 0.0) {
-    const double flip = 1.05 * (static_cast<double>(k) * restore_cost - ObservedSeconds(function));
+    const double flip =
+        kLookAgainPast * (static_cast<double>(k) * restore_cost - ObservedSeconds(function));
     if (flip > 0.0 && flip < best) best = flip;
   }
   return FromSeconds(best);

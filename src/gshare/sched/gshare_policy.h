@@ -46,7 +46,9 @@
 //    and a GPU asked for now would finish it sooner (PoolSizer);
 //    releases a GPU idle for PolicyOptions::pool_idle (unless it holds a protected slice).
 // Work per event: O(log G) in the number of GPUs, plus at most 64 candidate GPUs examined for a
-// new slice (and their slices, on the eviction path); no scan over all functions or all GPUs.
+// new slice (and their slices, on the eviction path) and 64 visited for a replica; O(c^2) when a
+// function's replica count c is sized again (its load moved by 5%); no scan over all functions or
+// all GPUs.
 //
 // Failures: a refused GPU is treated as the pool being at its limit (the function waits for
 // memory; with no GPU at all its requests are answered with the refusal). A run that fails, or an
@@ -147,7 +149,7 @@ class GSharePolicy final : public Scheduler {
     std::uint64_t copying_bytes = 0;  // their bytes, not yet free on the device
     bool retiring = false;            // released once its evictions end
     std::uint32_t idle_generation = 0;
-    // Its recent compute load: run seconds per second, decayed over kLoadWindow (LoadOf).
+    // Its recent compute load: run seconds per second, decayed over kLoadWindowSeconds (LoadOf).
     double load = 0.0;
     TimePoint load_at{};
   };
@@ -174,7 +176,7 @@ class GSharePolicy final : public Scheduler {
     // last sized with the offered load it was sized for (ReplicaTarget).
     double gap_mean = 0.0;
     double gap_square = 0.0;
-    std::uint32_t gaps_seen = 0;
+    std::uint32_t gaps_seen = 0;  // up to kGapsToSize
     double burst_rate = 0.0;
     double peak_rate = 0.0;
     int replicas = 1;
@@ -207,9 +209,10 @@ class GSharePolicy final : public Scheduler {
   void MakeContiguous(std::size_t slot, std::uint64_t bytes, FunctionId asker);
   // Whether one free range of the GPU holds `bytes` (always, where memory is mapped in pages).
   bool OneRangeHolds(const GpuState& gpu, std::uint64_t bytes) const;
-  // The pool's mean rate of repeat calls per function (per second): the calls after each
-  // function's first, over the functions seen and the time since the first call.
-  double PooledRate() const;
+  // How likely a function seen once is called again within `wait`, by the pool: the share of the
+  // functions seen that were called again, times the chance of a first gap (exponential at the
+  // mean of theirs) within `wait`.
+  double JoinLikelihood(Duration wait) const;
   void IssueRestore(std::size_t slot);
   // Sets the slice's release timer `hold` (HoldTime) from now, unless one fires sooner.
   void MaybeRelease(std::size_t slot, FunctionId function, Duration hold);
@@ -286,12 +289,19 @@ class GSharePolicy final : public Scheduler {
   // The slices the function's offered load needs: the fewest c with P(wait > slack) at most half
   // of 1 - target_attainment, by the Erlang C probability of waiting for a = peak burst rate x
   // the learned mean run, with the Allen-Cunneen correction for the spread of the gaps (the wait
-  // beyond zero taken exponential with mean (ca^2 + cs^2) / 2 x run / (c - a), cs^2 = 0), the
-  // slack being the SLO less the run's learned high quantile; re-sized when the load moves by 5%.
-  // O(c) when re-sized, O(1) otherwise.
+  // beyond zero taken exponential with mean (ca^2 + cs^2) / 2 x run / (c - a), cs^2 = 0, ca^2 at
+  // least kMinGapSpread), the slack being the SLO less the run's learned high quantile; sized
+  // again only when the load moves by kResizeFraction. O(c^2) when sized, O(1) otherwise.
   int ReplicaTarget(FunctionId function);
-  // The GPU's compute load decayed to now.
+  // The GPU's compute load decayed to now, the runs in flight counted for what is left of them.
   double LoadOf(const GpuState& gpu) const;
+  // Learns an inter-arrival gap of the function: its spread and burst rate (ReplicaTarget) and
+  // the last kGapHistory gaps (HoldTime).
+  void LearnGap(FunctionId function, Duration gap);
+  // The batch to run now out of the first `batch` pending requests of the function: cut to the
+  // largest whose predicted run meets the head's deadline, unless the whole batch, counting the
+  // next batch after it, has more requests predicted in time (or the head misses either way).
+  std::size_t DeadlineBatch(FunctionId function, TimePoint now, std::size_t batch) const;
   // The window (seconds) over which the peak of a function's burst rate decays:
   // kRateWindowRestores of its restores, at least kMinRateWindowSeconds.
   double RateWindow(FunctionId function) const;
@@ -332,10 +342,10 @@ class GSharePolicy final : public Scheduler {
   int tenants_holding_ = 0;
   std::uint64_t pool_bytes_ = 0;
   bool gpus_refused_ = false;
-  // PooledRate: requests and functions seen, and the first request's arrival.
-  std::uint64_t arrivals_ = 0;
+  // JoinLikelihood: the functions seen, those called again, and the sum of their first gaps (s).
   std::uint64_t functions_seen_ = 0;
-  TimePoint first_arrival_{};
+  std::uint64_t called_again_ = 0;
+  double first_gaps_ = 0.0;
 };
 
 }  // namespace gshare

@@ -548,6 +548,30 @@ TEST(GShareRulesTest, ABatchIsNoLargerThanItsHeadsDeadlineAllows) {
   EXPECT_DOUBLE_EQ(whole->slo_attainment, 2.0 / 5.0);
 }
 
+TEST(GShareRulesTest, ABatchIsNotCutWhereTheRequestsLeftBehindWouldMiss) {
+  // f's batches of b take 10 + 2 (b - 1) ms (SLO 30 ms), predicted exactly (the learned mean, no
+  // margin). Its slice is resident (a call at 0, held: priced by the GPU). x comes at 1.000 s and
+  // runs alone until 1.010; h at 1.001 (deadline 1.031) and seven more at 1.009 (1.039) wait.
+  // Cut to the head's deadline, a batch of 6 ends at 1.030 and the other two at 1.042: 2 miss.
+  // The whole batch of 8 ends at 1.034: only h misses. The whole batch runs.
+  Workload w;
+  w.gpu = RoundGpu();
+  ResolvedFunction f =
+      MakeFunction("f", 10'000'000, 256 * kMiB, milliseconds(10), milliseconds(30), 8);
+  for (int b = 1; b <= 8; ++b) f.exec_by_batch[b - 1] = milliseconds(10 + 2 * (b - 1));
+  w.functions.push_back(f);
+  AddRequest(w, 0, 0.0);
+  AddRequest(w, 0, 1.000);
+  AddRequest(w, 0, 1.001);
+  for (int i = 0; i < 7; ++i) AddRequest(w, 0, 1.009);
+  auto run = Simulate(w, "gshare", RuleOptions([](PolicyOptions::GShare& g) {
+                        g.hold_price = PolicyOptions::GShare::HoldPrice::kGpu;
+                        g.exec_quantile = 0.0;
+                      }));
+  ASSERT_TRUE(run.ok());
+  EXPECT_DOUBLE_EQ(run->slo_attainment, 9.0 / 10.0);
+}
+
 TEST(GSharePolicyTest, ARequestFeasibleAloneMeetsItsDeadlineOnAnIdleGpu) {
   // A GPU is in the pool (warmed by function w at 0 s) and idle when f's only request arrives;
   // the SLO leaves exactly the restore and the run, plus 1 us.
