@@ -416,6 +416,30 @@ TEST(GShareRulesTest, ASliceAtRiskThatIsExpectedBackGetsItsOwnGpu) {
   EXPECT_NEAR(evicted->slo_attainment, 9.0 / 11.0, 1e-12);
 }
 
+// w (1 MB, 128 MiB, run 1 ms, SLO `w_slo`) and f (10 MB, 256 MiB, run 10 ms, SLO 200 ms, batches
+// of up to 4) on the round GPU; no requests.
+Workload WorkloadOfWAndF(Duration w_slo) {
+  Workload w;
+  w.gpu = RoundGpu();
+  w.functions.push_back(MakeFunction("w", 1'000'000, 128 * kMiB, milliseconds(1), w_slo));
+  w.functions.push_back(MakeFunction("f", 10'000'000, 256 * kMiB, milliseconds(10),
+                                     milliseconds(200), /*max_batch=*/4));
+  return w;
+}
+
+// The lazy first restore against gshare-eager-restore on `w`, whose f (256 MiB, restore 11 ms,
+// run 10 ms) is restored once where eagerly it is restored twice: every request in time, and f
+// holds one residency of a restore and one run of two, against two of a restore and a run each.
+void ExpectOneRestoreOfFFewerThanEager(const Workload& w) {
+  auto lazy = Simulate(w, "gshare", RuleOptions([](auto&) {}));
+  auto eager = Simulate(w, "gshare-eager-restore", RuleOptions([](auto&) {}));
+  ASSERT_TRUE(lazy.ok() && eager.ok());
+  EXPECT_EQ(lazy->swaps + 1, eager->swaps);
+  EXPECT_DOUBLE_EQ(lazy->slo_attainment, 1.0);
+  EXPECT_DOUBLE_EQ(eager->slo_attainment, 1.0);
+  EXPECT_NEAR(eager->vgpu_gib_seconds - lazy->vgpu_gib_seconds, 0.25 * 0.021, 1e-9);
+}
+
 TEST(GShareRulesTest, ALazyFirstRestoreServesTheRequestsThatArriveMeanwhile) {
   // A GPU is in the pool (w, called at 0). f (restore 11 ms, run 10 ms, batches of up to 4, SLO
   // 200 ms) is called at 50, 100 and 140 ms. The first call is restored at once (the pool has
@@ -425,48 +449,27 @@ TEST(GShareRulesTest, ALazyFirstRestoreServesTheRequestsThatArriveMeanwhile) {
   // spread), the third joins it, and one restore serves both in one batch. Eager: the slice is
   // made at once, serves the second call and is released (the next call is expected 50 ms
   // later, more than a restore away); the third needs another restore.
-  Workload w;
-  w.gpu = RoundGpu();
-  w.functions.push_back(MakeFunction("w", 1'000'000, 128 * kMiB, milliseconds(1), seconds(1)));
-  w.functions.push_back(MakeFunction("f", 10'000'000, 256 * kMiB, milliseconds(10),
-                                     milliseconds(200), /*max_batch=*/4));
+  Workload w = WorkloadOfWAndF(seconds(1));
   AddRequest(w, 0, 0.0);
   AddRequest(w, 1, 0.050);
   AddRequest(w, 1, 0.100);
   AddRequest(w, 1, 0.140);
-  auto lazy = Simulate(w, "gshare", RuleOptions([](auto&) {}));
-  auto eager = Simulate(w, "gshare-eager-restore", RuleOptions([](auto&) {}));
-  ASSERT_TRUE(lazy.ok() && eager.ok());
-  EXPECT_EQ(lazy->swaps + 1, eager->swaps);
-  EXPECT_DOUBLE_EQ(lazy->slo_attainment, 1.0);
-  EXPECT_DOUBLE_EQ(eager->slo_attainment, 1.0);
-  // f: one residency of a restore and one run of two, against two of a restore and a run each.
-  EXPECT_NEAR(eager->vgpu_gib_seconds - lazy->vgpu_gib_seconds, 0.25 * 0.021, 1e-9);
+  ExpectOneRestoreOfFFewerThanEager(w);
 }
 
 TEST(GShareRulesTest, AFunctionSeenOnceWaitsForJoinersWhereThePoolSeesRepeatCalls) {
-  // w (restore 2 ms, run 1 ms, SLO 4 ms: no time to wait) is called every 10 ms from 0 to 40 ms:
-  // the pool has seen 4 repeat calls of 1 function in 40 ms. f (restore 11 ms, run 10 ms, batches
-  // of up to 4, SLO 200 ms) is first called at 50 ms, again at 80 ms. At that mean rate a second
-  // call of f before its latest start (about 150 ms away) is near certain, so f's first restore
-  // waits for it: one restore serves both, in one batch. Eager, f is restored at once, released
-  // after its run (seen once), and restored again for the second call. Were the pool's calls each
-  // of a new function (the test above), nothing would wait.
-  Workload w;
-  w.gpu = RoundGpu();
-  w.functions.push_back(MakeFunction("w", 1'000'000, 128 * kMiB, milliseconds(1), milliseconds(4)));
-  w.functions.push_back(MakeFunction("f", 10'000'000, 256 * kMiB, milliseconds(10),
-                                     milliseconds(200), /*max_batch=*/4));
+  // w (restore 2 ms, run 1 ms, SLO 4 ms: no time to wait) is called every 10 ms from 0 to 40 ms.
+  // f (restore 11 ms, run 10 ms, batches of up to 4, SLO 200 ms) is first called at 50 ms, again
+  // at 80 ms. Of the two functions seen then, one was called again, 10 ms after its first call:
+  // a second call of f before its latest start (about 150 ms away) is about 50% likely, so f's
+  // first restore waits for it, and one restore serves both, in one batch. Eager, f is restored
+  // at once, released after its run (seen once), and restored again for the second call. Were
+  // the pool's calls each of a new function (the test above), nothing would wait.
+  Workload w = WorkloadOfWAndF(milliseconds(4));
   for (int i = 0; i < 5; ++i) AddRequest(w, 0, 0.010 * i);
   AddRequest(w, 1, 0.050);
   AddRequest(w, 1, 0.080);
-  auto lazy = Simulate(w, "gshare", RuleOptions([](auto&) {}));
-  auto eager = Simulate(w, "gshare-eager-restore", RuleOptions([](auto&) {}));
-  ASSERT_TRUE(lazy.ok() && eager.ok());
-  EXPECT_EQ(lazy->swaps + 1, eager->swaps);
-  EXPECT_DOUBLE_EQ(lazy->slo_attainment, 1.0);
-  EXPECT_DOUBLE_EQ(eager->slo_attainment, 1.0);
-  EXPECT_NEAR(eager->vgpu_gib_seconds - lazy->vgpu_gib_seconds, 0.25 * 0.021, 1e-9);
+  ExpectOneRestoreOfFFewerThanEager(w);
 }
 
 TEST(GShareRulesTest, TheHoldLooksAgainAsTheOpenGapLengthens) {
