@@ -403,7 +403,7 @@ int GSharePolicy::ReplicaTarget(FunctionId function) {
   // Allen-Cunneen: the mean wait beyond zero is (ca^2 + cs^2) / 2 x run / (c - a), cs^2 = 0.
   const double scale = spread / 2.0 * run;
   const double allowed = (1.0 - std::min(knobs_.target_attainment, 0.999)) / 2.0;
-  int c = static_cast<int>(std::floor(load)) + 1;
+  int c = static_cast<int>(std::min<double>(kMaxReplicas, std::floor(load) + 1));
   while (c < kMaxReplicas && ErlangCWaitBeyond(load, c, slack, scale) > allowed) ++c;
   fs.replicas = c;
   fs.sized_load = load;
@@ -414,13 +414,17 @@ double GSharePolicy::RateWindow(FunctionId function) const {
   return std::max(kMinRateWindowSeconds, kRateWindowRestores * ToSeconds(PredictRestore(function)));
 }
 
+double GSharePolicy::DecayedLoad(const GpuState& gpu) const {
+  const double since = ToSeconds(context_.executor->Now() - gpu.load_at);
+  return gpu.load * std::exp(-since / kLoadWindowSeconds);
+}
+
 double GSharePolicy::LoadOf(const GpuState& gpu) const {
   const TimePoint now = context_.executor->Now();
-  const double since = ToSeconds(now - gpu.load_at);
   // The runs in flight count for what is predicted of them still.
   const double in_flight =
       gpu.runs.empty() || gpu.busy_until <= now ? 0.0 : ToSeconds(gpu.busy_until - now);
-  return gpu.load * std::exp(-since / kLoadWindowSeconds) + in_flight / kLoadWindowSeconds;
+  return DecayedLoad(gpu) + in_flight / kLoadWindowSeconds;
 }
 
 void GSharePolicy::SizeReplicas(FunctionId function) {
@@ -526,9 +530,9 @@ void GSharePolicy::Bind(FunctionId function) {
     const TimePoint latest = head.deadline - (placement.finish - now) - guard;
     // Only by at least one guard (a finish pinned to a busy copy engine or GPU does not move with
     // the start, and re-checks in small steps would otherwise follow), and only where a request
-    // may join: a function seen before at its recent rate (the hold's view); one seen once at the
-    // pool's mean rate of repeat calls per function, where that makes a request joining before
-    // the restore at least kMinJoin likely (functions each called once defer nothing).
+    // may join: a function seen before at its recent rate (the hold's view); one seen once where
+    // the pool makes a second call before the restore at least kMinJoin likely (JoinLikelihood;
+    // functions each called once defer nothing).
     const bool may_join =
         fs.gap_count > 0 ? RecentRate(function) > 0.0 : JoinLikelihood(latest - now) >= kMinJoin;
     if (latest >= now + guard && may_join) {
@@ -947,15 +951,19 @@ std::size_t GSharePolicy::DeadlineBatch(FunctionId function, TimePoint now,
   std::size_t cut = batch;
   while (cut > 1 && now + PredictExec(function, cut) > head_deadline) --cut;
   if (cut == batch || now + PredictExec(function, cut) > head_deadline) return batch;
-  // Predicted in time: of the first `b` run now, and of the next batch run after them.
+  // Predicted in time, of the same first n requests either way: the first `b` run now, then
+  // batches of up to max_batch one after the other on this slice.
   const auto max_batch = static_cast<std::size_t>((*context_.functions)[function].max_batch);
+  const std::size_t n = std::min(pending.size(), batch + max_batch);
   const auto in_time = [&](std::size_t b) {
-    const TimePoint first = now + PredictExec(function, b);
-    const std::size_t next = std::min(pending.size() - b, max_batch);
-    const TimePoint second = next > 0 ? first + PredictExec(function, next) : first;
     std::size_t count = 0;
-    for (std::size_t i = 0; i < b + next; ++i) {
-      count += requests_.Get(pending[i]).deadline >= (i < b ? first : second) ? 1 : 0;
+    TimePoint end = now;
+    for (std::size_t start = 0, size = b; start < n; start += size, size = max_batch) {
+      size = std::min(size, n - start);
+      end += PredictExec(function, size);
+      for (std::size_t i = start; i < start + size; ++i) {
+        count += requests_.Get(pending[i]).deadline >= end ? 1 : 0;
+      }
     }
     return count;
   };
@@ -1016,7 +1024,7 @@ void GSharePolicy::OnRunDone(GpuId id, FunctionId function, std::span<const Requ
   GpuState& gpu = gpus_[slot];
   const TimePoint now = context_.executor->Now();
   const bool shared = EndRun(gpu, function);
-  gpu.load = LoadOf(gpu) + ToSeconds(result.elapsed) / kLoadWindowSeconds;
+  gpu.load = DecayedLoad(gpu) + ToSeconds(result.elapsed) / kLoadWindowSeconds;
   gpu.load_at = now;
   if (result.status.ok()) {
     // Learn the execution time from runs that had the GPU to themselves.

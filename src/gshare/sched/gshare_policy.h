@@ -26,7 +26,8 @@
 //    release timer per slice;
 //  - sizes the replicas of a function by its load, ahead of any backlog (SizeReplicas: a queueing
 //    model over the peak rate of its recent bursts), each on a GPU whose recent compute load is
-//    low, and cuts a batch to what its head request's deadline allows;
+//    low, and cuts a batch to what its head request's deadline allows (unless the whole batch,
+//    counting the batches behind it, has more requests predicted in time);
 //  - evicts idle slices least recently used first; with fast swap an eviction discards the
 //    device copy (the host snapshot is still valid) and costs no copy; below the pool's cap, a
 //    protected slice (at risk, expected back within protect_horizon) is not evicted for another,
@@ -45,10 +46,10 @@
 //  - grows the pool by one GPU when no choice (starting GPUs included) meets a request's deadline
 //    and a GPU asked for now would finish it sooner (PoolSizer);
 //    releases a GPU idle for PolicyOptions::pool_idle (unless it holds a protected slice).
-// Work per event: O(log G) in the number of GPUs, plus at most 64 candidate GPUs examined for a
-// new slice (and their slices, on the eviction path) and 64 visited for a replica; O(c^2) when a
-// function's replica count c is sized again (its load moved by 5%); no scan over all functions or
-// all GPUs.
+// Work per event: O(log G) in the number of GPUs, plus at most 65 candidate GPUs examined for a
+// new slice (and their slices, on the eviction path) and 64 visited for a replica; a batch choice
+// over at most two batches' requests; O(c^2) when a function's replica count c is sized again
+// (its load moved by more than 5%); no scan over all functions or all GPUs.
 //
 // Failures: a refused GPU is treated as the pool being at its limit (the function waits for
 // memory; with no GPU at all its requests are answered with the refusal). A run that fails, or an
@@ -283,8 +284,9 @@ class GSharePolicy final : public Scheduler {
   // The function's recent arrival rate (per second): its recent gaps over ObservedSeconds.
   double RecentRate(FunctionId function) const;
   // Load-sized replicas (PolicyOptions::GShare::load_sized_replicas): starts one more slice of
-  // the function when it has fewer than ReplicaTarget, on the least loaded of the GPUs examined
-  // whose load is under replica_gpu_load (none: no replica; the pool grows by its own rule).
+  // the function when it has fewer than ReplicaTarget, on the least loaded of the ready GPUs
+  // visited whose load is under replica_gpu_load (none: no replica; the pool grows by its own
+  // rule); none while the pool is at its cap or a GPU was refused.
   void SizeReplicas(FunctionId function);
   // The slices the function's offered load needs: the fewest c with P(wait > slack) at most half
   // of 1 - target_attainment, by the Erlang C probability of waiting for a = peak burst rate x
@@ -295,12 +297,15 @@ class GSharePolicy final : public Scheduler {
   int ReplicaTarget(FunctionId function);
   // The GPU's compute load decayed to now, the runs in flight counted for what is left of them.
   double LoadOf(const GpuState& gpu) const;
+  // The load of the runs ended (GpuState::load) decayed to now.
+  double DecayedLoad(const GpuState& gpu) const;
   // Learns an inter-arrival gap of the function: its spread and burst rate (ReplicaTarget) and
   // the last kGapHistory gaps (HoldTime).
   void LearnGap(FunctionId function, Duration gap);
   // The batch to run now out of the first `batch` pending requests of the function: cut to the
-  // largest whose predicted run meets the head's deadline, unless the whole batch, counting the
-  // next batch after it, has more requests predicted in time (or the head misses either way).
+  // largest whose predicted run meets the head's deadline, unless the whole batch has more of the
+  // first batch + max_batch requests predicted in time, batches after it running one after the
+  // other on this slice (or the head misses either way).
   std::size_t DeadlineBatch(FunctionId function, TimePoint now, std::size_t batch) const;
   // The window (seconds) over which the peak of a function's burst rate decays:
   // kRateWindowRestores of its restores, at least kMinRateWindowSeconds.

@@ -109,7 +109,8 @@ struct PolicyOptions {
     bool load_sized_replicas = true;
     double replica_gpu_load = 0.5;
     // A batch no larger than its head request's deadline allows (by the predicted run of the
-    // batch); else (gshare-queue-batch) the function's queue up to max_batch, deadlines or not.
+    // batch), unless the whole batch has more requests predicted in time, counting those behind
+    // it; else (gshare-queue-batch) the function's queue up to max_batch, deadlines or not.
     bool batch_to_deadline = true;
   };
   GShare gshare;
