@@ -1151,7 +1151,9 @@ Duration GSharePolicy::HoldTime(FunctionId function) const {
     const double g = ToSeconds(fs.gaps[i]);
     if (g > elapsed) residual[n++] = g - elapsed;
   }
-  const double rate = RecentRate(function);
+  // RecentRate, with the span it is over kept for the look-again below.
+  const double observed = ObservedSeconds(function);
+  const double rate = observed > 0.0 ? static_cast<double>(k) / observed : 0.0;
   const auto expected = [&](double h) {
     double cost = 0.0;
     for (std::size_t i = 0; i < n; ++i) cost += residual[i] <= h ? residual[i] : h + restore_cost;
@@ -1182,8 +1184,7 @@ Duration GSharePolicy::HoldTime(FunctionId function) const {
   // then (a little after, past the tie), when it comes before the hold ends; the cost is
   // minimised afresh from there.
   if (best > 0.0 && rate > 0.0) {
-    const double flip =
-        kLookAgainPast * (static_cast<double>(k) * restore_cost - ObservedSeconds(function));
+    const double flip = kLookAgainPast * (static_cast<double>(k) * restore_cost - observed);
     if (flip > 0.0 && flip < best) best = flip;
   }
   return FromSeconds(best);
